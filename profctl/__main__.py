@@ -1,0 +1,3 @@
+from profctl.cli import main
+
+main()

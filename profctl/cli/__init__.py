@@ -1,0 +1,58 @@
+"""The profctl command line. Each command lives in its own module and only parses options and prints; the work
+is done by the pipeline modules it calls (imported lazily, so `profctl --help` stays fast)."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="profctl",
+    help="Profile GPU attention kernels (FlashAttention, SDPA, cuDNN, FA4, eager) with nsys, ncu and "
+    "torch.profiler, and compare them in one summary.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="print profctl's version and exit", is_eager=True),
+) -> None:
+    """Profile GPU attention kernels with nsys, ncu and torch.profiler, and compare them in one summary."""
+    if version:
+        from importlib.metadata import version as v
+
+        print(f"profctl {v('profctl')}")
+        raise typer.Exit(0)
+
+
+#: (command name, module, function) — a module that is not there yet is simply not registered
+COMMANDS = [
+    ("bench", "profctl.cli.bench", "bench"),
+    ("nsys", "profctl.cli.nsys", "nsys"),
+    ("ncu", "profctl.cli.ncu", "ncu"),
+    ("torch", "profctl.cli.torch_cmd", "torch_cmd"),
+    ("report", "profctl.cli.report", "report"),
+    ("recipes", "profctl.cli.recipes", "recipes"),
+    ("doctor", "profctl.cli.doctor", "doctor"),
+    ("runs", "profctl.cli.runs", "runs"),
+    ("show", "profctl.cli.runs", "show"),
+    ("compare", "profctl.cli.compare", "compare"),
+]
+
+for _name, _mod, _fn in COMMANDS:
+    try:
+        _m = importlib.import_module(_mod)
+    except ModuleNotFoundError as _e:
+        if _e.name != _mod:
+            raise
+        continue
+    app.command(_name)(getattr(_m, _fn))
+
+
+def main() -> None:
+    app()

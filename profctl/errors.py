@@ -1,0 +1,84 @@
+"""Typed errors. Every failure a user can cause or meet ends as one of these, and the CLI prints it as one line.
+
+Each error carries a short message and, where a tool failed, the path of the log that holds the details, so
+the one-line error still leads to the evidence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ProfctlError(Exception):
+    """Base class: a failure with a one-line explanation for the user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, log: Path | str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = Path(log) if log is not None else None
+        self.hint = hint
+
+    def one_line(self) -> str:
+        parts = [self.message.strip().replace("\n", " ")]
+        if self.hint:
+            parts.append(self.hint.strip().replace("\n", " "))
+        if self.log is not None:
+            parts.append(f"(log: {self.log})")
+        return " ".join(parts)
+
+
+class UsageError(ProfctlError):
+    """A bad option value: unknown backend, non-positive size, heads not divisible by kv-heads, ..."""
+
+    exit_code = 2
+
+
+class RecipeError(UsageError):
+    """A recipe file that does not validate; the message points at the file and line."""
+
+
+class UnsupportedShape(ProfctlError):
+    """A backend cannot take this shape, dtype or device."""
+
+
+class ToolNotFound(ProfctlError):
+    """An external tool (nsys, ncu) is not installed or not where we looked."""
+
+    exit_code = 3
+
+
+class ToolFailed(ProfctlError):
+    """An external tool ran and failed; `log` names its output."""
+
+    exit_code = 4
+
+
+class ToolTimeout(ToolFailed):
+    """An external tool ran past its timeout and was killed."""
+
+
+class CounterPermission(ToolFailed):
+    """ncu could not read GPU performance counters (ERR_NVGPUCTRPERM)."""
+
+    HINT = (
+        "GPU performance counters are restricted to admin users: run as root, or load the driver with "
+        "NVreg_RestrictProfilingToAdminUsers=0 (e.g. options nvidia NVreg_RestrictProfilingToAdminUsers=0 in "
+        "/etc/modprobe.d, then reload), or in a container add the SYS_ADMIN capability; "
+        "see https://developer.nvidia.com/ERR_NVGPUCTRPERM."
+    )
+
+
+class NothingMatched(ProfctlError):
+    """A filter (NVTX range, kernel regex) selected no kernels."""
+
+
+class BadReport(ProfctlError):
+    """A report file that is unreadable: truncated, foreign, or from an unsupported tool version."""
+
+    exit_code = 5
+
+
+class WorkloadFailed(ProfctlError):
+    """The workload child process exited abnormally."""

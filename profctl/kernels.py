@@ -1,0 +1,85 @@
+"""Kernel names: a short display name, a class (flash_fwd, gemm, softmax, ...) and a key that matches the same
+kernel across tools (nsys writes ``(int)128`` template arguments, torch.profiler ``128``, ncu a base name)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|long|short|char|long long|unsigned)\)")
+_WS = re.compile(r"\s+")
+
+
+def strip_signature(name: str) -> str:
+    """Drop a leading return type ``void`` and the trailing parameter list ``(...)``."""
+    s = name.strip()
+    if s.startswith("void "):
+        s = s[5:]
+    # remove trailing "(params)" that is outside template brackets
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return s[:i]
+    return s
+
+
+@lru_cache(maxsize=65536)
+def base_name(name: str) -> str:
+    """The function's base name, as ncu prints by default: no namespace, no template arguments."""
+    s = strip_signature(name)
+    # cut template arguments
+    depth, out = 0, []
+    for ch in s:
+        if ch == "<":
+            depth += 1
+            continue
+        if ch == ">":
+            depth = max(0, depth - 1)
+            continue
+        if depth == 0:
+            out.append(ch)
+    s = "".join(out)
+    return s.rsplit("::", 1)[-1].strip() or name.strip()
+
+
+@lru_cache(maxsize=65536)
+def match_key(name: str) -> str:
+    """A key equal for the same kernel in nsys, torch.profiler and ncu's demangled names."""
+    s = _CAST.sub("", strip_signature(name))
+    return _WS.sub("", s)
+
+
+@lru_cache(maxsize=65536)
+def short_name(name: str, width: int = 60) -> str:
+    """A readable name: the base name, with the first template arguments when they say something."""
+    b = base_name(name)
+    return b if len(b) <= width else b[: width - 1] + "…"
+
+
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("memcpy", re.compile(r"memcpy|\[CUDA memcpy", re.I)),
+    ("memset", re.compile(r"memset|\[CUDA memset", re.I)),
+    ("flash_bwd", re.compile(
+        r"(flash|fmha|fort_native_sdpa|attention).*(bwd|bprop|backward|dgrad|dq_dk_dv|dot_do_o|convert_dq)"
+        r"|fmha_cutlassB|FlashAttentionBackward", re.I)),
+    ("flash_fwd", re.compile(
+        r"(flash|fmha|fort_native_sdpa|attention).*(fwd|fprop|forward)|fmha_cutlassF|FlashAttentionForward", re.I)),
+    ("softmax", re.compile(r"softmax", re.I)),
+    ("gemm", re.compile(r"gemm|xmma|nvjet|cutlass.*(sm\d+|tensorop)|_mma_|wgmma|bmm|matmul|cublas", re.I)),
+    ("reduce", re.compile(r"reduce|reduction", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|fill|copy|where|masked|triu|tril|mul_|add_|"
+                               r"CatArrayBatched|index|scatter|gather|cast|convert", re.I)),
+)
+
+
+@lru_cache(maxsize=65536)
+def classify(name: str) -> str:
+    """The kernel class of a kernel name (see profctl.schema.KERNEL_CLASSES)."""
+    for cls, rx in _RULES:
+        if rx.search(name):
+            return cls
+    return "other"

@@ -1,0 +1,136 @@
+"""The one place profctl starts external processes.
+
+Rules kept here so no caller can forget them: argument lists only (never a shell), a timeout on every call,
+stdout and stderr written to a log file kept beside the report, and a failure turned into a typed error that
+names the log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from profctl.errors import ToolFailed, ToolNotFound, ToolTimeout
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    argv: tuple[str, ...]
+    returncode: int
+    log: Path
+    wall_s: float
+
+    def log_text(self, limit: int = 2_000_000) -> str:
+        """The captured output (stdout and stderr interleaved), at most `limit` characters from the end."""
+        try:
+            data = self.log.read_bytes()
+        except OSError:
+            return ""
+        return data[-limit:].decode("utf-8", errors="replace")
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
+    classify: Callable[[ProcResult], Exception | None] | None = None,
+) -> ProcResult:
+    """Run `argv`, output to `log`; raise ToolTimeout/ToolFailed (or what `classify` returns) on failure.
+
+    `classify` sees every finished result (even exit 0) and may return a more specific error, e.g. ncu's
+    ERR_NVGPUCTRPERM, which ncu reports with exit status 0 on some versions.
+    """
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise ValueError("empty argv")
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    t0 = time.perf_counter()
+    with open(log, "ab") as out:
+        out.write(("$ " + " ".join(_quote(a) for a in argv) + "\n").encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,  # so a timeout can kill the tool and everything it started
+            )
+        except FileNotFoundError as e:
+            raise ToolNotFound(f"cannot run {argv[0]}: not found") from e
+        except PermissionError as e:
+            raise ToolNotFound(f"cannot run {argv[0]}: permission denied") from e
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            res = ProcResult(tuple(argv), -9, log, time.perf_counter() - t0)
+            raise ToolTimeout(f"{Path(argv[0]).name} ran past its {timeout_s:.0f} s timeout and was killed", log=log)
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise
+    res = ProcResult(tuple(argv), rc, log, time.perf_counter() - t0)
+    if classify is not None:
+        err = classify(res)
+        if err is not None:
+            raise err
+    if check and rc != 0:
+        tail = _last_line(res.log_text(20_000))
+        raise ToolFailed(f"{Path(argv[0]).name} exited with status {rc}: {tail}", log=log)
+    return res
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def _quote(a: str) -> str:
+    import shlex
+
+    return shlex.quote(a)
+
+
+def capture(argv: Sequence[str], *, timeout_s: float = 60.0) -> str:
+    """Run a short query (e.g. `nsys --version`) and return its stdout; raise ToolNotFound/ToolFailed."""
+    argv = [str(a) for a in argv]
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except FileNotFoundError as e:
+        raise ToolNotFound(f"cannot run {argv[0]}: not found") from e
+    except subprocess.TimeoutExpired as e:
+        raise ToolTimeout(f"{' '.join(argv)} did not answer within {timeout_s:.0f} s") from e
+    if cp.returncode != 0:
+        msg = (cp.stderr or cp.stdout).strip().splitlines()
+        raise ToolFailed(f"{' '.join(argv)} exited with status {cp.returncode}: {msg[-1] if msg else ''}")
+    return cp.stdout
