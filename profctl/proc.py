@@ -82,7 +82,6 @@ def run(
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            res = ProcResult(tuple(argv), -9, log, time.perf_counter() - t0)
             raise ToolTimeout(f"{Path(argv[0]).name} ran past its {timeout_s:.0f} s timeout and was killed", log=log)
         except KeyboardInterrupt:
             _kill_group(proc)
@@ -96,6 +95,50 @@ def run(
         tail = _last_line(res.log_text(20_000))
         raise ToolFailed(f"{Path(argv[0]).name} exited with status {rc}: {tail}", log=log)
     return res
+
+
+class Running:
+    """A child started by `spawn`: poll it, wait for it, or kill it with everything it started."""
+
+    def __init__(self, argv: Sequence[str], proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+        self.argv = tuple(argv)
+        self.proc = proc
+        self.log = log
+        self.deadline = deadline
+        self.t0 = time.perf_counter()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while running; kills the child and raises ToolTimeout past its deadline."""
+        rc = self.proc.poll()
+        if rc is None and time.perf_counter() > self.deadline:
+            self.kill()
+            raise ToolTimeout(f"{Path(self.argv[0]).name} ran past its timeout and was killed", log=self.log)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            _kill_group(self.proc)
+
+
+def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
+          env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Running:
+    """Start `argv` without waiting (same rules as `run`: argv list, output to `log`, a deadline)."""
+    argv = [str(a) for a in argv]
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    out = open(log, "ab")  # noqa: SIM115 - the child writes to it after we return
+    out.write(("$ " + " ".join(_quote(a) for a in argv) + "\n").encode())
+    out.flush()
+    try:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=full_env, cwd=cwd, start_new_session=True)
+    except FileNotFoundError as e:
+        raise ToolNotFound(f"cannot run {argv[0]}: not found") from e
+    finally:
+        out.close()
+    return Running(argv, proc, log, time.perf_counter() + timeout_s)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -67,7 +67,7 @@ class WorkloadArgs:
 
     def specs(self) -> list[AttentionSpec]:
         sq = self.seqlen_q or self.seqlen
-        skv = self.seqlen_kv or (self.seqlen if not self.seqlen_q else None)
+        skv = self.seqlen_kv  # None: each case's seqlen_kv equals its seqlen_q (--seqlen sets both)
         try:
             specs = expand(
                 backends=parse_list(self.backend, option="--backend"),

@@ -46,9 +46,10 @@ TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4}
 class Nvtx:
     """Push/pop in profctl's domain; a no-op when disabled or when the nvtx package is missing."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, mirror: Any = None) -> None:
         self.enabled = False
         self._nvtx: Any = None
+        self._mirror = mirror  # an object with push(name)/pop(), e.g. torch.profiler ranges (Hooks.ranges())
         if enabled:
             try:
                 import nvtx
@@ -62,10 +63,14 @@ class Nvtx:
     def push(self, name: str) -> None:
         if self.enabled:
             self._domain.push_range(self._domain.get_event_attributes(message=name))
+        if self._mirror is not None:
+            self._mirror.push(name)
 
     def pop(self) -> None:
         if self.enabled:
             self._domain.pop_range()
+        if self._mirror is not None:
+            self._mirror.pop()
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
@@ -126,6 +131,10 @@ class Hooks:
 
     def close(self) -> None:
         """Called once when the process is done with all cases."""
+
+    def ranges(self) -> Any:
+        """An object whose push(name)/pop() mirror the NVTX ranges (torch.profiler's record_function)."""
+        return None
 
 
 def make_hooks(a: argparse.Namespace) -> Hooks:
@@ -243,7 +252,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
     hooks = hooks or Hooks()
     row: dict[str, Any] = {"status": "ok", "reason": None}
     cuda = spec.device == "cuda"
-    nv = Nvtx(nvtx)
+    nv = Nvtx(nvtx, mirror=hooks.ranges())
     case = ns.case_range(spec.backend, spec.shape_key)
     want_bwd = spec.pass_ in ("bwd", "fwd+bwd")
     q = k = v = do = o = ref = None
@@ -409,12 +418,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--torch-trace", default=None,
                    help="record the measured iterations with torch.profiler into this trace (.json.gz)")
+    p.add_argument("--torch-shapes", action="store_true", help="torch.profiler: record input shapes")
+    p.add_argument("--torch-memory", action="store_true", help="torch.profiler: record memory allocations")
+    p.add_argument("--torch-stacks", action="store_true", help="torch.profiler: record Python stacks")
     return p
 
 
 def specs_from_args(a: argparse.Namespace) -> list[AttentionSpec]:
     sq = a.seqlen_q or a.seqlen or "1024"
-    skv = a.seqlen_kv or (a.seqlen if a.seqlen and not a.seqlen_q else None)
+    skv = a.seqlen_kv  # None: equal to each case's seqlen_q (--seqlen sets both)
     if a.warmup < 0 or a.iters <= 0:
         raise SpecError(f"--iters must be positive and --warmup >= 0 (got iters={a.iters}, warmup={a.warmup})")
     return expand(
@@ -459,7 +471,6 @@ def main(argv: list[str] | None = None) -> int:
               "cuda": torch.version.cuda, "sm_count": torch.cuda.get_device_properties(0).multi_processor_count})
     else:
         emit({"event": "device", "name": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()})
-    rc = 0
     hooks = make_hooks(a)
     try:
         rc = _run_all(a, specs, emit, hooks)
@@ -470,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[dict[str, Any]], None],
              hooks: Hooks) -> int:
-    rc = 0
+    """Exit status: 0 when at least one case ran, 1 when none did, 3 after a CUDA error that broke the context."""
+    ran = 0
     for i, spec in enumerate(specs):
         if i < a.skip:
             continue
@@ -487,9 +499,8 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
             print(f"{label}: {row['status']}: {row['reason']}", flush=True)
             if _sticky_cuda_error(row.get("reason")):
                 return 3  # the CUDA context is broken; a parent restarts us with --skip i+1
-        if row["status"] == "error":
-            rc = 1
-    return rc
+        ran += row["status"] == "ok"
+    return 0 if ran or a.skip >= len(specs) else 1
 
 
 if __name__ == "__main__":

@@ -18,15 +18,19 @@ app = typer.Typer(
 
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="print profctl's version and exit", is_eager=True),
 ) -> None:
     """Profile GPU attention kernels with nsys, ncu and torch.profiler, and compare them in one summary."""
     if version:
-        from importlib.metadata import version as v
+        from profctl import __version__
 
-        print(f"profctl {v('profctl')}")
+        print(f"profctl {__version__}")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help())
         raise typer.Exit(0)
 
 

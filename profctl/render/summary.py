@@ -48,9 +48,10 @@ def range_rows(s: Summary) -> list[dict[str, Any]]:
 
 
 def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, show_lines=False, header_style="bold")
+    t = Table(title=escape(title), show_lines=False, header_style="bold")
     if not rows:
         t.add_column("(none)")
         return t
@@ -59,7 +60,7 @@ def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
                                                      "backend", "status", "reason", "shape") else "left",
                      overflow="fold")
     for r in rows:
-        t.add_row(*[str(v) for v in r.values()])
+        t.add_row(*[escape(str(v)) for v in r.values()])
     return t
 
 

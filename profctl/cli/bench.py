@@ -1,0 +1,58 @@
+"""`profctl bench`: sweep backends and shapes; time, TFLOP/s, memory, clocks, speedup against a baseline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from profctl.cli._common import guard, workload_options
+
+
+@guard
+@workload_options
+def bench(
+    wl: Any,
+    baseline: str = typer.Option("eager", "--baseline", help="backend to compute speedups against, or 'none'"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the rows as JSON ('-' for stdout)"),
+    csv_out: Path | None = typer.Option(None, "--csv", help="write the rows as CSV ('-' for stdout)"),
+    md_out: Path | None = typer.Option(None, "--markdown", help="write a Markdown table ('-' for stdout)"),
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    point_timeout: float = typer.Option(900.0, "--point-timeout", help="seconds before a point is killed"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
+) -> None:
+    """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from profctl.bench import run_bench
+    from profctl.fsutil import atomic_write_text
+    from profctl.render import bench as rb
+
+    to_stdout = any(str(p) == "-" for p in (json_out, csv_out, md_out) if p is not None)
+    show = not quiet and not to_stdout
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True, disable=not show) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(i: int, n: int, spec: Any, row: Any) -> None:
+            bar.update(task, total=n, completed=i + (1 if row is not None else 0),
+                       description=f"{spec.backend} {spec.shape_key} {spec.pass_}")
+
+        res = run_bench(wl, baseline=None if baseline.lower() == "none" else baseline, reports=reports,
+                        point_timeout_s=point_timeout, progress=progress, argv=["profctl", *sys.argv[1:]])
+    if show:
+        rb.print_table(res)
+        print(f"run: {res.run_dir}")
+    for path, render in ((json_out, rb.to_json), (csv_out, rb.to_csv), (md_out, rb.to_markdown)):
+        if path is None:
+            continue
+        text = render(res)
+        if str(path) == "-":
+            sys.stdout.write(text)
+        else:
+            atomic_write_text(path, text)
+    if res.interrupted:
+        print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
+        raise typer.Exit(130)

@@ -1,0 +1,187 @@
+"""Per-kernel diagnosis from ncu metrics: compute-, memory- or latency-bound (speed of light), the limiting unit,
+tensor-pipe utilisation, achieved vs theoretical occupancy, and the recipe's hints.
+
+Works on any Summary row that carries ncu metrics; a figure the report did not collect is None and the verdict
+says 'unknown' rather than guessing. Thresholds come from the recipe (profctl.recipes.THRESHOLDS defaults).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from profctl.recipes import THRESHOLDS, Recipe
+from profctl.schema import KernelRow, Summary
+
+COMPUTE = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
+MEMORY = ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)
+DRAM = ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")
+TENSOR = (
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+)
+ACHIEVED = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
+THEORETICAL = ("sm__maximum_warps_per_active_cycle_pct",)
+
+#: candidate limiting units: label -> metrics (first present wins), all percent of peak
+UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tensor pipe", ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+                     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")),
+    ("FMA pipe", ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                  "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed")),
+    ("ALU pipe", ("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                  "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_elapsed")),
+    ("XU pipe (exp)", ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed",)),
+    ("LSU pipe", ("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed",)),
+    ("issue", ("sm__inst_issued.avg.pct_of_peak_sustained_elapsed",)),
+    ("L1/shared", ("l1tex__throughput.avg.pct_of_peak_sustained_active",)),
+    ("L2", ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)),
+    ("DRAM", DRAM),
+)
+MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
+_PROFCTL_CASE = re.compile(r"^(?P<backend>[A-Za-z0-9_.+-]+)\[(?P<shape>[^\]]*)\]$")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    backend: str | None
+    pass_: str | None
+    shape: str | None
+    kernel: str
+    kernel_class: str
+    nvtx_range: str | None
+    count: int
+    duration_ns: float
+    compute_pct: float | None
+    memory_pct: float | None
+    dram_pct: float | None
+    bound: str                      # compute-bound | memory-bound | latency-bound | unknown
+    limiter: str | None
+    limiter_pct: float | None
+    tensor_pct: float | None
+    achieved_occupancy: float | None
+    theoretical_occupancy: float | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pass"] = d.pop("pass_")
+        d["notes"] = list(self.notes)
+        return d
+
+
+def _first(m: dict[str, float], names: Sequence[str]) -> float | None:
+    for n in names:
+        if n in m:
+            return m[n]
+    return None
+
+
+def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | None]:
+    """(backend, pass, shape key) from a launch's NVTX path: profctl's ``profctl@be[shape]/measure/be.fwd``
+    or a plain ``<backend>.<fwd|bwd>[.itN]`` range (as in the shared fixtures)."""
+    if not nvtx_range:
+        return None, None, None
+    first = nvtx_range.split(" | ")[0]
+    _, sep, body = first.partition("@")
+    parts = (body if sep and "/" not in first.split("@")[0] else first).split("/")
+    backend = shape = pass_ = None
+    for p in parts:
+        m = _PROFCTL_CASE.match(p)
+        if m and backend is None:
+            backend, shape = m.group("backend"), m.group("shape")
+    leaf = parts[-1]
+    bits = leaf.split(".")
+    for i, b in enumerate(bits):
+        if b in ("fwd", "bwd") and i > 0:
+            pass_ = b
+            backend = backend or ".".join(bits[:i])
+            break
+    return backend, pass_, shape
+
+
+def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int] | None = None) -> Diagnosis:
+    th = recipe.all_thresholds() if recipe else {key: v for key, (v, _) in THRESHOLDS.items()}
+    m = k.metrics
+    compute, memory, dram = _first(m, COMPUTE), _first(m, MEMORY), _first(m, DRAM)
+    tensor = _first(m, TENSOR)
+    ach, theo = _first(m, ACHIEVED), _first(m, THEORETICAL)
+
+    units = [(label, v) for label, names in UNITS if (v := _first(m, names)) is not None]
+    if memory is None:
+        mem_units = [v for label, v in units if label in ("L1/shared", "L2", "DRAM")]
+        memory = max(mem_units) if mem_units else None
+    bound = "unknown"
+    if compute is not None and memory is not None:
+        if max(compute, memory) < th["bound_pct"]:
+            bound = "latency-bound"
+        elif compute >= memory:
+            bound = "compute-bound"
+        else:
+            bound = "memory-bound"
+    limiter, limiter_pct = (max(units, key=lambda x: x[1]) if units else (None, None))
+    if limiter is None and compute is not None and memory is not None:
+        limiter, limiter_pct = ("SM", compute) if compute >= memory else ("memory", memory)
+
+    notes: list[str] = []
+    if bound == "latency-bound" and compute is not None and memory is not None:
+        notes.append(f"neither SM ({compute:.0f}%) nor memory ({memory:.0f}%) reaches {th['bound_pct']:.0f}% of "
+                     "peak: stalls, not throughput, limit it")
+    if tensor is not None and k.kernel_class in MMA_CLASSES and tensor < th["tensor_low_pct"]:
+        notes.append(f"tensor pipe busy {tensor:.0f}% (< {th['tensor_low_pct']:.0f}%) in an MMA kernel")
+    if ach is not None and theo and ach < th["occupancy_ratio"] * theo:
+        notes.append(f"achieved occupancy {ach:.1f}% is below {th['occupancy_ratio']:.2g} x theoretical "
+                     f"{theo:.1f}%")
+    if dram is not None and dram >= th["dram_high_pct"]:
+        notes.append(f"DRAM at {dram:.0f}% of peak")
+    if recipe is not None:
+        for h in recipe.hints:
+            if h.fires(m, cc) and h.say not in notes:
+                notes.append(h.say)
+    backend, pass_, shape = backend_of(k.nvtx_range)
+    return Diagnosis(
+        backend=backend, pass_=pass_, shape=shape, kernel=k.short_name, kernel_class=k.kernel_class,
+        nvtx_range=k.nvtx_range, count=k.count, duration_ns=k.avg_ns, compute_pct=compute, memory_pct=memory,
+        dram_pct=dram, bound=bound, limiter=limiter, limiter_pct=limiter_pct, tensor_pct=tensor,
+        achieved_occupancy=ach, theoretical_occupancy=theo, notes=tuple(notes),
+    )
+
+
+def diagnose(s: Summary, recipe: Recipe | None = None, cc: tuple[int, int] | None = None,
+             backend_order: Sequence[str] = ()) -> list[Diagnosis]:
+    """One Diagnosis per ncu kernel row, ordered pass, then backend (in `backend_order`, then by name), then by
+    first launch, so flash and baseline kernels of one pass sit next to each other."""
+    rows = [k for k in s.kernels if k.tool == "ncu"]
+    ds = [(diagnose_row(k, recipe, cc), min(k.extra.get("ids") or [0])) for k in rows]
+    order = {b: i for i, b in enumerate(backend_order)}
+
+    def key(x: tuple[Diagnosis, int]) -> tuple[Any, ...]:
+        d, first = x
+        return (d.pass_ or "", order.get(d.backend or "", len(order)), d.backend or "", first)
+
+    return [d for d, _ in sorted(ds, key=key)]
+
+
+def by_backend(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
+    """Per (pass, backend): kernels, their summed time, and the verdict of the kernel that takes longest; the
+    side-by-side comparison of flash and baseline paths."""
+    groups: dict[tuple[str, str], list[Diagnosis]] = {}
+    for d in ds:
+        groups.setdefault((d.pass_ or "", d.backend or "?"), []).append(d)
+    out = []
+    for (pass_, backend), g in groups.items():
+        main = max(g, key=lambda d: d.duration_ns * d.count)
+        out.append({
+            "pass": pass_, "backend": backend, "kernels": len(g), "launches": sum(d.count for d in g),
+            "time_ns": sum(d.duration_ns * d.count for d in g), "main_kernel": main.kernel,
+            "main_share": (main.duration_ns * main.count) / (sum(d.duration_ns * d.count for d in g) or 1.0),
+            "bound": main.bound, "limiter": main.limiter, "tensor_pct": main.tensor_pct,
+            "achieved_occupancy": main.achieved_occupancy, "theoretical_occupancy": main.theoretical_occupancy,
+        })
+    return out

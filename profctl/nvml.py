@@ -1,0 +1,147 @@
+"""GPU clock, power and throttle sampling through NVML while a benchmark point runs.
+
+Clocks that drop during a measurement (power cap, thermal slowdown) make a kernel look slower than it is; the
+samples go into each bench row and a warning is printed when clocks fell. Without a GPU or NVML this is a no-op.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+#: NVML clocks-event (throttle) reason bits that mean the GPU slowed down for a reason other than idling
+_REASONS = {
+    0x0000000000000002: "applications_clocks_setting",
+    0x0000000000000004: "sw_power_cap",
+    0x0000000000000008: "hw_slowdown",
+    0x0000000000000010: "sync_boost",
+    0x0000000000000020: "sw_thermal_slowdown",
+    0x0000000000000040: "hw_thermal_slowdown",
+    0x0000000000000080: "hw_power_brake_slowdown",
+    0x0000000000000100: "display_clock_setting",
+}
+#: the reasons that indicate a measurement ran slower than the card can
+SLOWDOWN = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+
+@dataclass
+class Samples:
+    sm_mhz: list[int] = field(default_factory=list)
+    mem_mhz: list[int] = field(default_factory=list)
+    power_w: list[float] = field(default_factory=list)
+    temp_c: list[int] = field(default_factory=list)
+    reasons: set[str] = field(default_factory=set)
+
+    def summary(self, max_sm_mhz: int | None) -> dict[str, Any]:
+        if not self.sm_mhz:
+            return {}
+        out: dict[str, Any] = {
+            "sm_clock_mhz_median": statistics.median(self.sm_mhz),
+            "sm_clock_mhz_min": min(self.sm_mhz),
+            "sm_clock_mhz_max": max(self.sm_mhz),
+            "mem_clock_mhz_median": statistics.median(self.mem_mhz) if self.mem_mhz else None,
+            "power_w_median": round(statistics.median(self.power_w), 1) if self.power_w else None,
+            "temp_c_max": max(self.temp_c) if self.temp_c else None,
+            "throttle_reasons": sorted(self.reasons),
+            "clock_samples": len(self.sm_mhz),
+        }
+        if max_sm_mhz:
+            out["sm_clock_mhz_device_max"] = max_sm_mhz
+        return out
+
+
+class Sampler:
+    """Samples GPU `index` every `interval_s` in a background thread; `take()` returns and resets the samples."""
+
+    def __init__(self, index: int = 0, interval_s: float = 0.02) -> None:
+        self.interval_s = interval_s
+        self._nv: Any = None
+        self._h: Any = None
+        self.max_sm_mhz: int | None = None
+        self.name: str | None = None
+        self.driver: str | None = None
+        self._cur = Samples()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nv = pynvml
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            n = pynvml.nvmlDeviceGetName(self._h)
+            self.name = n.decode() if isinstance(n, bytes) else n
+            d = pynvml.nvmlSystemGetDriverVersion()
+            self.driver = d.decode() if isinstance(d, bytes) else d
+            self.max_sm_mhz = pynvml.nvmlDeviceGetMaxClockInfo(self._h, pynvml.NVML_CLOCK_SM)
+        except Exception:
+            self._nv = None
+
+    @property
+    def available(self) -> bool:
+        return self._nv is not None
+
+    def start(self) -> Sampler:
+        if self.available and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="profctl-nvml", daemon=True)
+            self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        nv, h = self._nv, self._h
+        get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        while not self._stop.is_set():
+            try:
+                sm = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
+                mem = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)
+                pw = nv.nvmlDeviceGetPowerUsage(h) / 1000.0
+                tc = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
+                bits = get_reasons(h) if get_reasons else 0
+                util = nv.nvmlDeviceGetUtilizationRates(h).gpu
+            except Exception:
+                time.sleep(self.interval_s)
+                continue
+            if util > 0:  # only samples while the GPU works describe the measurement
+                with self._lock:
+                    self._cur.sm_mhz.append(sm)
+                    self._cur.mem_mhz.append(mem)
+                    self._cur.power_w.append(pw)
+                    self._cur.temp_c.append(tc)
+                    self._cur.reasons.update(n for b, n in _REASONS.items() if bits & b)
+            time.sleep(self.interval_s)
+
+    def take(self) -> dict[str, Any]:
+        with self._lock:
+            cur, self._cur = self._cur, Samples()
+        return cur.summary(self.max_sm_mhz)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._nv is not None:
+            try:
+                self._nv.nvmlShutdown()
+            except Exception:
+                pass
+
+
+def clock_warning(clk: dict[str, Any], sweep_max_mhz: float | None = None) -> str | None:
+    """A warning when the SM clock fell during a point: a slowdown reason, or a minimum below 90 % of the
+    highest clock seen in the sweep."""
+    if not clk:
+        return None
+    slow = sorted(set(clk.get("throttle_reasons", [])) & SLOWDOWN)
+    ref = sweep_max_mhz or clk.get("sm_clock_mhz_max")
+    low = clk.get("sm_clock_mhz_min")
+    parts = []
+    if slow:
+        parts.append("throttled: " + ", ".join(slow))
+    if ref and low and low < 0.9 * ref:
+        parts.append(f"SM clock fell to {low} MHz (max seen {ref:.0f} MHz)")
+    return "; ".join(parts) or None

@@ -1,0 +1,212 @@
+"""Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary.
+
+Preferred path: NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which
+reads reports on machines without a GPU or ncu. Without it, ``ncu --import FILE --csv --page raw
+--print-units base`` (when ncu is installed) and the CSV reader. Either way the container is checked first
+(truncation, a writer newer than the reader), because the library loads a truncated file silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from profctl.errors import BadReport, ProfctlError, ToolNotFound
+from profctl.readers._ncu import (
+    RULE_TYPES,
+    SPEEDUP_TYPES,
+    Launch,
+    check_rep,
+    newer_than,
+    nvtx_path,
+    summarize,
+    to_base,
+)
+from profctl.schema import Summary
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read(path: str | Path, *, by_range: bool = True, backend: str = "auto", **_: Any) -> Summary:
+    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel.
+
+    `backend` is 'auto' (ncu_report, else ncu --import), 'module' or 'ncu'.
+    """
+    p = Path(path)
+    with _plain_report(p) as rep:
+        launches, version, reader = read_launches(rep, backend=backend, shown_as=p)
+    return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
+
+
+class _plain_report:
+    """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original untouched)."""
+
+    def __init__(self, p: Path) -> None:
+        self.p = p
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> Path:
+        try:
+            with open(self.p, "rb") as f:
+                head = f.read(2)
+        except OSError as e:
+            raise BadReport(f"{self.p}: cannot read: {e.strerror}") from None
+        if head != GZIP_MAGIC:
+            return self.p
+        self._tmp = tempfile.TemporaryDirectory(prefix="profctl-ncu-")
+        name = self.p.name[:-3] if self.p.name.endswith(".gz") else self.p.name + ".ncu-rep"
+        out = Path(self._tmp.name) / name
+        try:
+            with gzip.open(self.p, "rb") as fi, open(out, "wb") as fo:
+                while chunk := fi.read(1 << 20):
+                    fo.write(chunk)
+        except (OSError, EOFError) as e:
+            raise BadReport(f"{self.p}: truncated or corrupt gzip file ({e})") from None
+        return out
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def module_version() -> str | None:
+    """The installed ncu_report's version (its wheel follows Nsight Compute's numbering), or None."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return None
+    for dist in ("ncu-report", "ncu_report"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def read_launches(rep: Path, *, backend: str = "auto", shown_as: Path | None = None
+                  ) -> tuple[list[Launch], str | None, str]:
+    """(launches, version of the ncu that wrote the report, which reader read it)."""
+    shown = shown_as or rep
+    info = check_rep(rep)
+    if backend not in ("auto", "module", "ncu"):
+        raise ValueError(f"backend {backend!r}")
+    mod = None
+    if backend in ("auto", "module"):
+        try:
+            import ncu_report as mod  # type: ignore[no-redef]
+        except ImportError:
+            if backend == "module":
+                raise BadReport(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
+                                ) from None
+            mod = None
+    if mod is not None:
+        reader_version = module_version()
+        if newer_than(info.tool_version, reader_version):
+            raise BadReport(f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
+                            f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report")
+        return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
+    return _read_with_ncu(rep, shown, info.tool_version)
+
+
+# ------------------------------------------------------------------------------------------------ ncu_report
+def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
+    try:
+        ctx = mod.load_report(str(rep))
+    except Exception as e:  # the SWIG layer raises plain RuntimeError/FileNotFoundError
+        raise BadReport(f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
+                        ) from None
+    IAction, IMetric = mod.IAction, mod.IMetric
+    numeric = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT, IMetric.ValueKind_UINT32,
+               IMetric.ValueKind_UINT64}
+    launches: list[Launch] = []
+    idx = 0
+    for ri in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(ri)
+        for ai in range(rng.num_actions()):
+            a = rng.action_by_idx(ai)
+            ln = Launch(id=idx, name=a.name(IAction.NameBase_DEMANGLED), base_name=a.name(IAction.NameBase_FUNCTION),
+                        mangled=a.name(IAction.NameBase_MANGLED) or None)
+            idx += 1
+            for mname in a.metric_names():
+                m = a.metric_by_name(mname)
+                if m is None:
+                    continue
+                kind = m.kind()
+                if kind not in numeric:
+                    continue
+                v = m.as_double() if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT) else m.as_uint64()
+                val, unit = to_base(float(v), m.unit())
+                ln.metrics[mname] = val
+                if unit:
+                    ln.units[mname] = unit
+            ln.nvtx = _nvtx(a)
+            dev = a.metric_by_name("device__attribute_display_name")
+            ln.device = dev.as_string() if dev is not None else None
+            ma = ln.metrics.get("device__attribute_compute_capability_major")
+            mi = ln.metrics.get("device__attribute_compute_capability_minor")
+            ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
+            ln.rules = _rules(a)
+            ln.fill_launch_fields()
+            launches.append(ln)
+    return launches
+
+
+def _nvtx(a: Any) -> tuple[str, ...]:
+    st = a.nvtx_state()
+    if st is None:
+        return ()
+    out = []
+    for did in st.domains():
+        d = st.domain_by_id(did)
+        pp = [str(x) for x in d.push_pop_ranges()]
+        se = [str(x) for x in d.start_end_ranges()]
+        if pp:
+            out.append(nvtx_path(d.name(), pp))
+        for s in se:
+            out.append(nvtx_path(d.name(), [s]))
+    return tuple(out)
+
+
+def _rules(a: Any) -> list[dict[str, Any]]:
+    try:
+        raw = a.rule_results_as_dicts()
+    except Exception:
+        return []
+    out = []
+    for r in raw or []:
+        msg = r.get("rule_message") or {}
+        sp = r.get("speedup_estimation") or {}
+        out.append({
+            "rule": r.get("rule_identifier", ""), "section": r.get("section_identifier", ""),
+            "type": RULE_TYPES.get(int(msg.get("type", 0) or 0), ""), "title": msg.get("title", ""),
+            "message": msg.get("message", ""),
+            "speedup_type": SPEEDUP_TYPES.get(int(sp.get("type", 0) or 0), "") if sp else "",
+            "speedup": float(sp["speedup"]) if sp and sp.get("speedup") is not None else None,
+        })
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ ncu --import
+def _read_with_ncu(rep: Path, shown: Path, rep_version: str | None) -> tuple[list[Launch], str | None, str]:
+    from profctl.adapters import ncu as ncu_adapter
+    from profctl.readers import ncu_csv
+
+    try:
+        exe = ncu_adapter.find()
+    except ToolNotFound:
+        raise BadReport(f"{shown}: reading .ncu-rep needs the ncu_report module (pip install 'profctl[ncu]') "
+                        "or Nsight Compute's ncu; neither is here") from None
+    ver = ncu_adapter.version(exe)
+    if newer_than(rep_version, ver):
+        raise BadReport(f"{shown}: written by Nsight Compute {rep_version}, newer than this ncu ({ver}); "
+                        "install a newer Nsight Compute or pip install 'profctl[ncu]'")
+    with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:
+        out = Path(td) / "raw.csv"
+        try:
+            ncu_adapter.export_csv(exe, rep, out, page="raw")
+        except ProfctlError as e:
+            raise BadReport(f"{shown}: ncu --import failed: {e.message}") from None
+        launches = ncu_csv.read_launches(out, shown_as=shown)
+    return launches, rep_version, f"ncu --import ({ver})"

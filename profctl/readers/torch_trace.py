@@ -1,0 +1,741 @@
+"""Read any torch.profiler / Kineto Chrome trace (``.json`` or ``.json.gz``) into a :class:`Summary`.
+
+What is read: GPU kernels, memcpy and memset (``kernel``, ``gpu_memcpy``, ``gpu_memset``), the CUDA runtime and
+driver calls that launched them (``args.correlation`` is shared by the call and the GPU activity), CPU ops
+(``cpu_op``) and ``user_annotation`` ranges (``torch.profiler.record_function``; profctl names them like its NVTX
+ranges, so kernels are attributed the same way as in nsys), ``fwdbwd`` flows, thread names and ``[memory]``
+events.
+
+Attribution, per GPU activity: correlation -> the launching runtime call -> by time containment on the
+launching thread, the CPU ops and ranges open around it. Backward kernels are launched by autograd's worker
+thread, where the caller's ranges are not open; the ``fwdbwd`` flow from the backward node to its forward op
+names the forward thread, and the ranges open on that thread at the launch time are used (the thread that
+called ``backward()`` waits inside its own range meanwhile). A trace without GPU activity is summarised by its
+CPU ops (self time), and says so.
+
+The file is streamed: ``traceEvents`` is decoded one event at a time (``json.JSONDecoder.raw_decode`` over a
+sliding window of the text), and only compact columns (``array``) of what the summary needs are kept, so memory
+grows with the number of ops and kernels, not with the size of their JSON (benchmarks/torch_trace_scale.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+import zlib
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from profctl.errors import BadReport
+from profctl.kernels import classify, short_name
+from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_CHARS = 1 << 20
+#: one JSON value (an event, or a top-level field) larger than this is refused rather than buffered
+MAX_VALUE_CHARS = 256 << 20
+#: ranges torch.profiler adds itself, one per schedule step; kept out of range paths, summed as one range row
+STEP_PREFIX = "ProfilerStep#"
+BWD_PREFIX = "autograd::engine::evaluate_function: "
+
+# event categories (Kineto's names, legacy capitalised ones and other runtimes mapped onto them)
+OP, ANN, RT, KERNEL, MEMCPY, MEMSET, GPU_ANN, PYFN, OTHER = range(9)
+_CATS: dict[str, int] = {
+    "cpu_op": OP, "operator": OP, "user_annotation": ANN, "cuda_runtime": RT, "cuda_driver": RT,
+    "runtime": RT, "privateuse1_runtime": RT, "privateuse1_driver": RT, "xpu_runtime": RT, "mtia_runtime": RT,
+    "kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET,
+    "gpu_user_annotation": GPU_ANN, "python_function": PYFN,
+}
+_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
+_MEMCPY_DIR = {"HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "DtoD": "Device-to-Device",
+               "HtoH": "Host-to-Host", "PtoP": "Peer-to-Peer", "DtoA": "Device-to-Array",
+               "AtoD": "Array-to-Device", "HtoA": "Host-to-Array", "AtoH": "Array-to-Host"}
+_MEMCPY_RX = re.compile(r"Memcpy\s+(\w+)")
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = None) -> Summary:
+    """Summarise the trace at `path`; per kernel name, or per kernel name and range path with `by_range`.
+
+    Notes for the user (a trace without GPU activity, launches that could not be attributed) are appended to
+    `notes` when given, else printed to stderr as one line each; they are also in ``summary.meta["notes"]``.
+    """
+    p = Path(path)
+    col = _Collector()
+    header: dict[str, Any] = {}
+    try:
+        with _open_text(p) as f:
+            for ev in _events(_Stream(f), header):
+                col.add(ev)
+    except _Truncated as e:
+        raise BadReport(f"{p}: truncated trace: the file ends inside {e.where} after {col.n_events} events "
+                        "(was it still being written?)") from None
+    except _NotJSON as e:
+        raise BadReport(f"{p}: not JSON: {e.msg} at character {e.offset}") from None
+    except _NotTrace as e:
+        raise BadReport(f"{p}: JSON, but not a torch.profiler/Chrome trace: {e}") from None
+    except (EOFError, zlib.error) as e:
+        raise BadReport(f"{p}: truncated or damaged gzip file after {col.n_events} events ({e})") from None
+    except gzip.BadGzipFile as e:
+        raise BadReport(f"{p}: damaged gzip file ({e})") from None
+    except UnicodeDecodeError:
+        raise BadReport(f"{p}: not a text (UTF-8) JSON file") from None
+    except OSError as e:
+        raise BadReport(f"{p}: cannot read: {e.strerror or e}") from None
+    summary = _summarise(p, col, header, by_range=by_range)
+    for n in summary.meta.get("notes", []):
+        if notes is not None:
+            notes.append(n)
+        else:
+            print(f"profctl: note: {n}", file=sys.stderr)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------- streaming JSON
+class _NotJSON(Exception):
+    def __init__(self, msg: str, offset: int) -> None:
+        super().__init__(msg)
+        self.msg, self.offset = msg, offset
+
+
+class _Truncated(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
+class _NotTrace(Exception):
+    pass
+
+
+def _open_text(p: Path) -> IO[str]:
+    with open(p, "rb") as f:
+        magic = f.read(2)
+    if magic == GZIP_MAGIC:
+        return gzip.open(p, "rt", encoding="utf-8")  # read-only
+    return open(p, encoding="utf-8")
+
+
+class _Stream:
+    """A sliding window over a text stream that decodes one JSON value at a time.
+
+    ``raw_decode`` fails on a value cut by the window's end; the window is then extended and the value decoded
+    again, so each event is parsed by the C decoder and only one chunk (plus the event) is held at a time.
+    """
+
+    def __init__(self, f: IO[str]) -> None:
+        self.f = f
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.dropped = 0  # characters before buf[0]
+        self._dec = json.JSONDecoder()
+
+    def _fill(self, n: int = CHUNK_CHARS) -> bool:
+        if self.eof:
+            return False
+        data = self.f.read(n)
+        if not data:
+            self.eof = True
+            return False
+        if self.pos:
+            self.dropped += self.pos
+            self.buf = self.buf[self.pos :] + data
+            self.pos = 0
+        else:
+            self.buf += data
+        if len(self.buf) > MAX_VALUE_CHARS:
+            raise _NotJSON(f"a single JSON value longer than {MAX_VALUE_CHARS >> 20} Mi characters",
+                           self.dropped)
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character ('' at the end of the file), without consuming it."""
+        while True:
+            m = _WS.match(self.buf, self.pos)
+            self.pos = m.end() if m else self.pos
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return ""
+
+    def value(self, where: str) -> Any:
+        self.peek()
+        n = CHUNK_CHARS
+        while True:
+            try:
+                obj, end = self._dec.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                cut = e.pos >= len(self.buf) - 64 or e.msg.startswith("Unterminated string")
+                if cut and self._fill(n):
+                    n = min(n * 2, 64 << 20)
+                    continue
+                if cut:
+                    raise _Truncated(where) from None
+                raise _NotJSON(e.msg, self.dropped + e.pos) from None
+            if end >= len(self.buf) and not self.eof and self._fill(n):
+                continue  # a number or literal may go on in the next chunk
+            self.pos = end
+            return obj
+
+    def take(self, ch: str, where: str) -> None:
+        c = self.peek()
+        if c != ch:
+            if c == "":
+                raise _Truncated(where)
+            raise _NotJSON(f"expected {ch!r}, found {c!r}", self.dropped + self.pos)
+        self.pos += 1
+
+
+def _events(s: _Stream, header: dict[str, Any]) -> Iterator[Any]:
+    """The elements of ``traceEvents`` (object format) or of the top-level array (Chrome's array format);
+    the other top-level fields go to `header`."""
+    c = s.peek()
+    if c == "[":
+        s.pos += 1
+        yield from _array(s, "the event array", open_end=True)
+        return
+    if c != "{":
+        if c == "":
+            raise _NotJSON("empty file", 0)
+        raise _NotJSON(f"unexpected {c!r}", s.dropped + s.pos)
+    s.pos += 1
+    found = False
+    while True:
+        c = s.peek()
+        if c == "}":
+            s.pos += 1
+            break
+        if c == ",":
+            s.pos += 1
+            continue
+        if c == "":
+            raise _Truncated("the top-level object")
+        if c != '"':
+            raise _NotJSON(f"expected a field name, found {c!r}", s.dropped + s.pos)
+        key = s.value("a field name")
+        s.take(":", "the top-level object")
+        if key == "traceEvents" and s.peek() == "[":
+            s.pos += 1
+            found = True
+            yield from _array(s, "traceEvents", open_end=False)
+        else:
+            header[key] = s.value(f"the field {key!r}")
+    if not found:
+        keys = ", ".join(sorted(header)[:6]) or "none"
+        raise _NotTrace(f"no traceEvents array (top-level fields: {keys})")
+
+
+def _array(s: _Stream, where: str, *, open_end: bool) -> Iterator[Any]:
+    while True:
+        c = s.peek()
+        if c == "]":
+            s.pos += 1
+            return
+        if c == ",":
+            s.pos += 1
+            continue
+        if c == "":
+            if open_end:  # Chrome's array format may omit the closing bracket
+                return
+            raise _Truncated(where)
+        yield s.value(where)
+
+
+# ---------------------------------------------------------------------------------------------- collection
+class _Collector:
+    """Keeps, per event kind, only the columns the summary needs, in compact arrays."""
+
+    def __init__(self) -> None:
+        self.n_events = 0
+        self.names: dict[str, int] = {}
+        self.name_list: list[str] = []
+        self.threads: dict[tuple[Any, Any], int] = {}
+        self.thread_keys: list[tuple[Any, Any]] = []
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.cats: Counter[str] = Counter()
+        self.skipped = 0
+        # intervals: CPU ops and user annotations
+        self.iv_tid = array("i")
+        self.iv_ts = array("d")
+        self.iv_dur = array("d")
+        self.iv_name = array("i")
+        self.iv_ann = array("b")
+        # runtime calls with a correlation id
+        self.rt_corr = array("q")
+        self.rt_tid = array("i")
+        self.rt_ts = array("d")
+        # GPU activities
+        self.g_name = array("i")
+        self.g_ts = array("d")
+        self.g_dur = array("d")
+        self.g_corr = array("q")
+        self.g_kind = array("b")
+        self.g_stream = array("i")
+        # fwdbwd flows: id -> {"s": (tid, ts), "f": (tid, ts)}
+        self.flows: dict[Any, dict[str, tuple[int, float]]] = {}
+        self.mem_peak: dict[str, float] = {}
+        self.ts_min = float("inf")
+        self.ts_max = float("-inf")
+
+    def name_id(self, s: Any) -> int:
+        s = s if isinstance(s, str) else str(s)
+        i = self.names.get(s)
+        if i is None:
+            i = self.names[s] = len(self.name_list)
+            self.name_list.append(s)
+        return i
+
+    def thread_id(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        i = self.threads.get(key)
+        if i is None:
+            i = self.threads[key] = len(self.thread_keys)
+            self.thread_keys.append(key)
+        return i
+
+    def add(self, e: Any) -> None:
+        self.n_events += 1
+        if type(e) is not dict:
+            self.skipped += 1
+            return
+        ph = e.get("ph")
+        cat = e.get("cat")
+        if ph == "X":
+            k = _CATS.get(cat) if isinstance(cat, str) else None
+            if k is None:
+                k = _CATS.get(cat.lower(), OTHER) if isinstance(cat, str) else OTHER
+            self.cats[cat if isinstance(cat, str) else str(cat)] += 1
+            if k == OTHER or k == GPU_ANN or k == PYFN:
+                return
+            try:
+                ts = float(e["ts"])
+                dur = float(e.get("dur", 0.0))
+            except (KeyError, TypeError, ValueError):
+                self.skipped += 1
+                return
+            if k == OP or k == ANN:
+                self.iv_tid.append(self.thread_id(e.get("pid"), e.get("tid")))
+                self.iv_ts.append(ts)
+                self.iv_dur.append(dur)
+                self.iv_name.append(self.name_id(e.get("name", "")))
+                self.iv_ann.append(k == ANN)
+            elif k == RT:
+                args = e.get("args")
+                corr = args.get("correlation") if isinstance(args, dict) else None
+                if isinstance(corr, int) and corr > 0:
+                    self.rt_corr.append(corr)
+                    self.rt_tid.append(self.thread_id(e.get("pid"), e.get("tid")))
+                    self.rt_ts.append(ts)
+            else:
+                args = e.get("args")
+                corr = args.get("correlation", -1) if isinstance(args, dict) else -1
+                self.g_name.append(self.name_id(e.get("name", "")))
+                self.g_ts.append(ts)
+                self.g_dur.append(dur)
+                self.g_corr.append(corr if isinstance(corr, int) else -1)
+                self.g_kind.append(k)
+                self.g_stream.append(self.thread_id(e.get("pid"), e.get("tid")))
+                if ts < self.ts_min:
+                    self.ts_min = ts
+                if ts + dur > self.ts_max:
+                    self.ts_max = ts + dur
+        elif ph == "s" or ph == "f":
+            if cat == "fwdbwd":
+                try:
+                    self.flows.setdefault(e["id"], {})[ph] = (self.thread_id(e.get("pid"), e.get("tid")),
+                                                             float(e["ts"]))
+                except (KeyError, TypeError, ValueError):
+                    self.skipped += 1
+        elif ph == "M":
+            if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
+                self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+        elif (ph == "i" or ph == "I") and e.get("name") == "[memory]":
+            args = e.get("args")
+            if isinstance(args, dict) and isinstance(args.get("Total Allocated"), (int, float)):
+                dev = f"{args.get('Device Type', '?')}:{args.get('Device Id', '?')}"
+                self.mem_peak[dev] = max(self.mem_peak.get(dev, 0.0), float(args["Total Allocated"]))
+
+
+# ---------------------------------------------------------------------------------------------- analysis
+def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bool) -> Summary:
+    import numpy as np
+
+    n_iv = len(col.iv_ts)
+    n_gpu = len(col.g_ts)
+    if col.n_events == 0:
+        raise BadReport(f"{p}: trace has no events")
+    if n_iv == 0 and n_gpu == 0:
+        raise BadReport(f"{p}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation or "
+                        f"kernel among its {col.n_events} events)")
+    names = col.name_list
+    tid_of_iv = np.frombuffer(col.iv_tid, dtype=np.int32) if n_iv else np.zeros(0, np.int32)
+    ts_iv = np.frombuffer(col.iv_ts, dtype=np.float64) if n_iv else np.zeros(0)
+    dur_iv = np.frombuffer(col.iv_dur, dtype=np.float64) if n_iv else np.zeros(0)
+    is_ann = col.iv_ann
+    iv_name = col.iv_name
+
+    # which runtime calls launched GPU work: correlation -> runtime index (only those)
+    gcorr = set(col.g_corr)
+    gcorr.discard(-1)
+    launch_of_corr: dict[int, int] = {}
+    for j, c in enumerate(col.rt_corr):
+        if c in gcorr:
+            launch_of_corr[c] = j
+    launches = sorted(launch_of_corr.values())
+    n_ln = len(launches)
+    ln_tid = np.array([col.rt_tid[j] for j in launches], dtype=np.int32)
+    ln_ts = np.array([col.rt_ts[j] for j in launches], dtype=np.float64)
+    ln_index = {j: k for k, j in enumerate(launches)}
+
+    # flow endpoints: the backward node ops ('f') and the forward ops ('s')
+    f_at: dict[tuple[int, float], Any] = {}
+    s_at: dict[Any, tuple[int, float]] = {}
+    for fid, ends in col.flows.items():
+        if "f" in ends and "s" in ends:
+            f_at[ends["f"]] = fid
+            s_at[fid] = ends["s"]
+    s_keys = set(s_at.values())
+
+    # ---- one sweep per thread over intervals (by start, longest first) and launches (by time)
+    parent = array("i", [-1]) * n_iv
+    path_of = array("i", [0]) * n_iv          # range path id (0 = no range)
+    ann_of = array("i", [-1]) * n_iv          # innermost annotation instance enclosing (or being) it
+    op_of = array("i", [-1]) * n_iv           # innermost op enclosing (or being) it
+    top_of = array("i", [-1]) * n_iv          # outermost op
+    flow_of = array("i", [-1]) * n_iv         # innermost op that is a backward node with a fwdbwd flow
+    self_us = array("d", col.iv_dur)          # self time (ops)
+    paths: dict[tuple[int, int], int] = {}
+    path_names: list[str] = [""]
+    path_parent: list[int] = [-1]
+    flow_ids: list[Any] = []
+    op_at_s: dict[tuple[int, float], int] = {}
+    ln_parent = array("i", [-1]) * n_ln
+
+    order = np.lexsort((-dur_iv, ts_iv, tid_of_iv)) if n_iv else np.zeros(0, np.int64)
+    ln_order = np.lexsort((ln_ts, ln_tid)) if n_ln else np.zeros(0, np.int64)
+    iv_bounds = _group_bounds(tid_of_iv[order]) if n_iv else {}
+    ln_bounds = _group_bounds(ln_tid[ln_order]) if n_ln else {}
+    ann_by_tid: dict[int, list[int]] = defaultdict(list)
+    order_l = order.tolist()
+    ln_order_l = ln_order.tolist()
+    ts_l = col.iv_ts
+    dur_l = col.iv_dur
+    for tid in set(iv_bounds) | set(ln_bounds):
+        a0, a1 = iv_bounds.get(tid, (0, 0))
+        b0, b1 = ln_bounds.get(tid, (0, 0))
+        stack: list[int] = []
+        ends: list[float] = []
+        i, j = a0, b0
+        while i < a1 or j < b1:
+            if i < a1 and (j >= b1 or ts_l[order_l[i]] <= ln_ts[ln_order_l[j]]):
+                x = order_l[i]
+                i += 1
+                t = ts_l[x]
+                while ends and ends[-1] <= t:
+                    stack.pop()
+                    ends.pop()
+                par = stack[-1] if stack else -1
+                parent[x] = par
+                if par >= 0:
+                    pp, pa, po, pt, pf = path_of[par], ann_of[par], op_of[par], top_of[par], flow_of[par]
+                else:
+                    pp, pa, po, pt, pf = 0, -1, -1, -1, -1
+                if is_ann[x]:
+                    nm = names[iv_name[x]]
+                    if nm.startswith(STEP_PREFIX):
+                        path_of[x] = pp
+                    else:
+                        key = (pp, iv_name[x])
+                        pid_ = paths.get(key)
+                        if pid_ is None:
+                            pid_ = paths[key] = len(path_names)
+                            path_names.append(nm if pp == 0 else f"{path_names[pp]}/{nm}")
+                            path_parent.append(pp)
+                        path_of[x] = pid_
+                    ann_of[x], op_of[x], top_of[x], flow_of[x] = x, po, pt, pf
+                    ann_by_tid[tid].append(x)
+                else:
+                    path_of[x], ann_of[x], op_of[x] = pp, pa, x
+                    top_of[x] = pt if pt >= 0 else x
+                    key2 = (tid, t)
+                    fid = f_at.get(key2)
+                    if fid is not None:
+                        flow_of[x] = len(flow_ids)
+                        flow_ids.append(fid)
+                    else:
+                        flow_of[x] = pf
+                    if key2 in s_keys:
+                        op_at_s[key2] = x
+                    if po >= 0:
+                        self_us[po] -= dur_l[x]
+                stack.append(x)
+                ends.append(t + dur_l[x])
+            else:
+                k = ln_order_l[j]
+                j += 1
+                t = float(ln_ts[k])
+                while ends and ends[-1] < t:
+                    stack.pop()
+                    ends.pop()
+                ln_parent[k] = stack[-1] if stack else -1
+
+    # ---- per launch: range path, annotation instance, ops, pass
+    thread_is_autograd = {i: "autograd" in col.thread_names.get(key, "") for i, key in enumerate(col.thread_keys)}
+    ann_count = Counter({t: len(v) for t, v in ann_by_tid.items()})
+    main_tid = ann_count.most_common(1)[0][0] if ann_count else -1
+    ln_path = array("i", [0]) * n_ln
+    ln_ann = array("i", [-1]) * n_ln
+    ln_bwd = array("b", [0]) * n_ln
+    borrow: dict[int, list[int]] = defaultdict(list)
+    for k in range(n_ln):
+        x = ln_parent[k]
+        tid = int(ln_tid[k])
+        bwd = thread_is_autograd.get(tid, False)
+        if x >= 0:
+            ln_path[k], ln_ann[k] = path_of[x], ann_of[x]
+            top = top_of[x]
+            if top >= 0 and names[iv_name[top]].startswith(BWD_PREFIX):
+                bwd = True
+        ln_bwd[k] = bwd
+        if ln_path[k] == 0 and bwd:
+            fwd_tid = -1
+            if x >= 0 and flow_of[x] >= 0:
+                fwd_tid = s_at[flow_ids[flow_of[x]]][0]
+            elif main_tid != tid:
+                fwd_tid = main_tid
+            if fwd_tid >= 0 and fwd_tid != tid:
+                borrow[fwd_tid].append(k)
+    borrowed = 0
+    for tid, ks in borrow.items():
+        anns = ann_by_tid.get(tid, [])  # in start order
+        ks.sort(key=lambda k: ln_ts[k])
+        stack2: list[int] = []
+        ends2: list[float] = []
+        ai = 0
+        for k in ks:
+            t = float(ln_ts[k])
+            while ai < len(anns) and ts_l[anns[ai]] <= t:
+                a = anns[ai]
+                ai += 1
+                while ends2 and ends2[-1] <= ts_l[a]:
+                    stack2.pop()
+                    ends2.pop()
+                stack2.append(a)
+                ends2.append(ts_l[a] + dur_l[a])
+            while ends2 and ends2[-1] < t:
+                stack2.pop()
+                ends2.pop()
+            if stack2:
+                a = stack2[-1]
+                ln_path[k], ln_ann[k] = path_of[a], a
+                borrowed += 1
+
+    # ---- GPU activities -> rows
+    groups: dict[tuple[int, int], _Group] = {}
+    inst_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    unattributed = 0
+    for g in range(n_gpu):
+        j = launch_of_corr.get(col.g_corr[g])
+        k = ln_index[j] if j is not None else -1
+        path = ln_path[k] if (k >= 0 and by_range) else 0
+        key = (col.g_name[g], path if by_range else -1)
+        grp = groups.get(key)
+        if grp is None:
+            grp = groups[key] = _Group(col.g_kind[g])
+        t0, d = col.g_ts[g], col.g_dur[g]
+        grp.durs.append(d * 1000.0)
+        grp.streams.add(col.g_stream[g])
+        if k < 0:
+            unattributed += 1
+            continue
+        x = ln_parent[k]
+        bwd = ln_bwd[k]
+        grp.passes["bwd" if bwd else "fwd"] += 1
+        if x >= 0:
+            top, inner = top_of[x], op_of[x]
+            if top >= 0:
+                grp.ops[_op_label(names[iv_name[top]])] += 1
+            if inner >= 0:
+                grp.launch_ops[names[iv_name[inner]]] += 1
+            if bwd and flow_of[x] >= 0:
+                fop = op_at_s.get(s_at[flow_ids[flow_of[x]]])
+                if fop is not None:
+                    grp.fwd_ops[names[iv_name[fop]]] += 1
+        a = ln_ann[k]
+        while a >= 0:
+            inst_iv[a].append((t0, t0 + d))
+            pa = parent[a]
+            a = ann_of[pa] if pa >= 0 else -1
+    gpu = n_gpu > 0
+
+    kernels: list[KernelRow] = []
+    for (nid, path), grp in groups.items():
+        raw = names[nid]
+        name, extra = raw, grp.extra()
+        if grp.kind == MEMCPY:
+            m = _MEMCPY_RX.search(raw)
+            name = f"[CUDA memcpy {_MEMCPY_DIR.get(m.group(1), m.group(1)) if m else 'Unknown'}]"
+            extra["torch_name"] = raw
+        elif grp.kind == MEMSET:
+            name = "[CUDA memset]"
+            extra["torch_name"] = raw
+        st = durations_stats(grp.durs)
+        kernels.append(KernelRow(
+            tool="torch", name=name, short_name=short_name(name), kernel_class=classify(name),
+            nvtx_range=path_names[path] if path > 0 else None, count=int(st["count"]), total_ns=st["total_ns"],
+            avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
+            extra=extra,
+        ))
+
+    # ---- CPU ops (self time), per name (and range path)
+    cpu_groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+    cpu_total: Counter[int] = Counter()
+    for x in range(n_iv):
+        if is_ann[x]:
+            continue
+        cpu_groups[(iv_name[x], path_of[x] if by_range else -1)].append(max(self_us[x], 0.0) * 1000.0)
+        cpu_total[iv_name[x]] += int(dur_l[x] * 1000.0)
+    cpu_by_name: Counter[int] = Counter()
+    cpu_calls: Counter[int] = Counter()
+    for (nid, _), xs in cpu_groups.items():
+        cpu_by_name[nid] += int(sum(xs))
+        cpu_calls[nid] += len(xs)
+    notes: list[str] = []
+    if not gpu:
+        notes.append(f"{p.name}: no GPU activity in this trace (no kernel, memcpy or memset events); "
+                     "summarising its CPU ops by self time instead")
+        for (nid, path), xs in cpu_groups.items():
+            nm = names[nid]
+            st = durations_stats(xs)
+            kernels.append(KernelRow(
+                tool="torch", name=nm, short_name=short_name(nm), kernel_class=_cpu_class(nm),
+                nvtx_range=path_names[path] if path > 0 else None, count=int(st["count"]),
+                total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
+                max_ns=st["max_ns"], std_ns=st["std_ns"],
+                extra={"device": "cpu", "time": "self", "cpu_total_ns": cpu_total[nid]},
+            ))
+    elif unattributed:
+        notes.append(f"{p.name}: {unattributed} of {n_gpu} GPU activities have no launching call in the trace "
+                     "(CPU activity not recorded?); they count per kernel but not per range")
+
+    # ---- ranges
+    inst_by_path: dict[int, list[int]] = defaultdict(list)
+    for x in range(n_iv):
+        if is_ann[x]:
+            nm = names[iv_name[x]]
+            inst_by_path[-1 if nm.startswith(STEP_PREFIX) else path_of[x]].append(x)
+    ranges: list[RangeRow] = []
+    for path, xs in inst_by_path.items():
+        proj = 0.0
+        ops = 0
+        for x in xs:
+            ivs = inst_iv.get(x)
+            if ivs:
+                ops += len(ivs)
+                proj += _union_us(ivs)
+        name = STEP_PREFIX + "*" if path < 0 else path_names[path]
+        ranges.append(RangeRow(
+            name=name, domain=None, style="push_pop", count=len(xs),
+            range_total_ns=sum(dur_l[x] for x in xs) * 1000.0,
+            gpu_proj_total_ns=proj * 1000.0 if gpu else None, gpu_ops=ops if gpu else None,
+            extra={"leaf": name.rsplit("/", 1)[-1], "depth": name.count("/")},
+        ))
+    ranges.sort(key=lambda r: r.name)
+    kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
+
+    top_cpu = [{"name": names[n], "calls": cpu_calls[n], "self_ns": s, "total_ns": cpu_total[n]}
+               for n, s in cpu_by_name.most_common(15)]
+    meta: dict[str, Any] = {
+        "format": "kineto-chrome-trace", "events": col.n_events, "gpu_activity": gpu,
+        "event_categories": dict(col.cats.most_common()), "cpu_ops": sum(cpu_calls.values()),
+        "cpu_ops_top_self": top_cpu, "threads": {f"{k[0]}/{k[1]}": v for k, v in col.thread_names.items()},
+        "gpu_ops": n_gpu, "gpu_ops_unattributed": unattributed, "launches_borrowed_range": borrowed,
+        "by_range": by_range,
+    }
+    if gpu:
+        meta["gpu_span_ns"] = (col.ts_max - col.ts_min) * 1000.0
+    if col.skipped:
+        meta["events_skipped"] = col.skipped
+    if col.mem_peak:
+        meta["peak_allocated_bytes"] = col.mem_peak
+    devs = header.get("deviceProperties")
+    if isinstance(devs, list):
+        meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
+    for key in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+                "torch_version", "profctl"):
+        if key in header:
+            meta[key] = header[key]
+    if notes:
+        meta["notes"] = notes
+    tv = header.get("torch_version")
+    return Summary(sources=(Source(path=str(p), tool="torch", tool_version=str(tv) if tv else None),),
+                   kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
+
+
+class _Group:
+    __slots__ = ("durs", "fwd_ops", "kind", "launch_ops", "ops", "passes", "streams")
+
+    def __init__(self, kind: int) -> None:
+        self.kind = kind
+        self.durs: list[float] = []
+        self.streams: set[int] = set()
+        self.passes: Counter[str] = Counter()
+        self.ops: Counter[str] = Counter()
+        self.launch_ops: Counter[str] = Counter()
+        self.fwd_ops: Counter[str] = Counter()
+
+    def extra(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": _KIND_NAMES.get(self.kind, "kernel"), "pass": dict(self.passes),
+                             "streams": len(self.streams)}
+        if self.ops:
+            d["ops"] = dict(self.ops.most_common(5))
+        if self.launch_ops:
+            d["launch_ops"] = dict(self.launch_ops.most_common(5))
+        if self.fwd_ops:
+            d["fwd_ops"] = dict(self.fwd_ops.most_common(5))
+        return d
+
+
+def _op_label(name: str) -> str:
+    return name[len(BWD_PREFIX):] if name.startswith(BWD_PREFIX) else name
+
+
+def _cpu_class(name: str) -> str:
+    """Kernel classes for CPU ops: SDPA's fused CPU kernels say 'flash_attention' but not 'fwd'."""
+    if "flash_attention" in name:
+        return "flash_bwd" if "backward" in name else "flash_fwd"
+    return classify(name)
+
+
+def _group_bounds(sorted_tids: Any) -> dict[int, tuple[int, int]]:
+    """tid -> (start, end) of its run in an array sorted by tid."""
+    import numpy as np
+
+    if len(sorted_tids) == 0:
+        return {}
+    cuts = np.flatnonzero(np.diff(sorted_tids)) + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(sorted_tids)]
+    return {int(sorted_tids[s]): (s, e) for s, e in zip(starts, ends, strict=True)}
+
+
+def _union_us(ivs: list[tuple[float, float]]) -> float:
+    ivs.sort()
+    total = 0.0
+    cs, ce = ivs[0]
+    for s, e in ivs[1:]:
+        if s > ce:
+            total += ce - cs
+            cs, ce = s, e
+        elif e > ce:
+            ce = e
+    return total + ce - cs
+
+
+__all__ = ["read"]

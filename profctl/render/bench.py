@@ -1,0 +1,111 @@
+"""Bench rows as a rich table, Markdown or CSV; JSON is the rows themselves."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from profctl.bench import BenchResult, shape_label
+
+#: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json)
+CSV_COLUMNS = (
+    "backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "causal_align",
+    "pass", "layout", "device", "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
+    "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
+    "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
+)
+
+
+def _mib(b: Any) -> str:
+    return f"{b / 2**20:,.0f} MiB" if isinstance(b, (int, float)) else "-"
+
+
+def display_rows(res: BenchResult) -> list[dict[str, str]]:
+    out = []
+    for r in res.rows:
+        ok = r.get("status") == "ok"
+        rate = r.get("tflops")
+        rate_s = "-" if rate is None else (f"{rate:,.1f}" if rate >= 1 else f"{rate:.3f}")
+        if r.get("suspect"):
+            rate_s += " (!)"
+        pct = r.get("pct_of_peak")
+        clk = r.get("clocks") or {}
+        err = r.get("rel_error")
+        out.append({
+            "backend": r["backend"],
+            "shape": shape_label(r),
+            "pass": r["pass"],
+            "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",
+            "median ms": f"{r['median_ms']:.4f}" if ok else "-",
+            "TFLOP/s": rate_s,
+            "% peak": f"{pct:.0f}%" if pct is not None else "-",
+            "speedup": f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
+            "peak mem": _mib(r.get("peak_mem_bytes")),
+            "rel err": (f"{err:.1e}" + ("" if r.get("check") != "fail" else " FAIL")) if err is not None else "-",
+            "SM MHz": f"{clk['sm_clock_mhz_median']:.0f}" if clk.get("sm_clock_mhz_median") else "-",
+        })
+    return out
+
+
+def print_table(res: BenchResult) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=170)
+    dev = res.device.get("name") or res.device.get("nvml_name") or "cpu"
+    t = Table(title=f"profctl bench — {dev}" + (f", speedup vs {res.baseline}" if res.baseline else ""),
+              header_style="bold")
+    rows = display_rows(res)
+    if not rows:
+        con.print("no results")
+        return
+    for c in rows[0]:
+        t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status") else "right",
+                     overflow="fold", max_width=60 if c == "status" else None)
+    prev = None
+    for r, raw in zip(rows, res.rows):
+        key = (raw["batch"], raw["seqlen_q"], raw["seqlen_kv"], raw["heads"], raw["kv_heads"], raw["head_dim"],
+               raw["dtype"], raw["causal"], raw["pass"])
+        if prev is not None and key != prev:
+            t.add_section()
+        prev = key
+        style = None if raw["status"] == "ok" else "dim"
+        if raw.get("suspect") or raw.get("check") == "fail":
+            style = "red"
+        t.add_row(*(escape(str(v)) for v in r.values()), style=style)
+    con.print(t)
+    for w in res.warnings:
+        con.print(f"[yellow]warning:[/] {escape(w)}")
+    for raw in res.rows:
+        if raw.get("suspect"):
+            con.print(f"[red]suspect:[/] {raw['backend']} {shape_label(raw)}: {raw['suspect_reason']} — "
+                      "check the FLOP count and the timing")
+        if raw.get("check") == "fail":
+            con.print(f"[red]wrong result:[/] {raw['backend']} {shape_label(raw)}: relative error "
+                      f"{raw['rel_error']:.2e} > tolerance {raw['tolerance']:.0e}")
+
+
+def to_json(res: BenchResult) -> str:
+    return json.dumps(res.rows, indent=1, default=str) + "\n"
+
+
+def to_csv(res: BenchResult) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
+    w.writeheader()
+    for r in res.rows:
+        w.writerow({k: r.get(k) for k in CSV_COLUMNS})
+    return buf.getvalue()
+
+
+def to_markdown(res: BenchResult) -> str:
+    from profctl.render.summary import markdown
+
+    dev = res.device.get("name") or "cpu"
+    return f"profctl bench on {dev}\n\n" + markdown([
+        {k: v for k, v in r.items()} for r in display_rows(res)])

@@ -1,0 +1,53 @@
+"""Kernel classes and cross-tool name keys, on names seen in the shared fixtures."""
+
+import pytest
+
+from profctl.kernels import base_name, classify, match_key
+
+NSYS_FLASH = ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, "
+              "(bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)128, (int)64, (int)4, "
+              "cutlass::bfloat16_t>>, (bool)1, (bool)1, (bool)0, (bool)0, (bool)1, (bool)1, (bool)0, (bool)0>"
+              "(Flash_fwd_params)")
+TORCH_FLASH = ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+               "cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, true, true, "
+               "false, false, true, true, false, false>(Flash_fwd_params)")
+
+
+@pytest.mark.parametrize(("name", "cls"), [
+    (NSYS_FLASH, "flash_fwd"),
+    ("flash_fwd_kernel", "flash_fwd"),
+    ("flash_fwd_splitkv_combine_kernel", "flash_fwd"),
+    ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", "flash_bwd"),
+    ("flash_bwd_dot_do_o_kernel", "flash_bwd"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0", "flash_fwd"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128", "flash_bwd"),
+    ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", "flash_fwd"),
+    ("fmha_cutlassB_bf16_aligned_64x64_k128_sm80", "flash_bwd"),
+    ("kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at_", "flash_fwd"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNN", "gemm"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3", "gemm"),
+    ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, false, false>", "softmax"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float>", "softmax"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "elementwise"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "reduce"),
+    ("[CUDA memcpy Host-to-Device]", "memcpy"),
+    ("[CUDA memset]", "memset"),
+    ("some_custom_kernel", "other"),
+])
+def test_classify(name: str, cls: str) -> None:
+    assert classify(name) == cls
+
+
+def test_match_key_equates_nsys_and_torch_names() -> None:
+    assert match_key(NSYS_FLASH).replace("true", "1").replace("false", "0") != ""
+    # nsys writes (int)128 and (bool)1, torch writes 128 and true: the casts go, the rest must still differ only
+    # in how booleans are spelled
+    k_nsys = match_key(NSYS_FLASH)
+    k_torch = match_key(TORCH_FLASH).replace("true", "1").replace("false", "0")
+    assert k_nsys == k_torch
+
+
+def test_base_name() -> None:
+    assert base_name(NSYS_FLASH) == "flash_fwd_kernel"
+    assert base_name("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)") == "reduce_kernel"
+    assert base_name("nvjet_sm90_tst_256x128") == "nvjet_sm90_tst_256x128"
