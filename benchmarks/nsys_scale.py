@@ -22,7 +22,6 @@ import json
 import os
 import resource
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path

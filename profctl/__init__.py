@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from profctl.bench import BenchResult
+    from profctl.sweep import BenchResult
     from profctl.schema import Summary
 
 __version__ = "0.1.0"
@@ -34,7 +34,7 @@ def _csv(v: Any) -> str | None:
     return str(v)
 
 
-def workload(**options: Any) -> Any:
+def workload_args(**options: Any) -> Any:
     """WorkloadArgs from Python values: lists or scalars for every workload option (``pass_`` for --pass)."""
     from profctl.workload import WorkloadArgs
 
@@ -50,9 +50,9 @@ def workload(**options: Any) -> Any:
 
 def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, **options: Any) -> BenchResult:
     """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas)."""
-    from profctl.bench import run_bench
+    from profctl.sweep import run_bench
 
-    return run_bench(workload(**options), baseline=baseline, reports=reports)
+    return run_bench(workload_args(**options), baseline=baseline, reports=reports)
 
 
 def read(path: str | Path, *, by_range: bool = False) -> Summary:
@@ -62,4 +62,4 @@ def read(path: str | Path, *, by_range: bool = False) -> Summary:
     return readers.read(path, by_range=by_range)
 
 
-__all__ = ["__version__", "bench", "read", "workload"]
+__all__ = ["__version__", "bench", "read", "workload_args"]

@@ -1,5 +1,5 @@
-"""Per-kernel diagnosis from ncu metrics: compute-, memory- or latency-bound (speed of light), the limiting unit,
-tensor-pipe utilisation, achieved vs theoretical occupancy, and the recipe's hints.
+"""Per-kernel diagnosis from ncu metrics: compute-, memory- or latency-bound (speed of light), the limiting
+unit, tensor-pipe utilisation, achieved vs theoretical occupancy, and the recipe's hints.
 
 Works on any Summary row that carries ncu metrics; a figure the report did not collect is None and the verdict
 says 'unknown' rather than guessing. Thresholds come from the recipe (profctl.recipes.THRESHOLDS defaults).
@@ -17,7 +17,10 @@ from profctl.schema import KernelRow, Summary
 
 COMPUTE = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
 MEMORY = ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)
-DRAM = ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")
+DRAM = (
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+)
 TENSOR = (
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
@@ -29,14 +32,29 @@ THEORETICAL = ("sm__maximum_warps_per_active_cycle_pct",)
 
 #: candidate limiting units: label -> metrics (first present wins), all percent of peak
 UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("tensor pipe", ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-                     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")),
-    ("FMA pipe", ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                  "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed")),
-    ("ALU pipe", ("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                  "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_elapsed")),
+    (
+        "tensor pipe",
+        (
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        ),
+    ),
+    (
+        "FMA pipe",
+        (
+            "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed",
+        ),
+    ),
+    (
+        "ALU pipe",
+        (
+            "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_elapsed",
+        ),
+    ),
     ("XU pipe (exp)", ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed",)),
     ("LSU pipe", ("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed",)),
     ("issue", ("sm__inst_issued.avg.pct_of_peak_sustained_elapsed",)),
@@ -61,13 +79,14 @@ class Diagnosis:
     compute_pct: float | None
     memory_pct: float | None
     dram_pct: float | None
-    bound: str                      # compute-bound | memory-bound | latency-bound | unknown
+    bound: str  # compute-bound | memory-bound | latency-bound | unknown
     limiter: str | None
     limiter_pct: float | None
     tensor_pct: float | None
     achieved_occupancy: float | None
     theoretical_occupancy: float | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    first_id: int = 0  # the first launch id of the row (a stable key: names can repeat)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -125,19 +144,19 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
             bound = "compute-bound"
         else:
             bound = "memory-bound"
-    limiter, limiter_pct = (max(units, key=lambda x: x[1]) if units else (None, None))
+    limiter, limiter_pct = max(units, key=lambda x: x[1]) if units else (None, None)
     if limiter is None and compute is not None and memory is not None:
         limiter, limiter_pct = ("SM", compute) if compute >= memory else ("memory", memory)
 
     notes: list[str] = []
     if bound == "latency-bound" and compute is not None and memory is not None:
-        notes.append(f"neither SM ({compute:.0f}%) nor memory ({memory:.0f}%) reaches {th['bound_pct']:.0f}% of "
-                     "peak: stalls, not throughput, limit it")
-    if tensor is not None and k.kernel_class in MMA_CLASSES and tensor < th["tensor_low_pct"]:
+        notes.append(f"SM {compute:.0f}% and memory {memory:.0f}% both < {th['bound_pct']:.0f}% of peak")
+    if tensor is not None and k.kernel_class in MMA_CLASSES and 1.0 <= tensor < th["tensor_low_pct"]:
         notes.append(f"tensor pipe busy {tensor:.0f}% (< {th['tensor_low_pct']:.0f}%) in an MMA kernel")
     if ach is not None and theo and ach < th["occupancy_ratio"] * theo:
-        notes.append(f"achieved occupancy {ach:.1f}% is below {th['occupancy_ratio']:.2g} x theoretical "
-                     f"{theo:.1f}%")
+        notes.append(
+            f"achieved occupancy {ach:.1f}% is below {th['occupancy_ratio']:.2g} x theoretical {theo:.1f}%"
+        )
     if dram is not None and dram >= th["dram_high_pct"]:
         notes.append(f"DRAM at {dram:.0f}% of peak")
     if recipe is not None:
@@ -146,26 +165,44 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
                 notes.append(h.say)
     backend, pass_, shape = backend_of(k.nvtx_range)
     return Diagnosis(
-        backend=backend, pass_=pass_, shape=shape, kernel=k.short_name, kernel_class=k.kernel_class,
-        nvtx_range=k.nvtx_range, count=k.count, duration_ns=k.avg_ns, compute_pct=compute, memory_pct=memory,
-        dram_pct=dram, bound=bound, limiter=limiter, limiter_pct=limiter_pct, tensor_pct=tensor,
-        achieved_occupancy=ach, theoretical_occupancy=theo, notes=tuple(notes),
+        backend=backend,
+        pass_=pass_,
+        shape=shape,
+        kernel=k.short_name,
+        kernel_class=k.kernel_class,
+        nvtx_range=k.nvtx_range,
+        count=k.count,
+        duration_ns=k.avg_ns,
+        compute_pct=compute,
+        memory_pct=memory,
+        dram_pct=dram,
+        bound=bound,
+        limiter=limiter,
+        limiter_pct=limiter_pct,
+        tensor_pct=tensor,
+        achieved_occupancy=ach,
+        theoretical_occupancy=theo,
+        notes=tuple(notes),
+        first_id=min(k.extra.get("ids") or [0]),
     )
 
 
-def diagnose(s: Summary, recipe: Recipe | None = None, cc: tuple[int, int] | None = None,
-             backend_order: Sequence[str] = ()) -> list[Diagnosis]:
-    """One Diagnosis per ncu kernel row, ordered pass, then backend (in `backend_order`, then by name), then by
-    first launch, so flash and baseline kernels of one pass sit next to each other."""
+def diagnose(
+    s: Summary,
+    recipe: Recipe | None = None,
+    cc: tuple[int, int] | None = None,
+    backend_order: Sequence[str] = (),
+) -> list[Diagnosis]:
+    """One Diagnosis per ncu kernel row, ordered pass, then backend (in `backend_order`, then by name), then
+    by first launch, so flash and baseline kernels of one pass sit next to each other."""
     rows = [k for k in s.kernels if k.tool == "ncu"]
-    ds = [(diagnose_row(k, recipe, cc), min(k.extra.get("ids") or [0])) for k in rows]
+    ds = [diagnose_row(k, recipe, cc) for k in rows]
     order = {b: i for i, b in enumerate(backend_order)}
 
-    def key(x: tuple[Diagnosis, int]) -> tuple[Any, ...]:
-        d, first = x
-        return (d.pass_ or "", order.get(d.backend or "", len(order)), d.backend or "", first)
+    def key(d: Diagnosis) -> tuple[Any, ...]:
+        return (d.pass_ or "", order.get(d.backend or "", len(order)), d.backend or "", d.first_id)
 
-    return [d for d, _ in sorted(ds, key=key)]
+    return sorted(ds, key=key)
 
 
 def by_backend(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
@@ -177,11 +214,21 @@ def by_backend(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
     out = []
     for (pass_, backend), g in groups.items():
         main = max(g, key=lambda d: d.duration_ns * d.count)
-        out.append({
-            "pass": pass_, "backend": backend, "kernels": len(g), "launches": sum(d.count for d in g),
-            "time_ns": sum(d.duration_ns * d.count for d in g), "main_kernel": main.kernel,
-            "main_share": (main.duration_ns * main.count) / (sum(d.duration_ns * d.count for d in g) or 1.0),
-            "bound": main.bound, "limiter": main.limiter, "tensor_pct": main.tensor_pct,
-            "achieved_occupancy": main.achieved_occupancy, "theoretical_occupancy": main.theoretical_occupancy,
-        })
+        out.append(
+            {
+                "pass": pass_,
+                "backend": backend,
+                "kernels": len(g),
+                "launches": sum(d.count for d in g),
+                "time_ns": sum(d.duration_ns * d.count for d in g),
+                "main_kernel": main.kernel,
+                "main_share": (main.duration_ns * main.count)
+                / (sum(d.duration_ns * d.count for d in g) or 1.0),
+                "bound": main.bound,
+                "limiter": main.limiter,
+                "tensor_pct": main.tensor_pct,
+                "achieved_occupancy": main.achieved_occupancy,
+                "theoretical_occupancy": main.theoretical_occupancy,
+            }
+        )
     return out

@@ -1,5 +1,5 @@
-"""ncu recipes: YAML files naming what to collect (metrics per compute capability, ncu sections or a set), what
-each metric means, how to read it, the diagnosis thresholds and hints. Read with ``yaml.safe_load``'s loader,
+"""ncu recipes: YAML files naming what to collect (metrics per compute capability, ncu sections or a set),
+what each metric means, how to read it, the diagnosis thresholds and hints. Read with ``yaml.safe_load``'s loader,
 validated into frozen dataclasses; every error names the file and line.
 
 Built-in recipes live in ``recipes/*.yaml`` at the project root; users add their own by path
@@ -28,13 +28,25 @@ SETS = ("basic", "detailed", "full", "nvlink", "pmsampling", "roofline")
 
 #: diagnosis thresholds a recipe may override, with their defaults and meaning (see profctl.diagnose)
 THRESHOLDS: dict[str, tuple[float, str]] = {
-    "bound_pct": (60.0, "SM or memory throughput (% of peak) at or above which a kernel counts as bound by it; "
-                        "below it on both, latency-bound (ncu's own speed-of-light rule uses 60)"),
-    "tensor_low_pct": (40.0, "tensor-pipe utilisation (% of active cycles) below which an MMA kernel "
-                             "(flash, gemm) is flagged as leaving the tensor cores idle"),
-    "occupancy_ratio": (0.8, "achieved / theoretical occupancy below which the gap is flagged "
-                             "(tail effect, imbalance, or warps retiring early)"),
-    "dram_high_pct": (60.0, "DRAM throughput (% of peak) at or above which DRAM is flagged as the memory limiter"),
+    "bound_pct": (
+        60.0,
+        "SM or memory throughput (% of peak) at or above which a kernel counts as bound by it; "
+        "below it on both, latency-bound (ncu's own speed-of-light rule uses 60)",
+    ),
+    "tensor_low_pct": (
+        40.0,
+        "tensor-pipe utilisation (% of active cycles) below which an MMA kernel "
+        "(flash, gemm) is flagged as leaving the tensor cores idle",
+    ),
+    "occupancy_ratio": (
+        0.8,
+        "achieved / theoretical occupancy below which the gap is flagged "
+        "(tail effect, imbalance, or warps retiring early)",
+    ),
+    "dram_high_pct": (
+        60.0,
+        "DRAM throughput (% of peak) at or above which DRAM is flagged as the memory limiter",
+    ),
 }
 
 _TOP_KEYS = {"name", "summary", "description", "metrics", "sections", "set", "thresholds", "hints"}
@@ -43,14 +55,14 @@ _SECTION_KEYS = {"name", "cc"}
 _HINT_KEYS = {"when", "say", "cc"}
 
 
-# ------------------------------------------------------------------------------------------------ dataclasses
+# ------------------------------------------------------------ dataclasses
 @dataclass(frozen=True)
 class CcRange:
     """Compute capabilities a metric applies to, e.g. '>=9.0' or '>=8.0,<9.0'; empty means all."""
 
     text: str = ""
-    lo: tuple[int, int] | None = None       # inclusive
-    hi: tuple[int, int] | None = None       # exclusive
+    lo: tuple[int, int] | None = None  # inclusive
+    hi: tuple[int, int] | None = None  # exclusive
 
     def matches(self, cc: tuple[int, int]) -> bool:
         return (self.lo is None or cc >= self.lo) and (self.hi is None or cc < self.hi)
@@ -86,6 +98,7 @@ class Condition:
 
     def evaluate(self, values: dict[str, float]) -> bool | None:
         """True/False, or None when a metric it needs is missing."""
+
         def side(s: tuple[float, str | None]) -> float | None:
             k, m = s
             if m is None:
@@ -164,19 +177,20 @@ class Recipe:
         return f"{self.path}:{ln}" if ln else self.path
 
 
-# ------------------------------------------------------------------------------------------------ YAML with lines
-class _Map(dict):  # type: ignore[type-arg]
+# ------------------------------------------------------------ YAML with lines
+class _Map(dict[Any, Any]):
     line: int = 0
     key_lines: dict[Any, int]
 
 
-class _Seq(list):  # type: ignore[type-arg]
+class _Seq(list[Any]):
     line: int = 0
     item_lines: list[int]
 
 
 class _LineLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that remembers the line of every mapping, key and list item (and refuses duplicate keys)."""
+    """yaml.SafeLoader that remembers the line of every mapping, key and list item, and refuses duplicate
+    keys."""
 
 
 def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
@@ -186,7 +200,9 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
     for knode, vnode in node.value:
         key = loader.construct_object(knode, deep=True)
         if not isinstance(key, str | int | float | bool) and key is not None:
-            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value", knode.start_mark)
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key must be a plain value", knode.start_mark
+            )
         if key in m:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", knode.start_mark)
         m[key] = loader.construct_object(vnode, deep=True)
@@ -201,11 +217,11 @@ def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> _Seq:
     return s
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)  # type: ignore[arg-type]
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)  # type: ignore[arg-type]
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
 
 
-# ------------------------------------------------------------------------------------------------ loading
+# ------------------------------------------------------------ loading
 def load(path: str | Path) -> Recipe:
     """Read and validate one recipe file; RecipeError 'FILE:LINE: what is wrong' on any problem."""
     p = Path(path)
@@ -216,7 +232,7 @@ def load(path: str | Path) -> Recipe:
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(f"{p}: cannot read: {e}") from None
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a yaml.SafeLoader
+        doc = yaml.load(text, Loader=_LineLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else 0
@@ -249,11 +265,22 @@ def _validate(doc: Any, p: Path) -> Recipe:
         err.unknown_keys(item, _METRIC_KEYS, "metric")
         mname = err.string(item, "name", required=True)
         if not METRIC_RE.match(mname):
-            err.at(item, "name", f"{mname!r} is not an ncu metric name (unit__counter[.rollup[.submetric]], "
-                                 "e.g. sm__throughput.avg.pct_of_peak_sustained_elapsed)")
-        metrics.append(MetricSpec(
-            name=mname, label=err.string(item, "label", required=True), means=err.string(item, "means", required=True),
-            read=err.string(item, "read", required=True), cc=err.cc(item), line=item.line))
+            err.at(
+                item,
+                "name",
+                f"{mname!r} is not an ncu metric name (unit__counter[.rollup[.submetric]], "
+                "e.g. sm__throughput.avg.pct_of_peak_sustained_elapsed)",
+            )
+        metrics.append(
+            MetricSpec(
+                name=mname,
+                label=err.string(item, "label", required=True),
+                means=err.string(item, "means", required=True),
+                read=err.string(item, "read", required=True),
+                cc=err.cc(item),
+                line=item.line,
+            )
+        )
     seen: dict[tuple[str, str], int] = {}
     for m in metrics:
         k = (m.name, m.cc.text)
@@ -274,17 +301,20 @@ def _validate(doc: Any, p: Path) -> Recipe:
         else:
             raise RecipeError(f"{p}:{line}: a section is an identifier or {{name, cc}}")
         if not SECTION_RE.match(sname):
-            raise RecipeError(f"{p}:{sline}: {sname!r} is not an ncu section identifier (e.g. SpeedOfLight; "
-                              "`ncu --list-sections` lists them)")
+            raise RecipeError(
+                f"{p}:{sline}: {sname!r} is not an ncu section identifier (e.g. SpeedOfLight; "
+                "`ncu --list-sections` lists them)"
+            )
         sections.append(SectionSpec(name=sname, cc=cc, line=sline))
 
     set_name = doc.get("set")
-    if set_name is not None:
-        if not isinstance(set_name, str) or set_name not in SETS:
-            err.at(doc, "set", f"set must be one of {', '.join(SETS)} (`ncu --list-sets`), not {set_name!r}")
+    if set_name is not None and (not isinstance(set_name, str) or set_name not in SETS):
+        err.at(doc, "set", f"set must be one of {', '.join(SETS)} (`ncu --list-sets`), not {set_name!r}")
 
     if not metrics and not sections and not set_name:
-        raise RecipeError(f"{p}:{doc.line}: recipe {name!r} collects nothing: give metrics, sections or a set")
+        raise RecipeError(
+            f"{p}:{doc.line}: recipe {name!r} collects nothing: give metrics, sections or a set"
+        )
 
     thresholds: list[tuple[str, float]] = []
     raw_th = doc.get("thresholds") or _Map()
@@ -317,13 +347,31 @@ def _validate(doc: Any, p: Path) -> Recipe:
         for c in conds:
             for mname in c.metrics():
                 if mname not in collected and not open_ended:
-                    raise RecipeError(f"{p}:{wline}: hint uses {mname}, which this recipe does not collect "
-                                      "(add it to metrics)")
-        hints.append(Hint(when=when, say=err.string(item, "say", required=True), conditions=tuple(conds),
-                          cc=err.cc(item), line=item.line))
+                    raise RecipeError(
+                        f"{p}:{wline}: hint uses {mname}, which this recipe does not collect "
+                        "(add it to metrics)"
+                    )
+        hints.append(
+            Hint(
+                when=when,
+                say=err.string(item, "say", required=True),
+                conditions=tuple(conds),
+                cc=err.cc(item),
+                line=item.line,
+            )
+        )
 
-    return Recipe(name=name, summary=summary, description=description, path=str(p), metrics=tuple(metrics),
-                  sections=tuple(sections), set_name=set_name, thresholds=tuple(thresholds), hints=tuple(hints))
+    return Recipe(
+        name=name,
+        summary=summary,
+        description=description,
+        path=str(p),
+        metrics=tuple(metrics),
+        sections=tuple(sections),
+        set_name=set_name,
+        thresholds=tuple(thresholds),
+        hints=tuple(hints),
+    )
 
 
 def _items(seq: Any) -> Iterator[tuple[Any, int]]:
@@ -342,8 +390,10 @@ class _Err:
     def unknown_keys(self, m: _Map, allowed: set[str], what: str) -> None:
         for k in m:
             if k not in allowed:
-                raise RecipeError(f"{self.p}:{m.key_lines.get(k, m.line)}: unknown {what} key {k!r}; "
-                                  f"allowed: {', '.join(sorted(allowed))}")
+                raise RecipeError(
+                    f"{self.p}:{m.key_lines.get(k, m.line)}: unknown {what} key {k!r}; "
+                    f"allowed: {', '.join(sorted(allowed))}"
+                )
 
     def string(self, m: _Map, key: str, *, required: bool) -> str:
         if key not in m or m[key] is None:
@@ -374,7 +424,9 @@ def parse_cc(text: str) -> CcRange:
     for part in text.split(","):
         m = _CC_PART.match(part)
         if not m:
-            raise ValueError("write compute capabilities as MAJOR.MINOR with >=, >, <=, < or == (e.g. '>=9.0')")
+            raise ValueError(
+                "write compute capabilities as MAJOR.MINOR with >=, >, <=, < or == (e.g. '>=9.0')"
+            )
         op, v = m.group(1) or "==", (int(m.group(2)), int(m.group(3)))
         nxt = (v[0], v[1] + 1)
         if op == ">=":
@@ -393,7 +445,9 @@ def parse_cc(text: str) -> CcRange:
 
 
 _COND = re.compile(r"^\s*(?P<lhs>.+?)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<rhs>.+?)\s*$")
-_SIDE = re.compile(r"^(?:(?P<k>[0-9]*\.?[0-9]+)\s*\*\s*)?(?P<m>[a-z][a-z0-9]*__[a-z0-9_.]+)$|^(?P<n>-?[0-9]*\.?[0-9]+)$")
+_SIDE = re.compile(
+    r"^(?:(?P<k>[0-9]*\.?[0-9]+)\s*\*\s*)?(?P<m>[a-z][a-z0-9]*__[a-z0-9_.]+)$|^(?P<n>-?[0-9]*\.?[0-9]+)$"
+)
 
 
 def parse_when(text: str) -> list[Condition]:
@@ -421,7 +475,7 @@ def _side(s: str) -> tuple[float, str | None]:
     return float(m.group("k") or 1.0), name
 
 
-# ------------------------------------------------------------------------------------------------ lookup
+# ------------------------------------------------------------ lookup
 def builtin_dir() -> Path:
     from profctl.workload import project_root
 
@@ -437,7 +491,8 @@ def search_dirs() -> list[Path]:
 
 
 def available() -> dict[str, Path]:
-    """Recipe name -> file, built-ins first; a later directory on PROFCTL_RECIPE_PATH overrides an earlier one."""
+    """Recipe name -> file, built-ins first; a later directory on PROFCTL_RECIPE_PATH overrides an
+    earlier one."""
     out: dict[str, Path] = {}
     for d in search_dirs():
         if d.is_dir():
@@ -460,8 +515,10 @@ def resolve(name_or_path: str) -> Path:
         return avail[s]
     if p.is_file():
         return p
-    raise UsageError(f"unknown recipe {s!r}; choose from {', '.join(sorted(avail)) or '(none found)'} "
-                     "or give a path to a .yaml file")
+    raise UsageError(
+        f"unknown recipe {s!r}; choose from {', '.join(sorted(avail)) or '(none found)'} "
+        "or give a path to a .yaml file"
+    )
 
 
 def get(name_or_path: str) -> Recipe:

@@ -25,7 +25,8 @@ CACHE_CONTROLS = ("all", "none")
 
 
 def candidates() -> list[Path]:
-    """Where ncu is looked for, in order: $PROFCTL_NCU, PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-compute/*/
+    """Where ncu is looked for, in order: $PROFCTL_NCU, PATH, /usr/local/cuda/bin,
+    /opt/nvidia/nsight-compute/*/
     (newest version first)."""
     out: list[Path] = []
     env = os.environ.get(ENV)
@@ -36,8 +37,9 @@ def candidates() -> list[Path]:
         out.append(Path(w))
     out.append(CUDA_BIN)
     if NSIGHT_GLOB_ROOT.is_dir():
-        dirs = sorted((d for d in NSIGHT_GLOB_ROOT.iterdir() if d.is_dir()),
-                      key=lambda d: _vkey(d.name), reverse=True)
+        dirs = sorted(
+            (d for d in NSIGHT_GLOB_ROOT.iterdir() if d.is_dir()), key=lambda d: _vkey(d.name), reverse=True
+        )
         out += [d / "ncu" for d in dirs]
     return out
 
@@ -60,8 +62,10 @@ def find() -> Path:
     for p in candidates():
         if p.is_file() and os.access(p, os.X_OK):
             return p
-    raise ToolNotFound("ncu (Nsight Compute) not found: looked in $PROFCTL_NCU, PATH, /usr/local/cuda/bin and "
-                       "/opt/nvidia/nsight-compute/*/; install Nsight Compute or set PROFCTL_NCU=/path/to/ncu")
+    raise ToolNotFound(
+        "ncu (Nsight Compute) not found: looked in $PROFCTL_NCU, PATH, /usr/local/cuda/bin and "
+        "/opt/nvidia/nsight-compute/*/; install Nsight Compute or set PROFCTL_NCU=/path/to/ncu"
+    )
 
 
 _VERSION = re.compile(r"Version\s+(\d{4}\.\d+(?:\.\d+)*)")
@@ -79,7 +83,7 @@ def version(exe: Path | None = None) -> str:
     return m.group(1)
 
 
-# ------------------------------------------------------------------------------------------------ profile argv
+# ------------------------------------------------------------ profile argv
 @dataclass(frozen=True)
 class ProfileOptions:
     """What one ncu run collects and which launches it profiles."""
@@ -141,7 +145,7 @@ def export_csv(exe: Path, report: Path, out: Path, page: str = "raw", timeout_s:
     return atomic_write_text(out, text)
 
 
-# ------------------------------------------------------------------------------------------------ failures
+# ------------------------------------------------------------ failures
 PERM_RE = re.compile(r"ERR_NVGPUCTRPERM")
 NOTHING_RE = re.compile(r"No kernels were profiled", re.I)
 _METRIC_TOKEN = re.compile(r"(?:breakdown:)?[a-z][a-z0-9]*__[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
@@ -166,8 +170,17 @@ def diagnose_log(text: str, rc: int) -> Failure | None:
     if PERM_RE.search(text):
         line = next((e for e in errors if "ERR_NVGPUCTRPERM" in e), "ERR_NVGPUCTRPERM")
         return Failure("permission", _first_sentence(line))
-    bad = [e for e in errors if "metric" in e.lower() and ("fail" in e.lower() or "invalid" in e.lower()
-                                                           or "unknown" in e.lower() or "not found" in e.lower())]
+    bad = [
+        e
+        for e in errors
+        if "metric" in e.lower()
+        and (
+            "fail" in e.lower()
+            or "invalid" in e.lower()
+            or "unknown" in e.lower()
+            or "not found" in e.lower()
+        )
+    ]
     if bad:
         names: list[str] = []
         for e in bad:
@@ -192,10 +205,15 @@ def _first_sentence(s: str) -> str:
 def failure_error(f: Failure, *, log: Path, why_nothing: str = "") -> ProfctlError:
     """The typed, one-line error for a Failure."""
     if f.kind == "permission":
-        return CounterPermission(f"ncu cannot read the GPU performance counters ({f.message})", log=log,
-                                 hint=CounterPermission.HINT)
+        return CounterPermission(
+            f"ncu cannot read the GPU performance counters ({f.message})",
+            log=log,
+            hint=CounterPermission.HINT,
+        )
     if f.kind == "nothing":
-        return NothingMatched(f"ncu profiled no kernel: {why_nothing or 'the filters matched no launch'}", log=log)
+        return NothingMatched(
+            f"ncu profiled no kernel: {why_nothing or 'the filters matched no launch'}", log=log
+        )
     if f.kind == "metric":
         return ToolFailed(f"ncu rejected a metric: {f.message}", log=log)
     return ToolFailed(f"ncu failed: {f.message}", log=log)

@@ -22,11 +22,12 @@ def bench(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     point_timeout: float = typer.Option(900.0, "--point-timeout", help="seconds before a point is killed"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
+    strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI)"),
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profctl.bench import run_bench
+    from profctl.sweep import run_bench
     from profctl.fsutil import atomic_write_text
     from profctl.render import bench as rb
 
@@ -56,3 +57,12 @@ def bench(
     if res.interrupted:
         print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
         raise typer.Exit(130)
+    failed = [r for r in res.rows if r["status"] != "ok"]
+    if len(failed) == len(res.rows) or (strict and failed):
+        from profctl.sweep import shape_label
+        from profctl.errors import ProfctlError
+
+        r = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise ProfctlError(f"{'no point ran' if len(failed) == len(res.rows) else 'a point failed'}: "
+                           f"{r['backend']} {shape_label(r)} {r['pass']}: {r['status']}: {r.get('reason')}{more}")

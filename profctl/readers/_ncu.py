@@ -20,15 +20,29 @@ from profctl.errors import BadReport
 #: the section header labels of ncu's details page -> metric names (from the section files of ncu 2025.3;
 #: the details page prints labels, not metric names). Keys are (section display name, label).
 DETAILS_LABELS: dict[tuple[str, str], str] = {
-    ("GPU Speed Of Light Throughput", "Compute (SM) Throughput"): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "GPU Speed Of Light Throughput",
+        "Compute (SM) Throughput",
+    ): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "DRAM Frequency"): "dram__cycles_elapsed.avg.per_second",
-    ("GPU Speed Of Light Throughput", "DRAM Throughput"): "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "GPU Speed Of Light Throughput",
+        "DRAM Throughput",
+    ): "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "Duration"): "gpu__time_duration.sum",
     ("GPU Speed Of Light Throughput", "Elapsed Cycles"): "gpc__cycles_elapsed.max",
-    ("GPU Speed Of Light Throughput", "L1/TEX Cache Throughput"): "l1tex__throughput.avg.pct_of_peak_sustained_active",
-    ("GPU Speed Of Light Throughput", "L2 Cache Throughput"): "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-    ("GPU Speed Of Light Throughput", "Memory Throughput"):
-        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "GPU Speed Of Light Throughput",
+        "L1/TEX Cache Throughput",
+    ): "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    (
+        "GPU Speed Of Light Throughput",
+        "L2 Cache Throughput",
+    ): "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "GPU Speed Of Light Throughput",
+        "Memory Throughput",
+    ): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "SM Active Cycles"): "sm__cycles_active.avg",
     ("GPU Speed Of Light Throughput", "SM Frequency"): "gpc__cycles_elapsed.avg.per_second",
     ("Compute Workload Analysis", "Executed Ipc Active"): "sm__inst_executed.avg.per_cycle_active",
@@ -52,16 +66,29 @@ DETAILS_LABELS: dict[tuple[str, str], str] = {
     ("Launch Statistics", "Waves Per SM"): "launch__waves_per_multiprocessor",
     ("Memory Workload Analysis", "L1/TEX Hit Rate"): "l1tex__t_sector_hit_rate.pct",
     ("Memory Workload Analysis", "L2 Hit Rate"): "lts__t_sector_hit_rate.pct",
-    ("Memory Workload Analysis", "L2 Compression Success Rate"): "lrc__average_ilc_input_sector_success_rate.pct",
-    ("Memory Workload Analysis", "L2 Compression Ratio"):
-        "lrc__average_ilc_output_sector_compression_achieved_rate.pct",
+    (
+        "Memory Workload Analysis",
+        "L2 Compression Success Rate",
+    ): "lrc__average_ilc_input_sector_success_rate.pct",
+    (
+        "Memory Workload Analysis",
+        "L2 Compression Ratio",
+    ): "lrc__average_ilc_output_sector_compression_achieved_rate.pct",
     ("Memory Workload Analysis", "L2 Compression Input Sectors"): "lrc__ilc_input_sectors.sum",
     ("Memory Workload Analysis", "L2 Persisting Size"): "launch__persisting_l2_cache_size",
-    ("Memory Workload Analysis", "Local Memory Spilling Request Overhead"): "derived__local_spilling_requests_pct",
+    (
+        "Memory Workload Analysis",
+        "Local Memory Spilling Request Overhead",
+    ): "derived__local_spilling_requests_pct",
     ("Memory Workload Analysis", "Local Memory Spilling Requests"): "derived__local_spilling_requests",
-    ("Memory Workload Analysis", "Max Bandwidth"):
-        "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
-    ("Memory Workload Analysis", "Mem Busy"): "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "Memory Workload Analysis",
+        "Max Bandwidth",
+    ): "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
+    (
+        "Memory Workload Analysis",
+        "Mem Busy",
+    ): "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
     ("Memory Workload Analysis", "Mem Pipes Busy"): "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
     ("Memory Workload Analysis", "Memory Throughput"): "dram__bytes.sum.per_second",
     ("Occupancy", "Achieved Active Warps Per SM"): "sm__warps_active.avg.per_cycle_active",
@@ -86,16 +113,16 @@ SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
 DEFAULT_DOMAIN = "<default domain>"
 
 
-# ------------------------------------------------------------------------------------------------ one launch
+# ------------------------------------------------------------ one launch
 @dataclass
 class Launch:
     """One profiled kernel launch (an ncu 'result'), whichever file it came from."""
 
     id: int
-    name: str                      # demangled name as the source prints it
-    base_name: str                 # the function's base name (ncu's default display name)
+    name: str  # demangled name as the source prints it
+    base_name: str  # the function's base name (ncu's default display name)
     mangled: str | None = None
-    nvtx: tuple[str, ...] = ()     # one path per domain, e.g. "profctl@case/measure/sdpa-flash.fwd"
+    nvtx: tuple[str, ...] = ()  # one path per domain, e.g. "profctl@case/measure/sdpa-flash.fwd"
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     registers: int | None = None
@@ -104,7 +131,7 @@ class Launch:
     cc: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
-    details: dict[str, float] = field(default_factory=dict)   # details-page values with no known metric name
+    details: dict[str, float] = field(default_factory=dict)  # details-page values with no known metric name
     rules: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -118,9 +145,14 @@ class Launch:
     def identity(self) -> dict[str, Any]:
         """What the launch list shows (and the summary keeps in meta): everything but the metrics."""
         return {
-            "id": self.id, "kernel": self.base_name, "name": self.name, "nvtx_range": self.nvtx_range,
-            "grid": list(self.grid) if self.grid else None, "block": list(self.block) if self.block else None,
-            "registers": self.registers, "shared_mem_bytes": self.shared_mem_bytes,
+            "id": self.id,
+            "kernel": self.base_name,
+            "name": self.name,
+            "nvtx_range": self.nvtx_range,
+            "grid": list(self.grid) if self.grid else None,
+            "block": list(self.block) if self.block else None,
+            "registers": self.registers,
+            "shared_mem_bytes": self.shared_mem_bytes,
             "duration_ns": self.duration_ns,
         }
 
@@ -137,19 +169,55 @@ class Launch:
             if "launch__shared_mem_per_block" in m:
                 self.shared_mem_bytes = int(m["launch__shared_mem_per_block"])
             elif "launch__shared_mem_per_block_static" in m or "launch__shared_mem_per_block_dynamic" in m:
-                self.shared_mem_bytes = int(m.get("launch__shared_mem_per_block_static", 0)
-                                            + m.get("launch__shared_mem_per_block_dynamic", 0)
-                                            + m.get("launch__shared_mem_per_block_driver", 0))
+                self.shared_mem_bytes = int(
+                    m.get("launch__shared_mem_per_block_static", 0)
+                    + m.get("launch__shared_mem_per_block_dynamic", 0)
+                    + m.get("launch__shared_mem_per_block_driver", 0)
+                )
 
 
-# ------------------------------------------------------------------------------------------------ units
-_TIME = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9,
-         "second": 1e9}
-_TIME_PER = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
-             "second": 1.0}
+# ------------------------------------------------------------ units
+_TIME = {
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "us": 1e3,
+    "usecond": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "s": 1e9,
+    "second": 1e9,
+}
+_TIME_PER = {
+    "ns": 1e-9,
+    "nsecond": 1e-9,
+    "us": 1e-6,
+    "usecond": 1e-6,
+    "ms": 1e-3,
+    "msecond": 1e-3,
+    "s": 1.0,
+    "second": 1.0,
+}
 _PREFIX = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_SCALABLE = ("byte", "hz", "inst", "cycle", "sector", "request", "warp", "thread", "block", "transaction",
-             "wavefront", "register", "flop", "op", "pass", "cluster", "SM", "bit")
+_SCALABLE = (
+    "byte",
+    "hz",
+    "inst",
+    "cycle",
+    "sector",
+    "request",
+    "warp",
+    "thread",
+    "block",
+    "transaction",
+    "wavefront",
+    "register",
+    "flop",
+    "op",
+    "pass",
+    "cluster",
+    "SM",
+    "bit",
+)
 _UNIT_RE = re.compile(r"^(?P<p>[KkMGTP]?)(?P<b>" + "|".join(_SCALABLE) + r")$", re.I)
 
 
@@ -190,7 +258,7 @@ def parse_number(text: str) -> float | None:
         return None
 
 
-# ------------------------------------------------------------------------------------------------ NVTX
+# ------------------------------------------------------------ NVTX
 def nvtx_path(domain: str | None, ranges: Sequence[str]) -> str:
     """One domain's push/pop stack, outermost first, as ncu's filter syntax writes it: ``dom@a/b/c``."""
     body = "/".join(ranges)
@@ -210,7 +278,7 @@ def split_nvtx(nvtx_range: str | None) -> tuple[str | None, list[str]]:
     return dom, body.split("/")
 
 
-# ------------------------------------------------------------------------------------------------ container
+# ------------------------------------------------------------ container
 NCU_REP_MAGIC = b"NVR\x00"
 
 
@@ -238,12 +306,12 @@ def _pb_fields(b: bytes) -> Iterable[tuple[int, int, Any]]:
         if wt == 0:
             v, i = _varint(b, i)
         elif wt == 1:
-            v, i = b[i:i + 8], i + 8
+            v, i = b[i : i + 8], i + 8
         elif wt == 2:
             n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
+            v, i = b[i : i + n], i + n
         elif wt == 5:
-            v, i = b[i:i + 4], i + 4
+            v, i = b[i : i + 4], i + 4
         else:
             raise ValueError(f"wire type {wt}")
         if i > len(b):
@@ -256,13 +324,13 @@ class RepInfo:
     """What the container of a .ncu-rep says before any library opens it."""
 
     blocks: int
-    tool_version: str | None     # the Nsight Compute version that wrote it, e.g. "2025.3.1.0"
+    tool_version: str | None  # the Nsight Compute version that wrote it, e.g. "2025.3.1.0"
 
 
 def check_rep(path: Path, data: bytes | None = None) -> RepInfo:
     """Walk the .ncu-rep container (magic, file header, then blocks of [u32 header length][header][payload]),
-    so a truncated or foreign file is a one-line BadReport instead of a silently shorter report: the ncu_report
-    library loads a truncated file without complaint and returns fewer (or no) results.
+    so a truncated or foreign file is a one-line BadReport instead of a silently shorter report: the
+    ncu_report library loads a truncated file without complaint and returns fewer (or no) results.
     """
     if data is None:
         try:
@@ -280,21 +348,26 @@ def check_rep(path: Path, data: bytes | None = None) -> RepInfo:
     blocks = 0
     while i < n:
         if i + 4 > n:
-            raise BadReport(f"{path}: truncated Nsight Compute report ({n} bytes, ends inside block {blocks + 1})")
+            raise BadReport(
+                f"{path}: truncated Nsight Compute report ({n} bytes, ends inside block {blocks + 1})"
+            )
         (bh,) = struct.unpack_from("<I", data, i)
         start = i + 4
         if start + bh > n:
-            raise BadReport(f"{path}: truncated Nsight Compute report ({n} bytes, ends inside block {blocks + 1})")
+            raise BadReport(
+                f"{path}: truncated Nsight Compute report ({n} bytes, ends inside block {blocks + 1})"
+            )
         payload = 0
         try:
-            for num, wt, v in _pb_fields(data[start:start + bh]):
+            for num, wt, v in _pb_fields(data[start : start + bh]):
                 if num == 5 and wt == 0:
                     payload = v
                 elif num == 3 and wt == 2 and version is None:
                     version = _tool_version(v)
         except ValueError:
-            raise BadReport(f"{path}: corrupt Nsight Compute report (block {blocks + 1} at byte {i} "
-                            "does not decode)") from None
+            raise BadReport(
+                f"{path}: corrupt Nsight Compute report (block {blocks + 1} at byte {i} does not decode)"
+            ) from None
         i = start + bh + payload
         blocks += 1
         if i > n:
@@ -334,11 +407,12 @@ def newer_than(report: str | None, reader: str | None) -> bool:
     return bool(r and w) and r > w
 
 
-# ------------------------------------------------------------------------------------------------ summary
-def summarize(launches: Sequence[Launch], *, path: Path, tool_version: str | None, by_range: bool = True,
-              reader: str) -> Any:
-    """Group launches per (kernel, NVTX range) into a Summary: metrics averaged over launches, count = launches,
-    times from gpu__time_duration.sum (0 when the report did not collect it)."""
+# ------------------------------------------------------------ summary
+def summarize(
+    launches: Sequence[Launch], *, path: Path, tool_version: str | None, by_range: bool = True, reader: str
+) -> Any:
+    """Group launches per (kernel, NVTX range) into a Summary: metrics averaged over launches, count =
+    launches, times from gpu__time_duration.sum (0 when the report did not collect it)."""
     from profctl.kernels import classify, short_name
     from profctl.schema import KernelRow, Source, Summary, durations_stats
 
@@ -362,9 +436,12 @@ def summarize(launches: Sequence[Launch], *, path: Path, tool_version: str | Non
         for x in ls:
             units.update(x.units)
         extra: dict[str, Any] = {
-            "base_name": first.base_name, "ids": [x.id for x in ls],
-            "grid": list(first.grid) if first.grid else None, "block": list(first.block) if first.block else None,
-            "registers": first.registers, "shared_mem_bytes": first.shared_mem_bytes,
+            "base_name": first.base_name,
+            "ids": [x.id for x in ls],
+            "grid": list(first.grid) if first.grid else None,
+            "block": list(first.block) if first.block else None,
+            "registers": first.registers,
+            "shared_mem_bytes": first.shared_mem_bytes,
             "units": units,
         }
         if first.mangled:
@@ -377,17 +454,36 @@ def summarize(launches: Sequence[Launch], *, path: Path, tool_version: str | Non
         details = {k: v for x in ls for k, v in x.details.items()}
         if details:
             extra["details"] = details
-        rows.append(KernelRow(
-            tool="ncu", name=name, short_name=short_name(first.base_name), kernel_class=classify(name),
-            nvtx_range=rng, count=len(ls), total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"],
-            min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"], metrics=metrics, extra=extra,
-        ))
+        rows.append(
+            KernelRow(
+                tool="ncu",
+                name=name,
+                short_name=short_name(first.base_name),
+                kernel_class=classify(name),
+                nvtx_range=rng,
+                count=len(ls),
+                total_ns=st["total_ns"],
+                avg_ns=st["avg_ns"],
+                med_ns=st["med_ns"],
+                min_ns=st["min_ns"],
+                max_ns=st["max_ns"],
+                std_ns=st["std_ns"],
+                metrics=metrics,
+                extra=extra,
+            )
+        )
     devices = sorted({(x.device or "", x.cc or "") for x in launches})
-    meta: dict[str, Any] = {"reader": reader, "launches": [x.identity() for x in sorted(launches, key=lambda x: x.id)]}
+    meta: dict[str, Any] = {
+        "reader": reader,
+        "launches": [x.identity() for x in sorted(launches, key=lambda x: x.id)],
+    }
     if devices:
         meta["devices"] = [{"device": d, "cc": c} for d, c in devices]
-    return Summary(sources=(Source(path=str(path), tool="ncu", tool_version=tool_version),), kernels=tuple(rows),
-                   meta=meta)
+    return Summary(
+        sources=(Source(path=str(path), tool="ncu", tool_version=tool_version),),
+        kernels=tuple(rows),
+        meta=meta,
+    )
 
 
 def _merge_rules(ls: Sequence[Launch]) -> list[dict[str, Any]]:

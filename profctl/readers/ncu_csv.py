@@ -1,6 +1,6 @@
-"""Read ncu's CSV exports into a Summary: ``--page raw`` (one row per launch, one column per metric, optionally a
-units row from ``--print-units``) and ``--page details`` (one row per launch, section and metric label, plus rule
-results). Values are normalised to base units, so the raw page, the details page and the .ncu-rep they came
+"""Read ncu's CSV exports into a Summary: ``--page raw`` (one row per launch, one column per metric,
+optionally a units row from ``--print-units``) and ``--page details`` (one row per launch, section and metric
+label, plus rule results). Values are normalised to base units, so the raw page, the details page and the .ncu-rep they came
 from give the same numbers (to the precision ncu printed).
 """
 
@@ -15,12 +15,34 @@ from typing import Any
 
 from profctl.errors import BadReport
 from profctl.kernels import base_name
-from profctl.readers._ncu import DETAILS_LABELS, DEFAULT_DOMAIN, Launch, nvtx_path, parse_number, summarize, to_base
+from profctl.readers._ncu import (
+    DEFAULT_DOMAIN,
+    DETAILS_LABELS,
+    Launch,
+    nvtx_path,
+    parse_number,
+    summarize,
+    to_base,
+)
 from profctl.schema import Summary
 
 #: identity columns of the raw page (everything else is a metric)
-_ID_COLS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
-            "Grid Size", "Device", "CC", "Function Name", "Demangled Name", "Mangled Name"}
+_ID_COLS = {
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Function Name",
+    "Demangled Name",
+    "Mangled Name",
+}
 _DIM = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 _QUOTED = re.compile(r'"([^"]*)"')
 
@@ -57,8 +79,10 @@ def _rows(path: Path, shown: Path) -> list[list[str]]:
     # ncu's stdout may carry ==PROF==/==WARNING== lines (and proc logs a "$ argv" line) before the table
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
-        raise BadReport(f"{shown}: not an ncu CSV export (no header row starting with \"ID\")")
-    body = "".join(ln for ln in lines[start:] if not ln.startswith("==PROF==") and not ln.startswith("==WARNING=="))
+        raise BadReport(f'{shown}: not an ncu CSV export (no header row starting with "ID")')
+    body = "".join(
+        ln for ln in lines[start:] if not ln.startswith("==PROF==") and not ln.startswith("==WARNING==")
+    )
     try:
         rows = list(csv.reader(io.StringIO(body)))
     except csv.Error as e:
@@ -91,7 +115,7 @@ def parse_nvtx_cell(cell: str) -> tuple[str, ...]:
     per_domain: dict[str, list[str]] = {}
     for entry in _QUOTED.findall(cell or ""):
         if entry.startswith(DEFAULT_DOMAIN + ":"):
-            dom, rest = DEFAULT_DOMAIN, entry[len(DEFAULT_DOMAIN) + 1:]
+            dom, rest = DEFAULT_DOMAIN, entry[len(DEFAULT_DOMAIN) + 1 :]
         else:
             dom, _, rest = entry.partition(":")
         parts = rest.rsplit(":", 6)
@@ -113,10 +137,17 @@ def _new_launch(rec: dict[str, str], nvtx_cells: list[str], shown: Path, line: i
     nv: tuple[str, ...] = ()
     for c in nvtx_cells:
         nv += parse_nvtx_cell(c)
-    return Launch(id=lid, name=name, base_name=rec.get("Function Name") or base_name(name),
-                  mangled=rec.get("Mangled Name") or None, nvtx=nv,
-                  grid=_dims(rec.get("Grid Size", "")), block=_dims(rec.get("Block Size", "")),
-                  device=rec.get("Device") or None, cc=rec.get("CC") or None)
+    return Launch(
+        id=lid,
+        name=name,
+        base_name=rec.get("Function Name") or base_name(name),
+        mangled=rec.get("Mangled Name") or None,
+        nvtx=nv,
+        grid=_dims(rec.get("Grid Size", "")),
+        block=_dims(rec.get("Block Size", "")),
+        device=rec.get("Device") or None,
+        cc=rec.get("CC") or None,
+    )
 
 
 def _raw(header: list[str], rows: list[list[str]], shown: Path) -> list[Launch]:
@@ -153,11 +184,17 @@ def _details(header: list[str], rows: list[list[str]], shown: Path) -> list[Laun
         section, label = rec.get("Section Name", ""), rec.get("Metric Name", "")
         if rec.get("Rule Name"):
             sp = parse_number(rec.get("Estimated Speedup", ""))
-            ln.rules.append({
-                "rule": rec["Rule Name"], "section": section, "type": rec.get("Rule Type", ""), "title": "",
-                "message": rec.get("Rule Description", ""), "speedup_type": rec.get("Estimated Speedup Type", ""),
-                "speedup": sp,
-            })
+            ln.rules.append(
+                {
+                    "rule": rec["Rule Name"],
+                    "section": section,
+                    "type": rec.get("Rule Type", ""),
+                    "title": "",
+                    "message": rec.get("Rule Description", ""),
+                    "speedup_type": rec.get("Estimated Speedup Type", ""),
+                    "speedup": sp,
+                }
+            )
             continue
         if not label:
             continue

@@ -1,7 +1,7 @@
 """Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary.
 
-Preferred path: NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which
-reads reports on machines without a GPU or ncu. Without it, ``ncu --import FILE --csv --page raw
+Preferred path: NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``),
+which reads reports on machines without a GPU or ncu. Without it, ``ncu --import FILE --csv --page raw
 --print-units base`` (when ncu is installed) and the CSV reader. Either way the container is checked first
 (truncation, a writer newer than the reader), because the library loads a truncated file silently.
 """
@@ -41,7 +41,8 @@ def read(path: str | Path, *, by_range: bool = True, backend: str = "auto", **_:
 
 
 class _plain_report:
-    """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original untouched)."""
+    """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original
+    untouched)."""
 
     def __init__(self, p: Path) -> None:
         self.p = p
@@ -85,8 +86,9 @@ def module_version() -> str | None:
     return None
 
 
-def read_launches(rep: Path, *, backend: str = "auto", shown_as: Path | None = None
-                  ) -> tuple[list[Launch], str | None, str]:
+def read_launches(
+    rep: Path, *, backend: str = "auto", shown_as: Path | None = None
+) -> tuple[list[Launch], str | None, str]:
     """(launches, version of the ncu that wrote the report, which reader read it)."""
     shown = shown_as or rep
     info = check_rep(rep)
@@ -98,36 +100,48 @@ def read_launches(rep: Path, *, backend: str = "auto", shown_as: Path | None = N
             import ncu_report as mod  # type: ignore[no-redef]
         except ImportError:
             if backend == "module":
-                raise BadReport(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
-                                ) from None
+                raise BadReport(
+                    f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
+                ) from None
             mod = None
     if mod is not None:
         reader_version = module_version()
         if newer_than(info.tool_version, reader_version):
-            raise BadReport(f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
-                            f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report")
+            raise BadReport(
+                f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
+                f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
+            )
         return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
     return _read_with_ncu(rep, shown, info.tool_version)
 
 
-# ------------------------------------------------------------------------------------------------ ncu_report
+# ------------------------------------------------------------ ncu_report
 def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
     try:
         ctx = mod.load_report(str(rep))
     except Exception as e:  # the SWIG layer raises plain RuntimeError/FileNotFoundError
-        raise BadReport(f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
-                        ) from None
+        raise BadReport(
+            f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
+        ) from None
     IAction, IMetric = mod.IAction, mod.IMetric
-    numeric = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT, IMetric.ValueKind_UINT32,
-               IMetric.ValueKind_UINT64}
+    numeric = {
+        IMetric.ValueKind_DOUBLE,
+        IMetric.ValueKind_FLOAT,
+        IMetric.ValueKind_UINT32,
+        IMetric.ValueKind_UINT64,
+    }
     launches: list[Launch] = []
     idx = 0
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             a = rng.action_by_idx(ai)
-            ln = Launch(id=idx, name=a.name(IAction.NameBase_DEMANGLED), base_name=a.name(IAction.NameBase_FUNCTION),
-                        mangled=a.name(IAction.NameBase_MANGLED) or None)
+            ln = Launch(
+                id=idx,
+                name=a.name(IAction.NameBase_DEMANGLED),
+                base_name=a.name(IAction.NameBase_FUNCTION),
+                mangled=a.name(IAction.NameBase_MANGLED) or None,
+            )
             idx += 1
             for mname in a.metric_names():
                 m = a.metric_by_name(mname)
@@ -136,7 +150,11 @@ def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
                 kind = m.kind()
                 if kind not in numeric:
                     continue
-                v = m.as_double() if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT) else m.as_uint64()
+                v = (
+                    m.as_double()
+                    if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT)
+                    else m.as_uint64()
+                )
                 val, unit = to_base(float(v), m.unit())
                 ln.metrics[mname] = val
                 if unit:
@@ -178,17 +196,21 @@ def _rules(a: Any) -> list[dict[str, Any]]:
     for r in raw or []:
         msg = r.get("rule_message") or {}
         sp = r.get("speedup_estimation") or {}
-        out.append({
-            "rule": r.get("rule_identifier", ""), "section": r.get("section_identifier", ""),
-            "type": RULE_TYPES.get(int(msg.get("type", 0) or 0), ""), "title": msg.get("title", ""),
-            "message": msg.get("message", ""),
-            "speedup_type": SPEEDUP_TYPES.get(int(sp.get("type", 0) or 0), "") if sp else "",
-            "speedup": float(sp["speedup"]) if sp and sp.get("speedup") is not None else None,
-        })
+        out.append(
+            {
+                "rule": r.get("rule_identifier", ""),
+                "section": r.get("section_identifier", ""),
+                "type": RULE_TYPES.get(int(msg.get("type", 0) or 0), ""),
+                "title": msg.get("title", ""),
+                "message": msg.get("message", ""),
+                "speedup_type": SPEEDUP_TYPES.get(int(sp.get("type", 0) or 0), "") if sp else "",
+                "speedup": float(sp["speedup"]) if sp and sp.get("speedup") is not None else None,
+            }
+        )
     return out
 
 
-# ------------------------------------------------------------------------------------------------ ncu --import
+# ------------------------------------------------------------ ncu --import
 def _read_with_ncu(rep: Path, shown: Path, rep_version: str | None) -> tuple[list[Launch], str | None, str]:
     from profctl.adapters import ncu as ncu_adapter
     from profctl.readers import ncu_csv
@@ -196,12 +218,16 @@ def _read_with_ncu(rep: Path, shown: Path, rep_version: str | None) -> tuple[lis
     try:
         exe = ncu_adapter.find()
     except ToolNotFound:
-        raise BadReport(f"{shown}: reading .ncu-rep needs the ncu_report module (pip install 'profctl[ncu]') "
-                        "or Nsight Compute's ncu; neither is here") from None
+        raise BadReport(
+            f"{shown}: reading .ncu-rep needs the ncu_report module (pip install 'profctl[ncu]') "
+            "or Nsight Compute's ncu; neither is here"
+        ) from None
     ver = ncu_adapter.version(exe)
     if newer_than(rep_version, ver):
-        raise BadReport(f"{shown}: written by Nsight Compute {rep_version}, newer than this ncu ({ver}); "
-                        "install a newer Nsight Compute or pip install 'profctl[ncu]'")
+        raise BadReport(
+            f"{shown}: written by Nsight Compute {rep_version}, newer than this ncu ({ver}); "
+            "install a newer Nsight Compute or pip install 'profctl[ncu]'"
+        )
     with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:
         out = Path(td) / "raw.csv"
         try:

@@ -637,9 +637,9 @@ class NsysExport:
         by_id = self._name_is_string_id()
         win = f"AND {self._window_sql('l.rs', 'l.re', 'l.gpid')}" if (self.window and self.windows()) else ""
         cur = self.q(
-            "SELECT n.did, n.tid, n.text, n.etype, l.name, l.ge - l.gs AS d, n.rid FROM rng AS n "
-            "JOIN launches AS l ON l.tid = n.tid AND l.rs >= n.start AND l.rs <= n.\"end\" AND l.re <= n.\"end\" "
-            f"WHERE l.kind = 0 {win} ORDER BY n.did, n.text, n.etype, l.name, d")
+            f"SELECT n.did, n.tid & {DOMAIN_PID_MASK} AS proc, n.text, n.etype, l.name, l.ge - l.gs AS d, n.rid "
+            "FROM rng AS n JOIN launches AS l ON l.tid = n.tid AND l.rs >= n.start AND l.rs <= n.\"end\" "
+            f"AND l.re <= n.\"end\" WHERE l.kind = 0 {win} ORDER BY n.did, proc, n.text, n.etype, l.name, d")
         out = []
         key: Any = None
         durs: list[float] = []
@@ -648,8 +648,8 @@ class NsysExport:
         def flush() -> None:
             if not durs:
                 return
-            did, tid, text, etype, nid = key
-            dom = domains.get((int(did or 0), int(tid or 0) & DOMAIN_PID_MASK), "") if did else ""
+            did, proc, text, etype, nid = key
+            dom = domains.get((int(did or 0), int(proc or 0)), "") if did else ""
             name = self.string(nid) if by_id else str(nid)
             st = durations_stats(durs)
             label = f"{dom}:{text}" if dom else str(text)
@@ -664,8 +664,8 @@ class NsysExport:
             rows = cur.fetchmany(8192)
             if not rows:
                 break
-            for did, tid, text, etype, nid, d, rid in rows:
-                k = (did, tid if did else 0, text, etype, nid)
+            for did, proc, text, etype, nid, d, rid in rows:
+                k = (did, proc, text, etype, nid)
                 if k != key:
                     flush()
                     key, durs, rids = k, [], set()

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from profctl.bench import BenchResult, shape_label
+from profctl.sweep import BenchResult, shape_label
 
 #: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json)
 CSV_COLUMNS = (

@@ -50,30 +50,42 @@ def launch_rows(s: Summary) -> list[dict[str, Any]]:
     rows = []
     for ln in s.meta.get("launches", []):
         backend, pass_, _ = backend_of(ln.get("nvtx_range"))
-        rows.append({
-            "id": ln["id"], "backend": backend or "", "pass": pass_ or "", "kernel": ln["kernel"],
-            "grid": _dims(ln.get("grid")), "block": _dims(ln.get("block")),
-            "regs": ln.get("registers") if ln.get("registers") is not None else "-",
-            "smem": fmt_value(ln.get("shared_mem_bytes"), "byte") if ln.get("shared_mem_bytes") else "0",
-            "duration": fmt_ns(ln["duration_ns"]) if ln.get("duration_ns") is not None else "-",
-        })
+        rows.append(
+            {
+                "id": ln["id"],
+                "backend": backend or "",
+                "pass": pass_ or "",
+                "kernel": ln["kernel"],
+                "grid": _dims(ln.get("grid")),
+                "block": _dims(ln.get("block")),
+                "regs": ln.get("registers") if ln.get("registers") is not None else "-",
+                "smem": fmt_value(ln.get("shared_mem_bytes"), "byte") if ln.get("shared_mem_bytes") else "0",
+                "duration": fmt_ns(ln["duration_ns"]) if ln.get("duration_ns") is not None else "-",
+            }
+        )
     return rows
 
 
 def _ordered_kernels(s: Summary, ds: Sequence[Diagnosis]) -> list[KernelRow]:
-    by_key = {(k.short_name, k.nvtx_range): k for k in s.kernels}
-    out = [by_key[(d.kernel, d.nvtx_range)] for d in ds if (d.kernel, d.nvtx_range) in by_key]
+    by_key = {min(k.extra.get("ids") or [0]): k for k in s.kernels}
+    out = [by_key[d.first_id] for d in ds if d.first_id in by_key]
     return out or list(s.kernels)
 
 
-def metric_rows(s: Summary, recipe: Recipe | None, cc: tuple[int, int] | None,
-                ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
+def metric_rows(
+    s: Summary, recipe: Recipe | None, cc: tuple[int, int] | None, ds: Sequence[Diagnosis]
+) -> list[dict[str, Any]]:
     """Kernel rows with the recipe's metrics (for this compute capability) as columns."""
     specs = recipe.metrics_for(cc) if recipe else []
     rows = []
     for k in _ordered_kernels(s, ds):
         backend, pass_, _ = backend_of(k.nvtx_range)
-        r: dict[str, Any] = {"backend": backend or "", "pass": pass_ or "", "kernel": k.short_name, "n": k.count}
+        r: dict[str, Any] = {
+            "backend": backend or "",
+            "pass": pass_ or "",
+            "kernel": k.short_name,
+            "n": k.count,
+        }
         units = k.extra.get("units", {})
         for m in specs:
             r[m.label] = fmt_value(k.metrics.get(m.name), units.get(m.name))
@@ -82,39 +94,77 @@ def metric_rows(s: Summary, recipe: Recipe | None, cc: tuple[int, int] | None,
 
 
 def diagnosis_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
-    return [{
-        "backend": d.backend or "", "pass": d.pass_ or "", "kernel": d.kernel, "class": d.kernel_class,
-        "time": fmt_ns(d.duration_ns), "bound": d.bound,
-        "limiter": f"{d.limiter} {d.limiter_pct:.0f}%" if d.limiter and d.limiter_pct is not None else "-",
-        "SM %": _pct(d.compute_pct), "mem %": _pct(d.memory_pct), "tensor %": _pct(d.tensor_pct),
-        "occupancy": (f"{d.achieved_occupancy:.1f}/{d.theoretical_occupancy:.1f}%"
-                      if d.achieved_occupancy is not None and d.theoretical_occupancy is not None else "-"),
-        "notes": "; ".join(d.notes),
-    } for d in ds]
+    return [
+        {
+            "backend": d.backend or "",
+            "pass": d.pass_ or "",
+            "kernel": d.kernel,
+            "class": d.kernel_class,
+            "time": fmt_ns(d.duration_ns),
+            "bound": d.bound,
+            "limiter": f"{d.limiter} {d.limiter_pct:.0f}%"
+            if d.limiter and d.limiter_pct is not None
+            else "-",
+            "SM %": _pct(d.compute_pct),
+            "mem %": _pct(d.memory_pct),
+            "tensor %": _pct(d.tensor_pct),
+            "occupancy": (
+                f"{d.achieved_occupancy:.1f}/{d.theoretical_occupancy:.1f}%"
+                if d.achieved_occupancy is not None and d.theoretical_occupancy is not None
+                else "-"
+            ),
+            "notes": "; ".join(d.notes),
+        }
+        for d in ds
+    ]
 
 
 def backend_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
-    return [{
-        "pass": b["pass"], "backend": b["backend"], "kernels": b["kernels"], "time": fmt_ns(b["time_ns"]),
-        "main kernel": f"{b['main_kernel']} ({100 * b['main_share']:.0f}%)", "bound": b["bound"],
-        "limiter": b["limiter"] or "-", "tensor %": _pct(b["tensor_pct"]),
-        "occupancy": (f"{b['achieved_occupancy']:.1f}/{b['theoretical_occupancy']:.1f}%"
-                      if b["achieved_occupancy"] is not None and b["theoretical_occupancy"] is not None else "-"),
-    } for b in by_backend(ds)]
+    return [
+        {
+            "pass": b["pass"],
+            "backend": b["backend"],
+            "kernels": b["kernels"],
+            "time": fmt_ns(b["time_ns"]),
+            "main kernel": f"{b['main_kernel']} ({100 * b['main_share']:.0f}%)",
+            "bound": b["bound"],
+            "limiter": b["limiter"] or "-",
+            "tensor %": _pct(b["tensor_pct"]),
+            "occupancy": (
+                f"{b['achieved_occupancy']:.1f}/{b['theoretical_occupancy']:.1f}%"
+                if b["achieved_occupancy"] is not None and b["theoretical_occupancy"] is not None
+                else "-"
+            ),
+        }
+        for b in by_backend(ds)
+    ]
 
 
-def render(s: Summary, ds: Sequence[Diagnosis], *, recipe: Recipe | None, cc: tuple[int, int] | None,
-           fmt: str = "table", launches: bool = True) -> str | None:
+def render(
+    s: Summary,
+    ds: Sequence[Diagnosis],
+    *,
+    recipe: Recipe | None,
+    cc: tuple[int, int] | None,
+    fmt: str = "table",
+    launches: bool = True,
+) -> str | None:
     """Text for markdown/json; for 'table' print rich tables and return None."""
     if fmt == "json":
-        return json.dumps({"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds],
-                           "backends": by_backend(ds)}, indent=1, default=str)
+        return json.dumps(
+            {"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds], "backends": by_backend(ds)},
+            indent=1,
+            default=str,
+        )
     sections = []
     if launches:
         sections.append(("Profiled launches", launch_rows(s)))
     title = f"Metrics — recipe {recipe.name}" if recipe else "Metrics"
-    sections += [(title, metric_rows(s, recipe, cc, ds)), ("Diagnosis", diagnosis_rows(ds)),
-                 ("Backends side by side (main kernel per backend)", backend_rows(ds))]
+    sections += [
+        (title, metric_rows(s, recipe, cc, ds)),
+        ("Diagnosis", diagnosis_rows(ds)),
+        ("Backends side by side (main kernel per backend)", backend_rows(ds)),
+    ]
     if fmt == "markdown":
         return "".join(f"## {t}\n\n{markdown(rows)}\n" for t, rows in sections)
     from rich.console import Console

@@ -1,4 +1,4 @@
-"""`profctl bench`: run a sweep in a child process, one case at a time, and turn its results into rows.
+"""The sweep behind `profctl bench`: run a sweep in a child process, one case at a time, and turn its results into rows.
 
 The sweep runs in ``python -m workloads.attention`` so that a crash (a CUDA fault, a segfault) or a hang in one
 backend costs only that point: the parent records the point's row with its status and starts a new child at
@@ -199,8 +199,8 @@ def _make_row(spec: AttentionSpec, ev: dict[str, Any], clocks: dict[str, Any], d
     for k, v in ev.items():
         if k not in ("event", "index", "spec", "t"):
             row[k] = v
-    row.setdefault("rel_error", None)
-    row.setdefault("peak_mem_bytes", None)
+    for key in ("median_ms", "tflops", "rel_error", "peak_mem_bytes"):
+        row.setdefault(key, None)
     med = row.get("median_ms")
     if row.get("status") == "ok" and med:
         rate = flops.tflops(row["flops"], med * 1e-3)
@@ -212,8 +212,6 @@ def _make_row(spec: AttentionSpec, ev: dict[str, Any], clocks: dict[str, Any], d
         row["suspect"] = bool(peak and rate > peak)
         if row["suspect"]:
             row["suspect_reason"] = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
-    else:
-        row.setdefault("tflops", None)
     row["clocks"] = clocks
     return row
 

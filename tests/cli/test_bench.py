@@ -1,0 +1,96 @@
+"""`profctl bench` through typer's CliRunner, on the CPU with tiny shapes."""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl.cli import app
+
+TINY = ["--device", "cpu", "--seqlen", "32,64", "--heads", "2", "--head-dim", "16", "--iters", "3", "--warmup", "1"]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_bench_json_rows(runner: CliRunner, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["bench", *TINY, "--backend", "sdpa-flash,sdpa-cudnn", "--causal", "false,true",
+                            "--json", "-", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    # 2 seqlens x 2 masks x (2 backends + the eager baseline added for speedups)
+    assert len(rows) == 12
+    assert {row["backend"] for row in rows} == {"sdpa-flash", "sdpa-cudnn", "eager"}
+    for row in rows:
+        for key in ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "causal", "pass",
+                    "dtype", "status", "flops", "median_ms", "tflops", "peak_mem_bytes", "rel_error"):
+            assert key in row
+    ok = [x for x in rows if x["status"] == "ok"]
+    assert len(ok) == 8 and all(x["check"] == "pass" for x in ok)
+    for x in ok:
+        assert x["tflops"] == pytest.approx(x["flops"] / (x["median_ms"] * 1e-3) / 1e12)
+        assert x["min_ms"] <= x["median_ms"] <= x["max_ms"]
+    eager = [x for x in ok if x["backend"] == "eager"]
+    assert all(x["speedup"] == pytest.approx(1.0) for x in eager)
+    causal32 = next(x for x in ok if x["backend"] == "eager" and x["causal"] and x["seqlen_q"] == 32)
+    assert causal32["flops"] == 4 * 1 * 2 * (32 * 33 // 2) * 16
+    skipped = [x for x in rows if x["backend"] == "sdpa-cudnn"]
+    assert all(x["status"] == "unsupported" and "CUDA only" in x["reason"] for x in skipped)
+    # the run directory keeps the rows, the events and the manifest
+    (run_dir,) = list(tmp_path.iterdir())
+    assert json.loads((run_dir / "bench.json").read_text()) == rows
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["kind"] == "bench"
+
+
+def test_bench_table_csv_markdown(runner: CliRunner, tmp_path: Path) -> None:
+    out_csv, out_md = tmp_path / "b.csv", tmp_path / "b.md"
+    r = runner.invoke(app, ["bench", *TINY, "--backend", "sdpa-math", "--baseline", "none", "--csv", str(out_csv),
+                            "--markdown", str(out_md), "--reports", str(tmp_path / "r")])
+    assert r.exit_code == 0, r.output
+    assert "profctl bench" in r.stdout and "sdpa-math" in r.stdout
+    rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
+    assert [row["seqlen_q"] for row in rows] == ["32", "64"] and rows[0]["status"] == "ok"
+    assert out_md.read_text().count("| sdpa-math |") == 2
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--backend", "flash9"], "flash9"),
+    (["--batch", "0"], "--batch"),
+    (["--seqlen", "-128"], "-128"),
+    (["--heads", "6", "--kv-heads", "4"], "--kv-heads 4 does not divide --heads 6"),
+    (["--dtype", "fp8"], "fp8"),
+    (["--seqlen", "abc"], "'abc'"),
+    (["--baseline", "nobody"], "nobody"),
+])
+def test_bad_input_one_line(runner: CliRunner, tmp_path: Path, args: list[str], needle: str) -> None:
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--reports", str(tmp_path), *args])
+    assert r.exit_code != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_no_point_ran_is_an_error_naming_the_reason(runner: CliRunner, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["bench", *TINY, "--backend", "fa4", "--baseline", "none", "--reports", str(tmp_path)])
+    assert r.exit_code == 1
+    assert "no point ran: fa4" in r.stderr and "FlashAttention-4" in r.stderr
+
+
+def test_strict_fails_on_any_skipped_point(runner: CliRunner, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["bench", *TINY, "--backend", "sdpa-efficient", "--strict", "--reports", str(tmp_path)])
+    assert r.exit_code == 1 and "a point failed: sdpa-efficient" in r.stderr
+
+
+def test_python_api(tmp_path: Path) -> None:
+    import profctl
+
+    res = profctl.bench(backend=["eager", "sdpa-math"], seqlen=[32], heads=2, head_dim=16, device="cpu", iters=2,
+                        warmup=0, reports=tmp_path)
+    df = res.to_dataframe()
+    assert list(df["backend"]) == ["eager", "sdpa-math"] and set(df["status"]) == {"ok"}
