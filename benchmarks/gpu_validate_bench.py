@@ -24,6 +24,37 @@ from workloads.attention import _inputs, run_case
 from workloads.spec import AttentionSpec
 
 
+def host_enqueue_us(call, n: int = 20) -> float:
+    """CPU time to enqueue one call while the GPU is kept busy (so no call waits on the GPU): median, us."""
+    import time
+
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9))  # ~1 s of GPU spin: every call below is queued behind it
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        ts.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(ts)
+
+
+def kernel_ms_per_call(call, n: int = 10) -> float:
+    """Sum of the GPU kernels' durations per call, from torch.profiler (no host gaps counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            call()
+        torch.cuda.synchronize()
+    total_us = sum(e.device_time_total for e in prof.key_averages() if e.device_time_total > 0
+                   and not e.key.startswith("ProfilerStep"))
+    # key_averages counts kernels once each under their own name; the CPU-side ops' device totals are 0
+    return total_us / 1e3 / n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backends", default="sdpa-flash,sdpa-cudnn,sdpa-efficient,sdpa-math,eager,fa4,flash-attn")
@@ -60,10 +91,15 @@ def main() -> int:
                 print(f"{be:15s} causal={causal}: {r1['status']}: {r1['reason']}", flush=True)
                 continue
             q, k, v, _ = _inputs(spec, False, 0)
+
+            def call(fn=fn, q=q, k=k, v=v):  # bind this iteration's objects
+                return fn(q, k, v)
+
             with torch.no_grad():
-                db = [do_bench(lambda: fn(q, k, v), warmup=25, rep=100, return_mode="median")
-                      for _ in range(a.rounds)]
-            del q, k, v
+                db = [do_bench(call, warmup=25, rep=100, return_mode="median") for _ in range(a.rounds)]
+                host_us = host_enqueue_us(call)
+                kern_ms = kernel_ms_per_call(call)
+            del q, k, v, call
             torch.cuda.empty_cache()
             row = {
                 "backend": be, "causal": causal, "status": "ok",
@@ -71,6 +107,8 @@ def main() -> int:
                 "profctl_flush_l2_ms": statistics.median(flushed), "do_bench_ms": statistics.median(db),
                 "rounds": {"nvtx": on, "no_nvtx": off, "flush_l2": flushed, "do_bench": db},
             }
+            row["host_enqueue_us"] = host_us
+            row["kernel_ms_per_call"] = kern_ms
             row["diff_vs_do_bench_pct"] = 100 * (row["profctl_ms"] / row["do_bench_ms"] - 1)
             row["diff_flush_vs_do_bench_pct"] = 100 * (row["profctl_flush_l2_ms"] / row["do_bench_ms"] - 1)
             row["nvtx_cost_pct"] = 100 * (row["profctl_ms"] / row["profctl_no_nvtx_ms"] - 1)
@@ -83,7 +121,8 @@ def main() -> int:
                   f"({row['tflops_profctl']:.0f} TFLOP/s)  flushL2 {row['profctl_flush_l2_ms']:.4f}  "
                   f"do_bench {row['do_bench_ms']:.4f} ms ({row['tflops_do_bench']:.0f})  "
                   f"diff {row['diff_vs_do_bench_pct']:+.2f}% / flush {row['diff_flush_vs_do_bench_pct']:+.2f}%  "
-                  f"nvtx cost {row['nvtx_cost_pct']:+.2f}%", flush=True)
+                  f"nvtx cost {row['nvtx_cost_pct']:+.2f}%  host {host_us:.0f} us/call  kernels {kern_ms:.4f} ms/call",
+                  flush=True)
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "results": results},

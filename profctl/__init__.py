@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from profctl.sweep import BenchResult
     from profctl.schema import Summary
+    from profctl.sweep import BenchResult
 
 __version__ = "0.1.0"
 
@@ -44,7 +44,7 @@ def workload_args(**options: Any) -> Any:
         options["pass_"] = options.pop("pass")
     if "backends" in options:
         options["backend"] = options.pop("backends")
-    kw = {k: (_csv(v) if k in listy else v) for k, v in options.items()}
+    kw: dict[str, Any] = {k: (_csv(v) if k in listy else v) for k, v in options.items()}
     return WorkloadArgs(**kw)
 
 

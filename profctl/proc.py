@@ -82,7 +82,8 @@ def run(
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            raise ToolTimeout(f"{Path(argv[0]).name} ran past its {timeout_s:.0f} s timeout and was killed", log=log)
+            raise ToolTimeout(f"{Path(argv[0]).name} ran past its {timeout_s:.0f} s timeout and was killed",
+                              log=log) from None
         except KeyboardInterrupt:
             _kill_group(proc)
             raise

@@ -1,6 +1,6 @@
 """ncu recipes: YAML files naming what to collect (metrics per compute capability, ncu sections or a set),
-what each metric means, how to read it, the diagnosis thresholds and hints. Read with ``yaml.safe_load``'s loader,
-validated into frozen dataclasses; every error names the file and line.
+what each metric means, how to read it, the diagnosis thresholds and hints. Read with ``yaml.safe_load``'s
+loader, validated into frozen dataclasses; every error names the file and line.
 
 Built-in recipes live in ``recipes/*.yaml`` at the project root; users add their own by path
 (``--recipe ./mine.yaml``) or by putting directories on ``PROFCTL_RECIPE_PATH`` (``:``-separated).

@@ -92,22 +92,22 @@ def _bwd_markers(nv: Nvtx, stack: list[str]) -> tuple[Callable[..., Any], Callab
 
     class Begin(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, o: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        def forward(ctx: Any, o: torch.Tensor) -> torch.Tensor:
             return o.view_as(o)
 
         @staticmethod
-        def backward(ctx: Any, go: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        def backward(ctx: Any, go: torch.Tensor) -> torch.Tensor:
             for name in stack:
                 nv.push(name)
             return go
 
     class End(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:  # type: ignore[override]
+        def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
             return q.view_as(q), k.view_as(k), v.view_as(v)
 
         @staticmethod
-        def backward(ctx: Any, gq: torch.Tensor, gk: torch.Tensor, gv: torch.Tensor) -> Any:  # type: ignore[override]
+        def backward(ctx: Any, gq: torch.Tensor, gk: torch.Tensor, gv: torch.Tensor) -> Any:
             for _ in stack:
                 nv.pop()
             return gq, gk, gv
@@ -255,7 +255,12 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
     nv = Nvtx(nvtx, mirror=hooks.ranges())
     case = ns.case_range(spec.backend, spec.shape_key)
     want_bwd = spec.pass_ in ("bwd", "fwd+bwd")
-    q = k = v = do = o = ref = None
+    q: Any = None
+    k: Any = None
+    v: Any = None
+    do: Any = None
+    o: Any = None
+    ref: Any = None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -279,19 +284,20 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
         o = None
 
         stack = [case, ns.WARMUP, ns.pass_range(spec.backend, "bwd")]
-        begin, end = _bwd_markers(nv, stack) if (want_bwd and nv.enabled) else (None, None)
+        markers = _bwd_markers(nv, stack) if (want_bwd and nv.enabled) else None
 
         def forward() -> Any:
-            if begin is None:
+            if markers is None:
                 return fn(q, k, v)
-            qq, kk, vv = end(q, k, v)  # type: ignore[misc]
-            return begin(fn(qq, kk, vv))  # type: ignore[misc]
+            begin, end = markers
+            qq, kk, vv = end(q, k, v)
+            return begin(fn(qq, kk, vv))
 
         l2 = None
         if flush_l2 and cuda:
-            l2 = torch.empty(int(256 * 2**20), dtype=torch.int8, device="cuda")
+            l2 = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
         timer = Timer(spec.device)
-        retained = None
+        retained: Any = None
         if spec.pass_ == "bwd":
             retained = forward()  # one graph, backward replayed with retain_graph
 

@@ -27,9 +27,9 @@ def bench(
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profctl.sweep import run_bench
     from profctl.fsutil import atomic_write_text
     from profctl.render import bench as rb
+    from profctl.sweep import run_bench
 
     to_stdout = any(str(p) == "-" for p in (json_out, csv_out, md_out) if p is not None)
     show = not quiet and not to_stdout
@@ -59,8 +59,8 @@ def bench(
         raise typer.Exit(130)
     failed = [r for r in res.rows if r["status"] != "ok"]
     if len(failed) == len(res.rows) or (strict and failed):
-        from profctl.sweep import shape_label
         from profctl.errors import ProfctlError
+        from profctl.sweep import shape_label
 
         r = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""

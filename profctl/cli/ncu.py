@@ -109,9 +109,9 @@ def ncu(
     rec = recipes.get(recipe)
     exe = adapter.find()
 
-    from click.core import ParameterSource
-
-    if ctx.get_parameter_source("iters") in (ParameterSource.DEFAULT, None):
+    # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
+    # with typer's vendored click and the standalone one)
+    if getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
         wl = replace(wl, iters=1)
     wl = wl.resolved()
     if wl.device != "cuda":

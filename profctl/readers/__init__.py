@@ -95,7 +95,8 @@ def read(path: str | Path, **options: Any) -> Summary:
             raise BadReport(f"{p}: reading {kind} files is not implemented yet") from None
         raise
     fn = mod.read_rep if kind == "nsys-rep" else mod.read
-    return fn(p, **options)  # type: ignore[no-any-return]
+    summary: Summary = fn(p, **options)
+    return summary
 
 
 def _read_summary_json(p: Path) -> Summary:

@@ -303,6 +303,7 @@ def _pb_fields(b: bytes) -> Iterable[tuple[int, int, Any]]:
     while i < len(b):
         key, i = _varint(b, i)
         num, wt = key >> 3, key & 7
+        v: Any
         if wt == 0:
             v, i = _varint(b, i)
         elif wt == 1:

@@ -1,7 +1,7 @@
 """Read ncu's CSV exports into a Summary: ``--page raw`` (one row per launch, one column per metric,
 optionally a units row from ``--print-units``) and ``--page details`` (one row per launch, section and metric
-label, plus rule results). Values are normalised to base units, so the raw page, the details page and the .ncu-rep they came
-from give the same numbers (to the precision ncu printed).
+label, plus rule results). Values are normalised to base units, so the raw page, the details page and the
+.ncu-rep they came from give the same numbers (to the precision ncu printed).
 """
 
 from __future__ import annotations

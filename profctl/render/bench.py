@@ -68,7 +68,7 @@ def print_table(res: BenchResult) -> None:
         t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status") else "right",
                      overflow="fold", max_width=60 if c == "status" else None)
     prev = None
-    for r, raw in zip(rows, res.rows):
+    for r, raw in zip(rows, res.rows, strict=True):
         key = (raw["batch"], raw["seqlen_q"], raw["seqlen_kv"], raw["heads"], raw["kv_heads"], raw["head_dim"],
                raw["dtype"], raw["causal"], raw["pass"])
         if prev is not None and key != prev:

@@ -112,7 +112,8 @@ class Summary:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Summary:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
-            raise ValueError(f"not a {SCHEMA_ID} document (schema={d.get('schema') if isinstance(d, dict) else None!r})")
+            got = d.get("schema") if isinstance(d, dict) else None
+            raise ValueError(f"not a {SCHEMA_ID} document (schema={got!r})")
         return cls(
             sources=tuple(Source(**_known(Source, s)) for s in d.get("sources", [])),
             kernels=tuple(KernelRow(**_known(KernelRow, k)) for k in d.get("kernels", [])),

@@ -62,7 +62,8 @@ def test_pass_factors() -> None:
 
 
 def test_causal_equal_lengths_is_half_plus_diagonal() -> None:
-    s = AttentionSpec(backend="sdpa-flash", batch=1, heads=1, kv_heads=1, seqlen_q=4096, seqlen_kv=4096, head_dim=128, causal=True)
+    s = AttentionSpec(backend="sdpa-flash", batch=1, heads=1, kv_heads=1, seqlen_q=4096, seqlen_kv=4096,
+                      head_dim=128, causal=True)
     assert forward_flops(s) == 4 * 128 * (4096 * 4097 // 2)
 
 

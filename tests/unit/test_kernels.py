@@ -26,7 +26,7 @@ TORCH_FLASH = ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128
     ("kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at_", "flash_fwd"),
     ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNN", "gemm"),
     ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3", "gemm"),
-    ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, false, false>", "softmax"),
+    ("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11, false>", "softmax"),
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float>", "softmax"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "elementwise"),
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "reduce"),

@@ -8,8 +8,8 @@ profctl's readers: for each kernel, the NVTX push/pop ranges open on the launchi
 
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from workloads import nvtx_scheme as ns
 
@@ -19,9 +19,8 @@ def stacks(db: Path) -> list[tuple[str, int, list[str]]]:
     strings = dict(c.execute("SELECT id, value FROM StringIds"))
     dom = {d for (d,) in c.execute("SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = ?",
                                    (ns.DOMAIN,))}
-    ranges = [(s, e, strings.get(t, txt), g) for s, e, t, txt, g in c.execute(
-        "SELECT start, end, textId, text, globalTid FROM NVTX_EVENTS WHERE eventType = 59 AND domainId IN (%s)"
-        % ",".join(map(str, dom)))]
+    ranges = [(s, e, strings.get(t, txt), g) for s, e, t, txt, g, d in c.execute(
+        "SELECT start, end, textId, text, globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 59") if d in dom]
     out = []
     for name, tid, launch in c.execute(
             "SELECT s.value, r.globalTid, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "

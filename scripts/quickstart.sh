@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job, from a fresh checkout: install, then compare attention backends on whatever this machine has.
+# Without a GPU: CPU backends (sdpa-flash, sdpa-math, eager), a torch.profiler capture, and the recorded H100
+# reports read back. With a GPU: every backend installed, and nsys/ncu if found (see `profctl doctor`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=$(bash scripts/setup-venv.sh | tail -n 1)
+P="$VENV/bin/profctl"
+echo "== profctl doctor"; "$P" doctor || true
+echo "== profctl bench (defaults for this machine)"; "$P" bench --markdown reports/quickstart-bench.md
+echo "== profctl torch (torch.profiler, measured iterations only)"
+"$P" torch --seqlen 512 --iters 3 || echo "(profctl torch failed; see above)"
+FIX=../shared/fixtures/h100-sm90
+if [ -f "$FIX/attn.sqlite" ]; then
+  echo "== profctl report on a recorded H100 nsys export"; "$P" report "$FIX/attn.sqlite" --limit 12
+fi
+echo "done: runs are under reports/"
