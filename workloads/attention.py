@@ -388,6 +388,19 @@ def _stats(times: list[float]) -> dict[str, float]:
             "iters": len(times)}
 
 
+def _inject_fault(spec: AttentionSpec) -> None:
+    """Fault injection for profctl's own tests: PROFCTL_FAULT=crash:<backend> ends the process abruptly (as a
+    segfault or CUDA fault would) and hang:<backend> blocks, when a case of that backend starts."""
+    fault = os.environ.get("PROFCTL_FAULT", "")
+    kind, _, backend = fault.partition(":")
+    if backend != spec.backend:
+        return
+    if kind == "crash":
+        os._exit(139)
+    if kind == "hang":
+        time.sleep(3600)
+
+
 def _sticky_cuda_error(reason: str | None) -> bool:
     """Errors after which the CUDA context is unusable: the process must end and the parent starts a new one."""
     r = (reason or "").lower()
@@ -493,6 +506,7 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
         if i < a.skip:
             continue
         emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
+        _inject_fault(spec)
         row = run_case(spec, warmup=a.warmup, iters=a.iters, nvtx=not a.no_nvtx, check=not a.no_check,
                        flush_l2=a.flush_l2, seed=a.seed, hooks=hooks)
         emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})

@@ -1,0 +1,42 @@
+"""`profctl bench` on a GPU: every installed backend, clocks sampled, OOM recorded as a row."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl.cli import app
+
+pytestmark = pytest.mark.gpu
+
+
+def test_bench_gpu_rows(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "sdpa-flash,sdpa-cudnn,eager",
+                                 "--seqlen", "2048", "--heads", "16", "--head-dim", "128", "--dtype", "bf16",
+                                 "--causal", "false,true", "--iters", "10", "--json", "-", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    ok = [x for x in rows if x["status"] == "ok"]
+    assert {x["backend"] for x in ok} >= {"sdpa-flash", "eager"}
+    for x in ok:
+        assert x["check"] == "pass" and x["peak_mem_bytes"] > 0
+        assert x["peak_tflops"] and 0 < x["pct_of_peak"] < 100 and not x["suspect"]
+        assert x["clocks"].get("clock_samples", 0) > 0, "NVML sampled the SM clock during the point"
+    flash = {x["causal"]: x for x in ok if x["backend"] == "sdpa-flash"}
+    eager = {x["causal"]: x for x in ok if x["backend"] == "eager"}
+    assert flash[False]["speedup"] > 1.5 and flash[True]["speedup"] > flash[False]["speedup"]
+    assert eager[False]["speedup"] == pytest.approx(1.0)
+
+
+def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    # sdpa-math materialises the score matrix: 8 x 32 x 65536^2 bf16 is 2 TiB, far beyond any GPU
+    r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "sdpa-math,sdpa-flash", "--batch", "8",
+                                 "--seqlen", "65536", "--heads", "32", "--head-dim", "64", "--iters", "2",
+                                 "--warmup", "0", "--no-check", "--baseline", "none", "--json", "-",
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert rows[0]["backend"] == "sdpa-math" and rows[0]["status"] == "oom"
+    assert "memory" in rows[0]["reason"].lower()
+    assert rows[1]["backend"] == "sdpa-flash" and rows[1]["status"] == "ok"
