@@ -23,8 +23,8 @@ ENV = "PROFCTL_NSYS"
 DEFAULT_TRACE = ("cuda", "nvtx", "osrt", "cublas", "cudnn")
 TRACE_CHOICES = ("cuda", "nvtx", "osrt", "cublas", "cudnn", "cusparse", "nvvideo", "opengl", "vulkan", "mpi",
                  "ucx", "oshmem", "openacc", "openmp", "python-gil", "none")
-LIBDW_HINT = ("nsys's importer (QdstrmImporter) could not load libdw.so.1, so only a .qdstrm was written: install "
-              "libdw1 (apt-get install libdw1 libelf1) or put its library folder on LD_LIBRARY_PATH")
+LIBDW_FIX = "install libdw1 (apt-get install libdw1 libelf1) or put the folder holding libdw.so.1 on LD_LIBRARY_PATH"
+LIBDW_HINT = f"its importer (QdstrmImporter) cannot load libdw.so.1: {LIBDW_FIX}"
 
 
 @dataclass(frozen=True)
@@ -107,27 +107,58 @@ def parse_version(text: str) -> str:
     return m.group(1) if m else text.strip().splitlines()[0] if text.strip() else "unknown"
 
 
-def importer_problem(exe: Path) -> str | None:
-    """Why nsys's importer cannot run here (a missing shared library), or None when it can load."""
+def importers(exe: Path) -> list[Path]:
+    """nsys's QdstrmImporter binaries next to `exe` (its folder, the parent, or a sibling host folder)."""
     base = Path(os.path.realpath(exe)).parent
-    imp = None
-    for cand in (base / "QdstrmImporter", base.parent / "host-linux-x64" / "QdstrmImporter",
-                 base / "../host-linux-x64/QdstrmImporter"):
-        if cand.is_file():
-            imp = cand
-            break
-    if imp is None:
-        return None
-    try:
-        out = proc.capture(["ldd", str(imp)], timeout_s=30)
-    except ProfctlError:
-        return None
-    missing = sorted({m.group(1) for m in re.finditer(r"^\s*(\S+)\s+=>\s+not found", out, re.M)})
-    if not missing:
-        return None
+    found: list[Path] = []
+    for pattern in ("QdstrmImporter*", "../QdstrmImporter*", "../host-linux-*/QdstrmImporter*",
+                    "../*/QdstrmImporter*"):
+        for p in sorted(base.glob(pattern)):
+            rp = Path(os.path.realpath(p))
+            if rp.is_file() and rp not in found:
+                found.append(rp)
+    return found
+
+
+def missing_libraries(ldd_output: str) -> list[str]:
+    """Library names `ldd` reports as 'not found'."""
+    return sorted({m.group(1) for m in re.finditer(r"^\s*(\S+)\s+=>\s+not found", ldd_output, re.M)})
+
+
+def describe_missing(imp: str, missing: Sequence[str]) -> str:
     if any(m.startswith("libdw") or m.startswith("libelf") for m in missing):
-        return f"{imp.name} cannot load {', '.join(missing)}: {LIBDW_HINT}"
-    return f"{imp.name} cannot load {', '.join(missing)}: install the packages that provide them"
+        return f"{imp} cannot load {', '.join(missing)}, so nsys profile writes only a .qdstrm: {LIBDW_FIX}"
+    return f"{imp} cannot load {', '.join(missing)}: install the packages that provide them"
+
+
+def _loadable(lib: str) -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL(lib)
+        return True
+    except OSError:
+        return False
+
+
+def importer_problem(exe: Path) -> str | None:
+    """Why nsys's importer cannot run here (a shared library it cannot load), or None when it can."""
+    for imp in importers(exe):
+        try:
+            out = proc.capture(["ldd", str(imp)], timeout_s=30)
+        except ProfctlError:
+            out = ""
+        missing = missing_libraries(out)
+        if missing:
+            return describe_missing(imp.name, missing)
+        try:  # libdw may be opened at run time (dlopen), which ldd does not show
+            with open(imp, "rb") as f:
+                names_libdw = b"libdw.so.1" in f.read(64 * 2**20)
+        except OSError:
+            names_libdw = False
+        if names_libdw and not _loadable("libdw.so.1"):
+            return describe_missing(imp.name, ["libdw.so.1"])
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------- argv

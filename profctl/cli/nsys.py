@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from profctl.cli._common import guard, workload_options
-from profctl.workload import WorkloadArgs
+
+if TYPE_CHECKING:
+    from profctl.workload import WorkloadArgs
 
 
 @guard

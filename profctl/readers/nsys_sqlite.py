@@ -272,7 +272,7 @@ class NsysExport:
         try:
             return self.con.execute(sql, params)
         except sqlite3.DatabaseError as e:
-            raise BadReport(f"{self.path}: damaged or truncated SQLite file ({e})") from None
+            raise _db_error(self.path, e) from None
 
     def string(self, sid: int | None) -> str:
         if sid is None:
@@ -428,7 +428,7 @@ class NsysExport:
                         cur_name, durs = nm, []
                     durs.append(float(d))
         except sqlite3.DatabaseError as e:
-            raise BadReport(f"{self.path}: damaged or truncated SQLite file ({e})") from None
+            raise _db_error(self.path, e) from None
         if durs:
             yield cur_name, durs
 
@@ -445,8 +445,9 @@ class NsysExport:
         if multi:
             names = ",".join("?" * len(multi))
             counts: dict[Any, list[tuple[tuple[Any, ...], int]]] = defaultdict(list)
+            group = ", ".join(["1"] + [s.col(KERNEL, c) for c in self._CFG if s.cols(KERNEL)[c] is not None])
             for r in self.q(f"SELECT {name}, {cfg}, count(*) FROM {source} WHERE {name} IN ({names}) "
-                            f"GROUP BY 1, {cfg}", multi):
+                            f"GROUP BY {group}", multi):
                 counts[r[0]].append((tuple(r[1:-1]), int(r[-1])))
             out.update({n: sorted(v, key=lambda x: -x[1]) for n, v in counts.items()})
         for n, cs in distinct.items():
@@ -719,6 +720,14 @@ class NsysExport:
                        kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
 
 
+def _db_error(path: Path, e: sqlite3.DatabaseError) -> BadReport:
+    msg = str(e)
+    if any(w in msg for w in ("malformed", "not a database", "disk I/O", "file is")):
+        return BadReport(f"{path}: damaged or truncated SQLite file ({msg})")
+    return BadReport(f"{path}: this export cannot be read ({msg}); its schema may come from an nsys version "
+                     "profctl does not know")
+
+
 T = TypeVar("T")
 U = TypeVar("U")
 
@@ -778,7 +787,7 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
         try:
             return ex.summary(by_range=by_range, api=api)
         except sqlite3.DatabaseError as e:
-            raise BadReport(f"{ex.path}: damaged or truncated SQLite file ({e})") from None
+            raise _db_error(ex.path, e) from None
 
 
 def read_rep(path: str | Path, *, by_range: bool = False, **options: Any) -> Summary:
