@@ -64,93 +64,174 @@ def run_bench(
     point_timeout_s: float = 900.0,
     progress: ProgressFn | None = None,
     argv: list[str] | None = None,
+    label: str | dict[str, str] | None = None,
 ) -> BenchResult:
-    """Run the sweep `wl` describes; return every point's row, failed ones included."""
+    """Run the sweep `wl` describes; return every point's row, failed ones included.
+
+    `label` names what the run measures, so that runs of different backends can be compared case by case
+    (``profctl compare`` pairs rows by label and shape): one name for the run's only backend, or
+    ``{backend: name}`` / ``"backend=name,..."``. Rows of unlabelled backends pair by backend name."""
     wl = wl.resolved()
     if baseline is not None and baseline not in BACKENDS:
         raise UsageError(f"unknown baseline {baseline!r}; choose from {', '.join(BACKENDS)} or 'none'")
+    labels = parse_labels(label, wl.backends())
     if baseline and baseline not in wl.backends():
         wl = replace(wl, backend=f"{wl.backend},{baseline}")
     specs = wl.specs()
-    run_dir = runs.new_run("bench", root=reports, argv=argv, extra={"workload": _wl_dict(wl)})
+    run_dir = runs.new_run("bench", root=reports, argv=argv, label=",".join(sorted(set(labels.values()))) or None,
+                           extra={"workload": _wl_dict(wl), "labels": labels or None})
     events = run_dir / "events.jsonl"
     log = run_dir / "workload.log"
     sampler = Sampler().start()
     device: dict[str, Any] = {"nvml_name": sampler.name, "driver": sampler.driver}
     rows: dict[int, dict[str, Any]] = {}
     interrupted = False
+    error: BaseException | None = None
+    child: proc.Running | None = None
     offset = 0
     next_index = 0
     try:
-        while next_index < len(specs):
-            child = proc.spawn(wl.child_argv(jsonl=events, skip=next_index), log=log, env=child_env(),
-                               timeout_s=point_timeout_s * (len(specs) - next_index) + 300)
-            current: int | None = None
-            started = 0.0
-            while True:
-                offset, evs = _read_new(events, offset)
-                for ev in evs:
-                    kind = ev.get("event")
-                    if kind == "device":
-                        device.update({k: v for k, v in ev.items() if k != "event"})
-                    elif kind == "start":
-                        current, started = int(ev["index"]), time.monotonic()
-                        sampler.take()  # drop samples from between points
-                        if progress:
-                            progress(current, len(specs), specs[current], None)
-                    elif kind == "row":
-                        i = int(ev["index"])
-                        rows[i] = _make_row(specs[i], ev, sampler.take(), device)
-                        current = None
-                        if progress:
-                            progress(i, len(specs), specs[i], rows[i])
-                rc = child.proc.poll()
-                if current is not None and time.monotonic() - started > point_timeout_s:
-                    child.kill()
-                    rows[current] = _failed_row(specs[current], "timeout",
-                                                f"no result after {point_timeout_s:.0f} s; killed (log: {log})")
-                    next_index = current + 1
-                    break
-                if rc is not None:
-                    offset, evs = _read_new(events, offset)  # rows written just before exit
+        with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
+            while next_index < len(specs):
+                child = proc.spawn(wl.child_argv(jsonl=events, skip=next_index), log=log, env=child_env(),
+                                   timeout_s=point_timeout_s * (len(specs) - next_index) + 300)
+                runs.record_tool(run_dir, "workload", list(child.argv), log=log.name, skip=next_index)
+                current: int | None = None
+                started = 0.0
+                while True:
+                    offset, evs = _read_new(events, offset)
                     for ev in evs:
-                        if ev.get("event") == "row":
+                        kind = ev.get("event")
+                        if kind == "device":
+                            device.update({k: v for k, v in ev.items() if k != "event"})
+                        elif kind == "start":
+                            current, started = int(ev["index"]), time.monotonic()
+                            sampler.take()  # drop samples from between points
+                            if progress:
+                                progress(current, len(specs), specs[current], None)
+                        elif kind == "row":
                             i = int(ev["index"])
                             rows[i] = _make_row(specs[i], ev, sampler.take(), device)
-                            current = None if current == i else current
-                    done = max(rows) + 1 if rows else next_index
-                    if current is not None and current not in rows:
-                        rows[current] = _failed_row(specs[current], "crashed",
-                                                    f"workload process died (exit {rc}) during this point; "
-                                                    f"see {log}")
-                        done = current + 1
-                    elif rc not in (0, 1, 3) and done == next_index:
-                        # died before starting any point: a broken environment, not a backend failure
-                        from profctl.errors import WorkloadFailed
+                            current = None
+                            if progress:
+                                progress(i, len(specs), specs[i], rows[i])
+                    rc = child.proc.poll()
+                    if current is not None and time.monotonic() - started > point_timeout_s:
+                        child.kill()
+                        rows[current] = _failed_row(specs[current], "timeout",
+                                                    f"no result after {point_timeout_s:.0f} s; killed (log: {log})")
+                        next_index = current + 1
+                        break
+                    if rc is not None:
+                        offset, evs = _read_new(events, offset)  # rows written just before exit
+                        for ev in evs:
+                            if ev.get("event") == "row":
+                                i = int(ev["index"])
+                                rows[i] = _make_row(specs[i], ev, sampler.take(), device)
+                                current = None if current == i else current
+                        done = max(rows) + 1 if rows else next_index
+                        if current is not None and current not in rows:
+                            rows[current] = _failed_row(specs[current], "crashed",
+                                                        f"workload process died (exit {rc}) during this point; "
+                                                        f"see {log}")
+                            done = current + 1
+                        elif rc not in (0, 1, 3) and done == next_index:
+                            # died before starting any point: a broken environment, not a backend failure
+                            from profctl.errors import WorkloadFailed
 
-                        raise WorkloadFailed(f"the workload process exited with status {rc} before running "
-                                             f"any case", log=log)
-                    next_index = max(done, next_index)
-                    if progress and current is not None:
-                        progress(current, len(specs), specs[current], rows[current])
-                    break
-                time.sleep(0.05)
+                            raise WorkloadFailed(f"the workload process exited with status {rc} before running "
+                                                 f"any case", log=log)
+                        next_index = max(done, next_index)
+                        if progress and current is not None:
+                            progress(current, len(specs), specs[current], rows[current])
+                        break
+                    time.sleep(0.05)
     except KeyboardInterrupt:
         interrupted = True
-        try:
-            child.kill()
-        except Exception:
-            pass
+        _stop(child)
+        _catch_up(events, specs, rows, device)  # rows the child finished before it was stopped
+    except BaseException as e:
+        error = e
+        _stop(child)
+        _catch_up(events, specs, rows, device)
     finally:
         sampler.stop()
     ordered = [rows[i] for i in sorted(rows)]
+    for r in ordered:
+        if r["backend"] in labels:
+            r["label"] = labels[r["backend"]]
     _add_speedups(ordered, baseline)
     _add_clock_warnings(ordered)
     result = BenchResult(rows=ordered, device=device, run_dir=run_dir, interrupted=interrupted, baseline=baseline)
     atomic_write_json(run_dir / "bench.json", ordered)
-    runs.finish(run_dir, "incomplete" if interrupted or len(ordered) < len(specs) else "complete",
-                device=device, points=len(specs), rows=len(ordered))
+    done_fields: dict[str, Any] = {"device": device, "points": len(specs), "rows": len(ordered),
+                                   "clocks": runs.clocks_seen(ordered)}
+    if error is not None:
+        from profctl.errors import ProfctlError
+
+        reason = error.one_line() if isinstance(error, ProfctlError) else f"{type(error).__name__}: {error}"
+        runs.finish(run_dir, "failed", reason=reason, **done_fields)
+        raise error
+    if interrupted:
+        done_fields["reason"] = "interrupted"
+    runs.finish(run_dir, "incomplete" if interrupted or len(ordered) < len(specs) else "complete", **done_fields)
     return result
+
+
+def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dict[str, str]:
+    """{backend: label} from ``NAME`` (the run's only backend) or ``BACKEND=NAME,...``; UsageError otherwise."""
+    if not label:
+        return {}
+    if isinstance(label, dict):
+        pairs = dict(label)
+    elif "=" in label:
+        pairs = {}
+        for part in label.split(","):
+            b, sep, name = part.partition("=")
+            if not sep:
+                raise UsageError(f"--label {label!r}: mix of NAME and BACKEND=NAME; give BACKEND=NAME for each")
+            pairs[b.strip()] = name.strip()
+    else:
+        if len(backends) != 1:
+            raise UsageError(f"--label {label!r} names one backend but the run has {len(backends)} "
+                             f"({', '.join(backends)}); give BACKEND=NAME,... instead")
+        pairs = {backends[0]: label.strip()}
+    for b, name in pairs.items():
+        if b not in backends:
+            raise UsageError(f"--label: backend {b!r} is not in this run's backends ({', '.join(backends)})")
+        if not name or any(c in name for c in ",=[]"):
+            raise UsageError(f"--label: {name!r} is not a usable label (non-empty, no ',', '=', '[', ']')")
+    if len(set(pairs.values())) != len(pairs):
+        raise UsageError(f"--label {label!r}: two backends under one label; a label names one backend in a run")
+    return pairs
+
+
+def _stop(child: proc.Running | None) -> None:
+    if child is None:
+        return
+    try:
+        child.kill()
+    except BaseException:  # a second Ctrl-C while stopping: the rows on disk are still read
+        pass
+
+
+def _catch_up(events: Path, specs: list[AttentionSpec], rows: dict[int, dict[str, Any]],
+              device: dict[str, Any]) -> None:
+    """Add every row event on disk that `rows` lacks (read from the start: an interrupt may have come between
+    reading a line and handling it)."""
+    try:
+        _, evs = _read_new(events, 0)
+    except BaseException:
+        return
+    for ev in evs:
+        if ev.get("event") == "device":
+            for k, v in ev.items():
+                if k != "event":
+                    device.setdefault(k, v)
+        elif ev.get("event") == "row":
+            i = int(ev.get("index", -1))
+            if 0 <= i < len(specs) and i not in rows:
+                rows[i] = _make_row(specs[i], ev, {}, device)
 
 
 def _read_new(path: Path, offset: int) -> tuple[int, list[dict[str, Any]]]:

@@ -23,6 +23,10 @@ def bench(
     point_timeout: float = typer.Option(900.0, "--point-timeout", help="seconds before a point is killed"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
     strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI)"),
+    label: str | None = typer.Option(None, "--label",
+                                     help="name what this run measures, so `profctl compare` pairs its rows with "
+                                          "another run's rows of that name: NAME (one backend) or "
+                                          "BACKEND=NAME,..."),
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -42,7 +46,8 @@ def bench(
                        description=f"{spec.backend} {spec.shape_key} {spec.pass_}")
 
         res = run_bench(wl, baseline=None if baseline.lower() == "none" else baseline, reports=reports,
-                        point_timeout_s=point_timeout, progress=progress, argv=["profctl", *sys.argv[1:]])
+                        point_timeout_s=point_timeout, progress=progress, argv=["profctl", *sys.argv[1:]],
+                        label=label)
     if show:
         rb.print_table(res)
         print(f"run: {res.run_dir}")

@@ -1,0 +1,73 @@
+"""`profctl compare BASE NEW`: per case, the change in median time and TFLOP/s with a confidence interval, marked
+faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into a CI gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from profctl.cli._common import guard
+
+
+@guard
+def compare(
+    base: str = typer.Argument(..., help="the reference: a run (directory, id, part of an id, 'latest'), a "
+                                         "bench.json, or a profctl.summary/1 JSON file"),
+    new: str = typer.Argument(..., help="the run or file to judge against BASE"),
+    fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
+                                              help="exit 1 when a case is slower than this (e.g. 5%) with "
+                                                   "confidence, or stopped working (CI)"),
+    threshold: str = typer.Option("2%", "--threshold",
+                                  help="changes smaller than this count as unchanged"),
+    confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the intervals"),
+    resamples: int = typer.Option(4000, "--resamples", help="bootstrap resamples per case"),
+    by: str = typer.Option("label", "--by", help="pair bench rows by 'label' (else backend) or by 'backend'"),
+    force: bool = typer.Option(False, "--force", help="compare runs that are not comparable (says why)"),
+    strict: bool = typer.Option(False, "--strict",
+                                help="with --fail-if-slower: an inconclusive case beyond the limit fails too"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+) -> None:
+    """Compare two runs or summaries: faster, slower, unchanged or inconclusive, per case (exit 1 on a
+    regression past --fail-if-slower, 6 when the runs are not comparable)."""
+    import sys
+
+    from profctl import compare as cm
+    from profctl.errors import UsageError
+    from profctl.fsutil import atomic_write_text
+    from profctl.render.summary import FORMATS
+
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    if resamples < 100:
+        raise UsageError(f"--resamples {resamples}: at least 100")
+    delta = cm.parse_percent(threshold, "--threshold")
+    limit = cm.parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    if limit is not None:
+        delta = min(delta, limit)
+    b = cm.load_side(base, reports)
+    n = cm.load_side(new, reports)
+    result = cm.compare(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force)
+    text = cm.render(result, format if not (output and format == "table") else "markdown")
+    if text is not None:
+        if output:
+            atomic_write_text(output, text)
+        else:
+            sys.stdout.write(text)
+    if limit is None:
+        return
+    bad = cm.regressions(result, limit, strict=strict)
+    if bad:
+        first = bad[0]
+        what = (f"{cm.case_label(first)} {first.verdict}" if first.verdict == "failed" else
+                f"{cm.case_label(first)} {first.change * 100:+.1f}%"  # type: ignore[operator]
+                + (f" (CI {first.ci_lo * 100 - 100:+.1f}%..{first.ci_hi * 100 - 100:+.1f}%)"
+                   if first.ci_lo is not None and first.ci_hi is not None else " (threshold only)"))
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise cm.Regression(f"regression beyond --fail-if-slower {limit * 100:g}%: {what}{more}")
+    beyond = [r for r in result.rows if r.verdict == "inconclusive" and r.ratio is not None and r.ratio - 1 > limit]
+    if beyond:
+        print(f"profctl: warning: {len(beyond)} inconclusive case(s) with an estimate beyond "
+              f"{limit * 100:g}% (e.g. {cm.case_label(beyond[0])}); --strict makes them fail", file=sys.stderr)

@@ -1,0 +1,198 @@
+"""`profctl runs` lists the run store; `profctl show RUN` prints one run: its manifest, files and results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from profctl.cli._common import guard
+
+
+def _short_time(iso: Any) -> str:
+    s = str(iso or "")
+    return s[:19].replace("T", " ") if s else "-"
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _cmd(m: dict[str, Any], width: int = 70) -> str:
+    import shlex
+
+    c = m.get("command")
+    text = " ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or "")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _gpu(m: dict[str, Any]) -> str:
+    dev = m.get("device") or {}
+    env = m.get("environment") or {}
+    return str(dev.get("name") or dev.get("nvml_name") or env.get("gpu") or "-")
+
+
+@guard
+def runs(
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    kind: str | None = typer.Option(None, "--kind", help="only runs of this kind (bench, nsys, ncu, torch)"),
+    status: str | None = typer.Option(None, "--status", help="only runs with this status"),
+    limit: int = typer.Option(20, "--limit", "-n", help="the N most recent runs (0: all)"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
+) -> None:
+    """List the runs in the run store, oldest first (the last is the newest)."""
+    import json
+    import sys
+
+    from profctl import runs as rs
+    from profctl.errors import UsageError
+    from profctl.render.summary import FORMATS, markdown, rich_table, to_csv
+
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    items = rs.list_runs(reports)
+    if kind:
+        items = [r for r in items if r.kind == kind]
+    if status:
+        items = [r for r in items if r.status == status]
+    if limit > 0:
+        items = items[-limit:]
+    if format == "json":
+        sys.stdout.write(json.dumps([{"path": str(r.path), "status": r.status, "note": r.note,
+                                      "manifest": r.manifest} for r in items], indent=1, default=str) + "\n")
+        return
+    rows = []
+    for r in items:
+        m = r.manifest
+        pts = f"{m.get('rows')}/{m.get('points')}" if m.get("points") is not None else "-"
+        rows.append({"run": r.path.name, "kind": r.kind, "status": r.status, "started": _short_time(m.get("started")),
+                     "duration": _dur(r.duration_s()), "label": m.get("label") or "", "gpu": _gpu(m),
+                     "points": pts, "command": _cmd(m)})
+    if format == "csv":
+        sys.stdout.write(to_csv(rows))
+    elif format == "markdown":
+        sys.stdout.write(markdown(rows))
+    else:
+        from rich.console import Console
+
+        con = Console()
+        if not con.is_terminal:
+            con = Console(width=200)
+        if not rows:
+            con.print(f"no runs under {rs.reports_root(reports)}")
+            return
+        con.print(rich_table(f"runs in {rs.reports_root(reports)}", rows))
+
+
+def _facts(info: Any) -> list[tuple[str, str]]:
+    m = info.manifest
+    env = m.get("environment") or {}
+    dev = m.get("device") or {}
+    git = m.get("git") or {}
+    clocks = m.get("clocks") or {}
+    out = [("run", info.run_id), ("kind", info.kind),
+           ("status", info.status + (f" ({info.note})" if info.note else "")
+            + (f": {m['reason']}" if m.get("reason") and not info.note else "")),
+           ("label", str(m.get("label") or "-")), ("command", _cmd(m, 400)), ("cwd", str(m.get("cwd") or "-")),
+           ("started", str(m.get("started") or "-")), ("ended", str(m.get("ended") or "-")),
+           ("duration", _dur(info.duration_s())), ("host", str(m.get("host") or "-")),
+           ("gpu", _gpu(m)), ("SM count", str(dev.get("sm_count") or env.get("sm_count") or "-")),
+           ("driver", str(env.get("driver") or dev.get("driver") or "-")),
+           ("PyTorch", str(dev.get("torch") or env.get("torch") or "-")),
+           ("CUDA", str(dev.get("cuda") or env.get("cuda") or "-")),
+           ("flash-attn", str(env.get("flash_attn") or "-")), ("FA4", str(env.get("fa4") or "-")),
+           ("git", (f"{git.get('commit', '')[:12]}{' (dirty)' if git.get('dirty') else ''} in {git.get('repo')}"
+                    if git.get("commit") else "-"))]
+    if clocks:
+        rng = (f"{clocks.get('sm_clock_mhz_min')}..{clocks.get('sm_clock_mhz_max')} MHz"
+               if clocks.get("sm_clock_mhz_min") else "not sampled")
+        out.append(("SM clock", rng))
+        out.append(("throttle", ", ".join(clocks.get("throttle_reasons") or []) or "none seen"))
+        if clocks.get("clock_warnings"):
+            out.append(("clock warnings", str(len(clocks["clock_warnings"]))))
+    if m.get("points") is not None:
+        out.append(("points", f"{m.get('rows')} of {m.get('points')} finished"))
+    for t in m.get("tools") or []:
+        out.append((f"tool {t.get('name')}", (f"{t.get('version')}: " if t.get("version") else "")
+                    + " ".join(str(a) for a in t.get("argv") or [])[:300]))
+    return out
+
+
+@guard
+def show(
+    run: str = typer.Argument("latest", help="a run directory, its id, a unique part of the id, or 'latest'"),
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv (the rows) or json"),
+) -> None:
+    """Print one run: what ran, on what, its status, its files and its results."""
+    import json
+    import sys
+
+    from profctl import runs as rs
+    from profctl.errors import UsageError
+    from profctl.render.summary import FORMATS, markdown, rich_table
+
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    info = rs.load_run(run, reports)
+    if info.status == "unreadable":
+        from profctl.errors import BadReport
+
+        raise BadReport(info.note or f"{info.path}: unreadable manifest")
+    bench_rows = _bench_rows(info.path)
+    files = info.files()
+    if format == "json":
+        sys.stdout.write(json.dumps({"path": str(info.path), "status": info.status, "note": info.note,
+                                     "manifest": info.manifest, "files": [{"path": p, "bytes": s} for p, s in files],
+                                     "rows": bench_rows}, indent=1, default=str) + "\n")
+        return
+    res = None
+    if bench_rows is not None:
+        from profctl.sweep import BenchResult
+
+        res = BenchResult(rows=bench_rows, device=info.manifest.get("device") or {}, run_dir=info.path,
+                          interrupted=info.status == "incomplete", baseline=None)
+    if format == "csv":
+        if res is None:
+            raise UsageError(f"run {info.run_id} has no bench rows to write as CSV")
+        from profctl.render import bench as rb
+
+        sys.stdout.write(rb.to_csv(res))
+        return
+    facts = [{"field": k, "value": v} for k, v in _facts(info)]
+    frows = [{"file": p, "size": f"{s:,} B"} for p, s in files]
+    if format == "markdown":
+        out = f"## run {info.run_id}\n\n" + markdown(facts) + "\n### files\n\n" + markdown(frows)
+        if res is not None:
+            from profctl.render import bench as rb
+
+            out += "\n### rows\n\n" + rb.to_markdown(res)
+        sys.stdout.write(out)
+        return
+    from rich.console import Console
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=160)
+    con.print(rich_table(f"run {info.path}", facts))
+    con.print(rich_table("files", frows))
+    if res is not None and res.rows:
+        from profctl.render import bench as rb
+
+        rb.print_table(res)
+
+
+def _bench_rows(run_dir: Path) -> list[dict[str, Any]] | None:
+    import json
+
+    p = run_dir / "bench.json"
+    if not p.is_file():
+        return None
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return rows if isinstance(rows, list) else None

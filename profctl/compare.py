@@ -1,0 +1,746 @@
+"""`profctl compare BASE NEW`: did the kernel get faster or slower, with a confidence interval instead of eyeballs.
+
+Two kinds of input:
+
+* bench runs (a run directory, its id, or a ``bench.json``): rows carry every measured iteration (``times_ms``).
+  Rows pair by (label or backend, shape, pass). The estimate is the ratio of medians, new / base, with a
+  percentile bootstrap confidence interval: both sides' iterations are resampled independently (seeded, so
+  the same inputs always give the same interval), the medians' ratio taken each time. Medians because a few
+  slow iterations (a context switch, a clock ramp) should not move the answer; a bootstrap because per-iteration
+  times are skewed and a ratio has no simple closed-form interval.
+* kernel summaries (``profctl.summary/1`` JSON, or a run directory holding one): kernels pair by (match key,
+  NVTX range) and compare on ``med_ns``. A summary has no per-iteration samples, so there is no interval: the
+  verdict is a plain threshold and says so.
+
+Verdicts, with ``r`` the time ratio, ``[lo, hi]`` its interval and ``d`` the threshold (default 2 %); the band of
+"no real change" is ``[1/(1+d), 1+d]``:
+
+* ``slower``: ``lo > 1`` (the slowdown is not noise) and ``r >= 1+d`` (and it is big enough to matter);
+* ``faster``: ``hi < 1`` and ``r <= 1/(1+d)``;
+* ``unchanged``: the whole interval lies inside the band;
+* ``inconclusive``: anything else: the interval is too wide to tell (more iterations are suggested), too few
+  samples, or the GPU clocks differ enough to explain the change.
+
+Iterations of one process are not independent runs: the interval covers iteration noise, not run-to-run noise
+(another process, another clock state). The threshold is there for the rest; docs/runs-and-compare.md and
+benchmarks/RESULTS.md ("compare noise") say how big run-to-run noise was on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profctl import runs
+from profctl.errors import BadReport, ProfctlError, UsageError
+
+DEFAULT_THRESHOLD = 0.02
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 4000
+#: fewer measured iterations than this on either side: no interval, verdict 'inconclusive'
+MIN_SAMPLES = 5
+#: the SM clock may differ this much between the sides before it is called out
+CLOCK_TOLERANCE = 0.03
+#: GPU medians below this (ms) were launch-bound and bimodal between processes on the H100 (benchmarks/RESULTS.md)
+SHORT_MS = 0.15
+
+CASE_FIELDS = ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass",
+               "layout", "device")
+VERDICTS = ("faster", "slower", "unchanged", "inconclusive", "failed", "n/a")
+
+
+class NotComparable(ProfctlError):
+    """Two runs that measure different things (GPU, shapes, dtype, versions that change the numbers)."""
+
+    exit_code = 6
+
+
+class Regression(ProfctlError):
+    """`--fail-if-slower`: a case got slower than the limit (or stopped working)."""
+
+    exit_code = 1
+
+
+# -------------------------------------------------------------------------------------------------- inputs
+@dataclass
+class Side:
+    """One side of a comparison: a bench run's rows, or a kernel summary."""
+
+    ref: str
+    kind: str  # "bench" | "summary"
+    path: Path
+    name: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: Any = None  # profctl.schema.Summary
+
+    def describe(self) -> dict[str, Any]:
+        m = self.manifest
+        return {"ref": self.ref, "kind": self.kind, "path": str(self.path), "name": self.name,
+                "run_id": m.get("run_id"), "status": self.status, "label": m.get("label"),
+                "gpu": _gpu_name(self), "git": (m.get("git") or {}).get("commit")}
+
+
+def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
+    """A run (directory, id, unique part of an id, 'latest'), a bench.json, or a summary file."""
+    p = Path(ref)
+    if p.is_file() and p.name != runs.MANIFEST:
+        return _load_file(str(ref), p)
+    info = runs.load_run(ref, root)
+    d = info.path
+    if info.status == "unreadable":
+        raise BadReport(info.note or f"{d}: unreadable manifest")
+    common: dict[str, Any] = {"ref": str(ref), "path": d, "name": info.run_id, "manifest": info.manifest,
+                              "status": info.status}
+    if (d / "bench.json").is_file():
+        return Side(kind="bench", rows=_read_bench(d / "bench.json"), **common)
+    for cand in [d / "summary.json", *sorted(d.glob("*.json"))]:
+        s = _try_summary(cand)
+        if s is not None:
+            return Side(kind="summary", summary=s, **common)
+    reports = [x for x in sorted(d.iterdir()) if x.is_file() and _looks_like_report(x)]
+    if reports:
+        from profctl import readers
+        from profctl.schema import merge
+
+        return Side(kind="summary", summary=merge(readers.read(x) for x in reports), **common)
+    raise BadReport(f"run {info.run_id} ({info.kind}) holds nothing to compare: no bench.json, no summary JSON, "
+                    "no report file")
+
+
+def _load_file(ref: str, p: Path) -> Side:
+    manifest: dict[str, Any] = {}
+    status = None
+    if (p.parent / runs.MANIFEST).is_file():
+        info = runs.load_run_dir(p.parent)
+        manifest, status = info.manifest, info.status
+    doc: Any = None
+    if p.suffix == ".json":
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise BadReport(f"{p}: not readable JSON ({e})") from None
+    if isinstance(doc, list):
+        return Side(ref=ref, kind="bench", path=p, name=p.name, manifest=manifest, status=status,
+                    rows=_check_rows(doc, p))
+    from profctl.schema import SCHEMA_ID, Summary
+
+    if isinstance(doc, dict) and doc.get("schema") == SCHEMA_ID:
+        try:
+            s = Summary.from_dict(doc)
+        except (TypeError, ValueError) as e:
+            raise BadReport(f"{p}: a {SCHEMA_ID} document that does not validate ({e})") from None
+        return Side(ref=ref, kind="summary", path=p, name=p.name, manifest=manifest, status=status, summary=s)
+    if isinstance(doc, dict):
+        raise BadReport(f"{p}: neither bench rows nor a {SCHEMA_ID} summary")
+    from profctl import readers
+
+    return Side(ref=ref, kind="summary", path=p, name=p.name, manifest=manifest, status=status,
+                summary=readers.read(p))
+
+
+def _read_bench(p: Path) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadReport(f"{p}: unreadable bench rows ({e})") from None
+    return _check_rows(doc, p)
+
+
+def _check_rows(doc: Any, p: Path) -> list[dict[str, Any]]:
+    if not isinstance(doc, list) or not all(isinstance(r, dict) and "backend" in r for r in doc):
+        raise BadReport(f"{p}: not a list of bench rows")
+    return doc
+
+
+def _try_summary(p: Path) -> Any:
+    if not p.is_file() or p.name in (runs.MANIFEST, "bench.json") or p.stat().st_size > 200 * 2**20:
+        return None
+    try:
+        with open(p, "rb") as f:
+            if b'"profctl.summary/' not in f.read(4096):
+                return None
+        from profctl.schema import Summary
+
+        return Summary.from_dict(json.loads(p.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return None
+
+
+def _looks_like_report(p: Path) -> bool:
+    n = p.name.lower()
+    return n.endswith((".sqlite", ".nsys-rep", ".ncu-rep", ".ncu-rep.gz", ".pt.trace.json", ".pt.trace.json.gz",
+                       ".trace.json.gz"))
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+def bootstrap_ratio(base: Iterable[float], new: Iterable[float], *, confidence: float = DEFAULT_CONFIDENCE,
+                    resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """(median(new) / median(base), lo, hi): the percentile bootstrap interval of the ratio of medians."""
+    import numpy as np
+
+    a = np.asarray(list(base), dtype=float)
+    b = np.asarray(list(new), dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("empty sample")
+    ma0, mb0 = float(np.median(a)), float(np.median(b))
+    if ma0 <= 0 or mb0 <= 0:
+        raise ValueError("non-positive median time")
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    chunk = max(1, 2_000_000 // max(a.size, b.size))
+    for s in range(0, resamples, chunk):
+        k = min(chunk, resamples - s)
+        ma = np.median(a[rng.integers(0, a.size, (k, a.size))], axis=1)
+        mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
+        out[s:s + k] = mb / ma
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(out, [alpha, 1.0 - alpha])
+    return mb0 / ma0, float(lo), float(hi)
+
+
+def decide(ratio: float, lo: float | None, hi: float | None, threshold: float) -> tuple[str, str | None]:
+    """The verdict for a time ratio and its interval (None: no interval, a plain threshold)."""
+    up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if lo is None or hi is None:
+        if ratio >= up:
+            return "slower", None
+        if ratio <= down:
+            return "faster", None
+        return "unchanged", None
+    if lo > 1.0 and ratio >= up:
+        return "slower", None
+    if hi < 1.0 and ratio <= down:
+        return "faster", None
+    if lo >= down and hi <= up:
+        return "unchanged", None
+    return "inconclusive", f"the interval {_pct(lo)}..{_pct(hi)} reaches past ±{threshold * 100:g}%"
+
+
+def iterations_needed(n: int, lo: float, hi: float, threshold: float) -> int:
+    """Iterations for an interval half as wide as the band (the width shrinks as 1/sqrt(n))."""
+    half = (math.log(hi) - math.log(lo)) / 2
+    target = math.log(1.0 + threshold) / 2
+    if half <= 0 or target <= 0:
+        return n
+    return math.ceil(n * (half / target) ** 2)
+
+
+def _seed(key: Any) -> int:
+    return int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:8], "little")
+
+
+def _pct(r: float | None) -> str:
+    return "-" if r is None else f"{(r - 1.0) * 100:+.1f}%"
+
+
+# ------------------------------------------------------------------------------------------------ comparing
+@dataclass
+class RowResult:
+    """One paired case: the base and new medians, their ratio with its interval, and the verdict."""
+
+    case: dict[str, Any]
+    base_ms: float | None
+    new_ms: float | None
+    ratio: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    n_base: int = 0
+    n_new: int = 0
+    base_tflops: float | None = None
+    new_tflops: float | None = None
+    method: str = "bootstrap"
+    verdict: str = "n/a"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of time, new/base - 1 (positive: slower)."""
+        return None if self.ratio is None else self.ratio - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        tf_lo = 1.0 / self.ci_hi if self.ci_hi else None
+        tf_hi = 1.0 / self.ci_lo if self.ci_lo else None
+        return {**self.case, "base_ms": self.base_ms, "new_ms": self.new_ms, "ratio": self.ratio,
+                "change": self.change, "ci_lo": self.ci_lo, "ci_hi": self.ci_hi, "n_base": self.n_base,
+                "n_new": self.n_new, "base_tflops": self.base_tflops, "new_tflops": self.new_tflops,
+                "tflops_ratio": (1.0 / self.ratio) if self.ratio else None, "tflops_ci_lo": tf_lo,
+                "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
+                "note": "; ".join(self.notes) or None}
+
+
+@dataclass
+class Comparison:
+    base: Side
+    new: Side
+    rows: list[RowResult]
+    threshold: float
+    confidence: float
+    method: str
+    by: str
+    warnings: list[str] = field(default_factory=list)
+    forced: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.verdict] = out.get(r.verdict, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base.describe(), "new": self.new.describe(), "kind": self.base.kind,
+                "method": self.method, "threshold": self.threshold, "confidence": self.confidence, "by": self.by,
+                "counts": self.counts(), "warnings": self.warnings, "forced": self.forced,
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def compare(base: Side, new: Side, *, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE,
+            resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False) -> Comparison:
+    """Pair the two sides' cases and decide each; NotComparable (with every reason) unless `force`."""
+    if not 0 < threshold < 1:
+        raise UsageError(f"threshold {threshold:g} must be between 0 and 1 (e.g. 0.02 for 2%)")
+    if not 0.5 <= confidence < 1:
+        raise UsageError(f"confidence {confidence:g} must be in [0.5, 1)")
+    if by not in ("label", "backend"):
+        raise UsageError(f"--by {by!r}: choose label or backend")
+    if base.kind != new.kind:
+        raise NotComparable(f"{base.name} is {_kind_words(base)} and {new.name} is {_kind_words(new)}: "
+                            "compare bench runs with bench runs, summaries with summaries")
+    warnings = [f"{s.name} is {s.status}: only its finished points are compared" for s in (base, new)
+                if s.status in ("incomplete", "running", "failed")]
+    if base.kind == "bench":
+        return _compare_bench(base, new, threshold=threshold, confidence=confidence, resamples=resamples, by=by,
+                              force=force, warnings=warnings)
+    return _compare_summaries(base, new, threshold=threshold, force=force, warnings=warnings)
+
+
+def _kind_words(s: Side) -> str:
+    return "a bench run" if s.kind == "bench" else "a kernel summary"
+
+
+# ---- environment checks shared by both kinds
+def _gpu_name(s: Side) -> str | None:
+    m = s.manifest
+    dev = m.get("device") or {}
+    env = m.get("environment") or {}
+    for cand in (dev.get("name"), dev.get("nvml_name"), env.get("gpu")):
+        if cand and cand != "cpu":
+            return str(cand)
+    if s.summary is not None:
+        names = _summary_gpus(s.summary.meta)
+        if names:
+            return ", ".join(sorted(names))
+    return None
+
+
+def _summary_gpus(meta: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for g in meta.get("gpus") or []:
+        if isinstance(g, dict) and g.get("name"):
+            out.add(str(g["name"]))
+    for d in meta.get("devices") or []:
+        if isinstance(d, dict) and d.get("device"):
+            out.add(str(d["device"]))
+        elif isinstance(d, str) and d:
+            out.add(d)
+    return out
+
+
+def _version(s: Side, key: str) -> str | None:
+    """A version as the workload child reported it (its device event), else as the parent saw it."""
+    dev = s.manifest.get("device") or {}
+    env = s.manifest.get("environment") or {}
+    v = dev.get(key) if key in ("torch", "cuda") else None
+    return str(v) if v else (str(env[key]) if env.get(key) else None)
+
+
+def _env_checks(base: Side, new: Side, backends: set[str]) -> tuple[list[str], list[str]]:
+    """(reasons to refuse, warnings) from the two manifests."""
+    reasons: list[str] = []
+    warns: list[str] = []
+    gb, gn = _gpu_name(base), _gpu_name(new)
+    if gb and gn and gb != gn:
+        reasons.append(f"different GPU: {gb} vs {gn}")
+    checks = [("torch", "PyTorch"), ("cuda", "CUDA")]
+    if "flash-attn" in backends:
+        checks.append(("flash_attn", "flash-attn"))
+    if "fa4" in backends:
+        checks += [("fa4", "FA4"), ("cutlass_dsl", "CUTLASS DSL")]
+    for key, name in checks:
+        vb, vn = _version(base, key), _version(new, key)
+        if vb and vn and vb != vn:
+            reasons.append(f"{name} {vb} vs {vn}")
+    db = (base.manifest.get("environment") or {}).get("driver") or (base.manifest.get("device") or {}).get("driver")
+    dn = (new.manifest.get("environment") or {}).get("driver") or (new.manifest.get("device") or {}).get("driver")
+    if db and dn and db != dn:
+        warns.append(f"driver {db} vs {dn}")
+    wb, wn = base.manifest.get("workload") or {}, new.manifest.get("workload") or {}
+    if wb and wn:
+        if bool(wb.get("flush_l2")) != bool(wn.get("flush_l2")):
+            reasons.append(f"L2 flushed before each iteration in {'base' if wb.get('flush_l2') else 'new'} only")
+        if wb.get("nvtx") != wn.get("nvtx"):
+            warns.append("NVTX ranges on in one run only (a small per-iteration cost)")
+        if wb.get("warmup") != wn.get("warmup"):
+            warns.append(f"warm-up iterations {wb.get('warmup')} vs {wn.get('warmup')}")
+    cb, cn = (base.manifest.get("git") or {}).get("commit"), (new.manifest.get("git") or {}).get("commit")
+    if cb and cn and cb != cn:
+        warns.append(f"code under test: {cb[:10]} -> {cn[:10]}")
+    return reasons, warns
+
+
+# ---- bench runs
+def _name(r: dict[str, Any], by: str) -> str:
+    return str(r.get("label") or r["backend"]) if by == "label" else str(r["backend"])
+
+
+def _index(rows: list[dict[str, Any]], by: str, fields: tuple[str, ...], warnings: list[str], side: str
+           ) -> dict[tuple[Any, ...], dict[str, Any]]:
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        k = (_name(r, by), *(r.get(f) for f in fields))
+        if k in out:
+            warnings.append(f"{side}: two rows for {k[0]} {_shape(r)} {r.get('pass')}; the first is used")
+            continue
+        out[k] = r
+    return out
+
+
+def _shape(r: dict[str, Any]) -> str:
+    from profctl.sweep import shape_label
+
+    try:
+        return shape_label(r)
+    except KeyError:
+        return "?"
+
+
+def _mismatch(bkeys: Iterable[tuple[Any, ...]], nkeys: Iterable[tuple[Any, ...]], names: tuple[str, ...]
+              ) -> list[tuple[int, str]]:
+    """(position, 'field: base values vs new values') for every key field whose values differ."""
+    bl, nl = list(bkeys), list(nkeys)
+    out = []
+    for i, f in enumerate(names):
+        vb, vn = {k[i] for k in bl}, {k[i] for k in nl}
+        if vb != vn:
+            out.append((i, f"{f} {_vals(vb)} vs {_vals(vn)}"))
+    return out
+
+
+def _vals(v: set[Any]) -> str:
+    xs = sorted(str(x) for x in v)
+    return ",".join(xs[:6]) + (",..." if len(xs) > 6 else "")
+
+
+def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, by: str,
+                   force: bool, warnings: list[str]) -> Comparison:
+    fields = CASE_FIELDS
+    names = ("label" if by == "label" else "backend", *fields)
+    bi = _index(base.rows, by, fields, warnings, "base")
+    ni = _index(new.rows, by, fields, warnings, "new")
+    backends = {str(r["backend"]) for r in (*base.rows, *new.rows)}
+    reasons, warns = _env_checks(base, new, backends)
+    warnings += warns
+    common = [k for k in bi if k in ni]
+    forced: list[str] = []
+    if not common:
+        diffs = _mismatch(bi, ni, names)
+        why = [d for _, d in diffs] or ["no case in common"]
+        if diffs and diffs[0][0] == 0 and by == "label":
+            why[0] += (" (rows pair by label, else backend: run both with the same --label to compare "
+                       "different backends)")
+        if not force:
+            raise NotComparable("not comparable: " + "; ".join(reasons + why) + " (--force to compare anyway)")
+        # forced: pair on the fields that do agree
+        keep = [i for i in range(len(names)) if i not in {j for j, _ in diffs}]
+        bi2 = {tuple(k[i] for i in keep): r for k, r in bi.items()}
+        ni2 = {tuple(k[i] for i in keep): r for k, r in ni.items()}
+        if len(bi2) != len(bi) or len(ni2) != len(ni) or not (set(bi2) & set(ni2)):
+            raise NotComparable("not comparable even with --force: " + "; ".join(why) + ": no unambiguous pairs")
+        forced += why
+        pairs = [(bi2[k], ni2[k]) for k in bi2 if k in ni2]
+    else:
+        pairs = [(bi[k], ni[k]) for k in common]
+        only_b, only_n = len(bi) - len(common), len(ni) - len(common)
+        if only_b or only_n:
+            warnings.append(f"{only_b} case(s) only in base and {only_n} only in new: not compared")
+    if reasons:
+        if not force:
+            raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
+        forced += reasons
+    if any((r.get("device") == "cuda") and not (r.get("clocks") or {}).get("clock_samples")
+           for pair in pairs for r in pair):
+        warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
+    rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples)
+            for b, n in pairs]
+    return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
+                      method=f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} resamples)",
+                      by=by, warnings=warnings, forced=forced)
+
+
+def _pair_bench(b: dict[str, Any], n: dict[str, Any], *, by: str, threshold: float, confidence: float,
+                resamples: int) -> RowResult:
+    name = _name(n, by)
+    case: dict[str, Any] = {"name": name, "backend_base": b["backend"], "backend_new": n["backend"],
+                            "shape": _shape(n), "pass": n.get("pass")}
+    case.update({f: n.get(f) for f in CASE_FIELDS if f != "pass"})
+    rr = RowResult(case=case, base_ms=b.get("median_ms"), new_ms=n.get("median_ms"),
+                   base_tflops=b.get("tflops"), new_tflops=n.get("tflops"))
+    if b.get("status") != "ok" or n.get("status") != "ok":
+        if b.get("status") == "ok":
+            rr.verdict = "failed"
+            rr.notes.append(f"new: {n.get('status')}: {(n.get('reason') or '')[:120]}")
+        else:
+            rr.notes.append(f"base: {b.get('status')}" + (f"; new: {n.get('status')}"
+                                                            if n.get("status") != "ok" else ""))
+        return rr
+    tb, tn = list(b.get("times_ms") or []), list(n.get("times_ms") or [])
+    rr.n_base, rr.n_new = len(tb), len(tn)
+    if tb and tn and min(len(tb), len(tn)) >= MIN_SAMPLES:
+        ratio, lo, hi = bootstrap_ratio(tb, tn, confidence=confidence, resamples=resamples,
+                                        seed=_seed((name, case["shape"], case["pass"])))
+        rr.ratio, rr.ci_lo, rr.ci_hi = ratio, lo, hi
+        rr.verdict, why = decide(ratio, lo, hi, threshold)
+        if why:
+            need = iterations_needed(max(len(tb), len(tn)), lo, hi, threshold)
+            rr.notes.append(why + (f"; about --iters {need} would tell" if need > max(len(tb), len(tn)) else ""))
+    elif rr.base_ms and rr.new_ms:
+        rr.ratio = rr.new_ms / rr.base_ms
+        if tb and tn:
+            rr.verdict = "inconclusive"
+            rr.method = "too few samples"
+            rr.notes.append(f"{min(len(tb), len(tn))} iterations; at least {MIN_SAMPLES} needed for an interval")
+        else:
+            rr.method = "threshold"
+            rr.verdict, _ = decide(rr.ratio, None, None, threshold)
+            rr.notes.append("no per-iteration samples: plain threshold, no interval")
+    else:
+        return rr
+    _clock_check(rr, b, n, threshold)
+    return rr
+
+
+def _clock_check(rr: RowResult, b: dict[str, Any], n: dict[str, Any], threshold: float) -> None:
+    """Throttling, or SM clocks that differ between the sides, make a change that small untrustworthy.
+
+    The slack is how far the two sides' median SM clocks are apart (the medians are what set the median
+    times); without both medians, how far a throttled side's clock fell within its point."""
+    cb, cn = b.get("clocks") or {}, n.get("clocks") or {}
+    problems = [f"{side}: {w}" for side, w in (("base", b.get("clock_warning")), ("new", n.get("clock_warning")))
+                if w]
+    slack = 0.0
+    mb, mn = cb.get("sm_clock_mhz_median"), cn.get("sm_clock_mhz_median")
+    if mb and mn:
+        slack = abs(mn / mb - 1.0)
+        if slack > CLOCK_TOLERANCE:
+            problems.append(f"SM clock median {mb:.0f} vs {mn:.0f} MHz")
+    elif problems:
+        for c in (cb, cn):
+            lo_, hi_ = c.get("sm_clock_mhz_min"), c.get("sm_clock_mhz_max")
+            if lo_ and hi_:
+                slack = max(slack, 1.0 - lo_ / hi_)
+    if rr.base_ms is not None and rr.base_ms < SHORT_MS and n.get("device") == "cuda":
+        rr.notes.append(f"under {SHORT_MS} ms per iteration: so short a GPU time can be launch-bound and differ "
+                        "between processes by more than the interval shows; confirm with another run")
+    if not problems:
+        return
+    rr.notes.append("clocks: " + "; ".join(problems))
+    if slack > 0 and rr.verdict in ("slower", "faster") and rr.ratio is not None and \
+            abs(math.log(rr.ratio)) <= math.log(1.0 + threshold) + slack:
+        rr.verdict = "inconclusive"
+        rr.notes.append(f"a clock difference of {slack * 100:.1f}% could explain a change this small")
+
+
+# ---- kernel summaries
+def _summary_index(s: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """(match key, NVTX range) -> median and count; duplicates (merged summaries) combine count-weighted."""
+    from profctl.kernels import match_key
+
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for k in s.kernels:
+        key = (match_key(k.name), k.nvtx_range or "")
+        cur = out.get(key)
+        if cur is None:
+            out[key] = {"short": k.short_name, "med_ns": float(k.med_ns), "count": int(k.count), "tool": k.tool}
+        else:
+            c = cur["count"] + k.count
+            cur["med_ns"] = (cur["med_ns"] * cur["count"] + k.med_ns * k.count) / c if c else cur["med_ns"]
+            cur["count"] = c
+    return out
+
+
+def _compare_summaries(base: Side, new: Side, *, threshold: float, force: bool, warnings: list[str]
+                       ) -> Comparison:
+    sb, sn = base.summary, new.summary
+    reasons, warns = _env_checks(base, new, set())
+    warnings += warns
+    tb = {x.tool for x in sb.sources}
+    tn = {x.tool for x in sn.sources}
+    if tb != tn:
+        reasons.append(f"different tools: {_vals(tb)} vs {_vals(tn)} (ncu replays each kernel alone; its times do "
+                       "not compare with a timeline's)")
+    else:
+        for tool in sorted(tb):
+            vb = {x.tool_version for x in sb.sources if x.tool == tool and x.tool_version}
+            vn = {x.tool_version for x in sn.sources if x.tool == tool and x.tool_version}
+            if vb and vn and vb != vn:
+                msg = f"{tool} {_vals(vb)} vs {_vals(vn)}"
+                (reasons if tool == "ncu" else warnings).append(msg)
+    bi, ni = _summary_index(sb), _summary_index(sn)
+    common = [k for k in bi if k in ni]
+    if not common:
+        ex_b = ", ".join(sorted({v["short"] for v in bi.values()})[:3]) or "none"
+        ex_n = ", ".join(sorted({v["short"] for v in ni.values()})[:3]) or "none"
+        raise NotComparable(f"not comparable: no kernel in common (base: {ex_b}; new: {ex_n})")
+    if reasons and not force:
+        raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
+    only_b, only_n = len(bi) - len(common), len(ni) - len(common)
+    if only_b or only_n:
+        warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
+    rows = []
+    for k in common:
+        b, n = bi[k], ni[k]
+        rr = RowResult(case={"kernel": n["short"], "range": k[1], "match_key": k[0]},
+                       base_ms=b["med_ns"] / 1e6, new_ms=n["med_ns"] / 1e6, n_base=b["count"], n_new=n["count"],
+                       method="threshold")
+        if b["med_ns"] > 0 and n["med_ns"] > 0:
+            rr.ratio = n["med_ns"] / b["med_ns"]
+            rr.verdict, _ = decide(rr.ratio, None, None, threshold)
+        if b["count"] != n["count"]:
+            rr.notes.append(f"launches {b['count']} vs {n['count']}")
+        rows.append(rr)
+    rows.sort(key=lambda r: -(r.base_ms or 0))
+    return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=0.0,
+                      method=f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval "
+                             "(a summary has no per-iteration samples)",
+                      by="kernel", warnings=warnings, forced=reasons if force else [])
+
+
+# ---------------------------------------------------------------------------------------------------- the gate
+def parse_percent(text: str, option: str) -> float:
+    """'5%', '5', '0.05' (a fraction below 1 without %) -> 0.05."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: give a percentage such as 5%") from None
+    if not t.endswith("%") and v >= 1:
+        v /= 100.0
+    if not 0 < v < 1:
+        raise UsageError(f"{option} {text!r}: must be between 0% and 100%")
+    return v
+
+
+def regressions(cmp: Comparison, limit: float, *, strict: bool = False) -> list[RowResult]:
+    """Rows that fail `--fail-if-slower limit`: slower beyond the limit, a case that stopped working, and with
+    `strict` an inconclusive case whose estimate is beyond the limit."""
+    out = []
+    for r in cmp.rows:
+        if r.verdict == "failed" or (r.verdict == "slower" and r.ratio is not None and r.ratio - 1.0 > limit) or \
+                (strict and r.verdict == "inconclusive" and r.ratio is not None and r.ratio - 1.0 > limit):
+            out.append(r)
+    return out
+
+
+def case_label(r: RowResult) -> str:
+    c = r.case
+    if "kernel" in c:
+        return f"{c['kernel']}" + (f" [{c['range']}]" if c.get("range") else "")
+    b = c["name"]
+    if c.get("backend_base") != c.get("backend_new"):
+        b += f" ({c['backend_base']}->{c['backend_new']})"
+    return f"{b} {c['shape']} {c['pass']}"
+
+
+# ---------------------------------------------------------------------------------------------------- rendering
+def display_rows(cmp: Comparison) -> list[dict[str, Any]]:
+    out = []
+    for r in cmp.rows:
+        c = r.case
+        ci = f"{_pct(r.ci_lo)}..{_pct(r.ci_hi)}" if r.ci_lo is not None else "n/a"
+        if "kernel" in c:
+            d: dict[str, Any] = {"kernel": c["kernel"], "range": c.get("range") or ""}
+        else:
+            nm = c["name"] + (f" ({c['backend_base']}->{c['backend_new']})"
+                              if c["backend_base"] != c["backend_new"] else "")
+            d = {"case": nm, "shape": c["shape"], "pass": c["pass"]}
+        d.update({
+            "base ms": _ms(r.base_ms), "new ms": _ms(r.new_ms), "time change": _pct(r.ratio), "CI": ci,
+        })
+        if "kernel" not in c:
+            d["base TFLOP/s"] = _tf(r.base_tflops)
+            d["new TFLOP/s"] = _tf(r.new_tflops)
+            d["TFLOP/s change"] = _pct(1.0 / r.ratio) if r.ratio else "-"
+        d["verdict"] = r.verdict
+        d["note"] = "; ".join(r.notes)
+        out.append(d)
+    return out
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _tf(v: float | None) -> str:
+    return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3f}")
+
+
+def header_lines(cmp: Comparison) -> list[str]:
+    b, n = cmp.base.describe(), cmp.new.describe()
+    out = [f"base: {cmp.base.name}" + (f" ({b['gpu']})" if b["gpu"] else ""),
+           f"new:  {cmp.new.name}" + (f" ({n['gpu']})" if n["gpu"] else ""),
+           f"method: {cmp.method}; unchanged band ±{cmp.threshold * 100:g}%"]
+    return out
+
+
+def footer_lines(cmp: Comparison) -> list[str]:
+    c = cmp.counts()
+    out = ["result: " + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v)) if c else "result: nothing paired"]
+    out += [f"forced past: {f}" for f in cmp.forced]
+    out += [f"warning: {w}" for w in cmp.warnings]
+    return out
+
+
+def render(cmp: Comparison, fmt: str) -> str | None:
+    """Text for markdown/csv/json; for 'table' print to the terminal and return None."""
+    if fmt == "json":
+        return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        rows = [r.to_dict() for r in cmp.rows]
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+        return buf.getvalue()
+    from profctl.render.summary import markdown, rich_table
+
+    if fmt == "markdown":
+        head = "\n".join(f"- {x}" for x in header_lines(cmp))
+        foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
+        return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
+    from rich.console import Console
+    from rich.markup import escape
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)
+    for line in header_lines(cmp):
+        con.print(escape(line))
+    t = rich_table("profctl compare", display_rows(cmp))
+    con.print(t)
+    colours = {"slower": "red", "failed": "red", "faster": "green", "inconclusive": "yellow"}
+    for line in footer_lines(cmp):
+        style = "yellow" if line.startswith(("warning", "forced")) else None
+        if line.startswith("result") and any(cmp.counts().get(v) for v in ("slower", "failed")):
+            style = colours["slower"]
+        con.print(escape(line), style=style)
+    return None

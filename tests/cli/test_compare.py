@@ -1,0 +1,177 @@
+"""`profctl compare` through the CLI: identical runs, a 10 % slowdown, refused runs, summaries, formats."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl import runs
+from profctl.cli import app
+from profctl.fsutil import atomic_write_json
+from profctl.schema import KernelRow, Source, Summary
+
+CASES: list[dict[str, Any]] = [
+    {"batch": 1, "seqlen_q": s, "seqlen_kv": s, "heads": 32, "kv_heads": 32, "head_dim": 128, "dtype": "bf16",
+     "causal": c, "pass": "fwd", "layout": "bhsd", "device": "cuda"} for s in (1024, 4096) for c in (False, True)]
+
+
+def _rows(backend: str, label: str | None, scale: float, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for i, case in enumerate(CASES):
+        base = 0.1 * (i + 1) * scale
+        ts = [base * (1 + rng.gauss(0, 0.004)) for _ in range(60)]
+        med = sorted(ts)[30]
+        flops = 4 * 32 * case["seqlen_q"] ** 2 * 128
+        r = {"backend": backend, **case, "status": "ok", "reason": None, "flops": flops, "median_ms": med,
+             "tflops": flops / (med * 1e-3) / 1e12, "times_ms": ts,
+             "clocks": {"sm_clock_mhz_median": 1980, "sm_clock_mhz_min": 1980, "sm_clock_mhz_max": 1980,
+                        "throttle_reasons": [], "clock_samples": 12}}
+        if label:
+            r["label"] = label
+        out.append(r)
+    return out
+
+
+def make_run(root: Path, *, backend: str = "sdpa-flash", label: str | None = "attn", scale: float = 1.0,
+             seed: int = 0, gpu: str = "NVIDIA H100 80GB HBM3") -> Path:
+    """A bench run directory as `profctl bench` writes it (made directly: the CPU here has no GPU timings)."""
+    d = runs.new_run("bench", root=root, argv=["profctl", "bench", "-b", backend], label=label,
+                     extra={"workload": {"flush_l2": False, "nvtx": True, "warmup": 10}})
+    rows = _rows(backend, label, scale, seed)
+    atomic_write_json(d / "bench.json", rows)
+    runs.finish(d, "complete", device={"name": gpu, "torch": "2.11.0+cu130", "cuda": "13.0", "sm_count": 132},
+                points=len(rows), rows=len(rows))
+    return d
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_identical_runs_are_unchanged_exit_0(runner: CliRunner, tmp_path: Path) -> None:
+    a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2)
+    r = runner.invoke(app, ["compare", a.name, b.name, "--reports", str(tmp_path), "--fail-if-slower", "5%",
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["verdict"] for x in doc["rows"]] == ["unchanged"] * 4
+    assert doc["counts"] == {"unchanged": 4} and doc["base"]["run_id"] == a.name
+    for x in doc["rows"]:
+        assert x["ci_lo"] <= x["ratio"] <= x["ci_hi"] and x["tflops_ci_lo"] <= x["tflops_ratio"] <= x["tflops_ci_hi"]
+    # a run compared with itself
+    r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "1%"])
+    assert r.exit_code == 0 and "4 unchanged" in r.stdout
+
+
+def test_ten_percent_slower_fails_the_gate(runner: CliRunner, tmp_path: Path) -> None:
+    a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2, scale=1.10)
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "5%"])
+    assert r.exit_code == 1, r.output
+    assert "4 slower" in r.stdout and "+10." in r.stdout
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("profctl: error: regression beyond --fail-if-slower 5%: attn b1 s") and "and 3 more" in line
+    # without the gate it is a report, exit 0; with a larger limit it passes
+    assert runner.invoke(app, ["compare", str(a), str(b)]).exit_code == 0
+    assert runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "15%"]).exit_code == 0
+    # faster is never a failure
+    assert runner.invoke(app, ["compare", str(b), str(a), "--fail-if-slower", "5%"]).exit_code == 0
+
+
+def test_math_under_the_flash_label_is_a_large_regression(runner: CliRunner, tmp_path: Path) -> None:
+    a = make_run(tmp_path, backend="sdpa-flash", seed=1)
+    b = make_run(tmp_path, backend="sdpa-math", seed=2, scale=4.0)
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "5%", "--format", "markdown"])
+    assert r.exit_code == 1
+    assert "| attn (sdpa-flash->sdpa-math) |" in r.stdout and "+300.0%" in r.stdout
+    # without labels the backends do not pair, and compare says why
+    c = make_run(tmp_path, backend="sdpa-flash", label=None, seed=1)
+    d = make_run(tmp_path, backend="sdpa-math", label=None, seed=2)
+    r = runner.invoke(app, ["compare", str(c), str(d)])
+    assert r.exit_code == 6 and "label sdpa-flash vs sdpa-math" in r.stderr and "--label" in r.stderr
+
+
+def test_incomparable_runs_are_refused_unless_forced(runner: CliRunner, tmp_path: Path) -> None:
+    a = make_run(tmp_path, seed=1)
+    b = make_run(tmp_path, seed=2, gpu="NVIDIA H200")
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "5%"])
+    assert r.exit_code == 6
+    (line,) = r.stderr.strip().splitlines()
+    assert "not comparable: different GPU: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in line and "--force" in line
+    assert "Traceback" not in r.output
+    r = runner.invoke(app, ["compare", str(a), str(b), "--force", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["forced"] == ["different GPU: NVIDIA H100 80GB HBM3 vs "
+                                                                    "NVIDIA H200"]
+
+
+def test_bad_arguments_are_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    a = make_run(tmp_path)
+    for args, code, needle in [
+        (["compare", str(a), "nope", "--reports", str(tmp_path)], 2, "no run 'nope'"),
+        (["compare", str(a), str(a), "--fail-if-slower", "lots"], 2, "--fail-if-slower 'lots'"),
+        (["compare", str(a), str(a), "--format", "yaml"], 2, "unknown format"),
+        (["compare", str(a), str(a), "--by", "colour"], 2, "--by 'colour'"),
+    ]:
+        r = runner.invoke(app, args)
+        assert r.exit_code == code, (args, r.output)
+        assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr and "Traceback" not in r.output
+
+
+def test_formats_and_output_file(runner: CliRunner, tmp_path: Path) -> None:
+    a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2, scale=1.1)
+    r = runner.invoke(app, ["compare", str(a / "bench.json"), str(b / "bench.json"), "--format", "csv"])
+    assert r.exit_code == 0
+    header = r.stdout.splitlines()[0].split(",")
+    assert {"name", "shape", "ratio", "ci_lo", "ci_hi", "verdict", "base_tflops", "new_tflops"} <= set(header)
+    out = tmp_path / "cmp.md"
+    r = runner.invoke(app, ["compare", str(a), str(b), "--format", "markdown", "-o", str(out)])
+    assert r.exit_code == 0 and r.stdout == "" and "## profctl compare" in out.read_text()
+    r = runner.invoke(app, ["compare", str(a), str(b)])
+    assert r.exit_code == 0 and "slower" in r.stdout and "method: ratio of medians" in r.stdout
+
+
+def test_compare_summary_files_threshold_only(runner: CliRunner, tmp_path: Path) -> None:
+    def summ(name: str, med: float) -> Path:
+        k = KernelRow(tool="nsys", name="void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>(P)",
+                      short_name="flash_fwd_kernel", kernel_class="flash_fwd", nvtx_range=None, count=10,
+                      total_ns=med * 10, avg_ns=med, med_ns=med, min_ns=med, max_ns=med, std_ns=0.0)
+        p = tmp_path / f"{name}.json"
+        p.write_text(Summary(sources=(Source(f"{name}.sqlite", "nsys", "2025.3.1"),), kernels=(k,)).to_json())
+        return p
+
+    a, b = summ("a", 400_000), summ("b", 440_000)
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "5%"])
+    assert r.exit_code == 1 and "threshold only" in r.stderr
+    assert "no confidence interval" in r.stdout and "n/a" in r.stdout
+    r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "5%", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["verdict"] == "unchanged"
+    bench = make_run(tmp_path)
+    r = runner.invoke(app, ["compare", str(a), str(bench)])
+    assert r.exit_code == 6 and "kernel summary" in r.stderr
+
+
+def test_compare_real_cpu_benches(runner: CliRunner, tmp_path: Path) -> None:
+    """End to end on the CPU: bench, then compare the run with itself and with a copy four times slower (a busy
+    CPU's times can be bimodal, so a smaller factor could honestly come out inconclusive)."""
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--seqlen", "64", "--heads", "2", "--head-dim", "16",
+                            "--iters", "50", "--warmup", "2", "--backend", "eager", "--baseline", "none", "-q",
+                            "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    (a,) = list(tmp_path.iterdir())
+    rows = json.loads((a / "bench.json").read_text())
+    slow = runs.new_run("bench", root=tmp_path, env=False, extra={"device": runs.read_manifest(a)["device"]})
+    for x in rows:
+        x["times_ms"] = [t * 4 for t in x["times_ms"]]
+        x["median_ms"] *= 4
+    atomic_write_json(slow / "bench.json", rows)
+    runs.finish(slow, "complete")
+    r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "5%", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["verdict"] in ("unchanged", "inconclusive")
+    r = runner.invoke(app, ["compare", str(a), str(slow), "--fail-if-slower", "5%", "--format", "json"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["rows"][0]["verdict"] == "slower", r.output
