@@ -79,7 +79,7 @@ def run_bench(
         wl = replace(wl, backend=f"{wl.backend},{baseline}")
     specs = wl.specs()
     run_dir = runs.new_run("bench", root=reports, argv=argv, label=",".join(sorted(set(labels.values()))) or None,
-                           extra={"workload": _wl_dict(wl), "labels": labels or None})
+                           extra={"workload": wl.manifest_dict(), "labels": labels or None})
     events = run_dir / "events.jsonl"
     log = run_dir / "workload.log"
     sampler = Sampler().start()
@@ -252,15 +252,6 @@ def _read_new(path: Path, offset: int) -> tuple[int, list[dict[str, Any]]]:
             except json.JSONDecodeError:
                 continue
     return offset + end + 1, out
-
-
-def _wl_dict(wl: WorkloadArgs) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    d = asdict(wl)
-    d.pop("extra_env", None)
-    d["pass"] = d.pop("pass_")
-    return d
 
 
 def _base_row(spec: AttentionSpec) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from profctl.errors import UsageError
 from workloads.spec import BACKENDS, AttentionSpec, SpecError, expand, parse_list
@@ -88,6 +89,15 @@ class WorkloadArgs:
         if not specs:
             raise UsageError("the workload options select no case (an empty list?)")
         return specs
+
+    def manifest_dict(self) -> dict[str, Any]:
+        """The options as recorded in a run's manifest (``pass`` spelled as on the command line)."""
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d.pop("extra_env", None)
+        d["pass"] = d.pop("pass_")
+        return d
 
     def backends(self) -> list[str]:
         return parse_list(self.backend, option="--backend")

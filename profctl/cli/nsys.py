@@ -27,7 +27,8 @@ def nsys(
                                        "cudaProfilerStart and Stop"),
     sample: bool = typer.Option(False, "--sample/--no-sample", help="CPU sampling and context switches"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before nsys profile is killed"),
-    reports_dir: Path = typer.Option(Path("reports"), "--reports-dir", help="run directories go here"),
+    reports_dir: Path | None = typer.Option(None, "--reports", "--reports-dir",
+                                            help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
     by_range: bool = typer.Option(False, "--by-range", help="add the per-NVTX-range kernel breakdown"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(25, "--limit", help="kernels shown in the table (0: all)"),
@@ -57,21 +58,26 @@ def nsys(
              by_range=by_range, fmt=format, limit=limit, all_work=all_work)
 
 
-def new_run_dir(reports_dir: Path, tag: str) -> Path:
-    """reports/<UTC timestamp>-<tag>-<6 random hex>/, created."""
-    import datetime
-    import secrets
-
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    d = reports_dir / f"{stamp}-{tag}-{secrets.token_hex(3)}"
-    d.mkdir(parents=True, exist_ok=False)
-    return d
-
-
 def run_nsys(r: WorkloadArgs, *, traces: list[str], capture: str, sample: bool, timeout: float,
-             reports_dir: Path, by_range: bool, fmt: str, limit: int, all_work: bool) -> Path:
+             reports_dir: Path | None, by_range: bool, fmt: str, limit: int, all_work: bool) -> Path:
+    import sys
+
+    from profctl import runs
+    from profctl.adapters.nsys import find
+
+    exe_path = find()  # before the run directory: a missing tool leaves no empty run behind
+    run = runs.new_run("nsys", root=reports_dir, argv=["profctl", *sys.argv[1:]],
+                       extra={"workload": r.manifest_dict(), "trace": traces, "capture": capture, "sample": sample})
+    with runs.recording(run):
+        return _run_nsys(run, exe_path, r, traces=traces, capture=capture, sample=sample, timeout=timeout,
+                         by_range=by_range, fmt=fmt, limit=limit, all_work=all_work)
+
+
+def _run_nsys(run: Path, exe: Path, r: WorkloadArgs, *, traces: list[str], capture: str, sample: bool,
+              timeout: float, by_range: bool, fmt: str, limit: int, all_work: bool) -> Path:
     import json
 
+    from profctl import runs
     from profctl.adapters import nsys as adapter
     from profctl.cli._common import econsole
     from profctl.fsutil import atomic_write_json
@@ -79,16 +85,14 @@ def run_nsys(r: WorkloadArgs, *, traces: list[str], capture: str, sample: bool, 
     from profctl.render.summary import render
     from profctl.workload import child_env, project_root
 
-    exe = adapter.find()
     ver = adapter.version(exe)
-    run = new_run_dir(reports_dir.resolve(), "nsys")
     log = run / "nsys.log"
     rows = run / "rows.jsonl"
     child = r.child_argv(jsonl=rows)
     ec = econsole()
     ec.print(f"[dim]nsys {ver} ({exe}); run directory {run}[/dim]")
-    atomic_write_json(run / "run.json", {"tool": "nsys", "nsys": str(exe), "nsys_version": ver, "trace": traces,
-                                         "capture": capture, "sample": sample, "child_argv": child})
+    runs.record_tool(run, "nsys", adapter.profile_argv(exe, run / "profile", child, trace=traces, capture=capture,
+                                                       sample=sample), version=ver, log=log.name, exe=str(exe))
     rep = adapter.profile(exe, run / "profile", child, log=log, timeout_s=timeout, env=child_env(),
                           cwd=project_root(), trace=traces, capture=capture, sample=sample)
     sqlite = adapter.export_sqlite(exe, rep, run / "profile.sqlite", log=log, timeout_s=timeout)
