@@ -57,6 +57,7 @@ _MEMCPY_DIR = {"HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "DtoD": "Devi
                "AtoD": "Array-to-Device", "HtoA": "Host-to-Array", "AtoH": "Array-to-Host"}
 _MEMCPY_RX = re.compile(r"Memcpy\s+(\w+)")
 _WS = re.compile(r"[ \t\n\r]*")
+_CPU_GEMM = re.compile(r"aten::_?(?:add|badd)?b?mm(?:_out)?")
 
 
 def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = None) -> Summary:
@@ -311,7 +312,7 @@ class _Collector:
             if k is None:
                 k = _CATS.get(cat.lower(), OTHER) if isinstance(cat, str) else OTHER
             self.cats[cat if isinstance(cat, str) else str(cat)] += 1
-            if k == OTHER or k == GPU_ANN or k == PYFN:
+            if k in (OTHER, GPU_ANN, PYFN):
                 return
             try:
                 ts = float(e["ts"])
@@ -319,7 +320,7 @@ class _Collector:
             except (KeyError, TypeError, ValueError):
                 self.skipped += 1
                 return
-            if k == OP or k == ANN:
+            if k in (OP, ANN):
                 self.iv_tid.append(self.thread_id(e.get("pid"), e.get("tid")))
                 self.iv_ts.append(ts)
                 self.iv_dur.append(dur)
@@ -396,10 +397,10 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
     # flow endpoints: the backward node ops ('f') and the forward ops ('s')
     f_at: dict[tuple[int, float], Any] = {}
     s_at: dict[Any, tuple[int, float]] = {}
-    for fid, ends in col.flows.items():
-        if "f" in ends and "s" in ends:
-            f_at[ends["f"]] = fid
-            s_at[fid] = ends["s"]
+    for fid, fe in col.flows.items():
+        if "f" in fe and "s" in fe:
+            f_at[fe["f"]] = fid
+            s_at[fid] = fe["s"]
     s_keys = set(s_at.values())
 
     # ---- one sweep per thread over intervals (by start, longest first) and launches (by time)
@@ -487,8 +488,21 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
 
     # ---- per launch: range path, annotation instance, ops, pass
     thread_is_autograd = {i: "autograd" in col.thread_names.get(key, "") for i, key in enumerate(col.thread_keys)}
-    ann_count = Counter({t: len(v) for t, v in ann_by_tid.items()})
-    main_tid = ann_count.most_common(1)[0][0] if ann_count else -1
+    # where a backward thread's launches without a flow (e.g. AccumulateGrad) take their ranges from: the thread
+    # its fwdbwd flows come from most often, else the non-autograd thread with most ranges
+    flow_src: dict[int, Counter[int]] = defaultdict(Counter)
+    for fid, (ftid, _) in ((fid, fe["f"]) for fid, fe in col.flows.items() if "f" in fe and "s" in fe):
+        flow_src[ftid][s_at[fid][0]] += 1
+    ann_count = Counter({t: len(v) for t, v in ann_by_tid.items() if not thread_is_autograd.get(t, False)})
+
+    def fallback_tid(tid: int) -> int:
+        src = flow_src.get(tid)
+        if src:
+            return src.most_common(1)[0][0]
+        for t, _ in ann_count.most_common():
+            if t != tid:
+                return t
+        return -1
     ln_path = array("i", [0]) * n_ln
     ln_ann = array("i", [-1]) * n_ln
     ln_bwd = array("b", [0]) * n_ln
@@ -504,11 +518,7 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
                 bwd = True
         ln_bwd[k] = bwd
         if ln_path[k] == 0 and bwd:
-            fwd_tid = -1
-            if x >= 0 and flow_of[x] >= 0:
-                fwd_tid = s_at[flow_ids[flow_of[x]]][0]
-            elif main_tid != tid:
-                fwd_tid = main_tid
+            fwd_tid = s_at[flow_ids[flow_of[x]]][0] if x >= 0 and flow_of[x] >= 0 else fallback_tid(tid)
             if fwd_tid >= 0 and fwd_tid != tid:
                 borrow[fwd_tid].append(k)
     borrowed = 0
@@ -541,8 +551,8 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
     inst_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
     unattributed = 0
     for g in range(n_gpu):
-        j = launch_of_corr.get(col.g_corr[g])
-        k = ln_index[j] if j is not None else -1
+        jl = launch_of_corr.get(col.g_corr[g])
+        k = ln_index[jl] if jl is not None else -1
         path = ln_path[k] if (k >= 0 and by_range) else 0
         key = (col.g_name[g], path if by_range else -1)
         grp = groups.get(key)
@@ -555,15 +565,15 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
             unattributed += 1
             continue
         x = ln_parent[k]
-        bwd = ln_bwd[k]
-        grp.passes["bwd" if bwd else "fwd"] += 1
+        is_bwd = bool(ln_bwd[k])
+        grp.passes["bwd" if is_bwd else "fwd"] += 1
         if x >= 0:
             top, inner = top_of[x], op_of[x]
             if top >= 0:
                 grp.ops[_op_label(names[iv_name[top]])] += 1
             if inner >= 0:
                 grp.launch_ops[names[iv_name[inner]]] += 1
-            if bwd and flow_of[x] >= 0:
+            if is_bwd and flow_of[x] >= 0:
                 fop = op_at_s.get(s_at[flow_ids[flow_of[x]]])
                 if fop is not None:
                     grp.fwd_ops[names[iv_name[fop]]] += 1
@@ -624,27 +634,27 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
         notes.append(f"{p.name}: {unattributed} of {n_gpu} GPU activities have no launching call in the trace "
                      "(CPU activity not recorded?); they count per kernel but not per range")
 
-    # ---- ranges
-    inst_by_path: dict[int, list[int]] = defaultdict(list)
+    # ---- ranges: per range text, as nsys groups NVTX ranges (the paths they were seen under go in extra)
+    inst_by_name: dict[str, list[int]] = defaultdict(list)
     for x in range(n_iv):
         if is_ann[x]:
             nm = names[iv_name[x]]
-            inst_by_path[-1 if nm.startswith(STEP_PREFIX) else path_of[x]].append(x)
+            inst_by_name[STEP_PREFIX + "*" if nm.startswith(STEP_PREFIX) else nm].append(x)
     ranges: list[RangeRow] = []
-    for path, xs in inst_by_path.items():
+    for name, insts in inst_by_name.items():
         proj = 0.0
         ops = 0
-        for x in xs:
+        for x in insts:
             ivs = inst_iv.get(x)
             if ivs:
                 ops += len(ivs)
                 proj += _union_us(ivs)
-        name = STEP_PREFIX + "*" if path < 0 else path_names[path]
+        seen = sorted({path_names[path_of[x]] for x in insts if path_of[x] > 0})
         ranges.append(RangeRow(
-            name=name, domain=None, style="push_pop", count=len(xs),
-            range_total_ns=sum(dur_l[x] for x in xs) * 1000.0,
+            name=name, domain=None, style="push_pop", count=len(insts),
+            range_total_ns=sum(dur_l[x] for x in insts) * 1000.0,
             gpu_proj_total_ns=proj * 1000.0 if gpu else None, gpu_ops=ops if gpu else None,
-            extra={"leaf": name.rsplit("/", 1)[-1], "depth": name.count("/")},
+            extra={"paths": seen[:20], "threads": len({col.iv_tid[x] for x in insts})},
         ))
     ranges.sort(key=lambda r: r.name)
     kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
@@ -667,10 +677,10 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
     devs = header.get("deviceProperties")
     if isinstance(devs, list):
         meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
-    for key in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
-                "torch_version", "profctl"):
-        if key in header:
-            meta[key] = header[key]
+    for hk in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+               "torch_version", "profctl"):
+        if hk in header:
+            meta[hk] = header[hk]
     if notes:
         meta["notes"] = notes
     tv = header.get("torch_version")
@@ -707,9 +717,12 @@ def _op_label(name: str) -> str:
 
 
 def _cpu_class(name: str) -> str:
-    """Kernel classes for CPU ops: SDPA's fused CPU kernels say 'flash_attention' but not 'fwd'."""
+    """Kernel classes for CPU ops: SDPA's fused CPU kernels say 'flash_attention' but not 'fwd'; aten::mm and
+    aten::addmm are GEMMs."""
     if "flash_attention" in name:
         return "flash_bwd" if "backward" in name else "flash_fwd"
+    if _CPU_GEMM.fullmatch(name):
+        return "gemm"
     return classify(name)
 
 
