@@ -8,6 +8,8 @@ from functools import lru_cache
 
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|long|short|char|long long|unsigned)\)")
 _WS = re.compile(r"\s+")
+_BOOL = {"true": "1", "false": "0"}
+_BOOL_RX = re.compile(r"\b(true|false)\b")
 
 
 def strip_signature(name: str) -> str:
@@ -48,8 +50,10 @@ def base_name(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def match_key(name: str) -> str:
-    """A key equal for the same kernel in nsys, torch.profiler and ncu's demangled names."""
+    """A key equal for the same kernel in nsys, torch.profiler and ncu's demangled names: nsys writes template
+    arguments as ``(int)128`` and ``(bool)1``, torch.profiler as ``128`` and ``true``."""
     s = _CAST.sub("", strip_signature(name))
+    s = _BOOL_RX.sub(lambda m: _BOOL[m.group(1)], s)
     return _WS.sub("", s)
 
 

@@ -642,19 +642,22 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
             inst_by_name[STEP_PREFIX + "*" if nm.startswith(STEP_PREFIX) else nm].append(x)
     ranges: list[RangeRow] = []
     for name, insts in inst_by_name.items():
-        proj = 0.0
+        proj = 0.0  # as nsys' nvtx_gpu_proj_sum: first op's start to last op's end, per instance
+        busy = 0.0  # the same ops with overlaps merged and gaps left out
         ops = 0
         for x in insts:
             ivs = inst_iv.get(x)
             if ivs:
                 ops += len(ivs)
-                proj += _union_us(ivs)
+                proj += max(e for _, e in ivs) - min(s for s, _ in ivs)
+                busy += _union_us(ivs)
         seen = sorted({path_names[path_of[x]] for x in insts if path_of[x] > 0})
         ranges.append(RangeRow(
             name=name, domain=None, style="push_pop", count=len(insts),
             range_total_ns=sum(dur_l[x] for x in insts) * 1000.0,
             gpu_proj_total_ns=proj * 1000.0 if gpu else None, gpu_ops=ops if gpu else None,
-            extra={"paths": seen[:20], "threads": len({col.iv_tid[x] for x in insts})},
+            extra={"paths": seen[:20], "threads": len({col.iv_tid[x] for x in insts}),
+                   "gpu_busy_ns": busy * 1000.0 if gpu else None},
         ))
     ranges.sort(key=lambda r: r.name)
     kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))

@@ -71,7 +71,8 @@ class RangeRow:
     """One NVTX range text (per domain and style), aggregated over its instances.
 
     ``range_total_ns`` sums the ranges' own CPU-side durations; ``gpu_proj_total_ns`` the GPU time they
-    project (the GPU work launched inside them, overlaps merged), as nsys' nvtx_gpu_proj_sum defines it.
+    project as nsys' nvtx_gpu_proj_sum defines it: per instance, from the start of the first GPU op launched
+    inside the range to the end of the last one (gaps included), summed over instances.
     """
 
     name: str
