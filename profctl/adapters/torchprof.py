@@ -68,23 +68,20 @@ def run(wl: WorkloadArgs, *, opts: TorchOptions | None = None, reports: Path | s
     opts = opts or TorchOptions()
     r = wl.resolved()
     run_dir = runs.new_run("torch", root=reports, argv=argv,
-                           extra={"device": r.device, "torch_options": opts.argv()})
+                           extra={"device": r.device, "torch_options": opts.argv(), "workload": r.manifest_dict()})
     trace, log, jsonl = run_dir / TRACE_NAME, run_dir / LOG_NAME, run_dir / JSONL_NAME
     cmd = child_argv(r, trace, jsonl, opts)
-    runs.update_manifest(run_dir, child=cmd)
-    try:
+    runs.record_tool(run_dir, "torch.profiler", cmd, log=LOG_NAME)
+    # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
+    with runs.recording(run_dir):
         res = proc.run(cmd, log=log, timeout_s=timeout_s, env=child_env(), check=False)
-    except BaseException:
-        runs.finish(run_dir, "failed")
-        raise
-    rows, device = read_jsonl(jsonl)
-    if not trace.exists():
-        runs.finish(run_dir, "failed", returncode=res.returncode)
-        why = _why(rows) or proc._last_line(res.log_text(20_000))
-        raise WorkloadFailed(f"the workload wrote no torch.profiler trace (exit status {res.returncode}): {why}",
-                             log=log)
-    status = "complete" if res.returncode == 0 else "incomplete"
-    runs.finish(run_dir, status, returncode=res.returncode, trace=TRACE_NAME, table=TABLE_NAME)
+        rows, device = read_jsonl(jsonl)
+        if not trace.exists():
+            why = _why(rows) or proc._last_line(res.log_text(20_000))
+            raise WorkloadFailed(f"the workload wrote no torch.profiler trace (exit status {res.returncode}): "
+                                 f"{why}", log=log)
+        status = "complete" if res.returncode == 0 else "incomplete"
+        runs.finish(run_dir, status, returncode=res.returncode, trace=TRACE_NAME, table=TABLE_NAME)
     return TorchRun(run_dir=run_dir, trace=trace, table=run_dir / TABLE_NAME, log=log, jsonl=jsonl,
                     returncode=res.returncode, rows=rows, device=device)
 
