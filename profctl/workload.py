@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import UsageError
-from workloads.spec import BACKENDS, AttentionSpec, SpecError, expand, parse_list
+from workloads.spec import BACKENDS, AttentionSpec, SpecError, parse_list, specs_from_options
 
 #: defaults when the user gives no shape: a real comparison on a GPU, one that finishes in seconds on a CPU
 GPU_DEFAULTS = {"batch": "1", "seqlen": "1024,2048,4096", "heads": "32", "head_dim": "128", "dtype": "bf16"}
@@ -70,20 +70,11 @@ class WorkloadArgs:
         sq = self.seqlen_q or self.seqlen
         skv = self.seqlen_kv  # None: each case's seqlen_kv equals its seqlen_q (--seqlen sets both)
         try:
-            specs = expand(
-                backends=parse_list(self.backend, option="--backend"),
-                batch=parse_list(self.batch, int, option="--batch"),
-                seqlen_q=parse_list(sq, int, option="--seqlen-q"),
-                seqlen_kv=parse_list(skv, int, option="--seqlen-kv") if skv else None,
-                heads=parse_list(self.heads, int, option="--heads"),
-                kv_heads=parse_list(self.kv_heads, int, option="--kv-heads") if self.kv_heads else None,
-                head_dim=parse_list(self.head_dim, int, option="--head-dim"),
-                dtype=parse_list(self.dtype, option="--dtype"),
-                causal=parse_list(self.causal, bool, option="--causal"),
-                passes=parse_list(self.pass_, option="--pass"),
-                layout=parse_list(self.layout, option="--layout"),
-                device=self.device if self.device != "auto" else "cpu",
-            )
+            specs = specs_from_options(
+                backend=self.backend or "", batch=self.batch or "", seqlen_q=sq or "", seqlen_kv=skv,
+                heads=self.heads or "", kv_heads=self.kv_heads, head_dim=self.head_dim or "", dtype=self.dtype or "",
+                causal=self.causal or "false", pass_=self.pass_ or "fwd", layout=self.layout or "bhsd",
+                device=self.device if self.device != "auto" else "cpu")
         except SpecError as e:
             raise UsageError(str(e)) from None
         if not specs:

@@ -34,8 +34,7 @@ from workloads.spec import (
     PASSES,
     AttentionSpec,
     SpecError,
-    expand,
-    parse_list,
+    specs_from_options,
 )
 
 #: relative-error tolerance of the output against a float64 reference, per dtype
@@ -448,20 +447,9 @@ def specs_from_args(a: argparse.Namespace) -> list[AttentionSpec]:
     skv = a.seqlen_kv  # None: equal to each case's seqlen_q (--seqlen sets both)
     if a.warmup < 0 or a.iters <= 0:
         raise SpecError(f"--iters must be positive and --warmup >= 0 (got iters={a.iters}, warmup={a.warmup})")
-    return expand(
-        backends=parse_list(a.backend, option="--backend"),
-        batch=parse_list(a.batch, int, option="--batch"),
-        seqlen_q=parse_list(sq, int, option="--seqlen-q"),
-        seqlen_kv=parse_list(skv, int, option="--seqlen-kv") if skv else None,
-        heads=parse_list(a.heads, int, option="--heads"),
-        kv_heads=parse_list(a.kv_heads, int, option="--kv-heads") if a.kv_heads else None,
-        head_dim=parse_list(a.head_dim, int, option="--head-dim"),
-        dtype=parse_list(a.dtype, option="--dtype"),
-        causal=parse_list(a.causal, bool, option="--causal"),
-        passes=parse_list(a.pass_, option="--pass"),
-        layout=parse_list(a.layout, option="--layout"),
-        device=a.device,
-    )
+    return specs_from_options(backend=a.backend, batch=a.batch, seqlen_q=sq, seqlen_kv=skv, heads=a.heads,
+                              kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype, causal=a.causal,
+                              pass_=a.pass_, layout=a.layout, device=a.device)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,6 +125,28 @@ def parse_list(text: str | Sequence[str] | None, conv: type = str, *, option: st
     return out
 
 
+def specs_from_options(*, backend: str, batch: str, seqlen_q: str, seqlen_kv: str | None, heads: str,
+                       kv_heads: str | None, head_dim: str, dtype: str, causal: str, pass_: str, layout: str,
+                       device: str) -> list[AttentionSpec]:
+    """Specs from the workload options as typed (comma lists); ``seqlen_kv``/``kv_heads`` None mean "equal to
+    seqlen_q"/"equal to heads". The one place the command-line options become specs, for profctl and the
+    workload process alike."""
+    return expand(
+        backends=parse_list(backend, option="--backend"),
+        batch=parse_list(batch, int, option="--batch"),
+        seqlen_q=parse_list(seqlen_q, int, option="--seqlen-q"),
+        seqlen_kv=parse_list(seqlen_kv, int, option="--seqlen-kv") if seqlen_kv else None,
+        heads=parse_list(heads, int, option="--heads"),
+        kv_heads=parse_list(kv_heads, int, option="--kv-heads") if kv_heads else None,
+        head_dim=parse_list(head_dim, int, option="--head-dim"),
+        dtype=parse_list(dtype, option="--dtype"),
+        causal=parse_list(causal, bool, option="--causal"),
+        passes=parse_list(pass_, option="--pass"),
+        layout=parse_list(layout, option="--layout"),
+        device=device,
+    )
+
+
 def expand(
     *,
     backends: Sequence[str],
