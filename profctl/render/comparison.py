@@ -1,0 +1,247 @@
+"""The comparison (profctl.derive.Comparison) as display rows: a rich table, Markdown, CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from profctl.derive import CompareRow, Comparison, baseline_breakdown
+from profctl.merge import MergedView
+
+FORMATS = ("table", "markdown", "csv", "json", "html")
+#: CSV columns, in order (raw numbers, base units)
+CSV_COLUMNS = (
+    "shape_key", "seqlen", "causal", "pass", "backend", "status", "time_ms", "time_source", "flops", "tflops",
+    "pct_peak", "pct_measured_peak", "speedup", "peak_mem_bytes", "kernel_ms", "kernels_per_iter",
+    "launch_overhead", "main_kernel", "tensor_pct", "dram_pct", "sm_pct", "occupancy_pct", "dram_bytes", "dram_bps",
+    "arithmetic_intensity", "bound", "tools", "reason",
+)
+
+
+def _f(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _rate(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.1f}" if v >= 1 else f"{v:.3f}"
+
+
+def _mib(v: float | None) -> str:
+    return "-" if not v else f"{v / 2**20:,.0f} MiB"
+
+
+def shape_label(r: CompareRow) -> str:
+    return compact_shape(r.shape_key)
+
+
+def compact_shape(key: str | None) -> str:
+    """``b1,sq4096,skv4096,h32,kv32,d128,bf16,causal,bhsd`` -> ``b1 s4096 h32 d128 bf16 causal``."""
+    from profctl.merge import parse_shape_key
+
+    if not key:
+        return "?"
+    try:
+        s = parse_shape_key(key)
+    except ValueError:
+        return key
+    skv = f"/{s['seqlen_kv']}" if s["seqlen_kv"] != s["seqlen_q"] else ""
+    kv = f"/{s['kv_heads']}" if s["kv_heads"] != s["heads"] else ""
+    lay = "" if s["layout"] == "bhsd" else f" {s['layout']}"
+    return (f"b{s['batch']} s{s['seqlen_q']}{skv} h{s['heads']}{kv} d{s['head_dim']} {s['dtype']}"
+            f"{' causal' if s['causal'] else ''}{lay}")
+
+
+def display_rows(c: Comparison) -> list[dict[str, str]]:
+    out = []
+    for r in c.rows:
+        ok = r.status == "ok"
+        out.append({
+            "shape": shape_label(r),
+            "pass": r.pass_,
+            "backend": r.backend,
+            "status": r.status if ok else f"{r.status}: {(r.reason or '')[:60]}",
+            "ms": _f(r.time_ms, ".4f"),
+            "TFLOP/s": _rate(r.tflops),
+            "% peak": _f(r.pct_peak, ".0f"),
+            "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
+            "peak mem": _mib(r.peak_mem_bytes),
+            "kernels/it": _f(r.kernels_per_iter, ".3g"),
+            "launch gap": f"{100 * r.launch_overhead:.0f}%" if r.launch_overhead is not None else "-",
+            "main kernel": (r.main_kernel or "-")[:40],
+            "tensor %": _f(r.tensor_pct, ".0f"),
+            "DRAM %": _f(r.dram_pct, ".0f"),
+            "SM %": _f(r.sm_pct, ".0f"),
+            "occ %": _f(r.occupancy_pct, ".0f"),
+            "FLOP/B": _f(r.arithmetic_intensity, ".0f"),
+            "bound": r.bound or "-",
+            "time from": r.time_source or "-",
+        })
+    return out
+
+
+def breakdown_rows(c: Comparison) -> list[dict[str, str]]:
+    out = []
+    for b in baseline_breakdown(c):
+        row = {"shape": compact_shape(b["shape"]), "pass": b["pass"], "kernel ms": f"{b['total_ms']:.3f}"}
+        for cls in ("gemm", "softmax", "elementwise", "reduce", "other", "flash_fwd", "flash_bwd"):
+            if f"{cls}_ms" in b:
+                row[cls] = f"{b[f'{cls}_ms']:.3f} ms ({100 * b[f'{cls}_share']:.0f}%)"
+            else:
+                row[cls] = "-"
+        out.append(row)
+    return out
+
+
+def kernel_rows(view: MergedView, limit: int | None = None) -> list[dict[str, str]]:
+    """The merged kernels: per tool per-iteration time, and the ncu figures."""
+    from profctl.derive import dram_bytes, metric
+
+    tools = [t for t in ("nsys", "torch", "ncu") if any(t in k.tools for k in view.kernels)]
+    from profctl.merge import _shape_order
+
+    ks = sorted(view.kernels, key=lambda k: (_shape_order(k.shape_key), k.pass_, k.backend, -(k.time_ns() or 0.0)))
+    out = []
+    for k in ks:
+        ms = k.metrics
+        row = {"shape": compact_shape(k.shape_key), "pass": k.pass_, "backend": k.backend, "class": k.kernel_class,
+               "kernel": k.short_name[:48], "match": k.match,
+               "launches/it": _f(k.launches(), ".3g")}
+        for t in tools:
+            tk = k.tools.get(t)
+            row[f"{t} us/it"] = _f(tk.per_iter_ns / 1e3 if tk else None, ",.1f")
+        if "ncu" in tools:
+            row["tensor %"] = _f(metric(ms, "tensor_pct"), ".0f")
+            row["DRAM %"] = _f(metric(ms, "dram_pct"), ".0f")
+            row["SM %"] = _f(metric(ms, "sm_pct"), ".0f")
+            row["occ %"] = _f(metric(ms, "occupancy_pct"), ".0f")
+            nb = dram_bytes(ms)
+            row["DRAM MB"] = _f(nb / 1e6 if nb is not None else None, ",.1f")
+        out.append(row)
+    return out[:limit] if limit else out
+
+
+def to_json(c: Comparison, view: MergedView) -> str:
+    d = c.to_dict()
+    d["kernels"] = [{
+        "backend": k.backend, "pass": k.pass_, "shape_key": k.shape_key, "name": k.name, "short_name": k.short_name,
+        "kernel_class": k.kernel_class, "match": k.match,
+        "tools": {t: {"per_iter_ns": tk.per_iter_ns, "launches_per_iter": tk.launches_per_iter, "avg_ns": tk.avg_ns,
+                      **({"metrics": tk.metrics} if tk.metrics else {})} for t, tk in k.tools.items()},
+    } for k in view.kernels]
+    return json.dumps(d, indent=1, allow_nan=False, default=_nan_safe) + "\n"
+
+
+def _nan_safe(o: Any) -> Any:
+    return str(o)
+
+
+def to_csv(c: Comparison) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
+    w.writeheader()
+    for row in c.to_dict()["rows"]:
+        row["tools"] = " ".join(row.get("tools") or [])
+        w.writerow({k: row.get(k) for k in CSV_COLUMNS})
+    return buf.getvalue()
+
+
+def header_lines(c: Comparison) -> list[str]:
+    lines = [f"device: {c.device or 'unknown'}" + (f" ({c.peak.model})" if c.peak.model else "")]
+    if c.peak.tflops:
+        dram = f", {c.peak.dram_bps / 1e12:.2f} TB/s DRAM" if c.peak.dram_bps else ""
+        lines.append(f"peak: {c.peak.tflops:.0f} TFLOP/s {c.dtype or 'bf16'} dense{dram} — {c.peak.source}")
+    if c.peak.measured_tflops:
+        lines.append(f"measured peak: {c.peak.measured_tflops:.0f} TFLOP/s — {c.peak.measured_source}")
+    if c.baseline:
+        lines.append(f"speedup against: {c.baseline}")
+    return lines
+
+
+def to_markdown(c: Comparison, view: MergedView, limit: int | None = None) -> str:
+    from profctl.render.summary import markdown
+
+    out = ["# profctl comparison", ""] + [f"- {ln}" for ln in header_lines(c)] + [""]
+    out += ["## Backends", "", markdown(display_rows(c))]
+    br = breakdown_rows(c)
+    if br:
+        out += [f"## {c.baseline}: time by kernel class", "", markdown(br)]
+    if view.kernels:
+        out += ["## Kernels (joined across tools)", "", markdown(kernel_rows(view, limit))]
+    if c.notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in c.notes] + [""]
+    return "\n".join(out)
+
+
+def print_table(c: Comparison, view: MergedView, limit: int | None = None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from profctl.render.summary import rich_table
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=220)
+    for ln in header_lines(c):
+        con.print(escape(ln))
+    con.print(rich_table("Backends", display_rows(c)))
+    br = breakdown_rows(c)
+    if br:
+        con.print(rich_table(f"{c.baseline}: time by kernel class", br))
+    if view.kernels:
+        con.print(rich_table("Kernels (joined across tools)", kernel_rows(view, limit)))
+    for n in c.notes:
+        con.print(f"[yellow]note:[/] {escape(n)}")
+
+
+#: --pivot fields: (column suffix, CompareRow attribute, format)
+PIVOT_FIELDS: dict[str, tuple[str, str, str]] = {
+    "ms": ("ms", "time_ms", ".4f"),
+    "tflops": ("TFLOP/s", "tflops", ",.1f"),
+    "speedup": ("speedup", "speedup", ".2f"),
+    "memory": ("MiB", "peak_mem_bytes", ",.0f"),
+    "pct_peak": ("% peak", "pct_peak", ".0f"),
+}
+
+
+def pivot_rows(c: Comparison, fields: list[str]) -> list[dict[str, str]]:
+    """The published-table layout: one row per shape and pass (batch, seqlen_q, seqlen_kv, heads, kv_heads,
+    causal, pass), a column per backend and field (e.g. ``fa4 TFLOP/s``, ``fa4 ms``)."""
+    from profctl.merge import parse_shape_key
+    from profctl.render.plots import BACKEND_ORDER
+
+    present = {r.backend for r in c.rows}
+    backends = [b for b in BACKEND_ORDER if b in present] + sorted(present - set(BACKEND_ORDER))
+    table: dict[tuple[Any, ...], dict[str, str]] = {}
+    for r in c.rows:
+        try:
+            s = parse_shape_key(r.shape_key) if r.shape_key else {}
+        except ValueError:
+            s = {}
+        key = (s.get("batch"), s.get("seqlen_q"), s.get("seqlen_kv"), s.get("heads"), s.get("kv_heads"),
+               s.get("head_dim"), s.get("dtype"), s.get("causal"), r.pass_)
+        row = table.setdefault(key, {
+            "batch": str(s.get("batch", "?")), "seqlen_q": str(s.get("seqlen_q", "?")),
+            "seqlen_kv": str(s.get("seqlen_kv", "?")), "heads": str(s.get("heads", "?")),
+            "kv_heads": str(s.get("kv_heads", "?")), "head_dim": str(s.get("head_dim", "?")),
+            "dtype": str(s.get("dtype", "?")), "causal": "yes" if s.get("causal") else "no", "pass": r.pass_,
+            **{f"{b} {PIVOT_FIELDS[f][0]}": "-" for b in backends for f in fields}})
+        for f in fields:
+            label, attr, fmt = PIVOT_FIELDS[f]
+            v = getattr(r, attr)
+            if attr == "peak_mem_bytes" and v:
+                v = v / 2**20
+            row[f"{r.backend} {label}"] = "-" if v is None or r.status != "ok" else format(v, fmt)
+    return [table[k] for k in sorted(table, key=lambda k: tuple((x is None, x) for x in k))]
+
+
+def pivot_csv(rows: list[dict[str, str]]) -> str:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()

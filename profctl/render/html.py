@@ -1,0 +1,108 @@
+"""One self-contained HTML page: the comparison's plots (PNG, base64 inline), its tables and where it came from.
+
+No script, no stylesheet or image from elsewhere: the file can be mailed, attached to an issue or opened
+offline. Numbers in the tables are the same display rows the terminal table and Markdown show.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from typing import Any
+
+from profctl.derive import Comparison
+from profctl.merge import MergedView
+from profctl.render import comparison as rc
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1500px}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+tr.base td{background:#fafae8} tr.fail td{color:#999}
+figure{display:inline-block;margin:8px 12px 8px 0;vertical-align:top}
+figcaption{font-size:12px;color:#555}
+img{max-width:100%;border:1px solid #eee}
+.meta{font-size:13px;color:#444} .note{color:#8a5a00}
+"""
+
+LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
+        "tool", "path", "version"}
+
+
+def table(rows: list[dict[str, Any]], *, cls: str = "", row_class: list[str] | None = None) -> str:
+    if not rows:
+        return "<p><em>(none)</em></p>"
+    cols = list(rows[0])
+    out = [f'<table class="{html.escape(cls)}"><thead><tr>']
+    out += [f'<th class="{"l" if c in LEFT else ""}">{html.escape(c)}</th>' for c in cols]
+    out.append("</tr></thead><tbody>")
+    for i, r in enumerate(rows):
+        rc_ = row_class[i] if row_class else ""
+        out.append(f'<tr class="{rc_}">' + "".join(
+            f'<td class="{"l" if c in LEFT else ""}">{html.escape(str(r.get(c, "")))}</td>' for c in cols) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def img(png: bytes, alt: str) -> str:
+    return (f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
+
+
+def render(c: Comparison, view: MergedView, *, title: str | None = None, kernel_limit: int | None = 200) -> str:
+    """The page as text (plots drawn here; matplotlib needed)."""
+    from profctl.render.plots import all_plots
+
+    plots = all_plots(c)
+    title = title or "profctl report"
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        '<div class="meta">' + "<br>".join(html.escape(x) for x in rc.header_lines(c)) +
+        f"<br>tools: {html.escape(', '.join(view.tools()) or '-')}; generated {now}</div>",
+    ]
+    if c.notes:
+        parts.append("<ul>" + "".join(f'<li class="note">{html.escape(n)}</li>' for n in c.notes) + "</ul>")
+    parts.append('<h2 id="plots">Plots</h2>')
+    if not plots:
+        parts.append("<p><em>nothing to plot</em></p>")
+    for pid, ptitle, png in plots:
+        cap = ptitle
+        if pid == "roofline" and c.unplaced:
+            cap += f" — {len(c.unplaced)} ncu kernel(s) without a FLOP count of their own not placed " \
+                   "(softmax, elementwise, small flash helpers): see the kernel table"
+        parts.append(f'<figure id="plot-{pid}">{img(png, ptitle)}<figcaption>{html.escape(cap)}</figcaption></figure>')
+    rows = rc.display_rows(c)
+    classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
+    parts += ['<h2 id="backends">Backends</h2>',
+              "<p class=\"meta\">time: bench median (CUDA events) where a bench row exists, else the GPU span of "
+              "one iteration's NVTX range, else the sum of its kernels; TFLOP/s from useful FLOPs; launch gap = "
+              "1 - kernel time / time; tensor/DRAM/SM/occupancy: the main kernel's ncu figures.</p>",
+              table(rows, cls="backends", row_class=classes)]
+    br = rc.breakdown_rows(c)
+    if br:
+        parts += [f'<h2 id="breakdown">{html.escape(str(c.baseline))}: time by kernel class</h2>',
+                  table(br, cls="breakdown")]
+    if view.kernels:
+        kr = rc.kernel_rows(view, kernel_limit)
+        more = len(view.kernels) - len(kr)
+        parts += ['<h2 id="kernels">Kernels, joined across tools</h2>',
+                  "<p class=\"meta\">per-iteration time per tool; match: exact (same name), loose (same up to a "
+                  "lambda signature), base (same base name, nearest duration), only (one tool saw it)</p>",
+                  table(kr, cls="kernels")]
+        if more > 0:
+            parts.append(f"<p><em>{more} more kernel rows left out (use --limit 0 for all)</em></p>")
+    if view.sources:
+        srows = [{"tool": s.get("tool"), "version": s.get("version") or "", "path": s.get("path"),
+                  "kernels placed / rows": s.get("kernels_placed")} for s in view.sources]
+        parts += ['<h2 id="sources">Sources</h2>', table(srows, cls="sources")]
+    if c.peak.source:
+        parts.append(f'<p class="meta">Peak figures: {html.escape(c.peak.source)}'
+                     + (f"; measured: {html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")
+                     + "</p>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

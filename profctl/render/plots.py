@@ -1,0 +1,225 @@
+"""The report's pictures, drawn with matplotlib's Agg backend and returned as PNG bytes.
+
+time and TFLOP/s against sequence length per backend, speedup against the baseline, peak memory, a roofline
+with each ncu-measured kernel placed on it, and the baseline's time per kernel class. With a single sequence
+length (a profile of one shape) the against-seqlen figures become bar charts per backend.
+
+matplotlib is the optional extra ``plot``; without it, :func:`require` raises a one-line error.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+from profctl.derive import BREAKDOWN_CLASSES, CompareRow, Comparison, baseline_breakdown
+from profctl.errors import ToolNotFound
+
+BACKEND_ORDER = ("fa4", "flash-attn", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "eager")
+COLORS = {"fa4": "#d62728", "flash-attn": "#ff7f0e", "sdpa-cudnn": "#2ca02c", "sdpa-flash": "#1f77b4",
+          "sdpa-efficient": "#9467bd", "sdpa-math": "#8c564b", "eager": "#7f7f7f"}
+CLASS_COLORS = {"gemm": "#1f77b4", "softmax": "#ff7f0e", "elementwise": "#2ca02c", "reduce": "#9467bd",
+                "flash_fwd": "#d62728", "flash_bwd": "#e377c2", "other": "#bcbd22"}
+MARKERS = {"flash_fwd": "o", "flash_bwd": "s", "gemm": "^", "softmax": "v", "elementwise": "D", "other": "x"}
+DPI = 100
+
+
+def require() -> Any:
+    """matplotlib.pyplot on the Agg backend, or a one-line error naming the extra to install."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise ToolNotFound("plots need matplotlib, which is not installed",
+                           hint="install it with: pip install 'profctl[plot]'") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    plt = require()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def color(backend: str) -> str:
+    return COLORS.get(backend, "#17becf")
+
+
+def _backends(rows: list[CompareRow]) -> list[str]:
+    bs = {r.backend for r in rows}
+    return [b for b in BACKEND_ORDER if b in bs] + sorted(bs - set(BACKEND_ORDER))
+
+
+def _panels(rows: list[CompareRow]) -> list[tuple[str, bool | None]]:
+    ps = sorted({(r.pass_, r.causal) for r in rows}, key=lambda p: (p[0], bool(p[1])))
+    return ps
+
+
+def _panel_title(pass_: str, causal: bool | None) -> str:
+    c = "" if causal is None else (", causal" if causal else ", non-causal")
+    return f"{pass_}{c}"
+
+
+def by_seqlen(c: Comparison, value: Callable[[CompareRow], float | None], *, ylabel: str, title: str,
+              logy: bool = False, hlines: list[tuple[float, str]] | None = None,
+              skip: Callable[[CompareRow], bool] | None = None) -> bytes | None:
+    """One panel per (pass, causal): `value` per backend against sequence length (bars for one length)."""
+    plt = require()
+    rows = [r for r in c.rows if r.status == "ok" and value(r) is not None and not (skip and skip(r))]
+    if not rows:
+        return None
+    panels = _panels(rows)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+    for ax, (p, causal) in zip(axes[0], panels, strict=False):
+        pr = [r for r in rows if r.pass_ == p and r.causal == causal]
+        seqlens = sorted({r.seqlen for r in pr if r.seqlen is not None})
+        bks = _backends(pr)
+        if len(seqlens) >= 2:
+            for b in bks:
+                pts = sorted((r.seqlen, value(r)) for r in pr if r.backend == b and r.seqlen is not None)
+                if pts:
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=b, color=color(b))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(seqlens)
+            ax.set_xticklabels([str(s) for s in seqlens], rotation=0)
+            ax.set_xlabel("sequence length")
+        else:
+            vals = [next((value(r) for r in pr if r.backend == b), None) or 0.0 for b in bks]
+            ax.bar(range(len(bks)), vals, color=[color(b) for b in bks])
+            ax.set_xticks(range(len(bks)))
+            ax.set_xticklabels(bks, rotation=30, ha="right")
+            for i, v in enumerate(vals):
+                ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=8)
+            if seqlens:
+                ax.set_xlabel(f"backend (sequence length {seqlens[0]})")
+        for y, label in hlines or []:
+            ax.axhline(y, linestyle="--", color="black", linewidth=0.8)
+            ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(_panel_title(p, causal))
+        ax.grid(True, which="major", alpha=0.3)
+        if len(seqlens) >= 2:
+            ax.legend(fontsize=7)
+    fig.suptitle(title)
+    return _png(fig)
+
+
+def time_plot(c: Comparison) -> bytes | None:
+    return by_seqlen(c, lambda r: r.time_ms, ylabel="time per iteration (ms)", title="Time", logy=True)
+
+
+def tflops_plot(c: Comparison) -> bytes | None:
+    lines = []
+    if c.peak.tflops:
+        lines.append((c.peak.tflops, f"{c.peak.model or 'peak'} datasheet {c.peak.tflops:.0f}"))
+    if c.peak.measured_tflops:
+        lines.append((c.peak.measured_tflops, f"measured matmul {c.peak.measured_tflops:.0f}"))
+    return by_seqlen(c, lambda r: r.tflops, ylabel="TFLOP/s (useful FLOPs)", title="Throughput", hlines=lines)
+
+
+def speedup_plot(c: Comparison) -> bytes | None:
+    if not c.baseline:
+        return None
+    return by_seqlen(c, lambda r: r.speedup, ylabel=f"speedup over {c.baseline} (x)",
+                     title=f"Speedup over {c.baseline}", skip=lambda r: r.backend == c.baseline,
+                     hlines=[(1.0, c.baseline)])
+
+
+def memory_plot(c: Comparison) -> bytes | None:
+    return by_seqlen(c, lambda r: (r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None,
+                     ylabel="peak memory (GiB)", title="Peak memory (torch.cuda.max_memory_allocated)", logy=True)
+
+
+def roofline_plot(c: Comparison) -> bytes | None:
+    """Kernels at (FLOP per DRAM byte, TFLOP/s) under the roofs min(peak, AI x DRAM bandwidth)."""
+    plt = require()
+    pts = c.roofline
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    ais = [p.ai for p in pts]
+    lo, hi = min(ais) / 4, max(ais) * 4
+    if c.peak.tflops and c.peak.dram_bps:
+        import numpy as np
+
+        xs = np.logspace(np.log10(min(lo, 1.0)), np.log10(max(hi, 1e4)), 200)
+        bw = c.peak.dram_bps / 1e12
+        ax.plot(xs, np.minimum(c.peak.tflops, xs * bw), color="black", linewidth=1.2,
+                label=f"{c.peak.model}: {c.peak.tflops:.0f} TFLOP/s, {bw:.2f} TB/s (datasheet)")
+        if c.peak.measured_tflops:
+            ax.plot(xs, np.minimum(c.peak.measured_tflops, xs * bw), color="black", linestyle=":", linewidth=1,
+                    label=f"measured matmul {c.peak.measured_tflops:.0f} TFLOP/s")
+    seen = set()
+    for p in pts:
+        lab = f"{p.backend} {p.pass_}"
+        ax.scatter([p.ai], [p.tflops], color=color(p.backend), marker=MARKERS.get(p.kernel_class, "o"), s=45,
+                   edgecolors="black", linewidths=0.4, label=lab if lab not in seen else None, zorder=3)
+        seen.add(lab)
+    multi_shape = len({p.shape_key for p in pts}) > 1
+    if not multi_shape:
+        for p in pts:
+            ax.annotate(p.kernel[:28], (p.ai, p.tflops), fontsize=6, xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, ncu)")
+    ax.set_ylabel("TFLOP/s (ncu duration)")
+    ax.set_title("Roofline: kernels placed from ncu DRAM bytes and duration")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="lower right")
+    return _png(fig)
+
+
+def breakdown_plot(c: Comparison) -> bytes | None:
+    """The baseline's kernel time per class, stacked, per shape and pass."""
+    plt = require()
+    rows = baseline_breakdown(c)
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (r["pass"], bool(r["causal"]), r["seqlen"] or 0))
+    labels = [f"{r['seqlen'] or ''}{' c' if r['causal'] else ''} {r['pass']}".strip() for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows) + 2), 4.2))
+    bottom = [0.0] * len(rows)
+    for cls in BREAKDOWN_CLASSES:
+        vals = [100.0 * r.get(f"{cls}_share", 0.0) for r in rows]
+        if not any(vals):
+            continue
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=cls, color=CLASS_COLORS.get(cls))
+        bottom = [b + v for b, v in zip(bottom, vals, strict=False)]
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['total_ms']:.3g} ms", (i, 101), ha="center", fontsize=7)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("share of kernel time (%)")
+    ax.set_xlabel("sequence length (c = causal), pass")
+    ax.set_title(f"{c.baseline}: where its time goes (GEMM, softmax, elementwise)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _png(fig)
+
+
+PLOTS: tuple[tuple[str, str, Callable[[Comparison], bytes | None]], ...] = (
+    ("time", "Time per iteration against sequence length", time_plot),
+    ("tflops", "TFLOP/s against sequence length", tflops_plot),
+    ("speedup", "Speedup over the baseline", speedup_plot),
+    ("memory", "Peak memory", memory_plot),
+    ("roofline", "Roofline (ncu)", roofline_plot),
+    ("breakdown", "The baseline's time by kernel class", breakdown_plot),
+)
+
+
+def all_plots(c: Comparison) -> list[tuple[str, str, bytes]]:
+    """(id, title, PNG) for every plot the data allows."""
+    require()
+    out = []
+    for pid, title, fn in PLOTS:
+        png = fn(c)
+        if png:
+            out.append((pid, title, png))
+    return out

@@ -1,0 +1,205 @@
+"""The HTML page and its plots, checked by opening them: parse the page, decode every embedded PNG and look at
+its pixels, and read the numbers back out of the tables."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import re
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profctl import readers
+from profctl.derive import compare
+from profctl.merge import merge_view
+from profctl.render import html as rhtml
+from profctl.render import plots
+
+mpimg = pytest.importorskip("matplotlib.image")
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+FIXTURE_SHAPE = "b4,sq2048,skv2048,h16,kv16,d128,bf16,causal,bhsd"
+
+
+class Page(HTMLParser):
+    """Images (alt, src), figure ids and table cells of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[tuple[str, str]] = []
+        self.figures: list[str] = []
+        self.tables: dict[str, list[list[str]]] = {}
+        self.external: list[str] = []
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append(tag)
+        if tag == "img":
+            self.images.append((a.get("alt", ""), a.get("src", "")))
+        if tag == "figure":
+            self.figures.append(a.get("id", ""))
+        if tag in ("script", "link", "iframe") or (tag == "img" and not a.get("src", "").startswith("data:")):
+            self.external.append(tag)
+        if tag == "table":
+            self._table = a.get("class", "")
+            self.tables[self._table] = []
+        if tag == "tr" and self._table is not None:
+            self._row = []
+        if tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        if tag == "tr" and self._row is not None and self._table is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        if tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """Width and height from the PNG header (no image library)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", png[16:24])
+    return w, h
+
+
+def decode(src: str) -> tuple[bytes, np.ndarray]:
+    m = re.fullmatch(r"data:image/png;base64,([A-Za-z0-9+/=]+)", src)
+    assert m, src[:60]
+    png = base64.b64decode(m[1])
+    return png, mpimg.imread(io.BytesIO(png), format="png")
+
+
+def assert_drawn(png: bytes, img: np.ndarray) -> None:
+    w, h = png_size(png)
+    assert img.shape[0] == h and img.shape[1] == w
+    assert w >= 300 and h >= 200
+    rgb = img[..., :3]
+    # not blank: many distinct colours, and a good part of the picture is not background white
+    assert len(np.unique((rgb * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 20
+    assert (rgb.mean(axis=2) < 0.9).mean() > 0.02
+
+
+def table_dicts(rows: list[list[str]]) -> list[dict[str, str]]:
+    head, *body = rows
+    return [dict(zip(head, r, strict=False)) for r in body]
+
+
+def bench4096() -> list[dict]:
+    with gzip.open(DATA / "bench_h100_s4096.json.gz", "rt") as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def fixture_page(shared_fixture):
+    ss = [readers.read(shared_fixture(n), by_range=True)
+          for n in ("attn.sqlite", "attn_tc.ncu-rep", "torch_trace.json.gz")]
+    view = merge_view(ss, shape=FIXTURE_SHAPE)
+    c = compare(view)
+    text = rhtml.render(c, view, title="fixtures")
+    p = Page()
+    p.feed(text)
+    return text, p, c
+
+
+def test_fixture_page_structure(fixture_page):
+    text, p, _c = fixture_page
+    assert text.startswith("<!DOCTYPE html>") and "</html>" in text
+    assert p.external == []  # self-contained: no script, stylesheet or remote image
+    assert p.figures == ["plot-time", "plot-tflops", "plot-speedup", "plot-roofline", "plot-breakdown"]
+    assert len(p.images) == 5
+    for _alt, src in p.images:
+        png, img = decode(src)
+        assert_drawn(png, img)
+    assert {"backends", "breakdown", "kernels", "sources"} <= set(p.tables)
+
+
+def test_fixture_page_numbers(fixture_page):
+    _, p, c = fixture_page
+    rows = table_dicts(p.tables["backends"])
+    flash = next(r for r in rows if r["backend"] == "sdpa-flash" and r["pass"] == "fwd")
+    want = next(r for r in c.rows if r.backend == "sdpa-flash" and r.pass_ == "fwd")
+    assert flash["ms"] == f"{want.time_ms:.4f}" == "0.2737"
+    assert float(flash["TFLOP/s"].replace(",", "")) == pytest.approx(want.tflops, abs=0.05)
+    assert flash["speedup"] == f"{want.speedup:.2f}x"
+    assert flash["tensor %"] == "42" and flash["main kernel"] == "flash_fwd_kernel"
+    assert flash["shape"] == "b4 s2048 h16 d128 bf16 causal"
+    kernels = table_dicts(p.tables["kernels"])
+    fk = next(k for k in kernels if k["kernel"] == "flash_fwd_kernel")
+    assert fk["match"] == "exact" and fk["nsys us/it"] == "273.7" and fk["ncu us/it"] == "278.1"
+    assert len(table_dicts(p.tables["sources"])) == 3
+
+
+def test_roofline_pixels_show_points(fixture_page):
+    """The roofline has coloured markers: pixels of the backends' colours are present."""
+    _, p, _ = fixture_page
+    (src,) = [s for a, s in p.images if a.startswith("Roofline")]
+    _, img = decode(src)
+    rgb = (img[..., :3] * 255).astype(int)
+    for backend in ("sdpa-flash", "sdpa-cudnn"):
+        hexc = plots.COLORS[backend].lstrip("#")
+        col = np.array([int(hexc[i:i + 2], 16) for i in (0, 2, 4)])
+        assert (np.abs(rgb - col).sum(axis=2) < 30).sum() > 20, backend
+
+
+def test_bench_page_against_seqlen():
+    """Bench rows at several sequence lengths give line plots; memory comes from the rows."""
+    rows = []
+    for r in bench4096():
+        for s, f in ((2048, 0.25), (4096, 1.0)):
+            x = dict(r, seqlen_q=s, seqlen_kv=s)
+            if x.get("median_ms"):
+                x["median_ms"] = r["median_ms"] * f
+                x["peak_mem_bytes"] = int(r["peak_mem_bytes"] * f)
+            rows.append(x)
+    view = merge_view([], rows, device="NVIDIA H100 80GB HBM3")
+    c = compare(view)
+    text = rhtml.render(c, view)
+    p = Page()
+    p.feed(text)
+    assert p.figures == ["plot-time", "plot-tflops", "plot-speedup", "plot-memory"]
+    for _, src in p.images:
+        assert_drawn(*decode(src))
+    # two panels (causal, non-causal) side by side: wider than tall
+    png, _ = decode(p.images[0][1])
+    w, h = png_size(png)
+    assert w > 1.5 * h
+    backends = table_dicts(p.tables["backends"])
+    assert len(backends) == len(rows)
+    assert any(r["status"].startswith("unsupported") for r in backends)
+
+
+def test_plots_need_matplotlib(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    from profctl.errors import ToolNotFound
+
+    with pytest.raises(ToolNotFound) as e:
+        plots.require()
+    assert "pip install 'profctl[plot]'" in e.value.one_line()
+    assert "\n" not in e.value.one_line()
