@@ -16,7 +16,7 @@ timed() { # name, command...
   local t0; t0=$(now)
   "$@" > "$O/$name.out" 2> "$O/$name.err"; local rc=$?
   local t1; t1=$(now)
-  echo "$name rc=$rc wall_s=$(echo "$t1 - $t0" | bc)" | tee -a "$O/times.txt"
+  echo "$name rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 3))")" | tee -a "$O/times.txt"
 }
 echo "phase $phase on $(hostname) ncu=$NCU"; "$NCU" --version | tail -1
 python3 -c 'import flash_attn.cute' 2>/dev/null && echo "fa4: importable" || echo "fa4: NOT importable"
@@ -30,6 +30,19 @@ if [ "$phase" = 1 ]; then
   "$NCU" --query-metrics --chip ga100 > "$O/query-metrics-ga100.txt" 2>&1
   "$NCU" --metrics sm__no_such_counter_anywhere.sum python3 -c "import torch; (torch.ones(4, device='cuda') + 1).sum().item()" > "$O/unknown-metric.txt" 2>&1
   timed tc3 profctl ncu --recipe tensor-core --backend sdpa-flash,sdpa-cudnn,eager $W
+  # experiment: the same ncu command line with --profile-from-start off (the workload brackets each case's
+  # measured iterations with cudaProfilerStart/Stop)
+  python3 - "$(ls -d "$O"/reports/*-ncu-* | tail -1)" "$O" <<'PY'
+import json, subprocess, sys, time
+rep, out = sys.argv[1], sys.argv[2]
+argv = json.load(open(rep + "/manifest.json"))["ncu_argv"]
+argv[argv.index("--export") + 1] = out + "/exp-pfs-off"
+argv = argv[:1] + ["--profile-from-start", "off"] + argv[1:]
+t0 = time.perf_counter()
+rc = subprocess.run(argv, stdout=open(out + "/exp-pfs-off.log", "w"), stderr=subprocess.STDOUT).returncode
+print(f"exp-pfs-off rc={rc} wall_s={time.perf_counter() - t0:.1f}")
+PY
+  grep -c "==PROF== Profiling" "$O/exp-pfs-off.log"
   for r in dram sm-throughput occupancy speed-of-light memory; do
     timed "$r" profctl ncu --recipe "$r" --backend sdpa-flash,eager $W
   done
@@ -41,7 +54,7 @@ if [ "$phase" = 1 ]; then
     "$NCU" --import "$f" --csv --page raw --print-units base > "${f%.ncu-rep}.raw.csv" 2>&1
     "$NCU" --import "$f" --csv --page details --print-units base > "${f%.ncu-rep}.details.csv" 2>&1
   done
-  timed pytest python3 -m pytest -m gpu tests/gpu/test_ncu_gpu.py -q -x -p no:cacheprovider
+  timed pytest python3 -m pytest -m gpu tests/gpu/test_ncu_gpu.py -q -p no:cacheprovider
 else
   python3 -c 'import flash_attn.cute' || exit 3
   # warm FA4's JIT cache the way a user's second run would find it? No: measure a cold run, as users run it.

@@ -62,6 +62,7 @@ UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("L2", ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)),
     ("DRAM", DRAM),
 )
+MEMORY_UNITS = {"L1/shared", "L2", "DRAM"}
 MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
 _PROFCTL_CASE = re.compile(r"^(?P<backend>[A-Za-z0-9_.+-]+)\[(?P<shape>[^\]]*)\]$")
 
@@ -134,7 +135,7 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
 
     units = [(label, v) for label, names in UNITS if (v := _first(m, names)) is not None]
     if memory is None:
-        mem_units = [v for label, v in units if label in ("L1/shared", "L2", "DRAM")]
+        mem_units = [v for label, v in units if label in MEMORY_UNITS]
         memory = max(mem_units) if mem_units else None
     bound = "unknown"
     if compute is not None and memory is not None:
@@ -144,9 +145,13 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
             bound = "compute-bound"
         else:
             bound = "memory-bound"
+    # where the report has no per-unit figure on one side, that side's speed-of-light total stands in for it
+    labels = {label for label, _ in units}
+    if memory is not None and not labels & MEMORY_UNITS:
+        units.append(("memory", memory))
+    if compute is not None and not labels - MEMORY_UNITS:
+        units.append(("SM", compute))
     limiter, limiter_pct = max(units, key=lambda x: x[1]) if units else (None, None)
-    if limiter is None and compute is not None and memory is not None:
-        limiter, limiter_pct = ("SM", compute) if compute >= memory else ("memory", memory)
 
     notes: list[str] = []
     if bound == "latency-bound" and compute is not None and memory is not None:

@@ -58,9 +58,8 @@ def passes(pass_: str) -> list[str]:
     return ["fwd", "bwd"] if pass_ == "fwd+bwd" else [pass_]
 
 
-def nvtx_filters(wl: WorkloadArgs) -> list[str]:
-    """One ``--nvtx-include`` per (case, pass): the exact case range (shape key escaped), so no launch outside
-    the measured iteration of a requested case can match."""
+def case_filters(wl: WorkloadArgs) -> list[str]:
+    """One ncu NVTX expression per (case, pass), as workloads.nvtx_scheme writes them (for messages)."""
     out: list[str] = []
     for spec in wl.specs():
         for p in passes(spec.pass_):
@@ -68,6 +67,34 @@ def nvtx_filters(wl: WorkloadArgs) -> list[str]:
             if f not in out:
                 out.append(f)
     return out
+
+
+def nvtx_filters(wl: WorkloadArgs) -> list[str]:
+    """The ``--nvtx-include`` expressions: ONE regex that selects the measured range of every requested case and
+    pass, ``profctl@(<case>|...)/measure/(<backend>.<pass>|...)/``.
+
+    One expression, because ncu 2025.3 honours only the first of several --nvtx-include options (seen on the
+    H100: with three, only the first backend's kernels were profiled). Each level alternates over exact,
+    escaped names (no '/' inside a group), and a pass range only ever nests in its own backend's case range,
+    so the product selects exactly the requested (case, pass) pairs.
+    """
+    import re
+
+    cases: list[str] = []
+    leaves: list[str] = []
+    for spec in wl.specs():
+        c = re.escape(nvtx_scheme.case_range(spec.backend, spec.shape_key))
+        if c not in cases:
+            cases.append(c)
+        for p in passes(spec.pass_):
+            leaf = re.escape(nvtx_scheme.pass_range(spec.backend, p))
+            if leaf not in leaves:
+                leaves.append(leaf)
+
+    def group(xs: list[str]) -> str:
+        return xs[0] if len(xs) == 1 else "(" + "|".join(xs) + ")"
+
+    return [f"regex:{nvtx_scheme.DOMAIN}@{group(cases)}/{nvtx_scheme.MEASURE}/{group(leaves)}/"]
 
 
 def device_cc() -> tuple[int, int]:
@@ -84,9 +111,7 @@ def run_ncu(req: NcuRequest, *, t_start: float | None = None) -> NcuResult:
     metrics = tuple(rec.metric_names(cc))
     sections = tuple(rec.sections_for(cc))
     if not metrics and not sections and not rec.set_name:
-        raise RecipeError(
-            f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}"
-        )
+        raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
     filters = nvtx_filters(req.wl)
     run_dir = runs.new_run(
         "ncu",
@@ -132,14 +157,13 @@ def run_ncu(req: NcuRequest, *, t_start: float | None = None) -> NcuResult:
         if not report.exists():
             raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=log)
         if res.returncode != 0:
-            warnings.append(
-                f"ncu/the workload exited with status {res.returncode}; the report was kept (see {log})"
-            )
+            warnings.append(f"ncu/the workload exited with status {res.returncode}; the report was kept (see {log})")
 
         from profctl.readers import read
 
         summary = read(report, by_range=True)
         launches = summary.meta.get("launches", [])
+        _check_metrics(summary, metrics, rec, run_dir, log)
         rows = _workload_rows(jsonl)
         warnings += _check_launches(launches, rows, req.wl)
         diag = diagnose(summary, rec, cc, backend_order=req.wl.backends())
@@ -209,9 +233,7 @@ def _case_word(row: dict[str, Any]) -> str:
 def _why_nothing(rows: list[dict[str, Any]], filters: list[str], req: NcuRequest, log_text: str) -> str:
     parts = []
     if "NVTX disabled" in log_text:
-        parts.append(
-            "the workload ran without NVTX ranges (it printed 'NVTX disabled': install the nvtx package)"
-        )
+        parts.append("the workload ran without NVTX ranges (it printed 'NVTX disabled': install the nvtx package)")
     bad = [r for r in rows if r.get("status") != "ok"]
     ok = [r for r in rows if r.get("status") == "ok"]
     for r in bad:
@@ -219,7 +241,7 @@ def _why_nothing(rows: list[dict[str, Any]], filters: list[str], req: NcuRequest
     if not rows:
         parts.append("the workload finished no case (see the log)")
     elif ok and not parts:
-        parts.append(f"{len(ok)} case(s) ran but no launch in {', '.join(filters)} matched")
+        parts.append(f"{len(ok)} case(s) ran but no launch matched the NVTX filter {' '.join(filters)}")
     if req.kernel:
         parts.append(f"--kernel {req.kernel!r} must also match")
     if req.launch_count is not None:
@@ -246,9 +268,21 @@ def _classify(
     return adapter.failure_error(f, log=res.log)
 
 
-def _check_launches(
-    launches: list[dict[str, Any]], rows: list[dict[str, Any]], wl: WorkloadArgs
-) -> list[str]:
+def _check_metrics(summary: Summary, metrics: tuple[str, ...], rec: Recipe, run_dir: Path, log: Path) -> None:
+    """A requested metric that no launch has is a name ncu does not know: ncu 2025.3 prints '(!) n/a' for it and
+    exits 0, so this is where an unknown metric is caught, with the recipe line that names it."""
+    if not summary.kernels:
+        return
+    present = {k for row in summary.kernels for k in row.metrics}
+    missing = [m for m in metrics if m not in present]
+    if missing:
+        where = ", ".join(f"{m} ({rec.where(m)})" for m in missing)
+        raise RecipeError(
+            f"ncu does not know metric {where}: it reported n/a for every launch; report kept in {run_dir}", log=log
+        )
+
+
+def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], wl: WorkloadArgs) -> list[str]:
     """Every launch must sit in a measured range of a requested case; say which case profiled nothing."""
     warnings = []
     outside = [ln for ln in launches if f"/{nvtx_scheme.MEASURE}/" not in (ln.get("nvtx_range") or "")]

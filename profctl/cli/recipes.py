@@ -65,7 +65,8 @@ def recipes(
         {"threshold": k, "value": f"{v:g}", "meaning": rmod.THRESHOLDS[k][1]}
         for k, v in r.all_thresholds().items()
     ]
-    hints = [{"when": h.when, "cc": h.cc.text or "all", "say": h.say} for h in r.hints]
+    hints = [{"when": h.when, "cc": h.cc.text or "all", "say": h.say} for h in r.hints
+             if want_cc is None or h.cc.matches(want_cc)]
     if format == "markdown":
         from profctl.render.summary import markdown
 

@@ -373,6 +373,8 @@ def check_rep(path: Path, data: bytes | None = None) -> RepInfo:
         blocks += 1
         if i > n:
             raise BadReport(f"{path}: truncated Nsight Compute report ({n} bytes; block {blocks} needs {i})")
+    if blocks == 0:
+        raise BadReport(f"{path}: truncated Nsight Compute report ({n} bytes, no result blocks)")
     return RepInfo(blocks=blocks, tool_version=version)
 
 

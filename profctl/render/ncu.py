@@ -102,9 +102,7 @@ def diagnosis_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
             "class": d.kernel_class,
             "time": fmt_ns(d.duration_ns),
             "bound": d.bound,
-            "limiter": f"{d.limiter} {d.limiter_pct:.0f}%"
-            if d.limiter and d.limiter_pct is not None
-            else "-",
+            "limiter": f"{d.limiter} {d.limiter_pct:.0f}%" if d.limiter and d.limiter_pct is not None else "-",
             "SM %": _pct(d.compute_pct),
             "mem %": _pct(d.memory_pct),
             "tensor %": _pct(d.tensor_pct),
@@ -113,10 +111,19 @@ def diagnosis_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
                 if d.achieved_occupancy is not None and d.theoretical_occupancy is not None
                 else "-"
             ),
-            "notes": "; ".join(d.notes),
+            "notes": len(d.notes),
         }
         for d in ds
     ]
+
+
+def note_lines(ds: Sequence[Diagnosis]) -> list[str]:
+    """The diagnosis notes (thresholds crossed, recipe hints), one line each, under the tables."""
+    out = []
+    for d in ds:
+        for n in d.notes:
+            out.append(" ".join(x for x in (d.backend or "?", d.pass_ or "", f"{d.kernel}:", n) if x))
+    return out
 
 
 def backend_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
@@ -165,11 +172,22 @@ def render(
         ("Diagnosis", diagnosis_rows(ds)),
         ("Backends side by side (main kernel per backend)", backend_rows(ds)),
     ]
+    notes = note_lines(ds)
     if fmt == "markdown":
-        return "".join(f"## {t}\n\n{markdown(rows)}\n" for t, rows in sections)
+        text = "".join(f"## {t}\n\n{markdown(rows)}\n" for t, rows in sections)
+        if notes:
+            text += "## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
+        return text
+    import sys
+
     from rich.console import Console
 
-    con = Console()
+    # a pipe or a log gets wide lines rather than tables folded into 80 columns
+    con = Console() if sys.stdout.isatty() else Console(width=200)
     for t, rows in sections:
         con.print(rich_table(t, rows))
+    if notes:
+        con.print("Notes:", markup=False)
+        for n in notes:
+            con.print(f"  - {n}", markup=False, soft_wrap=True)
     return None

@@ -48,8 +48,10 @@ def test_every_recipe_metric_exists_on_this_gpu() -> None:
     cc = torch.cuda.get_device_capability(0)
     out = subprocess.run([str(exe), "--query-metrics"], capture_output=True, text=True, timeout=300).stdout
     known = {ln.split()[0] for ln in out.splitlines() if ln.strip() and "__" in ln.split()[0]}
+    # launch attributes and occupancy figures are computed by ncu, not counters: --query-metrics omits them
+    derived = ("launch__", "sm__maximum_warps_")
     missing = [f"{r.name}: {m} ({r.where(m)})" for r in recipes.load_all() for m in r.metric_names(cc)
-               if m.split(".")[0] not in known]
+               if m.split(".")[0] not in known and not m.startswith(derived)]
     assert not missing, missing
 
 
@@ -64,8 +66,9 @@ def test_one_measured_launch_per_backend_kernel(tmp_path: Path) -> None:
     # every launch inside profctl's measured range of a requested backend's forward pass
     for ln in launches:
         assert re.match(r"^profctl@(sdpa-flash|eager)\[[^/]*\]/measure/(sdpa-flash|eager)\.fwd$", ln["nvtx_range"]), ln
-    flash = [ln for ln in launches if "sdpa-flash" in ln["nvtx_range"]]
-    assert [ln["kernel"] for ln in flash] == ["flash_fwd_kernel"]
+    flash = [ln["kernel"] for ln in launches if "sdpa-flash" in ln["nvtx_range"]]
+    # FlashAttention-2 in SDPA: flash_fwd_kernel, or split-KV plus its combine kernel at small grids
+    assert flash in (["flash_fwd_kernel"], ["flash_fwd_splitkv_kernel", "flash_fwd_splitkv_combine_kernel"]), flash
     eager = [ln for ln in launches if ln["nvtx_range"].startswith("profctl@eager")]
     assert len(eager) >= 3  # matmul, softmax, matmul at least
     # one iteration: no kernel of the measured iteration profiled twice under the same name and grid
@@ -97,6 +100,7 @@ def test_unknown_metric_is_one_line_error_with_recipe_line(tmp_path: Path) -> No
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert "sm__no_such_counter_anywhere" in lines[0] and f"{bad}:8" in lines[0], lines[0]
+    assert "does not know metric" in lines[0]
 
 
 def test_nothing_profiled_is_an_error_that_says_why(tmp_path: Path) -> None:
