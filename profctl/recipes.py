@@ -477,9 +477,15 @@ def _side(s: str) -> tuple[float, str | None]:
 
 # ------------------------------------------------------------ lookup
 def builtin_dir() -> Path:
+    """The checkout's recipes/ folder; in an installed wheel, the same files shipped as profctl.builtin_recipes."""
     from profctl.workload import project_root
 
-    return project_root() / "recipes"
+    here = project_root() / "recipes"
+    if here.is_dir():
+        return here
+    import importlib.resources
+
+    return Path(str(importlib.resources.files("profctl.builtin_recipes")))
 
 
 def search_dirs() -> list[Path]:

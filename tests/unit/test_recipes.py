@@ -130,3 +130,14 @@ def test_line_of_metric_for_ncu_errors() -> None:
     text = Path(r.path).read_text().splitlines()
     assert "sm__inst_executed_pipe_tensor_op_gmma.sum" in text[ln - 1]
     assert r.where("sm__inst_executed_pipe_tensor_op_gmma.sum") == f"{r.path}:{ln}"
+
+
+def test_builtin_recipes_resolve_without_a_checkout(tmp_path, monkeypatch) -> None:
+    """Installed from a wheel there is no recipes/ beside the package: the shipped copy is used."""
+    import profctl.workload
+    from profctl import recipes as rc
+
+    monkeypatch.setattr(profctl.workload, "project_root", lambda: tmp_path)
+    d = rc.builtin_dir()
+    assert d != tmp_path / "recipes"
+    assert (d / "tensor-core.yaml").is_file()
