@@ -6,10 +6,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|long|short|char|long long|unsigned)\)")
 _WS = re.compile(r"\s+")
 _BOOL = {"true": "1", "false": "0"}
 _BOOL_RX = re.compile(r"\b(true|false)\b")
+_ANON = re.compile(r"\(anonymous namespace\)|<unnamed>")
+_LAMBDA_EDG = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
+_CASTS = re.compile(r"\((?:unsigned |signed )?(?:long long|long|int|short|char|bool|unsigned)\)\s*(-?\d+)")
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.I)
+_CONST = re.compile(r"\b(?:const|void)\b")
 
 
 def strip_signature(name: str) -> str:
@@ -50,10 +54,16 @@ def base_name(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def match_key(name: str) -> str:
-    """A key equal for the same kernel in nsys, torch.profiler and ncu's demangled names: nsys writes template
-    arguments as ``(int)128`` and ``(bool)1``, torch.profiler as ``128`` and ``true``."""
-    s = _CAST.sub("", strip_signature(name))
+    """A key equal for the same kernel in nsys, torch.profiler and ncu's demangled names. The demanglers differ:
+    nsys writes ``(int)128``, ``(bool)1``, ``(anonymous namespace)`` and EDG lambdas ``[lambda(...) (instance 1)]``;
+    torch.profiler ``128``, ``true``, ``<unnamed>`` and ``{lambda(...)#1}``; integer suffixes and ``const`` vary."""
+    s = _ANON.sub("anon", name)
+    s = _LAMBDA_EDG.sub(lambda m: "{lambda(" + m[1] + ")#" + m[2] + "}", s)
+    s = strip_signature(s)
+    s = _CASTS.sub(lambda m: m[1], s)
     s = _BOOL_RX.sub(lambda m: _BOOL[m.group(1)], s)
+    s = _INT_SUFFIX.sub(lambda m: m[1], s)
+    s = _CONST.sub("", s)
     return _WS.sub("", s)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl.kernels import base_name
+from profctl.kernels import base_name, match_key
 from profctl.schema import KernelRow, Summary
 
 TOOL_ORDER = ("nsys", "torch", "ncu")
@@ -113,40 +113,9 @@ def _parse_one(text: str) -> RangeKey | None:
 
 # ----------------------------------------------------------------------------------------------- names
 _ANON = re.compile(r"\(anonymous namespace\)|<unnamed>")
-_LAMBDA_EDG = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
-_CASTS = re.compile(r"\((?:unsigned |signed )?(?:long long|long|int|short|char|bool|unsigned)\)\s*(-?\d+)")
-_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.I)
-_CONST = re.compile(r"\b(?:const|void)\b")
-_WS = re.compile(r"\s+")
 
-
-def _strip_sig(s: str) -> str:
-    """Drop a leading ``void`` and the parameter list after the name (the first ``(`` outside ``<>``)."""
-    s = s.strip()
-    if s.startswith("void "):
-        s = s[5:]
-    depth = 0
-    for i, ch in enumerate(s):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif ch == "(" and depth == 0 and i > 0:
-            return s[:i]
-    return s
-
-
-def join_key(name: str) -> str:
-    """A key equal for the same kernel as nsys, ncu (demangled) and torch.profiler write it."""
-    s = _ANON.sub("anon", name)
-    s = _LAMBDA_EDG.sub(lambda m: "{lambda(" + m[1] + ")#" + m[2] + "}", s)
-    s = _strip_sig(s)
-    s = _CASTS.sub(lambda m: m[1], s)
-    s = re.sub(r"\bfalse\b", "0", s)
-    s = re.sub(r"\btrue\b", "1", s)
-    s = _INT_SUFFIX.sub(lambda m: m[1], s)
-    s = _CONST.sub("", s)
-    return _WS.sub("", s)
+#: the exact join key is profctl.kernels.match_key (the demanglers' spellings made equal)
+join_key = match_key
 
 
 def display_name(name: str, width: int = 60) -> str:
