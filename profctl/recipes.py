@@ -232,6 +232,7 @@ def load(path: str | Path) -> Recipe:
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(f"{p}: cannot read: {e}") from None
     try:
+        # _LineLoader is a yaml.SafeLoader subclass: safe_load's guarantees (plain data only), plus line numbers
         doc = yaml.load(text, Loader=_LineLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
