@@ -43,14 +43,3 @@ def _json_default(o: Any) -> Any:
     if hasattr(o, "item"):  # numpy scalars
         return o.item()
     raise TypeError(f"cannot serialise {type(o).__name__}")
-
-
-def append_jsonl(path: Path | str, obj: Any) -> None:
-    """Append one JSON line and fsync: a row that was written survives an interrupted run."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(obj, default=_json_default) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
