@@ -21,12 +21,12 @@ class ProfctlError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        parts = [self.message.strip().replace("\n", " ")]
+        text = self.message.strip().replace("\n", " ")
         if self.hint:
-            parts.append(self.hint.strip().replace("\n", " "))
+            text = text.rstrip(".;:") + "; " + self.hint.strip().replace("\n", " ")
         if self.log is not None:
-            parts.append(f"(log: {self.log})")
-        return " ".join(parts)
+            text += f" (log: {self.log})"
+        return text
 
 
 class UsageError(ProfctlError):
