@@ -300,7 +300,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
         if spec.pass_ == "bwd":
             retained = forward()  # one graph, backward replayed with retain_graph
 
-        def one_iter(phase: str) -> None:
+        def one_iter() -> None:
             nonlocal retained
             if l2 is not None:
                 l2.zero_()
@@ -330,7 +330,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
             stack[1] = ns.WARMUP
             with nv.range(ns.WARMUP):
                 for _ in range(warmup):
-                    one_iter(ns.WARMUP)
+                    one_iter()
             timer.intervals_ms(stride)  # drop warm-up marks (synchronizes)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -342,7 +342,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
             try:
                 with nv.range(ns.MEASURE):
                     for _ in range(iters):
-                        one_iter(ns.MEASURE)
+                        one_iter()
                         hooks.iteration_end(spec)
                     if cuda:
                         torch.cuda.synchronize()
