@@ -19,9 +19,9 @@ import sys
 
 import torch
 
+from profctl.spec import AttentionSpec
 from workloads import backends
-from workloads.attention import _inputs, run_case
-from workloads.spec import AttentionSpec
+from workloads.attention import inputs, run_case
 
 
 def host_enqueue_us(call, n: int = 20) -> float:
@@ -71,8 +71,9 @@ def main() -> int:
             spec = AttentionSpec(backend=be, batch=1, seqlen_q=a.seqlen, seqlen_kv=a.seqlen, heads=32, kv_heads=32,
                                  head_dim=128, dtype="bf16", causal=causal, pass_="fwd", device="cuda")
             try:
-                fn = backends.make(spec)
-            except backends.BackendUnavailable as e:
+                fn = backends.load(be)
+                backends.check(spec, fn)
+            except (backends.BackendUnavailable, backends.BadReference) as e:
                 results.append({"backend": be, "causal": causal, "status": "unsupported", "reason": str(e)})
                 print(f"{be:15s} causal={causal}: unsupported: {e}", flush=True)
                 continue
@@ -90,10 +91,10 @@ def main() -> int:
                 results.append({"backend": be, "causal": causal, "status": r1["status"], "reason": r1["reason"]})
                 print(f"{be:15s} causal={causal}: {r1['status']}: {r1['reason']}", flush=True)
                 continue
-            q, k, v, _ = _inputs(spec, False, 0)
+            q, k, v, _ = inputs(spec, False, 0)
 
-            def call(fn=fn, q=q, k=k, v=v):  # bind this iteration's objects
-                return fn(q, k, v)
+            def call(fn=fn, q=q, k=k, v=v, causal=causal):  # bind this iteration's objects
+                return fn(q, k, v, is_causal=causal)
 
             with torch.no_grad():
                 db = [do_bench(call, warmup=25, rep=100, return_mode="median") for _ in range(a.rounds)]

@@ -26,20 +26,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profctl import proc  # noqa: E402
-from profctl.adapters import torchprof  # noqa: E402
 from profctl.kernels import match_key, short_name  # noqa: E402
-from profctl.workload import WorkloadArgs, child_env  # noqa: E402
+from profctl.pipelines import torchprof  # noqa: E402
+from profctl.pipelines.targets import Workload  # noqa: E402
+from profctl.spec import AttentionSweep  # noqa: E402
 
 
-def workload(backends: str, a: argparse.Namespace) -> WorkloadArgs:
-    return WorkloadArgs(backend=backends, batch=str(a.batch), seqlen=str(a.seqlen), heads=str(a.heads),
-                        head_dim="128", dtype="bf16", pass_="fwd+bwd", device="cuda", warmup=a.warmup,
-                        iters=a.iters, check=False)
+def workload(backends: str, a: argparse.Namespace) -> Workload:
+    return Workload(AttentionSweep.from_strings(
+        backend=backends, batch=a.batch, seqlen=a.seqlen, heads=a.heads, head_dim=128, dtype="bf16",
+        pass_="fwd+bwd", device="cuda", warmup=a.warmup, iters=a.iters, check=False))
 
 
-def torch_rows(wl: WorkloadArgs, tag: str, work: Path) -> dict[tuple[str, str], dict[str, float]]:
-    tr = torchprof.run(wl, reports=work / f"torch-{tag}", timeout_s=300)
-    s = torchprof.summarise(tr, by_range=True, notes=[])
+def torch_rows(wl: Workload, tag: str, work: Path) -> dict[tuple[str, str], dict[str, float]]:
+    s = torchprof.run(torchprof.TorchRequest(target=wl, reports=work / f"torch-{tag}", timeout_s=300)).summary
     out: dict[tuple[str, str], dict[str, float]] = {}
     for k in s.kernels:
         if k.extra.get("kind") != "kernel" or not k.nvtx_range:
@@ -52,14 +52,14 @@ def torch_rows(wl: WorkloadArgs, tag: str, work: Path) -> dict[tuple[str, str], 
     return out
 
 
-def nsys_rows(wl: WorkloadArgs, backend: str, work: Path, nsys: str, tag: str) -> dict[tuple[str, str], dict[str, Any]]:
+def nsys_rows(wl: Workload, backend: str, work: Path, nsys: str, tag: str) -> dict[tuple[str, str], dict[str, Any]]:
     out = work / f"nsys-{backend}-{tag}"
-    child = wl.resolved().child_argv()
+    child = wl.resolve().argv()
     argv = [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
             "--capture-range=cudaProfilerApi", "--capture-range-end=stop", f"--output={out}",
             "--force-overwrite=true", *child]
     log = work / "nsys.log"
-    proc.run(argv, log=log, timeout_s=200, env=child_env())
+    proc.run(argv, log=log, timeout_s=200, env=wl.env())
     proc.run([nsys, "stats", "--force-export=true", "--format=csv", f"--output={out}",
               "--report=cuda_gpu_kern_sum", f"{out}.nsys-rep"], log=log, timeout_s=200)
     path = sorted(glob.glob(f"{out}*cuda_gpu_kern_sum*.csv"))[0]

@@ -5,61 +5,95 @@ Python API (mirrors the CLI; heavy modules load on first use)::
     import profctl
     res = profctl.bench(backend=["sdpa-flash", "eager"], seqlen=[1024, 2048], device="cpu")
     res.to_dataframe()
-    s = profctl.read("report.sqlite")      # any nsys/ncu/torch report -> profctl.schema.Summary
+    s = profctl.read("report.sqlite")      # any nsys/ncu/torch report, or a run directory -> Summary
     s.kernels_df()
+    res = profctl.nsys(backend="sdpa-flash", seqlen=2048)        # also ncu(recipe=...), torch(...)
+
+Every profiling call is a pipeline ``run(Request) -> Result`` (profctl.pipelines); these functions build the
+request from workload options (lists or scalars, named as on the command line, ``pass_`` for --pass).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profctl._version import __version__
+
 if TYPE_CHECKING:
+    from profctl.pipelines.bench import BenchResult
+    from profctl.pipelines.ncu import NcuResult
+    from profctl.pipelines.nsys import NsysResult
+    from profctl.pipelines.targets import Workload
+    from profctl.pipelines.torchprof import TorchResult
     from profctl.schema import Summary
-    from profctl.sweep import BenchResult
-
-__version__ = "0.1.0"
 
 
-def _csv(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, (str, bytes)):
-        return str(v)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, Sequence):
-        return ",".join(_csv(x) or "" for x in v)
-    return str(v)
+def workload(**options: Any) -> Workload:
+    """The built-in attention workload from options as Python values (``backend=["fa4", "eager"]``,
+    ``seqlen=2048``, ``causal=[False, True]``, ``pass_="fwd+bwd"``, ``device="cuda"``, ``iters=20`` ...)."""
+    from profctl.pipelines.targets import Workload
+    from profctl.spec import AttentionSweep
 
-
-def workload_args(**options: Any) -> Any:
-    """WorkloadArgs from Python values: lists or scalars for every workload option (``pass_`` for --pass)."""
-    from profctl.workload import WorkloadArgs
-
-    listy = {"backend", "batch", "seqlen", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype",
-             "causal", "pass_", "layout"}
     if "pass" in options:
         options["pass_"] = options.pop("pass")
     if "backends" in options:
         options["backend"] = options.pop("backends")
-    kw: dict[str, Any] = {k: (_csv(v) if k in listy else v) for k, v in options.items()}
-    return WorkloadArgs(**kw)
+    return Workload(AttentionSweep.from_strings(**options))
 
 
-def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, **options: Any) -> BenchResult:
+def _split(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {k: options.pop(k) for k in names if k in options}
+
+
+_REQUEST = ("reports", "timeout_s", "executor")
+
+
+def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, label: str | None = None,
+          point_timeout_s: float = 900.0, **options: Any) -> BenchResult:
     """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas)."""
-    from profctl.sweep import run_bench
+    from profctl.pipelines import bench as pipeline
 
-    return run_bench(workload_args(**options), baseline=baseline, reports=reports)
+    return pipeline.run(pipeline.BenchRequest(target=workload(**options), baseline=baseline,
+                                              reports=Path(reports) if reports else None, label=label,
+                                              point_timeout_s=point_timeout_s))
+
+
+def nsys(**options: Any) -> NsysResult:
+    """Profile like `profctl nsys` (options: the workload's, plus trace, capture, by_range, reports, ...)."""
+    from profctl.pipelines import nsys as pipeline
+
+    kw = _split(options, ("trace", "capture", "sample", "all_work", "by_range", *_REQUEST))
+    if isinstance(kw.get("trace"), str):
+        kw["trace"] = tuple(kw["trace"].split(","))
+    return pipeline.run(pipeline.NsysRequest(target=workload(**options), **kw))
+
+
+def ncu(recipe: str = "tensor-core", **options: Any) -> NcuResult:
+    """Profile like `profctl ncu --recipe RECIPE` (options: the workload's, plus kernel, launch_count,
+    clock_control, ...). One measured iteration unless ``iters`` is given."""
+    from profctl import recipes
+    from profctl.pipelines import ncu as pipeline
+
+    kw = _split(options, ("kernel", "launch_count", "replay_mode", "clock_control", "cache_control", *_REQUEST))
+    options.setdefault("iters", 1)
+    return pipeline.run(pipeline.NcuRequest(target=workload(**options), recipe=recipes.get(recipe), **kw))
+
+
+def torch(**options: Any) -> TorchResult:
+    """Profile like `profctl torch` (options: the workload's, plus by_range, reports, ...)."""
+    from profctl.pipelines import torchprof as pipeline
+
+    kw = _split(options, ("by_range", *_REQUEST))
+    return pipeline.run(pipeline.TorchRequest(target=workload(**options), **kw))
 
 
 def read(path: str | Path, *, by_range: bool = False) -> Summary:
-    """Read any report profctl knows (nsys, ncu, torch.profiler, summary JSON) into a Summary."""
-    from profctl import readers
+    """Read any report profctl knows (nsys, ncu, torch.profiler, summary JSON), a run directory or a run id
+    into a Summary."""
+    from profctl import inputs
 
-    return readers.read(path, by_range=by_range)
+    return inputs.read(path, by_range=by_range)
 
 
-__all__ = ["__version__", "bench", "read", "workload_args"]
+__all__ = ["__version__", "bench", "ncu", "nsys", "read", "torch", "workload"]

@@ -10,7 +10,7 @@ anyway (eager, sdpa-math) are credited with the same useful FLOPs, so TFLOP/s co
 
 from __future__ import annotations
 
-from workloads.spec import CAUSAL_ALIGN, AttentionSpec
+from profctl.spec import AttentionSpec
 
 PASS_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}
 
@@ -53,8 +53,7 @@ def _sum_clamped(n: int, start: int, cap: int) -> int:
 
 
 def forward_flops(spec: AttentionSpec) -> int:
-    align = CAUSAL_ALIGN[spec.backend]
-    pairs = unmasked_pairs(spec.seqlen_q, spec.seqlen_kv, spec.causal, align)
+    pairs = unmasked_pairs(spec.seqlen_q, spec.seqlen_kv, spec.causal, spec.causal_align or "top-left")
     return 4 * spec.batch * spec.heads * pairs * spec.head_dim
 
 

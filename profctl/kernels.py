@@ -67,6 +67,19 @@ def match_key(name: str) -> str:
     return _WS.sub("", s)
 
 
+def loose_key(name: str) -> str:
+    """The match key up to its first ``(``: what is left when one demangler spells out a lambda's signature."""
+    k = match_key(name)
+    i = k.find("(")
+    return k[:i] if i > 0 else k
+
+
+def display_name(name: str, width: int = 60) -> str:
+    """The base function name, for tables (``(anonymous namespace)`` does not confuse it)."""
+    b = base_name(_ANON.sub("anon", name))
+    return b if len(b) <= width else b[: width - 1] + "…"
+
+
 @lru_cache(maxsize=65536)
 def short_name(name: str, width: int = 60) -> str:
     """A readable name: the base name, with the first template arguments when they say something."""

@@ -145,3 +145,79 @@ def clock_warning(clk: dict[str, Any], sweep_max_mhz: float | None = None) -> st
     if ref and low and low < 0.9 * ref:
         parts.append(f"SM clock fell to {low} MHz (max seen {ref:.0f} MHz)")
     return "; ".join(parts) or None
+
+
+# ------------------------------------------------------------------------------------------------ device facts
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as NVML sees it (the index is NVML's, which ignores CUDA_VISIBLE_DEVICES)."""
+
+    index: int
+    name: str
+    uuid: str | None
+    capability: tuple[int, int] | None
+
+
+def gpus() -> list[Gpu] | None:
+    """Every GPU NVML sees, in milliseconds and without torch: [] when NVML cannot start (no driver: no GPU),
+    None when pynvml itself is missing (nothing can be said)."""
+    try:
+        import pynvml as nv
+    except Exception:
+        return None
+    try:
+        nv.nvmlInit()
+    except Exception:
+        return []
+    out = []
+    try:
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            name = nv.nvmlDeviceGetName(h)
+            try:
+                uuid = nv.nvmlDeviceGetUUID(h)
+                uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+            except Exception:
+                uuid = None
+            try:
+                cc: tuple[int, int] | None = tuple(int(x) for x in nv.nvmlDeviceGetCudaComputeCapability(h))  # type: ignore[assignment]
+            except Exception:
+                cc = None
+            out.append(Gpu(i, name.decode() if isinstance(name, bytes) else str(name), uuid, cc))
+    except Exception:
+        return []
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+    return out
+
+
+def visible_gpus() -> list[Gpu] | None:
+    """The GPUs a CUDA program started now would see, in its order (CUDA_VISIBLE_DEVICES applied: indices and
+    UUIDs, as CUDA reads them); None when NVML cannot tell."""
+    import os
+
+    all_gpus = gpus()
+    if all_gpus is None:
+        return None
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return all_gpus
+    out: list[Gpu] = []
+    for tok in (t.strip() for t in env.split(",")):
+        if not tok:
+            break
+        if tok.isdigit() or (tok.startswith("-") and tok[1:].isdigit()):
+            i = int(tok)
+            if i < 0 or i >= len(all_gpus):
+                break  # CUDA stops at the first invalid entry
+            out.append(all_gpus[i])
+        else:
+            match = [g for g in all_gpus if g.uuid and g.uuid.startswith(tok if tok.startswith("GPU-") else
+                                                                           "GPU-" + tok)]
+            if len(match) != 1:
+                break
+            out.append(match[0])
+    return out

@@ -93,7 +93,7 @@ def run(
         if err is not None:
             raise err
     if check and rc != 0:
-        tail = _last_line(res.log_text(20_000))
+        tail = last_line(res.log_text(20_000))
         raise ToolFailed(f"{Path(argv[0]).name} exited with status {rc}: {tail}", log=log)
     return res
 
@@ -154,7 +154,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
     return lines[-1][:300] if lines else "(no output)"
 

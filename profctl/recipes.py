@@ -2,7 +2,8 @@
 what each metric means, how to read it, the diagnosis thresholds and hints. Read with ``yaml.safe_load``'s
 loader, validated into frozen dataclasses; every error names the file and line.
 
-Built-in recipes live in ``recipes/*.yaml`` at the project root; users add their own by path
+Built-in recipes live in ``recipes/*.yaml`` at the project root, installed as the package
+``profctl.builtin_recipes``; users add their own by path
 (``--recipe ./mine.yaml``) or by putting directories on ``PROFCTL_RECIPE_PATH`` (``:``-separated).
 See docs/recipes.md for the format.
 """
@@ -26,7 +27,7 @@ METRIC_RE = re.compile(r"^[a-z][a-z0-9]*__[a-z0-9_]+(\.[a-z0-9_]+)*$")
 SECTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 SETS = ("basic", "detailed", "full", "nvlink", "pmsampling", "roofline")
 
-#: diagnosis thresholds a recipe may override, with their defaults and meaning (see profctl.diagnose)
+#: diagnosis thresholds a recipe may override, with their defaults and meaning (see profctl.analysis.diagnose)
 THRESHOLDS: dict[str, tuple[float, str]] = {
     "bound_pct": (
         60.0,
@@ -253,115 +254,13 @@ def _validate(doc: Any, p: Path) -> Recipe:
         err.at(doc, "name", f"recipe name {name!r} must be lower-case letters, digits, '-' or '_'")
     summary = err.string(doc, "summary", required=True)
     description = err.string(doc, "description", required=False)
-
-    metrics: list[MetricSpec] = []
-    raw_metrics = doc.get("metrics", [])
-    if raw_metrics is None:
-        raw_metrics = _Seq()
-    if not isinstance(raw_metrics, list):
-        err.at(doc, "metrics", "metrics must be a list of {name, label, means, read[, cc]}")
-    for item, line in _items(raw_metrics):
-        if not isinstance(item, _Map):
-            raise RecipeError(f"{p}:{line}: a metric is a mapping with name, label, means, read (and cc)")
-        err.unknown_keys(item, _METRIC_KEYS, "metric")
-        mname = err.string(item, "name", required=True)
-        if not METRIC_RE.match(mname):
-            err.at(
-                item,
-                "name",
-                f"{mname!r} is not an ncu metric name (unit__counter[.rollup[.submetric]], "
-                "e.g. sm__throughput.avg.pct_of_peak_sustained_elapsed)",
-            )
-        metrics.append(
-            MetricSpec(
-                name=mname,
-                label=err.string(item, "label", required=True),
-                means=err.string(item, "means", required=True),
-                read=err.string(item, "read", required=True),
-                cc=err.cc(item),
-                line=item.line,
-            )
-        )
-    seen: dict[tuple[str, str], int] = {}
-    for m in metrics:
-        k = (m.name, m.cc.text)
-        if k in seen:
-            raise RecipeError(f"{p}:{m.line}: metric {m.name} listed twice (first at line {seen[k]})")
-        seen[k] = m.line
-
-    sections: list[SectionSpec] = []
-    raw_sections = doc.get("sections", []) or []
-    if not isinstance(raw_sections, list):
-        err.at(doc, "sections", "sections must be a list of ncu section identifiers (e.g. SpeedOfLight)")
-    for item, line in _items(raw_sections):
-        if isinstance(item, str):
-            sname, cc, sline = item, CcRange(), line
-        elif isinstance(item, _Map):
-            err.unknown_keys(item, _SECTION_KEYS, "section")
-            sname, cc, sline = err.string(item, "name", required=True), err.cc(item), item.line
-        else:
-            raise RecipeError(f"{p}:{line}: a section is an identifier or {{name, cc}}")
-        if not SECTION_RE.match(sname):
-            raise RecipeError(
-                f"{p}:{sline}: {sname!r} is not an ncu section identifier (e.g. SpeedOfLight; "
-                "`ncu --list-sections` lists them)"
-            )
-        sections.append(SectionSpec(name=sname, cc=cc, line=sline))
-
+    metrics = _metrics(doc, err)
+    sections = _sections(doc, err)
     set_name = doc.get("set")
     if set_name is not None and (not isinstance(set_name, str) or set_name not in SETS):
         err.at(doc, "set", f"set must be one of {', '.join(SETS)} (`ncu --list-sets`), not {set_name!r}")
-
     if not metrics and not sections and not set_name:
-        raise RecipeError(
-            f"{p}:{doc.line}: recipe {name!r} collects nothing: give metrics, sections or a set"
-        )
-
-    thresholds: list[tuple[str, float]] = []
-    raw_th = doc.get("thresholds") or _Map()
-    if not isinstance(raw_th, dict):
-        err.at(doc, "thresholds", f"thresholds must be a mapping of {', '.join(THRESHOLDS)}")
-    for k, v in raw_th.items():
-        line = raw_th.key_lines.get(k, doc.line) if isinstance(raw_th, _Map) else doc.line
-        if k not in THRESHOLDS:
-            raise RecipeError(f"{p}:{line}: unknown threshold {k!r}; known: {', '.join(THRESHOLDS)}")
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise RecipeError(f"{p}:{line}: threshold {k} must be a non-negative number, not {v!r}")
-        thresholds.append((k, float(v)))
-
-    collected = {m.name for m in metrics}
-    open_ended = bool(sections or set_name)
-    hints: list[Hint] = []
-    raw_hints = doc.get("hints", []) or []
-    if not isinstance(raw_hints, list):
-        err.at(doc, "hints", "hints must be a list of {when, say[, cc]}")
-    for item, line in _items(raw_hints):
-        if not isinstance(item, _Map):
-            raise RecipeError(f"{p}:{line}: a hint is a mapping with when and say (and cc)")
-        err.unknown_keys(item, _HINT_KEYS, "hint")
-        when = err.string(item, "when", required=True)
-        wline = item.key_lines.get("when", item.line)
-        try:
-            conds = parse_when(when)
-        except ValueError as e:
-            raise RecipeError(f"{p}:{wline}: hint condition {when!r}: {e}") from None
-        for c in conds:
-            for mname in c.metrics():
-                if mname not in collected and not open_ended:
-                    raise RecipeError(
-                        f"{p}:{wline}: hint uses {mname}, which this recipe does not collect "
-                        "(add it to metrics)"
-                    )
-        hints.append(
-            Hint(
-                when=when,
-                say=err.string(item, "say", required=True),
-                conditions=tuple(conds),
-                cc=err.cc(item),
-                line=item.line,
-            )
-        )
-
+        raise RecipeError(f"{p}:{doc.line}: recipe {name!r} collects nothing: give metrics, sections or a set")
     return Recipe(
         name=name,
         summary=summary,
@@ -370,9 +269,101 @@ def _validate(doc: Any, p: Path) -> Recipe:
         metrics=tuple(metrics),
         sections=tuple(sections),
         set_name=set_name,
-        thresholds=tuple(thresholds),
-        hints=tuple(hints),
+        thresholds=tuple(_thresholds(doc, err)),
+        hints=tuple(_hints(doc, err, {m.name for m in metrics}, open_ended=bool(sections or set_name))),
     )
+
+
+def _metrics(doc: _Map, err: _Err) -> list[MetricSpec]:
+    """The metrics list: each {name, label, means, read[, cc]}, a valid ncu name, none listed twice."""
+    metrics: list[MetricSpec] = []
+    raw = doc.get("metrics", [])
+    if raw is None:
+        raw = _Seq()
+    if not isinstance(raw, list):
+        err.at(doc, "metrics", "metrics must be a list of {name, label, means, read[, cc]}")
+    for item, line in _items(raw):
+        if not isinstance(item, _Map):
+            raise RecipeError(f"{err.p}:{line}: a metric is a mapping with name, label, means, read (and cc)")
+        err.unknown_keys(item, _METRIC_KEYS, "metric")
+        mname = err.string(item, "name", required=True)
+        if not METRIC_RE.match(mname):
+            err.at(item, "name", f"{mname!r} is not an ncu metric name (unit__counter[.rollup[.submetric]], "
+                                 "e.g. sm__throughput.avg.pct_of_peak_sustained_elapsed)")
+        metrics.append(MetricSpec(name=mname, label=err.string(item, "label", required=True),
+                                  means=err.string(item, "means", required=True),
+                                  read=err.string(item, "read", required=True), cc=err.cc(item), line=item.line))
+    seen: dict[tuple[str, str], int] = {}
+    for m in metrics:
+        k = (m.name, m.cc.text)
+        if k in seen:
+            raise RecipeError(f"{err.p}:{m.line}: metric {m.name} listed twice (first at line {seen[k]})")
+        seen[k] = m.line
+    return metrics
+
+
+def _sections(doc: _Map, err: _Err) -> list[SectionSpec]:
+    """The sections list: identifiers, or {name, cc}."""
+    sections: list[SectionSpec] = []
+    raw = doc.get("sections", []) or []
+    if not isinstance(raw, list):
+        err.at(doc, "sections", "sections must be a list of ncu section identifiers (e.g. SpeedOfLight)")
+    for item, line in _items(raw):
+        if isinstance(item, str):
+            sname, cc, sline = item, CcRange(), line
+        elif isinstance(item, _Map):
+            err.unknown_keys(item, _SECTION_KEYS, "section")
+            sname, cc, sline = err.string(item, "name", required=True), err.cc(item), item.line
+        else:
+            raise RecipeError(f"{err.p}:{line}: a section is an identifier or {{name, cc}}")
+        if not SECTION_RE.match(sname):
+            raise RecipeError(f"{err.p}:{sline}: {sname!r} is not an ncu section identifier (e.g. SpeedOfLight; "
+                              "`ncu --list-sections` lists them)")
+        sections.append(SectionSpec(name=sname, cc=cc, line=sline))
+    return sections
+
+
+def _thresholds(doc: _Map, err: _Err) -> list[tuple[str, float]]:
+    """Overrides of the diagnosis thresholds: known names, non-negative numbers."""
+    out: list[tuple[str, float]] = []
+    raw = doc.get("thresholds") or _Map()
+    if not isinstance(raw, dict):
+        err.at(doc, "thresholds", f"thresholds must be a mapping of {', '.join(THRESHOLDS)}")
+    for k, v in raw.items():
+        line = raw.key_lines.get(k, doc.line) if isinstance(raw, _Map) else doc.line
+        if k not in THRESHOLDS:
+            raise RecipeError(f"{err.p}:{line}: unknown threshold {k!r}; known: {', '.join(THRESHOLDS)}")
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise RecipeError(f"{err.p}:{line}: threshold {k} must be a non-negative number, not {v!r}")
+        out.append((k, float(v)))
+    return out
+
+
+def _hints(doc: _Map, err: _Err, collected: set[str], *, open_ended: bool) -> list[Hint]:
+    """The hints: {when, say[, cc]}; a condition may only use metrics the recipe collects (unless sections or a
+    set make what is collected open-ended)."""
+    hints: list[Hint] = []
+    raw = doc.get("hints", []) or []
+    if not isinstance(raw, list):
+        err.at(doc, "hints", "hints must be a list of {when, say[, cc]}")
+    for item, line in _items(raw):
+        if not isinstance(item, _Map):
+            raise RecipeError(f"{err.p}:{line}: a hint is a mapping with when and say (and cc)")
+        err.unknown_keys(item, _HINT_KEYS, "hint")
+        when = err.string(item, "when", required=True)
+        wline = item.key_lines.get("when", item.line)
+        try:
+            conds = parse_when(when)
+        except ValueError as e:
+            raise RecipeError(f"{err.p}:{wline}: hint condition {when!r}: {e}") from None
+        for c in conds:
+            for mname in c.metrics():
+                if mname not in collected and not open_ended:
+                    raise RecipeError(f"{err.p}:{wline}: hint uses {mname}, which this recipe does not collect "
+                                      "(add it to metrics)")
+        hints.append(Hint(when=when, say=err.string(item, "say", required=True), conditions=tuple(conds),
+                          cc=err.cc(item), line=item.line))
+    return hints
 
 
 def _items(seq: Any) -> Iterator[tuple[Any, int]]:
@@ -478,12 +469,8 @@ def _side(s: str) -> tuple[float, str | None]:
 
 # ------------------------------------------------------------ lookup
 def builtin_dir() -> Path:
-    """The checkout's recipes/ folder; in an installed wheel, the same files shipped as profctl.builtin_recipes."""
-    from profctl.workload import project_root
-
-    here = project_root() / "recipes"
-    if here.is_dir():
-        return here
+    """The built-in recipes, found through the installed package: the top-level recipes/ folder ships as the
+    package profctl.builtin_recipes (pyproject's package-dir), in a wheel and in an editable install alike."""
     import importlib.resources
 
     return Path(str(importlib.resources.files("profctl.builtin_recipes")))

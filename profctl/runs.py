@@ -69,7 +69,7 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
             continue
     else:  # pragma: no cover
         raise RuntimeError("could not create a unique run directory")
-    from profctl import __version__
+    from profctl._version import __version__
 
     manifest: dict[str, Any] = {
         "run_id": run_id, "kind": kind, "status": "running", "label": label,
@@ -181,6 +181,53 @@ def _finish_once(run_dir: Path, status: str, **fields: Any) -> None:
         pass
 
 
+# ------------------------------------------------------------------------------------------- workload events
+def read_events(path: Path | str) -> list[dict[str, Any]]:
+    """Every event a workload wrote to its JSON-lines file (``device``, ``start``, ``row``); a torn last line (a
+    killed child) and anything unreadable are skipped; a missing file is no events."""
+    return EventTail(Path(path)).read(final=True)
+
+
+class EventTail:
+    """Follows a workload's JSON-lines file while it is written: each :meth:`read` returns the complete lines
+    added since the last one (a line still being written waits for the next call)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read(self, *, final: bool = False) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        end = len(data) if final else data.rfind(b"\n") + 1
+        out = []
+        for line in data[:end].splitlines():
+            try:
+                ev = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(ev, dict):
+                out.append(ev)
+        self.offset += end
+        return out
+
+
+def rows_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("event") == "row"]
+
+
+def device_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workload's device event (GPU name, capability, torch and CUDA versions), without the event tag."""
+    for e in events:
+        if e.get("event") == "device":
+            return {k: v for k, v in e.items() if k != "event"}
+    return {}
+
+
 # ------------------------------------------------------------------------------------------- the environment
 def environment() -> dict[str, Any]:
     """Versions and the GPU, gathered cheaply: package metadata (no import of torch), torch's version.py for
@@ -189,7 +236,7 @@ def environment() -> dict[str, Any]:
     env: dict[str, Any] = {
         "platform": platform.platform(),
         "torch": _dist_version("torch"),
-        "cuda": _torch_cuda_version(),
+        "cuda": torch_cuda_version(),
         "flash_attn": _dist_version("flash-attn", "flash_attn"),
         "fa4": _dist_version("flash-attn-4", "flash_attn_4"),
         "cutlass_dsl": _dist_version("nvidia-cutlass-dsl"),
@@ -221,7 +268,7 @@ def _dist_version(*names: str) -> str | None:
     return None
 
 
-def _torch_cuda_version() -> str | None:
+def torch_cuda_version() -> str | None:
     """torch.version.cuda without importing torch (read torch/version.py), or from torch when already imported."""
     mod = sys.modules.get("torch")
     if mod is not None:

@@ -10,8 +10,6 @@ echo "== profctl doctor"; "$P" doctor || true
 echo "== profctl bench (defaults for this machine)"; "$P" bench --markdown reports/quickstart-bench.md
 echo "== profctl torch (torch.profiler, measured iterations only)"
 "$P" torch --seqlen 512 --iters 3 || echo "(profctl torch failed; see above)"
-FIX=../shared/fixtures/h100-sm90
-if [ -f "$FIX/attn.sqlite" ]; then
-  echo "== profctl report on a recorded H100 nsys export"; "$P" report "$FIX/attn.sqlite" --limit 12
-fi
+echo "== profctl report on a recorded H100 nsys export (tests/data/h100-sm90)"
+"$P" report tests/data/h100-sm90/attn.sqlite.gz --limit 12
 echo "done: runs are under reports/"

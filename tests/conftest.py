@@ -1,9 +1,13 @@
-"""Shared test fixtures: copies of the real recorded reports, and the GPU marker."""
+"""Shared test fixtures: copies of the real recorded reports in tests/data, and the GPU marker.
+
+Everything the tests read is in the repository (tests/data/README.md says how each file was made), so a fresh
+clone passes the test suite with nothing beside it.
+"""
 
 from __future__ import annotations
 
 import gzip
-import os
+import lzma
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-SHARED = Path(os.environ.get("PROFCTL_SHARED_FIXTURES", ROOT.parent / "shared" / "fixtures" / "h100-sm90"))
+#: real reports from an H100, recorded independently of profctl (tests/data/h100-sm90/README.md)
+H100 = DATA / "h100-sm90"
 
 
 def _has_cuda() -> bool:
@@ -33,39 +38,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture
-def shared_fixture(tmp_path: Path) -> Callable[[str], Path]:
-    """Copy one of ../shared/fixtures/h100-sm90/<name> into tmp_path (gunzipping `.gz` when asked with
-    `name` minus `.gz`) and return the copy; the originals are never touched."""
-
-    def get(name: str) -> Path:
-        src = SHARED / name
-        dst = tmp_path / name
-        if src.exists():
-            shutil.copyfile(src, dst)
-            return dst
-        gz = SHARED / (name + ".gz")
-        if gz.exists():
-            with gzip.open(gz, "rb") as fi, open(dst, "wb") as fo:
+def copy_data(folder: Path, name: str, dst_dir: Path) -> Path:
+    """Copy `folder/name` into `dst_dir`; when only `name.gz` or `name.xz` exists, decompress it there."""
+    src = folder / name
+    dst = dst_dir / name
+    if src.exists():
+        shutil.copyfile(src, dst)
+        return dst
+    for suffix, opener in ((".gz", gzip.open), (".xz", lzma.open)):
+        packed = folder / (name + suffix)
+        if packed.exists():
+            with opener(packed, "rb") as fi, open(dst, "wb") as fo:
                 shutil.copyfileobj(fi, fo)
             return dst
-        raise FileNotFoundError(f"shared fixture {name} not found under {SHARED} (set PROFCTL_SHARED_FIXTURES)")
+    raise FileNotFoundError(f"test data {name} not found under {folder}")
 
-    return get
+
+@pytest.fixture
+def shared_fixture(tmp_path: Path) -> Callable[[str], Path]:
+    """A temporary copy of one of the recorded H100 reports (decompressed when asked without `.gz`/`.xz`);
+    the originals are never touched."""
+    return lambda name: copy_data(H100, name, tmp_path)
 
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> Callable[[str], Path]:
-    """Copy tests/data/<name> (gunzipped when asked without `.gz`) into tmp_path."""
-
-    def get(name: str) -> Path:
-        src = DATA / name
-        dst = tmp_path / name
-        if src.exists():
-            shutil.copyfile(src, dst)
-            return dst
-        with gzip.open(DATA / (name + ".gz"), "rb") as fi, open(dst, "wb") as fo:
-            shutil.copyfileobj(fi, fo)
-        return dst
-
-    return get
+    """A temporary copy of tests/data/<name> (decompressed when asked without `.gz`/`.xz`)."""
+    return lambda name: copy_data(DATA, name, tmp_path)

@@ -1,12 +1,14 @@
 """The attention workload: the child process a profiler launches, also runnable on its own.
 
     python -m workloads.attention --backend sdpa-flash --batch 4 --seqlen-q 2048 --seqlen-kv 2048 --heads 16 \
-        --kv-heads 4 --head-dim 128 --dtype bf16 --causal --pass fwd+bwd --warmup 3 --iters 10 --device cuda
+        --kv-heads 4 --head-dim 128 --dtype bf16 --causal true --pass fwd+bwd --warmup 3 --iters 10 --device cuda
 
 Every option takes a comma-separated list; the process runs the cartesian product, one case at a time, each in
-profctl's NVTX scheme (workloads/nvtx_scheme.py) with cudaProfilerStart/Stop around its measured iterations.
-With ``--jsonl FILE`` it appends one JSON line when a case starts and one with its result, so a parent can follow
-progress, sample clocks per case, and keep every finished row if the process dies.
+profctl's NVTX scheme (profctl/nvtx.py) with cudaProfilerStart/Stop around its measured iterations. A backend is
+a built-in name or a user's function (``path/to/file.py:fn``, ``package.module:fn``), called like
+``scaled_dot_product_attention`` (workloads/backends.py). With ``--jsonl FILE`` it appends one JSON line when a
+case starts and one with its result, so a parent can follow progress, sample clocks per case, and keep every
+finished row if the process dies.
 """
 
 from __future__ import annotations
@@ -21,128 +23,16 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from workloads import nvtx_scheme as ns
-from workloads.spec import (
-    BACKENDS,
-    CAUSAL_ALIGN,
-    DEVICES,
-    DTYPES,
-    LAYOUTS,
-    PASSES,
-    AttentionSpec,
-    SpecError,
-    specs_from_options,
-)
+from profctl import nvtx as ns
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
+from workloads.hooks import Hooks
+from workloads.ranges import Nvtx, backward_markers
 
 #: relative-error tolerance of the output against a float64 reference, per dtype
 TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4}
-
-
-# ---------------------------------------------------------------------------------------------------------- NVTX
-class Nvtx:
-    """Push/pop in profctl's domain; a no-op when disabled or when the nvtx package is missing."""
-
-    def __init__(self, enabled: bool, mirror: Any = None) -> None:
-        self.enabled = False
-        self._nvtx: Any = None
-        self._mirror = mirror  # an object with push(name)/pop(), e.g. torch.profiler ranges (Hooks.ranges())
-        if enabled:
-            try:
-                import nvtx
-
-                self._nvtx = nvtx
-                self._domain = nvtx.get_domain(ns.DOMAIN)
-                self.enabled = True
-            except Exception as e:  # pragma: no cover - depends on the environment
-                print(f"warning: NVTX disabled ({type(e).__name__}: {e})", file=sys.stderr)
-
-    def push(self, name: str) -> None:
-        if self.enabled:
-            self._domain.push_range(self._domain.get_event_attributes(message=name))
-        if self._mirror is not None:
-            self._mirror.push(name)
-
-    def pop(self) -> None:
-        if self.enabled:
-            self._domain.pop_range()
-        if self._mirror is not None:
-            self._mirror.pop()
-
-    @contextlib.contextmanager
-    def range(self, name: str) -> Iterator[None]:
-        self.push(name)
-        try:
-            yield
-        finally:
-            self.pop()
-
-
-def _bwd_markers(nv: Nvtx, stack: list[str]) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Identity autograd functions that push/pop the backward range on autograd's worker thread.
-
-    ``begin`` wraps the output: its backward runs first in the backward pass and pushes ``stack`` (read when it
-    runs, so the phase can change from warmup to measure). ``end`` wraps q, k, v: its backward runs after the
-    attention's backward and pops. The backward kernels then nest in the same ranges as on the main thread.
-    """
-    import torch
-
-    class Begin(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, o: torch.Tensor) -> torch.Tensor:
-            return o.view_as(o)
-
-        @staticmethod
-        def backward(ctx: Any, go: torch.Tensor) -> torch.Tensor:
-            for name in stack:
-                nv.push(name)
-            return go
-
-    class End(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
-            return q.view_as(q), k.view_as(k), v.view_as(v)
-
-        @staticmethod
-        def backward(ctx: Any, gq: torch.Tensor, gk: torch.Tensor, gv: torch.Tensor) -> Any:
-            for _ in stack:
-                nv.pop()
-            return gq, gk, gv
-
-    return Begin.apply, End.apply
-
-
-# ---------------------------------------------------------------------------------------------------------- hooks
-class Hooks:
-    """Points where a profiler wrapped around the workload (torch.profiler) starts and stops recording, so it
-    records the measured iterations only. The default does nothing."""
-
-    def measure_begin(self, spec: AttentionSpec) -> None:
-        """Called right before the first measured iteration of a case."""
-
-    def iteration_end(self, spec: AttentionSpec) -> None:
-        """Called after each measured iteration (torch.profiler's step())."""
-
-    def measure_end(self, spec: AttentionSpec) -> None:
-        """Called after the last measured iteration, once the GPU is idle."""
-
-    def close(self) -> None:
-        """Called once when the process is done with all cases."""
-
-    def ranges(self) -> Any:
-        """An object whose push(name)/pop() mirror the NVTX ranges (torch.profiler's record_function)."""
-        return None
-
-
-def make_hooks(a: argparse.Namespace) -> Hooks:
-    """The hooks the command line asks for (``--torch-trace``)."""
-    if getattr(a, "torch_trace", None):
-        from workloads.torch_profile import TorchProfileHooks
-
-        return TorchProfileHooks(a)
-    return Hooks()
 
 
 # ---------------------------------------------------------------------------------------------------------- timing
@@ -182,36 +72,28 @@ class Timer:
 
 # ---------------------------------------------------------------------------------------------------------- reference
 def reference(spec: AttentionSpec, q: Any, k: Any, v: Any) -> Any:
-    """float64 attention on the same inputs and device, one (batch, head) slice at a time, with the backend's
-    causal alignment; rows that see no key are 0 (as FlashAttention returns)."""
+    """float64 attention of (batch, heads, seqlen, dim) inputs, one (batch, head) slice at a time, with the
+    backend's causal alignment; rows that see no key are 0 (as FlashAttention returns)."""
     import torch
 
-    lay = spec.layout
-    q64 = (q if lay == "bhsd" else q.transpose(1, 2)).detach()
-    k64 = (k if lay == "bhsd" else k.transpose(1, 2)).detach()
-    v64 = (v if lay == "bhsd" else v.transpose(1, 2)).detach()
     rep = spec.heads // spec.kv_heads
     sq, skv = spec.seqlen_q, spec.seqlen_kv
-    out = torch.empty(q64.shape, dtype=torch.float64, device=q.device)
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
     mask = None
     if spec.causal:
-        offset = 0 if CAUSAL_ALIGN[spec.backend] == "top-left" else skv - sq
+        offset = 0 if spec.causal_align == "top-left" else skv - sq
         i = torch.arange(sq, device=q.device)[:, None]
         j = torch.arange(skv, device=q.device)[None, :]
         mask = j > i + offset
     scale = spec.head_dim ** -0.5
     for b in range(spec.batch):
         for h in range(spec.heads):
-            qs = q64[b, h].double()
-            ks = k64[b, h // rep].double()
-            vs = v64[b, h // rep].double()
-            s = (qs @ ks.T) * scale
+            s = (q[b, h].detach().double() @ k[b, h // rep].detach().double().T) * scale
             if mask is not None:
                 s = s.masked_fill(mask, float("-inf"))
-            p = torch.softmax(s, dim=-1)
-            p = torch.nan_to_num(p, nan=0.0)
-            out[b, h] = p @ vs
-    return out if lay == "bhsd" else out.transpose(1, 2)
+            p = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
+            out[b, h] = p @ v[b, h // rep].detach().double()
+    return out
 
 
 def rel_error(o: Any, ref: Any) -> float:
@@ -221,7 +103,9 @@ def rel_error(o: Any, ref: Any) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------- one case
-def _inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, Any, Any, Any]:
+def inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, Any, Any, Any]:
+    """q, k, v as (batch, heads, seqlen, dim) tensors -- views of (batch, seqlen, heads, dim) storage for the
+    bshd layout -- and the output gradient; seeded, so every backend sees the same numbers."""
     import torch
 
     from workloads.backends import TORCH_DTYPES
@@ -232,7 +116,8 @@ def _inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, A
     def t(h: int, s: int) -> torch.Tensor:
         shape = (spec.batch, h, s, spec.head_dim) if spec.layout == "bhsd" else (spec.batch, s, h, spec.head_dim)
         x = torch.randn(shape, generator=g, dtype=torch.float32).to(device=spec.device, dtype=dt)
-        return x.requires_grad_(requires_grad)
+        x.requires_grad_(requires_grad)
+        return x if spec.layout == "bhsd" else x.transpose(1, 2)
 
     q = t(spec.heads, spec.seqlen_q)
     k = t(spec.kv_heads, spec.seqlen_kv)
@@ -241,144 +126,203 @@ def _inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, A
     return q, k, v, do
 
 
-def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
-             seed: int = 0, hooks: Hooks | None = None) -> dict[str, Any]:
-    """Run one case and return its result row (status ok/unsupported/oom/error)."""
-    import torch
+class _Case:
+    """One case being run: its backend function, inputs, ranges and timer (set up, checked, measured)."""
 
-    from workloads import backends
+    def __init__(self, spec: AttentionSpec, fn: Any, *, nv: Nvtx, hooks: Hooks, seed: int) -> None:
+        import torch
 
-    hooks = hooks or Hooks()
-    row: dict[str, Any] = {"status": "ok", "reason": None}
-    cuda = spec.device == "cuda"
-    nv = Nvtx(nvtx, mirror=hooks.ranges())
-    case = ns.case_range(spec.backend, spec.shape_key)
-    want_bwd = spec.pass_ in ("bwd", "fwd+bwd")
-    q: Any = None
-    k: Any = None
-    v: Any = None
-    do: Any = None
-    o: Any = None
-    ref: Any = None
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                fn = backends.make(spec)
-                q, k, v, do = _inputs(spec, want_bwd, seed)
-                with nv.range(case), nv.range(ns.SETUP), torch.no_grad():
-                    o = fn(q, k, v)  # first call: compiles/autotunes; also tells us if the shape is supported
-                if cuda:
-                    torch.cuda.synchronize()
-            except Exception as e:
-                status, reason = backends.classify_failure(e, list(caught))
-                return {"status": status, "reason": reason}
-        if check:
-            ref = reference(spec, q, k, v)
-            err = rel_error(o, ref)
-            row["rel_error"] = err
-            row["tolerance"] = TOLERANCE[spec.dtype]
-            row["check"] = "pass" if err <= TOLERANCE[spec.dtype] and math.isfinite(err) else "fail"
-            del ref
-        o = None
+        self.torch = torch
+        self.spec, self.fn, self.nv, self.hooks, self.seed = spec, fn, nv, hooks, seed
+        self.cuda = spec.device == "cuda"
+        self.case = ns.case_range(spec.backend, spec.shape_key)
+        self.want_bwd = spec.pass_ in ("bwd", "fwd+bwd")
+        self.kw: dict[str, Any] = {"is_causal": spec.causal, "scale": spec.head_dim ** -0.5}
+        if spec.heads != spec.kv_heads:
+            self.kw["enable_gqa"] = True
+        self.q: Any = None
+        self.k: Any = None
+        self.v: Any = None
+        self.do: Any = None
+        self.stack = [self.case, ns.WARMUP, ns.pass_range(spec.backend, "bwd")]
+        self.markers: Any = None
+        self.retained: Any = None
+        self.l2: Any = None
+        self.timer: Timer | None = None
 
-        stack = [case, ns.WARMUP, ns.pass_range(spec.backend, "bwd")]
-        markers = _bwd_markers(nv, stack) if (want_bwd and nv.enabled) else None
+    def call(self, q: Any, k: Any, v: Any) -> Any:
+        return self.fn(q, k, v, **self.kw)
 
-        def forward() -> Any:
-            if markers is None:
-                return fn(q, k, v)
-            begin, end = markers
-            qq, kk, vv = end(q, k, v)
-            return begin(fn(qq, kk, vv))
+    def first_call(self) -> Any:
+        """Inputs, then one call in the setup range: it compiles/autotunes, and tells whether the backend takes
+        the shape at all."""
+        self.q, self.k, self.v, self.do = inputs(self.spec, self.want_bwd, self.seed)
+        with self.nv.range(self.case), self.nv.range(ns.SETUP), self.torch.no_grad():
+            o = self.call(self.q, self.k, self.v)
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        return o
 
-        l2 = None
-        if flush_l2 and cuda:
-            l2 = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
-        timer = Timer(spec.device)
-        retained: Any = None
+    def forward(self) -> Any:
+        if self.markers is None:
+            return self.call(self.q, self.k, self.v)
+        begin, end = self.markers
+        qq, kk, vv = end(self.q, self.k, self.v)
+        return begin(self.call(qq, kk, vv))
+
+    def one_iter(self) -> None:
+        spec, nv, timer = self.spec, self.nv, self.timer
+        assert timer is not None
+        if self.l2 is not None:
+            self.l2.zero_()
+        if spec.pass_ == "fwd":
+            timer.mark()
+            with nv.range(ns.pass_range(spec.backend, "fwd")), self.torch.no_grad():
+                self.call(self.q, self.k, self.v)
+            timer.mark()
+            return
+        self.q.grad = self.k.grad = self.v.grad = None
         if spec.pass_ == "bwd":
-            retained = forward()  # one graph, backward replayed with retain_graph
+            timer.mark()
+            with nv.range(ns.pass_range(spec.backend, "bwd")):
+                self.retained.backward(self.do, retain_graph=True)
+            timer.mark()
+            return
+        timer.mark()
+        with nv.range(ns.pass_range(spec.backend, "fwd")):
+            out = self.forward()
+        timer.mark()
+        with nv.range(ns.pass_range(spec.backend, "bwd")):
+            out.backward(self.do)
+        timer.mark()
 
-        def one_iter() -> None:
-            nonlocal retained
-            if l2 is not None:
-                l2.zero_()
-            if spec.pass_ == "fwd":
-                timer.mark()
-                with nv.range(ns.pass_range(spec.backend, "fwd")), torch.no_grad():
-                    fn(q, k, v)
-                timer.mark()
-            elif spec.pass_ == "bwd":
-                q.grad = k.grad = v.grad = None
-                timer.mark()
-                with nv.range(ns.pass_range(spec.backend, "bwd")):
-                    retained.backward(do, retain_graph=True)
-                timer.mark()
-            else:
-                q.grad = k.grad = v.grad = None
-                timer.mark()
-                with nv.range(ns.pass_range(spec.backend, "fwd")):
-                    out = forward()
-                timer.mark()
-                with nv.range(ns.pass_range(spec.backend, "bwd")):
-                    out.backward(do)
-                timer.mark()
-
+    def measure(self, *, warmup: int, iters: int, flush_l2: bool) -> dict[str, Any]:
+        """Warm-up, then the measured iterations between cudaProfilerStart and Stop; the timing row."""
+        torch, spec, nv = self.torch, self.spec, self.nv
+        self.markers = backward_markers(nv, self.stack) if (self.want_bwd and nv.enabled) else None
+        if flush_l2 and self.cuda:
+            self.l2 = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
+        self.timer = Timer(spec.device)
+        if spec.pass_ == "bwd":
+            self.retained = self.forward()  # one graph, backward replayed with retain_graph
         stride = 2 if spec.pass_ == "fwd+bwd" else 1
-        with nv.range(case):
-            stack[1] = ns.WARMUP
+        with nv.range(self.case):
+            self.stack[1] = ns.WARMUP
             with nv.range(ns.WARMUP):
                 for _ in range(warmup):
-                    one_iter()
-            timer.intervals_ms(stride)  # drop warm-up marks (synchronizes)
-            if cuda:
-                torch.cuda.reset_peak_memory_stats()
-                mem_before = torch.cuda.memory_allocated()
-                torch.cuda.cudart().cudaProfilerStart()
-            stack[1] = ns.MEASURE
-            hooks.measure_begin(spec)
+                    self.one_iter()
+            self.timer.intervals_ms(stride)  # drop warm-up marks (synchronizes)
+            mem_before = self._start_measuring()
             t0 = time.perf_counter()
             try:
                 with nv.range(ns.MEASURE):
                     for _ in range(iters):
-                        one_iter()
-                        hooks.iteration_end(spec)
-                    if cuda:
+                        self.one_iter()
+                        self.hooks.iteration_end(spec)
+                    if self.cuda:
                         torch.cuda.synchronize()
             finally:
-                if cuda:
+                if self.cuda:
                     torch.cuda.cudart().cudaProfilerStop()
-                hooks.measure_end(spec)
+                self.hooks.measure_end(spec)
             wall = time.perf_counter() - t0
-            per_iter = timer.intervals_ms(stride)
+            per_iter = self.timer.intervals_ms(stride)
+        return self._row(per_iter, stride, wall, mem_before)
+
+    def _start_measuring(self) -> int:
+        torch = self.torch
+        mem_before = 0
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            mem_before = torch.cuda.memory_allocated()
+            torch.cuda.cudart().cudaProfilerStart()
+        self.stack[1] = ns.MEASURE
+        self.hooks.measure_begin(self.spec)
+        return mem_before
+
+    def _row(self, per_iter: list[list[float]], stride: int, wall: float, mem_before: int) -> dict[str, Any]:
         times = [sum(x) for x in per_iter]
-        row.update(_stats(times))
+        row: dict[str, Any] = {**_stats(times), "times_ms": times, "wall_s": wall}
         if stride == 2:
             row["fwd_median_ms"] = statistics.median(x[0] for x in per_iter)
             row["bwd_median_ms"] = statistics.median(x[1] for x in per_iter)
-        row["times_ms"] = times
-        row["wall_s"] = wall
-        if cuda:
-            row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated())
-            row["workspace_bytes"] = int(torch.cuda.max_memory_allocated() - mem_before)
+        if self.cuda:
+            peak = int(self.torch.cuda.max_memory_allocated())
+            row["peak_mem_bytes"] = peak
+            row["workspace_bytes"] = peak - mem_before
         else:
             row["peak_mem_bytes"] = None
+        return row
+
+    def release(self) -> None:
+        self.q = self.k = self.v = self.do = self.retained = self.l2 = self.markers = None
+        if self.cuda:
+            with contextlib.suppress(Exception):
+                self.torch.cuda.synchronize()
+            self.torch.cuda.empty_cache()
+
+
+def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any]]:
+    """The backend's function, the spec with its declared causal alignment, and what the row says of it.
+    Raises BadReference / BackendUnavailable."""
+    from workloads import backends
+
+    fn = backends.load(spec.backend)
+    info: dict[str, Any] = {}
+    if spec.backend not in BUILTIN_BACKENDS:
+        spec = spec.with_(align=getattr(fn, "causal_align", "top-left"))
+        info["backend_name"] = backends.display_name(spec.backend, fn)
+    info["causal_align"] = spec.causal_align
+    backends.check(spec, fn)
+    return spec, fn, info
+
+
+def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
+             seed: int = 0, hooks: Hooks | None = None) -> dict[str, Any]:
+    """Run one case and return its result row (status ok / unsupported / oom / error, with the reason)."""
+    from workloads import backends
+
+    hooks = hooks or Hooks()
+    c: _Case | None = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                spec, fn, info = load_backend(spec)
+                c = _Case(spec, fn, nv=Nvtx(nvtx, mirror=hooks.ranges()), hooks=hooks, seed=seed)
+                o = c.first_call()
+            except backends.BadReference as e:
+                return {"status": "error", "reason": f"cannot load the backend: {e}"}
+            except Exception as e:
+                status, reason = backends.classify_failure(e, list(caught))
+                return {"status": status, "reason": reason}
+        row: dict[str, Any] = {"status": "ok", "reason": None, **info}
+        if check:
+            row.update(check_output(spec, o, c.q, c.k, c.v))
+        del o
+        row.update(c.measure(warmup=warmup, iters=iters, flush_l2=flush_l2))
         return row
     except Exception as e:
         status, reason = backends.classify_failure(e, [])
         if status == "unsupported":  # a refusal after the first call is still a failure of this run
             status = "error"
-        row.update({"status": status, "reason": reason})
         if os.environ.get("PROFCTL_DEBUG"):
             traceback.print_exc()
-        return row
+        return {"status": status, "reason": reason}
     finally:
-        q = k = v = do = o = ref = None
-        if cuda:
-            with contextlib.suppress(Exception):
-                torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+        if c is not None:
+            c.release()
+
+
+def check_output(spec: AttentionSpec, o: Any, q: Any, k: Any, v: Any) -> dict[str, Any]:
+    """The output against the float64 reference: relative error, tolerance and pass/fail."""
+    shape = (spec.batch, spec.heads, spec.seqlen_q, spec.head_dim)
+    if tuple(getattr(o, "shape", ())) != shape:
+        return {"rel_error": None, "tolerance": TOLERANCE[spec.dtype], "check": "fail",
+                "check_reason": f"output shape {tuple(getattr(o, 'shape', ()))} is not {shape}"}
+    err = rel_error(o, reference(spec, q, k, v))
+    ok = err <= TOLERANCE[spec.dtype] and math.isfinite(err)
+    return {"rel_error": err, "tolerance": TOLERANCE[spec.dtype], "check": "pass" if ok else "fail"}
 
 
 def _stats(times: list[float]) -> dict[str, float]:
@@ -412,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.attention", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", "--backends", dest="backend", default="sdpa-flash",
-                   help=f"comma list of {', '.join(BACKENDS)}")
+                   help="comma list of backend names or path/file.py:fn / package.module:fn")
     p.add_argument("--batch", default="1")
     p.add_argument("--seqlen", default=None, help="sets both --seqlen-q and --seqlen-kv")
     p.add_argument("--seqlen-q", default=None)
@@ -420,12 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", default="16")
     p.add_argument("--kv-heads", default=None, help="default: equal to heads")
     p.add_argument("--head-dim", default="128")
-    p.add_argument("--dtype", default="bf16", help=f"comma list of {', '.join(DTYPES)}")
+    p.add_argument("--dtype", default="bf16", help="comma list of bf16, fp16, fp32")
     p.add_argument("--causal", nargs="?", const="true", default="false",
                    help="flag, or a list such as 'false,true'")
-    p.add_argument("--pass", dest="pass_", default="fwd", help=f"comma list of {', '.join(PASSES)}")
-    p.add_argument("--layout", default="bhsd", help=f"comma list of {', '.join(LAYOUTS)}")
-    p.add_argument("--device", default="cuda", choices=DEVICES)
+    p.add_argument("--pass", dest="pass_", default="fwd", help="comma list of fwd, bwd, fwd+bwd")
+    p.add_argument("--layout", default="bhsd", help="comma list of bhsd, bshd")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -442,25 +386,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def specs_from_args(a: argparse.Namespace) -> list[AttentionSpec]:
-    sq = a.seqlen_q or a.seqlen or "1024"
-    skv = a.seqlen_kv  # None: equal to each case's seqlen_q (--seqlen sets both)
-    if a.warmup < 0 or a.iters <= 0:
-        raise SpecError(f"--iters must be positive and --warmup >= 0 (got iters={a.iters}, warmup={a.warmup})")
-    return specs_from_options(backend=a.backend, batch=a.batch, seqlen_q=sq, seqlen_kv=skv, heads=a.heads,
-                              kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype, causal=a.causal,
-                              pass_=a.pass_, layout=a.layout, device=a.device)
+def sweep_from_args(a: argparse.Namespace) -> AttentionSweep:
+    """The sweep the command line describes (the same parser profctl uses on its side)."""
+    return AttentionSweep.from_strings(
+        backend=a.backend, batch=a.batch, seqlen=a.seqlen if a.seqlen_q is None else None, seqlen_q=a.seqlen_q,
+        seqlen_kv=a.seqlen_kv, heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype,
+        causal=a.causal, pass_=a.pass_, layout=a.layout, device=a.device, warmup=a.warmup, iters=a.iters,
+        seed=a.seed, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2)
 
 
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        specs = specs_from_args(a)
+        specs = sweep_from_args(a).specs()
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not specs:
-        print("error: the options select no case", file=sys.stderr)
         return 2
 
     def emit(obj: dict[str, Any]) -> None:
@@ -470,20 +410,34 @@ def main(argv: list[str] | None = None) -> int:
                 f.flush()
                 os.fsync(f.fileno())
 
-    import torch
-
-    if a.device == "cuda" and torch.cuda.is_available():
-        emit({"event": "device", "name": torch.cuda.get_device_name(0),
-              "capability": list(torch.cuda.get_device_capability(0)), "torch": torch.__version__,
-              "cuda": torch.version.cuda, "sm_count": torch.cuda.get_device_properties(0).multi_processor_count})
-    else:
-        emit({"event": "device", "name": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()})
-    hooks = make_hooks(a)
+    emit(device_event(a.device))
+    hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
+                       stacks=a.torch_stacks)
     try:
         rc = _run_all(a, specs, emit, hooks)
     finally:
         hooks.close()
     return rc
+
+
+def make_hooks(torch_trace: str | None, **options: Any) -> Hooks:
+    """The hooks the command line asks for: torch.profiler with ``--torch-trace PATH``, else none."""
+    if torch_trace:
+        from workloads.torch_profile import TorchProfileHooks
+
+        return TorchProfileHooks(torch_trace, **options)
+    return Hooks()
+
+
+def device_event(device: str) -> dict[str, Any]:
+    """What the parent records of the device the cases ran on."""
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        return {"event": "device", "name": torch.cuda.get_device_name(0),
+                "capability": list(torch.cuda.get_device_capability(0)), "torch": torch.__version__,
+                "cuda": torch.version.cuda, "sm_count": torch.cuda.get_device_properties(0).multi_processor_count}
+    return {"event": "device", "name": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[dict[str, Any]], None],

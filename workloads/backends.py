@@ -1,20 +1,36 @@
-"""Attention backends. Each returns a callable (q, k, v) -> out for one spec, or raises BackendUnavailable
-with the reason: a backend is skipped with its reason, never silently replaced by another."""
+"""Attention backends: every backend is a function with ``torch.nn.functional.scaled_dot_product_attention``'s
+calling convention, ``fn(q, k, v, is_causal=..., scale=..., enable_gqa=...)`` on (batch, heads, seqlen, head_dim)
+tensors, found by name through one registry.
+
+The built-in names map to functions in this module (profctl.spec.BUILTIN_BACKENDS); any other name is a reference
+to a user's function, ``path/to/file.py:fn`` or ``package.module:fn``, loaded the same way. So profctl's Triton
+kernel (``triton``), a user's kernel and SDPA itself (``torch.nn.functional:scaled_dot_product_attention``) all go
+through :func:`load`. A backend that cannot run a case raises BackendUnavailable with the reason: the case becomes
+an ``unsupported`` row, never silently replaced by another backend.
+
+A function may carry attributes: ``causal_align`` ('top-left' like SDPA, the default, or 'bottom-right' like
+FlashAttention >= 2.1), ``name`` (what its rows are called) and ``supports(spec) -> str | None`` (a reason it
+cannot run a case, checked before inputs are allocated).
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
 import re
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from workloads.spec import AttentionSpec
+from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec
 
-AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+AttnFn = Callable[..., torch.Tensor]
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -23,147 +39,239 @@ class BackendUnavailable(Exception):
     """Not installed, not supported on this device, or cannot take this shape; str() is the reason."""
 
 
-def _to_bhsd(x: torch.Tensor, layout: str) -> torch.Tensor:
-    return x if layout == "bhsd" else x.transpose(1, 2)
+class BadReference(Exception):
+    """A function reference that cannot be loaded: no such file or module, a syntax error in it, no such
+    attribute, not callable, or a signature that cannot take (q, k, v, is_causal=, scale=)."""
 
 
-def _to_bshd(x: torch.Tensor, layout: str) -> torch.Tensor:
-    return x if layout == "bshd" else x.transpose(1, 2)
-
-
-def _from_bhsd(o: torch.Tensor, layout: str) -> torch.Tensor:
-    return o if layout == "bhsd" else o.transpose(1, 2)
-
-
-def _from_bshd(o: torch.Tensor, layout: str) -> torch.Tensor:
-    return o if layout == "bshd" else o.transpose(1, 2)
-
-
-# ---------------------------------------------------------------------------------------------------------
-def _sdpa(kind: str) -> Callable[[AttentionSpec], AttnFn]:
-    def make(spec: AttentionSpec) -> AttnFn:
+# ------------------------------------------------------------------------------------------------ built-ins
+def _sdpa(kind: str, cuda_only: bool) -> AttnFn:
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
+           is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        backend = {
-            "sdpa-flash": SDPBackend.FLASH_ATTENTION,
-            "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
-            "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "sdpa-math": SDPBackend.MATH,
-        }[kind]
-        if spec.device != "cuda" and kind in ("sdpa-cudnn", "sdpa-efficient"):
-            raise BackendUnavailable(f"{kind} runs on CUDA only, not on {spec.device}")
-        gqa = spec.heads != spec.kv_heads
-        if gqa and "enable_gqa" not in (F.scaled_dot_product_attention.__doc__ or ""):
-            raise BackendUnavailable(f"torch {torch.__version__} SDPA has no enable_gqa (GQA needs torch >= 2.5)")
-        kw: dict[str, Any] = {"is_causal": spec.causal}
-        if gqa:
+        kw: dict[str, Any] = {"is_causal": is_causal, "scale": scale}
+        if enable_gqa:
             kw["enable_gqa"] = True
-        lay = spec.layout
+        with sdpa_kernel(getattr(SDPBackend, kind)):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, **kw)
 
-        def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            with sdpa_kernel(backend):
-                o = F.scaled_dot_product_attention(_to_bhsd(q, lay), _to_bhsd(k, lay), _to_bhsd(v, lay), **kw)
-            return _from_bhsd(o, lay)
+    def supports(spec: AttentionSpec) -> str | None:
+        if cuda_only and spec.device != "cuda":
+            return f"runs on CUDA only, not on {spec.device}"
+        if spec.heads != spec.kv_heads and "enable_gqa" not in (F.scaled_dot_product_attention.__doc__ or ""):
+            return f"torch {torch.__version__} SDPA has no enable_gqa (GQA needs torch >= 2.5)"
+        return None
 
-        return fn
-
-    return make
-
-
-def _eager(spec: AttentionSpec) -> AttnFn:
-    """The baseline: explicit matmul, softmax, matmul; GQA by repeating kv heads; causal top-left like SDPA."""
-    scale = spec.head_dim ** -0.5
-    rep = spec.heads // spec.kv_heads
-    lay = spec.layout
-    mask_cache: dict[tuple[int, int, str], torch.Tensor] = {}
-
-    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        q, k, v = _to_bhsd(q, lay), _to_bhsd(k, lay), _to_bhsd(v, lay)
-        if rep > 1:
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-        s = torch.matmul(q, k.transpose(-2, -1)) * scale
-        if spec.causal:
-            key = (q.shape[-2], k.shape[-2], str(q.device))
-            m = mask_cache.get(key)
-            if m is None:
-                m = torch.ones(key[0], key[1], dtype=torch.bool, device=q.device).triu(1)
-                mask_cache[key] = m
-            s = s.masked_fill(m, float("-inf"))
-        p = torch.softmax(s, dim=-1)
-        return _from_bhsd(torch.matmul(p, v), lay)
-
+    fn.supports = supports  # type: ignore[attr-defined]
+    fn.causal_align = "top-left"  # type: ignore[attr-defined]
     return fn
 
 
-def _flash_attn(spec: AttentionSpec) -> AttnFn:
+sdpa_flash = _sdpa("FLASH_ATTENTION", cuda_only=False)
+sdpa_cudnn = _sdpa("CUDNN_ATTENTION", cuda_only=True)
+sdpa_efficient = _sdpa("EFFICIENT_ATTENTION", cuda_only=True)
+sdpa_math = _sdpa("MATH", cuda_only=False)
+
+_MASKS: dict[tuple[int, int, str], torch.Tensor] = {}
+
+
+def eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
+          is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+    """The baseline: explicit matmul, softmax, matmul (the full score matrix in memory); GQA by repeating kv
+    heads; causal top-left like SDPA."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1:
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+    s = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        key = (q.shape[-2], k.shape[-2], str(q.device))
+        m = _MASKS.get(key)
+        if m is None:
+            m = _MASKS[key] = torch.ones(key[0], key[1], dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(m, float("-inf"))
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+eager.causal_align = "top-left"  # type: ignore[attr-defined]
+
+
+def _need_cuda_half(spec: AttentionSpec) -> str | None:
+    if spec.device != "cuda":
+        return f"runs on CUDA only, not on {spec.device}"
+    if spec.dtype not in ("bf16", "fp16"):
+        return f"supports bf16 and fp16 only, not {spec.dtype}"
+    return None
+
+
+def _bshd_call(func: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               is_causal: bool, scale: float | None) -> torch.Tensor:
+    """FlashAttention's interfaces take (batch, seqlen, heads, dim); SDPA's convention is (batch, heads, ...)."""
+    o = func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=is_causal, softmax_scale=scale)
+    if isinstance(o, tuple):
+        o = o[0]
+    return o.transpose(1, 2)
+
+
+def flash_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
+               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
     """FlashAttention-3 (flash_attn_interface) if installed, else FlashAttention-2 (flash_attn)."""
-    func = None
+    return _bshd_call(_flash_attn_func(), q, k, v, is_causal, scale)
+
+
+def _flash_attn_func() -> Callable[..., Any]:
     errs = []
     for modname in ("flash_attn_interface", "flash_attn"):
         try:
-            func = importlib.import_module(modname).flash_attn_func
-            break
+            return importlib.import_module(modname).flash_attn_func
         except Exception as e:  # ImportError, or a broken build raising at import
             errs.append(f"{modname}: {type(e).__name__}: {e}")
-    if func is None:
-        raise BackendUnavailable("flash-attn is not installed (pip install 'profctl[flash]'); " + "; ".join(errs))
-    _need_cuda_half(spec, "flash-attn")
-    lay = spec.layout
-
-    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        o = func(_to_bshd(q, lay), _to_bshd(k, lay), _to_bshd(v, lay), causal=spec.causal)
-        if isinstance(o, tuple):
-            o = o[0]
-        return _from_bshd(o, lay)
-
-    return fn
+    raise BackendUnavailable("flash-attn is not installed (pip install 'profctl[flash]'); " + "; ".join(errs))
 
 
-def _fa4(spec: AttentionSpec) -> AttnFn:
+def _flash_attn_supports(spec: AttentionSpec) -> str | None:
+    _flash_attn_func()
+    return _need_cuda_half(spec)
+
+
+flash_attn.supports = _flash_attn_supports  # type: ignore[attr-defined]
+flash_attn.causal_align = "bottom-right"  # type: ignore[attr-defined]
+
+
+def fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
+        is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+    """FlashAttention-4 (flash_attn.cute, CuTe DSL)."""
+    from flash_attn.cute import flash_attn_func
+
+    return _bshd_call(flash_attn_func, q, k, v, is_causal, scale)
+
+
+def _fa4_supports(spec: AttentionSpec) -> str | None:
     try:
-        from flash_attn.cute import flash_attn_func
+        from flash_attn.cute import flash_attn_func  # noqa: F401
     except Exception as e:
-        raise BackendUnavailable(f"FlashAttention-4 (flash_attn.cute) is not installed: {type(e).__name__}: {e}") from e
-    _need_cuda_half(spec, "fa4")
+        return f"FlashAttention-4 (flash_attn.cute) is not installed: {type(e).__name__}: {e}"
+    why = _need_cuda_half(spec)
+    if why:
+        return why
     major, _ = torch.cuda.get_device_capability()
     if major < 9:
-        raise BackendUnavailable(f"fa4 needs compute capability >= 9.0 (Hopper/Blackwell), this GPU is sm_{major}x")
-    lay = spec.layout
-
-    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        o = flash_attn_func(_to_bshd(q, lay), _to_bshd(k, lay), _to_bshd(v, lay), causal=spec.causal)
-        if isinstance(o, tuple):
-            o = o[0]
-        return _from_bshd(o, lay)
-
-    return fn
+        return f"needs compute capability >= 9.0 (Hopper/Blackwell), this GPU is sm_{major}x"
+    return None
 
 
-def _need_cuda_half(spec: AttentionSpec, name: str) -> None:
-    if spec.device != "cuda":
-        raise BackendUnavailable(f"{name} runs on CUDA only, not on {spec.device}")
-    if spec.dtype not in ("bf16", "fp16"):
-        raise BackendUnavailable(f"{name} supports bf16 and fp16 only, not {spec.dtype}")
+fa4.supports = _fa4_supports  # type: ignore[attr-defined]
+fa4.causal_align = "bottom-right"  # type: ignore[attr-defined]
 
 
-MAKERS: dict[str, Callable[[AttentionSpec], AttnFn]] = {
-    "flash-attn": _flash_attn,
-    "fa4": _fa4,
-    "sdpa-flash": _sdpa("sdpa-flash"),
-    "sdpa-cudnn": _sdpa("sdpa-cudnn"),
-    "sdpa-efficient": _sdpa("sdpa-efficient"),
-    "sdpa-math": _sdpa("sdpa-math"),
-    "eager": _eager,
-}
+# ------------------------------------------------------------------------------------------------ loading
+_LOADED: dict[str, AttnFn] = {}
 
 
-def make(spec: AttentionSpec) -> AttnFn:
+def load(name: str) -> AttnFn:
+    """The function of a backend name or reference; BadReference (with the reason) when it cannot be loaded."""
+    if name in _LOADED:
+        return _LOADED[name]
+    ref = BUILTIN_BACKENDS.get(name, name)
+    m = FUNCTION_REF.match(ref)
+    if not m:
+        raise BadReference(f"{name!r} is not a backend name nor a function reference (path/to/file.py:fn or "
+                           "package.module:fn)")
+    where, attr = m["where"], m["attr"]
+    mod = _load_file(where) if where.endswith(".py") or "/" in where or where.startswith(".") else \
+        _load_module(where)
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise BadReference(f"{name}: {where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise BadReference(f"{name}: {attr} is a {type(obj).__name__}, not a function")
+    _check_signature(name, obj)
+    align = getattr(obj, "causal_align", "top-left")
+    if align not in ALIGNMENTS:
+        raise BadReference(f"{name}: causal_align {align!r} must be one of {', '.join(ALIGNMENTS)}")
+    _LOADED[name] = obj
+    return obj
+
+
+def _load_file(where: str) -> Any:
+    path = Path(where).expanduser()
+    if not path.is_file():
+        raise BadReference(f"{where}: no such file")
+    modname = "profctl_user_" + re.sub(r"\W", "_", str(path.resolve()))
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise BadReference(f"{where}: cannot be imported as a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        del sys.modules[modname]
+        raise BadReference(f"{where}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        del sys.modules[modname]
+        raise BadReference(f"{where}: importing it raised {type(e).__name__}: {e}") from None
+    return mod
+
+
+def _load_module(where: str) -> Any:
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as e:
+        raise BadReference(f"{where}: no module named {e.name!r}") from None
+    except SyntaxError as e:
+        raise BadReference(f"{where}: {e.filename}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        raise BadReference(f"{where}: importing it raised {type(e).__name__}: {e}") from None
+
+
+def _check_signature(name: str, fn: Any) -> None:
+    """The function must take q, k, v positionally and is_causal / scale by keyword (or **kwargs)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or C function without a signature: the first call will tell
+    params = list(sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 3:
+        raise BadReference(f"{name}: its signature {sig} does not take (q, k, v, is_causal=..., scale=...)")
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    names = {p.name for p in params}
+    missing = [k for k in ("is_causal", "scale") if k not in names]
+    if missing:
+        raise BadReference(f"{name}: its signature {sig} has no {' or '.join(missing)} keyword (it is called like "
+                           "scaled_dot_product_attention: fn(q, k, v, is_causal=..., scale=...))")
+
+
+def display_name(name: str, fn: Any) -> str:
+    """What rows of this backend are called: a built-in's name, else the function's ``name`` attribute, else
+    the reference as given."""
+    if name in BUILTIN_BACKENDS:
+        return name
+    return str(getattr(fn, "name", None) or name)
+
+
+def check(spec: AttentionSpec, fn: Any) -> None:
+    """BackendUnavailable when the backend says it cannot run `spec` (or there is no GPU for a CUDA case)."""
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise BackendUnavailable("no CUDA device is available (use --device cpu)")
-    return MAKERS[spec.backend](spec)
+    supports = getattr(fn, "supports", None)
+    if supports is not None:
+        why = supports(spec)
+        if why:
+            raise BackendUnavailable(f"{spec.backend} {why}")
 
 
+# ------------------------------------------------------------------------------------------------ failures
 _UNSUPPORTED = re.compile(
     r"No available kernel|No viable backend|not supported|unsupported|does not support|only supports|must be|expected|"
     r"should be|Only support|is not implemented|NotImplemented", re.I)

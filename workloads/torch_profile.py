@@ -1,6 +1,6 @@
 """torch.profiler around the attention workload: records the measured iterations only, one trace per process.
 
-``python -m workloads.attention ... --torch-trace run/trace.json.gz`` makes :func:`workloads.attention.make_hooks`
+``python -m workloads.attention ... --torch-trace run/trace.json.gz`` makes :func:`workloads.hooks.make_hooks`
 build :class:`TorchProfileHooks`. The profiler is created once, with a schedule that keeps it in WARMUP (Kineto
 and CUPTI initialised, nothing recorded) until the first measured iteration, then RECORD. Between cases -- their
 set-up, reference check and warm-up iterations -- collection is switched off with
@@ -16,28 +16,26 @@ On close it writes the Chrome/Perfetto trace (``.json.gz``, atomically) and the 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from workloads import nvtx_scheme as ns
-from workloads.attention import Hooks
-from workloads.spec import AttentionSpec
+from workloads.hooks import Hooks
 
 
 class TorchProfileHooks(Hooks):
     """The workload's hooks for ``--torch-trace PATH`` (options ``--torch-shapes/--torch-memory/--torch-stacks``)."""
 
-    def __init__(self, a: argparse.Namespace) -> None:
+    def __init__(self, path: str | Path, *, device: str = "cuda", shapes: bool = False, memory: bool = False,
+                 stacks: bool = False) -> None:
         import torch
         from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
-        self.path = Path(a.torch_trace)
+        self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.cuda = a.device == "cuda" and torch.cuda.is_available()
+        self.cuda = device == "cuda" and torch.cuda.is_available()
         self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._torch = torch
         self._RECORD = ProfilerAction.RECORD
@@ -49,14 +47,14 @@ class TorchProfileHooks(Hooks):
         self.prof = profile(
             activities=self.activities,
             schedule=lambda step: self._action,
-            record_shapes=bool(getattr(a, "torch_shapes", False)),
-            profile_memory=bool(getattr(a, "torch_memory", False)),
-            with_stack=bool(getattr(a, "torch_stacks", False)),
+            record_shapes=shapes,
+            profile_memory=memory,
+            with_stack=stacks,
         )
         self.prof.start()  # WARMUP: the profiler's start-up costs come before any case
 
     # ---- the workload's hooks
-    def measure_begin(self, spec: AttentionSpec) -> None:
+    def measure_begin(self, case: Any) -> None:
         if not self.started:
             self._action = self._RECORD
             self.prof.step()  # WARMUP -> RECORD: start the trace
@@ -67,12 +65,12 @@ class TorchProfileHooks(Hooks):
             self.prof.toggle_collection_dynamic(True, self.activities)
         self.recording = True
         self.cases += 1
-        self.push(ns.case_range(spec.backend, spec.shape_key))  # the case range opened before recording began
+        self.push(str(getattr(case, "case_id", case)))  # the case range opened before recording began
 
-    def iteration_end(self, spec: AttentionSpec) -> None:
+    def iteration_end(self, case: Any) -> None:
         """Nothing per iteration: the measured region is recorded as a whole (the iterations are its ranges)."""
 
-    def measure_end(self, spec: AttentionSpec) -> None:
+    def measure_end(self, case: Any) -> None:
         if self.cuda:
             self._torch.cuda.synchronize()
         self.pop()
@@ -141,7 +139,7 @@ class TorchProfileHooks(Hooks):
 
 
 def key_averages_path(trace: Path) -> Path:
-    """``run/trace.json.gz`` -> ``run/trace.key_averages.txt``."""
+    """``run/trace.json.gz`` -> ``run/trace.key_averages.txt`` (profctl.tools.torchprof.TABLE_NAME)."""
     name = trace.name
     for suf in (".json.gz", ".json", ".gz"):
         if name.endswith(suf):

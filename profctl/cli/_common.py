@@ -49,7 +49,8 @@ WORKLOAD_OPTIONS: list[tuple[str, Any, Any]] = [
 
 
 def workload_options(fn: F) -> F:
-    """Give a command every workload option; it receives them as one ``wl: WorkloadArgs`` argument."""
+    """Give a command every workload option; it receives them as one ``wl: Workload`` argument (the built-in
+    attention workload over the typed sweep the options describe; SpecError names a bad value)."""
     sig = inspect.signature(fn)
     own = [p for p in sig.parameters.values() if p.name != "wl"]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
@@ -58,9 +59,10 @@ def workload_options(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        from profctl.workload import WorkloadArgs
+        from profctl.pipelines.targets import Workload
+        from profctl.spec import AttentionSweep
 
-        wl = WorkloadArgs(**{n: kw.pop(n) for n in names if n in kw})
+        wl = Workload(AttentionSweep.from_strings(**{n: kw.pop(n) for n in names if n in kw}))
         return fn(*args, wl=wl, **kw)
 
     wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
@@ -75,7 +77,7 @@ def guard(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        from workloads.spec import SpecError
+        from profctl.spec import SpecError
 
         try:
             return fn(*args, **kw)
@@ -98,13 +100,22 @@ def err(msg: str) -> None:
     print(f"profctl: error: {msg}", file=sys.stderr)
 
 
-def console() -> Any:
-    from rich.console import Console
+def command_line() -> tuple[str, ...]:
+    """The command line as typed, for the run's manifest."""
+    return ("profctl", *sys.argv[1:])
 
-    return Console()
+
+def note(msg: str) -> None:
+    print(f"profctl: {msg}", file=sys.stderr)
 
 
-def econsole() -> Any:
-    from rich.console import Console
+def emit(text: str | None, output: Any = None) -> None:
+    """Text to stdout, or atomically to `output` (a path; '-' is stdout)."""
+    if text is None:
+        return
+    if output is not None and str(output) != "-":
+        from profctl.fsutil import atomic_write_text
 
-    return Console(stderr=True)
+        atomic_write_text(output, text)
+        return
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

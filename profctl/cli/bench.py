@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import guard, workload_options
+from profctl.cli._common import command_line, emit, guard, workload_options
 
 
 @guard
@@ -31,43 +31,36 @@ def bench(
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profctl.fsutil import atomic_write_text
+    from profctl.errors import ProfctlError
+    from profctl.pipelines import bench as pipeline
     from profctl.render import bench as rb
-    from profctl.sweep import run_bench
+    from profctl.shapes import label_of_row
 
     to_stdout = any(str(p) == "-" for p in (json_out, csv_out, md_out) if p is not None)
     show = not quiet and not to_stdout
+    req = pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
+                                reports=reports, point_timeout_s=point_timeout, command=command_line(), label=label)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True, disable=not show) as bar:
         task = bar.add_task("starting", total=None)
 
-        def progress(i: int, n: int, spec: Any, row: Any) -> None:
-            bar.update(task, total=n, completed=i + (1 if row is not None else 0),
-                       description=f"{spec.backend} {spec.shape_key} {spec.pass_}")
+        def progress(p: Any) -> None:
+            bar.update(task, total=p.total, completed=p.index + (1 if p.row is not None else 0),
+                       description=f"{p.case.backend} {p.case.shape_key} {p.case.pass_}")
 
-        res = run_bench(wl, baseline=None if baseline.lower() == "none" else baseline, reports=reports,
-                        point_timeout_s=point_timeout, progress=progress, argv=["profctl", *sys.argv[1:]],
-                        label=label)
+        res = pipeline.run(req, on_progress=progress)
     if show:
         rb.print_table(res)
         print(f"run: {res.run_dir}")
     for path, render in ((json_out, rb.to_json), (csv_out, rb.to_csv), (md_out, rb.to_markdown)):
-        if path is None:
-            continue
-        text = render(res)
-        if str(path) == "-":
-            sys.stdout.write(text)
-        else:
-            atomic_write_text(path, text)
+        if path is not None:
+            emit(render(res), path)
     if res.interrupted:
         print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
         raise typer.Exit(130)
-    failed = [r for r in res.rows if r["status"] != "ok"]
+    failed = res.failed_cases
     if len(failed) == len(res.rows) or (strict and failed):
-        from profctl.errors import ProfctlError
-        from profctl.sweep import shape_label
-
         r = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ProfctlError(f"{'no point ran' if len(failed) == len(res.rows) else 'a point failed'}: "
-                           f"{r['backend']} {shape_label(r)} {r['pass']}: {r['status']}: {r.get('reason')}{more}")
+                           f"{r['backend']} {label_of_row(r)} {r['pass']}: {r['status']}: {r.get('reason')}{more}")

@@ -34,10 +34,11 @@ def compare(
     regression past --fail-if-slower, 6 when the runs are not comparable)."""
     import sys
 
-    from profctl import compare as cm
+    from profctl.analysis import regression as cm
     from profctl.errors import UsageError
     from profctl.fsutil import atomic_write_text
-    from profctl.render.summary import FORMATS
+    from profctl.render import regression as rr
+    from profctl.render.tables import FORMATS
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
@@ -49,8 +50,8 @@ def compare(
         delta = min(delta, limit)
     b = cm.load_side(base, reports)
     n = cm.load_side(new, reports)
-    result = cm.compare(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force)
-    text = cm.render(result, format if not (output and format == "table") else "markdown")
+    result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force)
+    text = rr.render(result, format if not (output and format == "table") else "markdown")
     if text is not None:
         if output:
             atomic_write_text(output, text)

@@ -49,8 +49,8 @@ def collect() -> dict:
 
 
 def _nsys(problems: list[str]) -> dict:
-    from profctl.adapters import nsys as adapter
     from profctl.errors import ProfctlError
+    from profctl.tools import nsys as adapter
 
     t: dict = {"name": "nsys"}
     cs = adapter.candidates()
@@ -74,11 +74,11 @@ def _nsys(problems: list[str]) -> dict:
 
 
 def _ncu(problems: list[str]) -> dict | None:
-    """ncu through profctl.adapters.ncu when that adapter exists (find()/version())."""
+    """ncu through profctl.tools.ncu when that adapter exists (find()/version())."""
     try:
         import importlib
 
-        mod = importlib.import_module("profctl.adapters.ncu")
+        mod = importlib.import_module("profctl.tools.ncu")
     except ImportError:
         return None
     find = getattr(mod, "find", None)
@@ -89,7 +89,7 @@ def _ncu(problems: list[str]) -> dict | None:
     try:
         exe = find()
         t["path"] = str(exe)
-        t["found_via"] = "profctl.adapters.ncu"
+        t["found_via"] = "profctl.tools.ncu"
         if version is not None:
             t["version"] = str(version(exe))
     except Exception as e:  # another adapter's failure must not break doctor

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import guard, workload_options
+from profctl.cli._common import command_line, guard, workload_options
 
 if TYPE_CHECKING:
-    from profctl.workload import WorkloadArgs
+    from profctl.pipelines.targets import Workload
 
 _PANEL = "Nsight Compute"
 
@@ -77,75 +77,27 @@ def ncu(
         "table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown or json"
     ),
     *,
-    wl: WorkloadArgs,
+    wl: Workload,
 ) -> None:
     """Profile the measured iteration of each backend with Nsight Compute and diagnose every kernel."""
-    import time
     from dataclasses import replace
 
+    from profctl import recipes
     from profctl.errors import UsageError
+    from profctl.pipelines import ncu as pipeline
 
-    t0 = time.perf_counter()
     if format not in ("table", "markdown", "json"):
         raise UsageError(f"unknown format {format!r}; choose table, markdown or json")
-    from profctl import recipes
-    from profctl.adapters import ncu as adapter
-
-    for opt, val, allowed in (
-        ("--replay-mode", replay_mode, adapter.REPLAY_MODES),
-        ("--clock-control", clock_control, adapter.CLOCK_CONTROLS),
-        ("--cache-control", cache_control, adapter.CACHE_CONTROLS),
-    ):
-        if val is not None and val not in allowed:
-            raise UsageError(f"{opt} {val!r}: choose {', '.join(allowed)}")
-    if launch_count is not None and launch_count <= 0:
-        raise UsageError(f"--launch-count must be positive, got {launch_count}")
-    if kernel is not None:
-        _check_regex(kernel)
-    if not wl.nvtx:
-        raise UsageError(
-            "profctl ncu selects the measured launches by NVTX range; --no-nvtx would profile nothing"
-        )
-    rec = recipes.get(recipe)
-    exe = adapter.find()
-
     # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
     # with typer's vendored click and the standalone one)
     if getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
-        wl = replace(wl, iters=1)
-    wl = wl.resolved()
-    if wl.device != "cuda":
-        raise UsageError(
-            "profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
-            "(read existing reports with `profctl report`)"
-        )
-    from profctl.ncu_run import NcuRequest, run_ncu
-
-    req = NcuRequest(
-        recipe=rec,
-        wl=wl,
-        kernel=kernel,
-        launch_count=launch_count,
-        replay_mode=replay_mode,
-        clock_control=clock_control,
-        cache_control=cache_control,
-        timeout_s=timeout,
-        reports_dir=reports_dir,
-        exe=exe,
-    )
-    result = run_ncu(req, t_start=t0)
-    _print(result, format)
-
-
-def _check_regex(rx: str) -> None:
-    import re
-
-    from profctl.errors import UsageError
-
-    try:
-        re.compile(rx[6:] if rx.startswith("regex:") else rx)
-    except re.error as e:
-        raise UsageError(f"--kernel {rx!r} is not a valid regular expression: {e}") from None
+        wl = wl.with_iters(1)
+    req = pipeline.NcuRequest(target=wl, recipe=recipes.get(recipe), kernel=kernel, launch_count=launch_count,
+                              replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
+                              timeout_s=timeout, reports=reports_dir, command=command_line())
+    pipeline.check(req)
+    req = replace(req, exe=pipeline.tool.find())
+    _print(pipeline.run(req), format)
 
 
 def _print(result: Any, format: str) -> None:

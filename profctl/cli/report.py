@@ -8,11 +8,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import guard
-
-#: the files of a run directory profctl reads, per tool, in order of preference
-RUN_FILES = (("bench", ("bench.json",)), ("nsys", ("profile.sqlite",)), ("ncu", ("profile.ncu-rep",)),
-             ("torch", ("trace.json.gz",)))
+from profctl.cli._common import emit, guard, note
 
 
 @guard
@@ -51,15 +47,15 @@ def report(
     if limit < 0:
         raise UsageError(f"--limit must be >= 0, got {limit}")
     if shape is not None:
-        from profctl.merge import parse_shape_key
+        from profctl.shapes import Shape
 
         try:
-            parse_shape_key(shape)
+            Shape.parse(shape)
         except ValueError as e:
             raise UsageError(f"--shape: {e}") from None
     fields: list[str] = []
     if pivot is not None:
-        from profctl.render.comparison import PIVOT_FIELDS
+        from profctl.render.backend_table import PIVOT_FIELDS
 
         fields = [f.strip() for f in pivot.split(",") if f.strip()]
         bad = [f for f in fields if f not in PIVOT_FIELDS]
@@ -69,8 +65,10 @@ def report(
             raise UsageError("--pivot makes a table: use --format table, markdown or csv")
     if tokens is not None and tokens <= 0:
         raise UsageError(f"--tokens must be positive, got {tokens}")
-    inputs = collect(paths)
-    tools = {t for t, _ in inputs}
+    from profctl import inputs as resolver
+
+    inputs = resolver.resolve_all(paths)
+    tools = {i.tool for i in inputs}
     compare_view = view == "compare" or (view == "auto" and (
         format == "html" or pivot is not None or "bench" in tools or any(p.is_dir() for p in paths)
         or len(tools - {"bench"}) > 1))
@@ -85,156 +83,68 @@ def report(
              pivot=fields, tokens=tokens)
 
 
-def collect(paths: list[Path]) -> list[tuple[str, Path]]:
-    """(tool, file) for every input: files as given (bench JSON recognised by content), run directories by the
-    files profctl writes there, a directory of run directories by its children."""
-    from profctl.errors import BadReport
-    from profctl.merge import is_bench_json
-
-    out: list[tuple[str, Path]] = []
-    for p in paths:
-        if p.is_dir():
-            found = _run_dir(p)
-            if not found:
-                for child in sorted(c for c in p.iterdir() if c.is_dir()):
-                    found += _run_dir(child)
-            if not found:
-                raise BadReport(f"{p}: a directory with no bench.json, profile.sqlite, profile.ncu-rep or "
-                                "trace.json.gz (nor run directories holding them)")
-            out += found
-        elif not p.exists():
-            raise BadReport(f"{p}: no such file")
-        elif p.suffix in (".json", ".gz") and is_bench_json(p):
-            out.append(("bench", p))
-        else:
-            from profctl.readers import sniff
-
-            kind = sniff(p)
-            out.append((_KIND_TOOL.get(kind, kind), p))
-    return out
-
-
-_KIND_TOOL = {"nsys-sqlite": "nsys", "nsys-rep": "nsys", "ncu-rep": "ncu", "ncu-csv": "ncu", "torch-trace": "torch",
-              "summary-json": "summary"}
-
-
-def _run_dir(d: Path) -> list[tuple[str, Path]]:
-    found = []
-    for tool, names in RUN_FILES:
-        for n in names:
-            if (d / n).is_file():
-                found.append((f"run-{tool}", d / n) if tool != "bench" else ("bench", d / n))
-                break
-    return found
-
-
-def _emit(text: str, output: Path | None) -> None:
-    from profctl.fsutil import atomic_write_text
-
-    if output:
-        atomic_write_text(output, text)
-    else:
-        print(text, end="" if text.endswith("\n") else "\n")
-
-
-def _summary(inputs: list[tuple[str, Path]], format: str, *, by_range: bool, limit: int,
-             output: Path | None) -> None:
-    from profctl import readers
+def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None) -> None:
+    from profctl import inputs as resolver
     from profctl.render.summary import render
-    from profctl.schema import merge
+    from profctl.schema import concat
 
-    summary = merge(readers.read(p, by_range=by_range) for _, p in inputs)
-    text = render(summary, format, limit=limit or None)
+    summaries = [resolver.read_summary(i, by_range=by_range) for i in inputs]
+    for s in summaries:
+        for n in s.meta.get("notes", []):
+            note(f"note: {n}")
+    text = render(concat(summaries), format, limit=limit or None)
     if text is not None:
-        _emit(text, output)
+        emit(text, output)
 
 
-def _read_for_compare(tool: str, p: Path) -> Any:
-    """A Summary with per-range rows; for an nsys run directory per range path (profctl.merge.read_nsys_paths:
-    measured iterations, per shape and pass); an ncu run directory's summary.json when its report cannot be read."""
-    from profctl import readers
-    from profctl.errors import BadReport
-
-    if tool == "run-nsys":
-        from profctl.merge import nsys_first_case, read_nsys_paths
-
-        s = read_nsys_paths(p, first_case=nsys_first_case(p.parent))
-        if s.kernels:
-            return s
-        return readers.read(p, by_range=True, window="profiler-api")  # not profctl's NVTX scheme
-    if tool == "run-ncu":
-        try:
-            return readers.read(p, by_range=True)
-        except BadReport:
-            alt = p.parent / "summary.json"
-            if alt.exists():
-                return readers.read(alt)
-            raise
-    return readers.read(p, by_range=True)
-
-
-def _device_from_manifest(p: Path) -> str | None:
-    import json
-
-    m = p.parent / "manifest.json"
-    try:
-        d = json.loads(m.read_text(encoding="utf-8")).get("device") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    return (d.get("name") or d.get("nvml_name")) if isinstance(d, dict) else None
-
-
-def _compare(inputs: list[tuple[str, Path]], format: str, *, limit: int, output: Path | None, baseline: str,
+def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None, baseline: str,
              shape: str | None, gpu: str | None, title: str | None, pivot: list[str] | None = None,
              tokens: int | None = None) -> None:
-    from profctl.derive import compare
-    from profctl.merge import merge_view, read_bench
-    from profctl.render import comparison as rc
+    from profctl import inputs as resolver
+    from profctl.analysis import backend_table, crosstool
+    from profctl.render import backend_table as rc
 
     summaries = []
     rows: list[dict[str, Any]] = []
     device = gpu
-    for tool, p in inputs:
-        if tool == "bench":
-            rows += [dict(r, _source=str(p)) for r in read_bench(p)]
-            device = device or _device_from_manifest(p)
+    for i in inputs:
+        if i.kind == "bench-json":
+            rows += [dict(r, _source=str(i.path)) for r in resolver.read_rows(i)]
+            device = device or resolver.device_of(i)
         else:
-            summaries.append(_read_for_compare(tool, p))
+            summaries.append(resolver.read_for_join(i))
     if tokens is not None:
         rows = [r for r in rows if r["batch"] * r["seqlen_q"] == tokens]
         if not rows:
             from profctl.errors import UsageError
 
             raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
-    view = merge_view(summaries, rows, device=device, shape=shape)
-    c = compare(view, baseline=None if baseline == "none" else baseline, device=device)
+    view = crosstool.join(summaries, rows, device=device, shape=shape)
+    c = backend_table.build(view, baseline=None if baseline == "none" else baseline, device=device)
     if pivot:
         prow = rc.pivot_rows(c, pivot)
         if format == "csv":
-            _emit(rc.pivot_csv(prow), output)
+            emit(rc.pivot_csv(prow), output)
         elif format == "markdown" or output:
-            from profctl.render.summary import markdown
+            from profctl.render.tables import markdown
 
-            _emit(markdown(prow), output)
+            emit(markdown(prow), output)
         else:
             from rich.console import Console
 
-            from profctl.render.summary import rich_table
+            from profctl.render.tables import rich_table
 
             Console(width=240).print(rich_table("profctl report --pivot " + ",".join(pivot), prow))
         return
     if format == "html":
         from profctl.render import html
 
-        _emit(html.render(c, view, title=title), output)
+        emit(html.render(c, view, title=title), output)
     elif format == "json":
-        _emit(rc.to_json(c, view), output)
+        emit(rc.to_json(c, view), output)
     elif format == "csv":
-        _emit(rc.to_csv(c), output)
-    elif format == "markdown":
-        _emit(rc.to_markdown(c, view, limit or None), output)
+        emit(rc.to_csv(c), output)
+    elif format == "markdown" or output:
+        emit(rc.to_markdown(c, view, limit or None), output)
     else:
-        if output:
-            _emit(rc.to_markdown(c, view, limit or None), output)
-        else:
-            rc.print_table(c, view, limit or None)
+        rc.print_table(c, view, limit or None)

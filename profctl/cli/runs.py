@@ -49,7 +49,7 @@ def runs(
 
     from profctl import runs as rs
     from profctl.errors import UsageError
-    from profctl.render.summary import FORMATS, markdown, rich_table, to_csv
+    from profctl.render.tables import FORMATS, markdown, rich_table, to_csv
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
@@ -133,7 +133,7 @@ def show(
 
     from profctl import runs as rs
     from profctl.errors import UsageError
-    from profctl.render.summary import FORMATS, markdown, rich_table
+    from profctl.render.tables import FORMATS, markdown, rich_table
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
@@ -142,7 +142,7 @@ def show(
         from profctl.errors import BadReport
 
         raise BadReport(info.note or f"{info.path}: unreadable manifest")
-    bench_rows = _bench_rows(info.path)
+    bench_rows = _bench_rows(info.path / "bench.json")
     files = info.files()
     if format == "json":
         sys.stdout.write(json.dumps({"path": str(info.path), "status": info.status, "note": info.note,
@@ -151,9 +151,10 @@ def show(
         return
     res = None
     if bench_rows is not None:
-        from profctl.sweep import BenchResult
+        from profctl.pipelines.bench import BenchResult
 
-        res = BenchResult(rows=bench_rows, device=info.manifest.get("device") or {}, run_dir=info.path,
+        dev = info.manifest.get("device")
+        res = BenchResult(rows=bench_rows, device=dev if isinstance(dev, dict) else {}, run_dir=info.path,
                           interrupted=info.status == "incomplete", baseline=None)
     if format == "csv":
         if res is None:
@@ -185,14 +186,14 @@ def show(
         rb.print_table(res)
 
 
-def _bench_rows(run_dir: Path) -> list[dict[str, Any]] | None:
-    import json
+def _bench_rows(p: Path) -> list[dict[str, Any]] | None:
+    """A run's bench rows, None when it has none (or they cannot be read: show still shows the run)."""
+    from profctl.errors import BadReport
+    from profctl.readers import bench_json
 
-    p = run_dir / "bench.json"
     if not p.is_file():
         return None
     try:
-        rows = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return bench_json.read(p, strict=False)
+    except BadReport:
         return None
-    return rows if isinstance(rows, list) else None

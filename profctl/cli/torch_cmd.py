@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import guard, workload_options
+from profctl.cli._common import command_line, guard, note, workload_options
 
 
 @guard
@@ -27,22 +27,22 @@ def torch_cmd(
 ) -> None:
     """Profile with torch.profiler (CPU and CUDA activity, measured iterations only); write the trace
     (.json.gz, for Perfetto) and the key_averages table into a run directory; print the kernel summary."""
-    from profctl.adapters import torchprof
     from profctl.errors import UsageError
+    from profctl.pipelines import torchprof as pipeline
     from profctl.render.summary import FORMATS, render
+    from profctl.tools.torchprof import TorchOptions
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    if timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {timeout}")
-    opts = torchprof.TorchOptions(shapes=shapes, memory=memory, stacks=stacks)
-    tr = torchprof.run(wl, opts=opts, reports=reports, timeout_s=timeout, argv=["profctl", *sys.argv[1:]])
-    summary = torchprof.summarise(tr, by_range=by_range)
-    text = render(summary, format, limit=limit or None)
+    req = pipeline.TorchRequest(target=wl, options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
+                                by_range=by_range, reports=reports, timeout_s=timeout, command=command_line())
+    res = pipeline.run(req)
+    for n in res.notes:
+        note(f"note: {n}")
+    text = render(res.summary, format, limit=limit or None)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")
-    for r in tr.failed_rows():
+    for r in res.failed_cases:
         spec = r.get("spec") or {}
-        print(f"profctl: {spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}",
-              file=sys.stderr)
-    print(f"run: {tr.run_dir}\ntrace: {tr.trace}\nkey_averages: {tr.table}", file=sys.stderr)
+        note(f"{spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}")
+    print(f"run: {res.run_dir}\ntrace: {res.trace}\nkey_averages: {res.table}", file=sys.stderr)

@@ -3,13 +3,16 @@
 | format                               | module                         |
 |--------------------------------------|--------------------------------|
 | nsys SQLite export (.sqlite)         | profctl.readers.nsys_sqlite    |
-| nsys report (.nsys-rep)              | exported with nsys, then above |
 | ncu report (.ncu-rep, .ncu-rep.gz)   | profctl.readers.ncu_report     |
 | ncu CSV (--page raw / details)       | profctl.readers.ncu_csv        |
 | torch.profiler trace (.json[.gz])    | profctl.readers.torch_trace    |
 | profctl summary JSON                 | profctl.schema.Summary         |
+| profctl bench rows (JSON list)       | profctl.readers.bench_json     |
 
-Every reader opens users' files read-only and raises BadReport with one line for anything it cannot read.
+Readers read files and nothing else: they never run a tool. A format that needs one first (an .nsys-rep is
+exported to SQLite by nsys; an .ncu-rep without the ncu_report module is exported to CSV by ncu) is handled by
+profctl.inputs, which every command and the Python API read through. Every reader opens users' files read-only
+and raises BadReport with one line for anything it cannot read.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ def sniff(path: Path) -> str:
                 inner = g.read(4096)
         except (OSError, EOFError) as e:
             raise BadReport(f"{path}: gzip file that cannot be read ({e})") from None
+        if inner.startswith(SQLITE_MAGIC):
+            return "nsys-sqlite"
         return _sniff_text(path, inner)
     return _sniff_text(path, head)
 
@@ -62,6 +67,8 @@ def _sniff_text(path: Path, head: bytes) -> str:
     if text.startswith("{") or text.startswith("["):
         if SCHEMA_ID in text[:400]:
             return "summary-json"
+        if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text):
+            return "bench-json"
         return "torch-trace"
     first = text.splitlines()[0] if text else ""
     if first.startswith('"ID"') or first.startswith('"Process ID"') or "Kernel Name" in first:
@@ -72,31 +79,59 @@ def _sniff_text(path: Path, head: bytes) -> str:
                     "torch.profiler .json[.gz], or a profctl summary)")
 
 
+class NeedsTool(BadReport):
+    """A report that must be converted by its tool before a reader can read it (an .nsys-rep)."""
+
+
 _READERS = {
     "nsys-sqlite": "profctl.readers.nsys_sqlite",
-    "nsys-rep": "profctl.readers.nsys_sqlite",
     "ncu-rep": "profctl.readers.ncu_report",
     "ncu-csv": "profctl.readers.ncu_csv",
     "torch-trace": "profctl.readers.torch_trace",
 }
 
 
-def read(path: str | Path, **options: Any) -> Summary:
-    """Read any supported report into a Summary. `options` go to the format's reader (e.g. by_range=True)."""
+def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summary:
+    """Read a report file into a Summary. `options` go to the format's reader (e.g. by_range=True); `kind`
+    skips sniffing when the caller already knows the format."""
     p = Path(path)
-    kind = sniff(p)
+    kind = kind or sniff(p)
     if kind == "summary-json":
         return _read_summary_json(p)
-    modname = _READERS[kind]
-    try:
-        mod = importlib.import_module(modname)
-    except ModuleNotFoundError as e:
-        if e.name == modname:
-            raise BadReport(f"{p}: reading {kind} files is not implemented yet") from None
-        raise
-    fn = mod.read_rep if kind == "nsys-rep" else mod.read
-    summary: Summary = fn(p, **options)
+    if kind == "nsys-rep":
+        raise NeedsTool(f"{p}: an .nsys-rep is read through its SQLite export (nsys export --type sqlite)")
+    if kind == "bench-json":
+        raise BadReport(f"{p}: bench rows, not a kernel report: they have no per-kernel summary "
+                        "(profctl report shows them as the backend comparison)")
+    mod = importlib.import_module(_READERS[kind])
+    if kind == "nsys-sqlite" and _is_gzip(p):
+        return _read_gunzipped(p, mod, **options)
+    summary: Summary = mod.read(p, **options)
     return summary
+
+
+def _is_gzip(p: Path) -> bool:
+    with open(p, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def _read_gunzipped(p: Path, mod: Any, **options: Any) -> Summary:
+    """SQLite reads a file in place: a ``.sqlite.gz`` is decompressed into a temporary directory first (the
+    user's file untouched); the summary names the file the user gave."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="profctl-gz-") as td:
+        plain = Path(td) / (p.name[:-3] if p.name.endswith(".gz") else p.name)
+        try:
+            with gzip.open(p, "rb") as fi, open(plain, "wb") as fo:
+                shutil.copyfileobj(fi, fo, 1 << 20)
+        except (OSError, EOFError) as e:
+            raise BadReport(f"{p}: truncated or corrupt gzip file ({e})") from None
+        s: Summary = mod.read(plain, **options)
+    sources = tuple(dataclasses.replace(x, path=str(p)) if x.path == str(plain) else x for x in s.sources)
+    return dataclasses.replace(s, sources=sources)
 
 
 def _read_summary_json(p: Path) -> Summary:

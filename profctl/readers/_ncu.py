@@ -110,7 +110,6 @@ DETAILS_LABELS: dict[tuple[str, str], str] = {
 RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
 
-DEFAULT_DOMAIN = "<default domain>"
 
 
 # ------------------------------------------------------------ one launch
@@ -256,26 +255,6 @@ def parse_number(text: str) -> float | None:
         return float(t.replace(",", ""))
     except ValueError:
         return None
-
-
-# ------------------------------------------------------------ NVTX
-def nvtx_path(domain: str | None, ranges: Sequence[str]) -> str:
-    """One domain's push/pop stack, outermost first, as ncu's filter syntax writes it: ``dom@a/b/c``."""
-    body = "/".join(ranges)
-    if not domain or domain == DEFAULT_DOMAIN:
-        return body
-    return f"{domain}@{body}"
-
-
-def split_nvtx(nvtx_range: str | None) -> tuple[str | None, list[str]]:
-    """The inverse of nvtx_path for the first domain of a launch: (domain or None, ranges)."""
-    if not nvtx_range:
-        return None, []
-    first = nvtx_range.split(" | ")[0]
-    dom, sep, body = first.partition("@")
-    if not sep or "/" in dom:
-        return None, first.split("/")
-    return dom, body.split("/")
 
 
 # ------------------------------------------------------------ container

@@ -15,11 +15,10 @@ from typing import Any
 
 from profctl.errors import BadReport
 from profctl.kernels import base_name
+from profctl.nvtx import DEFAULT_DOMAIN, join_path
 from profctl.readers._ncu import (
-    DEFAULT_DOMAIN,
     DETAILS_LABELS,
     Launch,
-    nvtx_path,
     parse_number,
     summarize,
     to_base,
@@ -121,7 +120,7 @@ def parse_nvtx_cell(cell: str) -> tuple[str, ...]:
         parts = rest.rsplit(":", 6)
         name = parts[0] if len(parts) == 7 else rest
         per_domain.setdefault(dom, []).append(name)
-    return tuple(nvtx_path(d, rs) for d, rs in per_domain.items())
+    return tuple(join_path(d, rs) for d, rs in per_domain.items())
 
 
 def _nvtx_columns(header: list[str]) -> list[int]:

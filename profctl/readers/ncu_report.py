@@ -1,9 +1,8 @@
-"""Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary.
-
-Preferred path: NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``),
-which reads reports on machines without a GPU or ncu. Without it, ``ncu --import FILE --csv --page raw
---print-units base`` (when ncu is installed) and the CSV reader. Either way the container is checked first
-(truncation, a writer newer than the reader), because the library loads a truncated file silently.
+"""Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary, through NVIDIA's ``ncu_report``
+module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines without a GPU
+or ncu. The container is checked first (truncation, a writer newer than the reader), because the library loads a
+truncated file silently. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
+(``ncu --import``) for the raw CSV page and reads that.
 """
 
 from __future__ import annotations
@@ -13,14 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport, ProfctlError, ToolNotFound
+from profctl.errors import BadReport
+from profctl.nvtx import join_path
 from profctl.readers._ncu import (
     RULE_TYPES,
     SPEEDUP_TYPES,
     Launch,
     check_rep,
     newer_than,
-    nvtx_path,
     summarize,
     to_base,
 )
@@ -29,18 +28,19 @@ from profctl.schema import Summary
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read(path: str | Path, *, by_range: bool = True, backend: str = "auto", **_: Any) -> Summary:
-    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel.
+class ReaderMissing(BadReport):
+    """The ncu_report module is not installed (another way to read the report may exist: ncu --import)."""
 
-    `backend` is 'auto' (ncu_report, else ncu --import), 'module' or 'ncu'.
-    """
+
+def read(path: str | Path, *, by_range: bool = True, **_: Any) -> Summary:
+    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel."""
     p = Path(path)
-    with _plain_report(p) as rep:
-        launches, version, reader = read_launches(rep, backend=backend, shown_as=p)
+    with plain_report(p) as rep:
+        launches, version, reader = read_launches(rep, shown_as=p)
     return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
 
-class _plain_report:
+class plain_report:
     """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original
     untouched)."""
 
@@ -86,33 +86,22 @@ def module_version() -> str | None:
     return None
 
 
-def read_launches(
-    rep: Path, *, backend: str = "auto", shown_as: Path | None = None
-) -> tuple[list[Launch], str | None, str]:
+def read_launches(rep: Path, *, shown_as: Path | None = None) -> tuple[list[Launch], str | None, str]:
     """(launches, version of the ncu that wrote the report, which reader read it)."""
     shown = shown_as or rep
     info = check_rep(rep)
-    if backend not in ("auto", "module", "ncu"):
-        raise ValueError(f"backend {backend!r}")
-    mod = None
-    if backend in ("auto", "module"):
-        try:
-            import ncu_report as mod  # type: ignore[no-redef]
-        except ImportError:
-            if backend == "module":
-                raise BadReport(
-                    f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
-                ) from None
-            mod = None
-    if mod is not None:
-        reader_version = module_version()
-        if newer_than(info.tool_version, reader_version):
-            raise BadReport(
-                f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
-                f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
-            )
-        return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
-    return _read_with_ncu(rep, shown, info.tool_version)
+    try:
+        import ncu_report as mod
+    except ImportError:
+        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
+                            ) from None
+    reader_version = module_version()
+    if newer_than(info.tool_version, reader_version):
+        raise BadReport(
+            f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
+            f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
+        )
+    return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
 
 
 # ------------------------------------------------------------ ncu_report
@@ -181,9 +170,9 @@ def _nvtx(a: Any) -> tuple[str, ...]:
         pp = [str(x) for x in d.push_pop_ranges()]
         se = [str(x) for x in d.start_end_ranges()]
         if pp:
-            out.append(nvtx_path(d.name(), pp))
+            out.append(join_path(d.name(), pp))
         for s in se:
-            out.append(nvtx_path(d.name(), [s]))
+            out.append(join_path(d.name(), [s]))
     return tuple(out)
 
 
@@ -208,31 +197,3 @@ def _rules(a: Any) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-# ------------------------------------------------------------ ncu --import
-def _read_with_ncu(rep: Path, shown: Path, rep_version: str | None) -> tuple[list[Launch], str | None, str]:
-    from profctl.adapters import ncu as ncu_adapter
-    from profctl.readers import ncu_csv
-
-    try:
-        exe = ncu_adapter.find()
-    except ToolNotFound:
-        raise BadReport(
-            f"{shown}: reading .ncu-rep needs the ncu_report module (pip install 'profctl[ncu]') "
-            "or Nsight Compute's ncu; neither is here"
-        ) from None
-    ver = ncu_adapter.version(exe)
-    if newer_than(rep_version, ver):
-        raise BadReport(
-            f"{shown}: written by Nsight Compute {rep_version}, newer than this ncu ({ver}); "
-            "install a newer Nsight Compute or pip install 'profctl[ncu]'"
-        )
-    with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:
-        out = Path(td) / "raw.csv"
-        try:
-            ncu_adapter.export_csv(exe, rep, out, page="raw")
-        except ProfctlError as e:
-            raise BadReport(f"{shown}: ncu --import failed: {e.message}") from None
-        launches = ncu_csv.read_launches(out, shown_as=shown)
-    return launches, rep_version, f"ncu --import ({ver})"

@@ -790,30 +790,66 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
             raise _db_error(ex.path, e) from None
 
 
-def read_rep(path: str | Path, *, by_range: bool = False, **options: Any) -> Summary:
-    """Read an .nsys-rep: use a fresh .sqlite export beside it, else export it with nsys into a temporary folder."""
-    import shutil
-    import tempfile
+def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
+    """An export summarised per range *path* ``<backend>[<shape>]/measure/<backend>.<pass>`` (profctl's NVTX
+    scheme), measured iterations only, so several shapes and passes of one run stay apart.
 
-    from profctl.adapters import nsys as adapter
-    from profctl.errors import ToolNotFound
+    The per-range rows of :func:`read` name one range each (as nvtx_kern_sum does), which loses the shape of the
+    leaf ranges. Here each kernel launch is placed in the innermost ``<backend>.fwd|bwd`` range around its launch
+    on the launching thread, and that range in its enclosing ``measure`` and case ranges (the workload pushes the
+    same stack on autograd's thread). With capture by cudaProfilerStart the first case's range was pushed before
+    the capture began: `first_case` (``<backend>[<shape>]``) names it (profctl.nvtx.measured_leaf_path).
+    """
+    import bisect
 
-    p = Path(path)
-    beside = p.with_suffix(".sqlite")
-    if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
-        return read(beside, by_range=by_range, **options)
-    try:
-        exe = adapter.find()
-    except ToolNotFound as e:
-        raise ToolNotFound(f"{p}: reading an .nsys-rep needs nsys to export it to SQLite, and {e.message}",
-                           hint="export it where nsys is installed (nsys export --type sqlite FILE.nsys-rep) and "
-                                "pass the .sqlite") from None
-    tmp = Path(tempfile.mkdtemp(prefix="profctl-nsys-"))
-    out = tmp / (p.stem + ".sqlite")
-    adapter.export_sqlite(exe, p, out, log=tmp / "export.log")  # on failure the folder stays, with its log
-    try:
-        s = read(out, by_range=by_range, **options)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return Summary(sources=(Source(path=str(p), tool="nsys", tool_version=s.sources[0].tool_version),),
-                   kernels=s.kernels, ranges=s.ranges, meta=s.meta)
+    from profctl import nvtx
+
+    with NsysExport(path) as ex:
+        insts = [i for i in ex.range_instances() if i.domain == nvtx.DOMAIN]
+        leaf_path: dict[int, str] = {}
+        leaves: dict[int, list[RangeInstance]] = defaultdict(list)
+        for i, parents in nvtx.nest(insts):
+            p = nvtx.measured_leaf_path(i, parents, first_case)
+            if p is not None:
+                leaf_path[i.rid] = p
+                leaves[i.tid].append(i)
+        starts: dict[int, list[int]] = {}
+        for tid, ls in leaves.items():
+            ls.sort(key=lambda i: i.start)
+            starts[tid] = [x.start for x in ls]
+        ex._build_launches()
+        by_id = ex._name_is_string_id()
+        durs: dict[tuple[str, Any], list[float]] = defaultdict(list)
+        rids: dict[tuple[str, Any], set[int]] = defaultdict(set)
+        for tid, rs_, re_, nid, d in ex.q("SELECT tid, rs, re, name, ge - gs FROM launches WHERE kind = 0"):
+            ls = leaves.get(int(tid or 0)) or []
+            if not ls:
+                continue
+            j = bisect.bisect_right(starts[int(tid or 0)], rs_) - 1
+            if j < 0 or not (ls[j].start <= rs_ <= ls[j].end and re_ <= ls[j].end):
+                continue
+            k = (leaf_path[ls[j].rid], nid)
+            durs[k].append(float(d))
+            rids[k].add(ls[j].rid)
+        names = {nid: (ex.string(nid) if by_id else str(nid)) for _, nid in durs}
+        version = ex.schema.version
+        gpus = ex.gpu_info()
+    from profctl.kernels import classify, short_name
+
+    kernels = []
+    for (p, nid), ds in durs.items():
+        st = durations_stats(ds)
+        name = names[nid]
+        kernels.append(KernelRow(tool="nsys", name=name, short_name=short_name(name), kernel_class=classify(name),
+                                 nvtx_range=p, count=int(st["count"]), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
+                                 med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
+                                 extra={"kind": "kernel", "nvtx_instances": len(rids[(p, nid)])}))
+    spans: dict[str, list[float]] = defaultdict(list)
+    for i in insts:
+        if i.rid in leaf_path and i.proj_start is not None:
+            spans[leaf_path[i.rid]].append(float((i.proj_end or 0) - i.proj_start))
+    ranges = [RangeRow(name=p, domain=nvtx.DOMAIN, style="push_pop", count=len(v), range_total_ns=0.0,
+                       gpu_proj_total_ns=sum(v), gpu_ops=None, extra={"proj_instances": len(v), "path": True})
+              for p, v in spans.items()]
+    return Summary(sources=(Source(path=str(path), tool="nsys", tool_version=version),), kernels=tuple(kernels),
+                   ranges=tuple(ranges), meta={"reader": "profctl.readers.nsys_sqlite.read_paths", **gpus})

@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import sys
 import zlib
 from array import array
 from collections import Counter, defaultdict
@@ -63,8 +62,8 @@ _CPU_GEMM = re.compile(r"aten::_?(?:add|badd)?b?mm(?:_out)?")
 def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = None) -> Summary:
     """Summarise the trace at `path`; per kernel name, or per kernel name and range path with `by_range`.
 
-    Notes for the user (a trace without GPU activity, launches that could not be attributed) are appended to
-    `notes` when given, else printed to stderr as one line each; they are also in ``summary.meta["notes"]``.
+    Notes for the user (a trace without GPU activity, launches that could not be attributed) are in
+    ``summary.meta["notes"]``, and appended to `notes` when given; a reader prints nothing.
     """
     p = Path(path)
     col = _Collector()
@@ -89,11 +88,8 @@ def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = 
     except OSError as e:
         raise BadReport(f"{p}: cannot read: {e.strerror or e}") from None
     summary = _summarise(p, col, header, by_range=by_range)
-    for n in summary.meta.get("notes", []):
-        if notes is not None:
-            notes.append(n)
-        else:
-            print(f"profctl: note: {n}", file=sys.stderr)
+    if notes is not None:
+        notes.extend(summary.meta.get("notes", []))
     return summary
 
 
@@ -365,330 +361,371 @@ class _Collector:
 
 # ---------------------------------------------------------------------------------------------- analysis
 def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bool) -> Summary:
-    import numpy as np
+    """The Summary of what `col` kept: attribute every GPU activity to its launching op and ranges, then
+    aggregate per kernel (and range path), per CPU op, and per range."""
+    a = _Analysis(p, col, by_range)
+    a.nest_ops_and_launches()
+    a.place_launches()
+    groups, inst_iv, unattributed = a.gpu_groups()
+    kernels = a.kernel_rows(groups)
+    cpu_rows, cpu_top = a.cpu_rows()
+    notes: list[str] = []
+    if not a.gpu:
+        notes.append(f"{p.name}: no GPU activity in this trace (no kernel, memcpy or memset events); "
+                     "summarising its CPU ops by self time instead")
+        kernels += cpu_rows
+    elif unattributed:
+        notes.append(f"{p.name}: {unattributed} of {a.n_gpu} GPU activities have no launching call in the trace "
+                     "(CPU activity not recorded?); they count per kernel but not per range")
+    kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
+    meta = a.meta(header, cpu_top, unattributed, notes)
+    tv = header.get("torch_version")
+    return Summary(sources=(Source(path=str(p), tool="torch", tool_version=str(tv) if tv else None),),
+                   kernels=tuple(kernels), ranges=tuple(a.range_rows(inst_iv)), meta=meta)
 
-    n_iv = len(col.iv_ts)
-    n_gpu = len(col.g_ts)
-    if col.n_events == 0:
-        raise BadReport(f"{p}: trace has no events")
-    if n_iv == 0 and n_gpu == 0:
-        raise BadReport(f"{p}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation or "
-                        f"kernel among its {col.n_events} events)")
-    names = col.name_list
-    tid_of_iv = np.frombuffer(col.iv_tid, dtype=np.int32) if n_iv else np.zeros(0, np.int32)
-    ts_iv = np.frombuffer(col.iv_ts, dtype=np.float64) if n_iv else np.zeros(0)
-    dur_iv = np.frombuffer(col.iv_dur, dtype=np.float64) if n_iv else np.zeros(0)
-    is_ann = col.iv_ann
-    iv_name = col.iv_name
 
-    # which runtime calls launched GPU work: correlation -> runtime index (only those)
-    gcorr = set(col.g_corr)
-    gcorr.discard(-1)
-    launch_of_corr: dict[int, int] = {}
-    for j, c in enumerate(col.rt_corr):
-        if c in gcorr:
-            launch_of_corr[c] = j
-    launches = sorted(launch_of_corr.values())
-    n_ln = len(launches)
-    ln_tid = np.array([col.rt_tid[j] for j in launches], dtype=np.int32)
-    ln_ts = np.array([col.rt_ts[j] for j in launches], dtype=np.float64)
-    ln_index = {j: k for k, j in enumerate(launches)}
+class _Analysis:
+    """The attribution of one trace, step by step (each step's loops work on local names: they run once per
+    event of a trace of millions)."""
 
-    # flow endpoints: the backward node ops ('f') and the forward ops ('s')
-    f_at: dict[tuple[int, float], Any] = {}
-    s_at: dict[Any, tuple[int, float]] = {}
-    for fid, fe in col.flows.items():
-        if "f" in fe and "s" in fe:
-            f_at[fe["f"]] = fid
-            s_at[fid] = fe["s"]
-    s_keys = set(s_at.values())
+    def __init__(self, p: Path, col: _Collector, by_range: bool) -> None:
+        import numpy as np
+
+        self.col, self.by_range = col, by_range
+        self.n_iv, self.n_gpu = len(col.iv_ts), len(col.g_ts)
+        if col.n_events == 0:
+            raise BadReport(f"{p}: trace has no events")
+        if self.n_iv == 0 and self.n_gpu == 0:
+            raise BadReport(f"{p}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation or "
+                            f"kernel among its {col.n_events} events)")
+        self.gpu = self.n_gpu > 0
+        self.names = col.name_list
+        n_iv = self.n_iv
+        self.tid_of_iv = np.frombuffer(col.iv_tid, dtype=np.int32) if n_iv else np.zeros(0, np.int32)
+        self.ts_iv = np.frombuffer(col.iv_ts, dtype=np.float64) if n_iv else np.zeros(0)
+        self.dur_iv = np.frombuffer(col.iv_dur, dtype=np.float64) if n_iv else np.zeros(0)
+        # which runtime calls launched GPU work: correlation -> runtime index (only those)
+        gcorr = set(col.g_corr)
+        gcorr.discard(-1)
+        self.launch_of_corr = {c: j for j, c in enumerate(col.rt_corr) if c in gcorr}
+        launches = sorted(self.launch_of_corr.values())
+        self.n_ln = len(launches)
+        self.ln_tid = np.array([col.rt_tid[j] for j in launches], dtype=np.int32)
+        self.ln_ts = np.array([col.rt_ts[j] for j in launches], dtype=np.float64)
+        self.ln_index = {j: k for k, j in enumerate(launches)}
+        # flow endpoints: the backward node ops ('f') and the forward ops ('s')
+        self.f_at: dict[tuple[int, float], Any] = {}
+        self.s_at: dict[Any, tuple[int, float]] = {}
+        for fid, fe in col.flows.items():
+            if "f" in fe and "s" in fe:
+                self.f_at[fe["f"]] = fid
+                self.s_at[fid] = fe["s"]
+        self.s_keys = set(self.s_at.values())
+        # what nest_ops_and_launches fills, per interval (ops and annotations) and per launch
+        self.parent = array("i", [-1]) * n_iv
+        self.path_of = array("i", [0]) * n_iv          # range path id (0 = no range)
+        self.ann_of = array("i", [-1]) * n_iv          # innermost annotation instance enclosing (or being) it
+        self.op_of = array("i", [-1]) * n_iv           # innermost op enclosing (or being) it
+        self.top_of = array("i", [-1]) * n_iv          # outermost op
+        self.flow_of = array("i", [-1]) * n_iv         # innermost op that is a backward node with a fwdbwd flow
+        self.self_us = array("d", col.iv_dur)          # self time (ops)
+        self.path_names: list[str] = [""]
+        self.paths: dict[tuple[int, int], int] = {}
+        self.flow_ids: list[Any] = []
+        self.op_at_s: dict[tuple[int, float], int] = {}
+        self.ann_by_tid: dict[int, list[int]] = defaultdict(list)
+        self.ln_parent = array("i", [-1]) * self.n_ln
+        # what place_launches fills, per launch
+        self.ln_path = array("i", [0]) * self.n_ln
+        self.ln_ann = array("i", [-1]) * self.n_ln
+        self.ln_bwd = array("b", [0]) * self.n_ln
+        self.borrowed = 0
 
     # ---- one sweep per thread over intervals (by start, longest first) and launches (by time)
-    parent = array("i", [-1]) * n_iv
-    path_of = array("i", [0]) * n_iv          # range path id (0 = no range)
-    ann_of = array("i", [-1]) * n_iv          # innermost annotation instance enclosing (or being) it
-    op_of = array("i", [-1]) * n_iv           # innermost op enclosing (or being) it
-    top_of = array("i", [-1]) * n_iv          # outermost op
-    flow_of = array("i", [-1]) * n_iv         # innermost op that is a backward node with a fwdbwd flow
-    self_us = array("d", col.iv_dur)          # self time (ops)
-    paths: dict[tuple[int, int], int] = {}
-    path_names: list[str] = [""]
-    path_parent: list[int] = [-1]
-    flow_ids: list[Any] = []
-    op_at_s: dict[tuple[int, float], int] = {}
-    ln_parent = array("i", [-1]) * n_ln
+    def nest_ops_and_launches(self) -> None:
+        import numpy as np
 
-    order = np.lexsort((-dur_iv, ts_iv, tid_of_iv)) if n_iv else np.zeros(0, np.int64)
-    ln_order = np.lexsort((ln_ts, ln_tid)) if n_ln else np.zeros(0, np.int64)
-    iv_bounds = _group_bounds(tid_of_iv[order]) if n_iv else {}
-    ln_bounds = _group_bounds(ln_tid[ln_order]) if n_ln else {}
-    ann_by_tid: dict[int, list[int]] = defaultdict(list)
-    order_l = order.tolist()
-    ln_order_l = ln_order.tolist()
-    ts_l = col.iv_ts
-    dur_l = col.iv_dur
-    for tid in set(iv_bounds) | set(ln_bounds):
-        a0, a1 = iv_bounds.get(tid, (0, 0))
-        b0, b1 = ln_bounds.get(tid, (0, 0))
+        order = np.lexsort((-self.dur_iv, self.ts_iv, self.tid_of_iv)) if self.n_iv else np.zeros(0, np.int64)
+        ln_order = np.lexsort((self.ln_ts, self.ln_tid)) if self.n_ln else np.zeros(0, np.int64)
+        iv_bounds = _group_bounds(self.tid_of_iv[order]) if self.n_iv else {}
+        ln_bounds = _group_bounds(self.ln_tid[ln_order]) if self.n_ln else {}
+        order_l, ln_order_l = order.tolist(), ln_order.tolist()
+        for tid in set(iv_bounds) | set(ln_bounds):
+            self._sweep_thread(tid, order_l[slice(*iv_bounds.get(tid, (0, 0)))],
+                               ln_order_l[slice(*ln_bounds.get(tid, (0, 0)))])
+
+    def _sweep_thread(self, tid: int, ivs: list[int], lns: list[int]) -> None:
+        ts_l, dur_l, ln_ts = self.col.iv_ts, self.col.iv_dur, self.ln_ts
         stack: list[int] = []
         ends: list[float] = []
-        i, j = a0, b0
-        while i < a1 or j < b1:
-            if i < a1 and (j >= b1 or ts_l[order_l[i]] <= ln_ts[ln_order_l[j]]):
-                x = order_l[i]
+        i = j = 0
+        while i < len(ivs) or j < len(lns):
+            if i < len(ivs) and (j >= len(lns) or ts_l[ivs[i]] <= ln_ts[lns[j]]):
+                x = ivs[i]
                 i += 1
                 t = ts_l[x]
                 while ends and ends[-1] <= t:
                     stack.pop()
                     ends.pop()
-                par = stack[-1] if stack else -1
-                parent[x] = par
-                if par >= 0:
-                    pp, pa, po, pt, pf = path_of[par], ann_of[par], op_of[par], top_of[par], flow_of[par]
-                else:
-                    pp, pa, po, pt, pf = 0, -1, -1, -1, -1
-                if is_ann[x]:
-                    nm = names[iv_name[x]]
-                    if nm.startswith(STEP_PREFIX):
-                        path_of[x] = pp
-                    else:
-                        key = (pp, iv_name[x])
-                        pid_ = paths.get(key)
-                        if pid_ is None:
-                            pid_ = paths[key] = len(path_names)
-                            path_names.append(nm if pp == 0 else f"{path_names[pp]}/{nm}")
-                            path_parent.append(pp)
-                        path_of[x] = pid_
-                    ann_of[x], op_of[x], top_of[x], flow_of[x] = x, po, pt, pf
-                    ann_by_tid[tid].append(x)
-                else:
-                    path_of[x], ann_of[x], op_of[x] = pp, pa, x
-                    top_of[x] = pt if pt >= 0 else x
-                    key2 = (tid, t)
-                    fid = f_at.get(key2)
-                    if fid is not None:
-                        flow_of[x] = len(flow_ids)
-                        flow_ids.append(fid)
-                    else:
-                        flow_of[x] = pf
-                    if key2 in s_keys:
-                        op_at_s[key2] = x
-                    if po >= 0:
-                        self_us[po] -= dur_l[x]
+                self._enter(x, tid, t, stack[-1] if stack else -1)
                 stack.append(x)
                 ends.append(t + dur_l[x])
             else:
-                k = ln_order_l[j]
+                k = lns[j]
                 j += 1
                 t = float(ln_ts[k])
                 while ends and ends[-1] < t:
                     stack.pop()
                     ends.pop()
-                ln_parent[k] = stack[-1] if stack else -1
+                self.ln_parent[k] = stack[-1] if stack else -1
 
-    # ---- per launch: range path, annotation instance, ops, pass
-    thread_is_autograd = {i: "autograd" in col.thread_names.get(key, "") for i, key in enumerate(col.thread_keys)}
-    # where a backward thread's launches without a flow (e.g. AccumulateGrad) take their ranges from: the thread
-    # its fwdbwd flows come from most often, else the non-autograd thread with most ranges
-    flow_src: dict[int, Counter[int]] = defaultdict(Counter)
-    for fid, (ftid, _) in ((fid, fe["f"]) for fid, fe in col.flows.items() if "f" in fe and "s" in fe):
-        flow_src[ftid][s_at[fid][0]] += 1
-    ann_count = Counter({t: len(v) for t, v in ann_by_tid.items() if not thread_is_autograd.get(t, False)})
+    def _enter(self, x: int, tid: int, t: float, par: int) -> None:
+        """Interval `x` opens inside `par`: its parent, range path, annotation, op, top op and flow."""
+        self.parent[x] = par
+        if par >= 0:
+            pp, pa, po, pt, pf = (self.path_of[par], self.ann_of[par], self.op_of[par], self.top_of[par],
+                                  self.flow_of[par])
+        else:
+            pp, pa, po, pt, pf = 0, -1, -1, -1, -1
+        if self.col.iv_ann[x]:
+            nid = self.col.iv_name[x]
+            nm = self.names[nid]
+            self.path_of[x] = pp if nm.startswith(STEP_PREFIX) else self._path(pp, nid, nm)
+            self.ann_of[x], self.op_of[x], self.top_of[x], self.flow_of[x] = x, po, pt, pf
+            self.ann_by_tid[tid].append(x)
+            return
+        self.path_of[x], self.ann_of[x], self.op_of[x] = pp, pa, x
+        self.top_of[x] = pt if pt >= 0 else x
+        key = (tid, t)
+        fid = self.f_at.get(key)
+        if fid is not None:
+            self.flow_of[x] = len(self.flow_ids)
+            self.flow_ids.append(fid)
+        else:
+            self.flow_of[x] = pf
+        if key in self.s_keys:
+            self.op_at_s[key] = x
+        if po >= 0:
+            self.self_us[po] -= self.col.iv_dur[x]
 
-    def fallback_tid(tid: int) -> int:
-        src = flow_src.get(tid)
-        if src:
-            return src.most_common(1)[0][0]
-        for t, _ in ann_count.most_common():
-            if t != tid:
-                return t
-        return -1
-    ln_path = array("i", [0]) * n_ln
-    ln_ann = array("i", [-1]) * n_ln
-    ln_bwd = array("b", [0]) * n_ln
-    borrow: dict[int, list[int]] = defaultdict(list)
-    for k in range(n_ln):
-        x = ln_parent[k]
-        tid = int(ln_tid[k])
-        bwd = thread_is_autograd.get(tid, False)
-        if x >= 0:
-            ln_path[k], ln_ann[k] = path_of[x], ann_of[x]
-            top = top_of[x]
-            if top >= 0 and names[iv_name[top]].startswith(BWD_PREFIX):
-                bwd = True
-        ln_bwd[k] = bwd
-        if ln_path[k] == 0 and bwd:
-            fwd_tid = s_at[flow_ids[flow_of[x]]][0] if x >= 0 and flow_of[x] >= 0 else fallback_tid(tid)
-            if fwd_tid >= 0 and fwd_tid != tid:
-                borrow[fwd_tid].append(k)
-    borrowed = 0
-    for tid, ks in borrow.items():
-        anns = ann_by_tid.get(tid, [])  # in start order
+    def _path(self, parent_path: int, nid: int, name: str) -> int:
+        """The id of range path `parent/name` (made on first sight)."""
+        pid = self.paths.get((parent_path, nid))
+        if pid is None:
+            pid = self.paths[(parent_path, nid)] = len(self.path_names)
+            self.path_names.append(name if parent_path == 0 else f"{self.path_names[parent_path]}/{name}")
+        return pid
+
+    # ---- per launch: range path, annotation instance, pass
+    def place_launches(self) -> None:
+        """Each launch's ranges; a backward launch outside any range (autograd's thread) borrows the ranges open
+        on the forward thread at that moment (the fwdbwd flow names the thread)."""
+        col, names, iv_name = self.col, self.names, self.col.iv_name
+        autograd = {i: "autograd" in col.thread_names.get(key, "") for i, key in enumerate(col.thread_keys)}
+        self.flow_src: dict[int, Counter[int]] = defaultdict(Counter)
+        for fid, fe in col.flows.items():
+            if "f" in fe and "s" in fe:
+                self.flow_src[fe["f"][0]][self.s_at[fid][0]] += 1
+        self.ann_count = Counter({t: len(v) for t, v in self.ann_by_tid.items() if not autograd.get(t, False)})
+        borrow: dict[int, list[int]] = defaultdict(list)
+        for k in range(self.n_ln):
+            x = self.ln_parent[k]
+            tid = int(self.ln_tid[k])
+            bwd = autograd.get(tid, False)
+            if x >= 0:
+                self.ln_path[k], self.ln_ann[k] = self.path_of[x], self.ann_of[x]
+                top = self.top_of[x]
+                if top >= 0 and names[iv_name[top]].startswith(BWD_PREFIX):
+                    bwd = True
+            self.ln_bwd[k] = bwd
+            if self.ln_path[k] == 0 and bwd:
+                fwd_tid = (self.s_at[self.flow_ids[self.flow_of[x]]][0] if x >= 0 and self.flow_of[x] >= 0
+                           else self._fallback_tid(tid))
+                if fwd_tid >= 0 and fwd_tid != tid:
+                    borrow[fwd_tid].append(k)
+        for tid, ks in borrow.items():
+            self._borrow(self.ann_by_tid.get(tid, []), ks)
+
+    def _fallback_tid(self, tid: int) -> int:
+        """Where a backward thread's launches without a flow (e.g. AccumulateGrad) take their ranges from: the
+        thread its fwdbwd flows come from most often, else the non-autograd thread with most ranges."""
+        s = self.flow_src.get(tid)
+        if s:
+            return s.most_common(1)[0][0]
+        return next((t for t, _ in self.ann_count.most_common() if t != tid), -1)
+
+    def _borrow(self, anns: list[int], ks: list[int]) -> None:
+        """Give launches `ks` the innermost annotation open at their time among `anns` (in start order)."""
+        ts_l, dur_l, ln_ts = self.col.iv_ts, self.col.iv_dur, self.ln_ts
         ks.sort(key=lambda k: ln_ts[k])
-        stack2: list[int] = []
-        ends2: list[float] = []
+        stack: list[int] = []
+        ends: list[float] = []
         ai = 0
         for k in ks:
             t = float(ln_ts[k])
             while ai < len(anns) and ts_l[anns[ai]] <= t:
                 a = anns[ai]
                 ai += 1
-                while ends2 and ends2[-1] <= ts_l[a]:
-                    stack2.pop()
-                    ends2.pop()
-                stack2.append(a)
-                ends2.append(ts_l[a] + dur_l[a])
-            while ends2 and ends2[-1] < t:
-                stack2.pop()
-                ends2.pop()
-            if stack2:
-                a = stack2[-1]
-                ln_path[k], ln_ann[k] = path_of[a], a
-                borrowed += 1
+                while ends and ends[-1] <= ts_l[a]:
+                    stack.pop()
+                    ends.pop()
+                stack.append(a)
+                ends.append(ts_l[a] + dur_l[a])
+            while ends and ends[-1] < t:
+                stack.pop()
+                ends.pop()
+            if stack:
+                self.ln_path[k], self.ln_ann[k] = self.path_of[stack[-1]], stack[-1]
+                self.borrowed += 1
 
-    # ---- GPU activities -> rows
-    groups: dict[tuple[int, int], _Group] = {}
-    inst_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    unattributed = 0
-    for g in range(n_gpu):
-        jl = launch_of_corr.get(col.g_corr[g])
-        k = ln_index[jl] if jl is not None else -1
-        path = ln_path[k] if (k >= 0 and by_range) else 0
-        key = (col.g_name[g], path if by_range else -1)
-        grp = groups.get(key)
-        if grp is None:
-            grp = groups[key] = _Group(col.g_kind[g])
-        t0, d = col.g_ts[g], col.g_dur[g]
-        grp.durs.append(d * 1000.0)
-        grp.streams.add(col.g_stream[g])
-        if k < 0:
-            unattributed += 1
-            continue
-        x = ln_parent[k]
-        is_bwd = bool(ln_bwd[k])
-        grp.passes["bwd" if is_bwd else "fwd"] += 1
-        if x >= 0:
-            top, inner = top_of[x], op_of[x]
-            if top >= 0:
-                grp.ops[_op_label(names[iv_name[top]])] += 1
-            if inner >= 0:
-                grp.launch_ops[names[iv_name[inner]]] += 1
-            if is_bwd and flow_of[x] >= 0:
-                fop = op_at_s.get(s_at[flow_ids[flow_of[x]]])
-                if fop is not None:
-                    grp.fwd_ops[names[iv_name[fop]]] += 1
-        a = ln_ann[k]
-        while a >= 0:
-            inst_iv[a].append((t0, t0 + d))
-            pa = parent[a]
-            a = ann_of[pa] if pa >= 0 else -1
-    gpu = n_gpu > 0
+    # ---- GPU activities
+    def gpu_groups(self) -> tuple[dict[tuple[int, int], _Group], dict[int, list[tuple[float, float]]], int]:
+        """Activities grouped per (name, range path); the GPU intervals of each annotation instance; how many
+        activities had no launch in the trace."""
+        col, names, iv_name = self.col, self.names, self.col.iv_name
+        groups: dict[tuple[int, int], _Group] = {}
+        inst_iv: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        unattributed = 0
+        for g in range(self.n_gpu):
+            jl = self.launch_of_corr.get(col.g_corr[g])
+            k = self.ln_index[jl] if jl is not None else -1
+            path = self.ln_path[k] if (k >= 0 and self.by_range) else 0
+            key = (col.g_name[g], path if self.by_range else -1)
+            grp = groups.get(key)
+            if grp is None:
+                grp = groups[key] = _Group(col.g_kind[g])
+            t0, d = col.g_ts[g], col.g_dur[g]
+            grp.durs.append(d * 1000.0)
+            grp.streams.add(col.g_stream[g])
+            if k < 0:
+                unattributed += 1
+                continue
+            x = self.ln_parent[k]
+            is_bwd = bool(self.ln_bwd[k])
+            grp.passes["bwd" if is_bwd else "fwd"] += 1
+            if x >= 0:
+                top, inner = self.top_of[x], self.op_of[x]
+                if top >= 0:
+                    grp.ops[_op_label(names[iv_name[top]])] += 1
+                if inner >= 0:
+                    grp.launch_ops[names[iv_name[inner]]] += 1
+                if is_bwd and self.flow_of[x] >= 0:
+                    fop = self.op_at_s.get(self.s_at[self.flow_ids[self.flow_of[x]]])
+                    if fop is not None:
+                        grp.fwd_ops[names[iv_name[fop]]] += 1
+            a = self.ln_ann[k]
+            while a >= 0:
+                inst_iv[a].append((t0, t0 + d))
+                pa = self.parent[a]
+                a = self.ann_of[pa] if pa >= 0 else -1
+        return groups, inst_iv, unattributed
 
-    kernels: list[KernelRow] = []
-    for (nid, path), grp in groups.items():
-        raw = names[nid]
-        name, extra = raw, grp.extra()
-        if grp.kind == MEMCPY:
-            m = _MEMCPY_RX.search(raw)
-            name = f"[CUDA memcpy {_MEMCPY_DIR.get(m.group(1), m.group(1)) if m else 'Unknown'}]"
-            extra["torch_name"] = raw
-        elif grp.kind == MEMSET:
-            name = "[CUDA memset]"
-            extra["torch_name"] = raw
-        st = durations_stats(grp.durs)
-        kernels.append(KernelRow(
-            tool="torch", name=name, short_name=short_name(name), kernel_class=classify(name),
-            nvtx_range=path_names[path] if path > 0 else None, count=int(st["count"]), total_ns=st["total_ns"],
-            avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-            extra=extra,
-        ))
+    def kernel_rows(self, groups: dict[tuple[int, int], _Group]) -> list[KernelRow]:
+        out = []
+        for (nid, path), grp in groups.items():
+            raw = self.names[nid]
+            name, extra = raw, grp.extra()
+            if grp.kind == MEMCPY:
+                m = _MEMCPY_RX.search(raw)
+                name = f"[CUDA memcpy {_MEMCPY_DIR.get(m.group(1), m.group(1)) if m else 'Unknown'}]"
+                extra["torch_name"] = raw
+            elif grp.kind == MEMSET:
+                name = "[CUDA memset]"
+                extra["torch_name"] = raw
+            st = durations_stats(grp.durs)
+            out.append(KernelRow(
+                tool="torch", name=name, short_name=short_name(name), kernel_class=classify(name),
+                nvtx_range=self.path_names[path] if path > 0 else None, count=int(st["count"]),
+                total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
+                max_ns=st["max_ns"], std_ns=st["std_ns"], extra=extra))
+        return out
 
     # ---- CPU ops (self time), per name (and range path)
-    cpu_groups: dict[tuple[int, int], list[float]] = defaultdict(list)
-    cpu_total: Counter[int] = Counter()
-    for x in range(n_iv):
-        if is_ann[x]:
-            continue
-        cpu_groups[(iv_name[x], path_of[x] if by_range else -1)].append(max(self_us[x], 0.0) * 1000.0)
-        cpu_total[iv_name[x]] += int(dur_l[x] * 1000.0)
-    cpu_by_name: Counter[int] = Counter()
-    cpu_calls: Counter[int] = Counter()
-    for (nid, _), xs in cpu_groups.items():
-        cpu_by_name[nid] += int(sum(xs))
-        cpu_calls[nid] += len(xs)
-    notes: list[str] = []
-    if not gpu:
-        notes.append(f"{p.name}: no GPU activity in this trace (no kernel, memcpy or memset events); "
-                     "summarising its CPU ops by self time instead")
-        for (nid, path), xs in cpu_groups.items():
+    def cpu_rows(self) -> tuple[list[KernelRow], list[dict[str, Any]]]:
+        """Per CPU op name (and range path): self times as rows; and the ops with most self time overall."""
+        col, names = self.col, self.names
+        groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+        total: Counter[int] = Counter()
+        for x in range(self.n_iv):
+            if col.iv_ann[x]:
+                continue
+            groups[(col.iv_name[x], self.path_of[x] if self.by_range else -1)].append(
+                max(self.self_us[x], 0.0) * 1000.0)
+            total[col.iv_name[x]] += int(col.iv_dur[x] * 1000.0)
+        by_name: Counter[int] = Counter()
+        calls: Counter[int] = Counter()
+        rows = []
+        for (nid, path), xs in groups.items():
+            by_name[nid] += int(sum(xs))
+            calls[nid] += len(xs)
             nm = names[nid]
             st = durations_stats(xs)
-            kernels.append(KernelRow(
+            rows.append(KernelRow(
                 tool="torch", name=nm, short_name=short_name(nm), kernel_class=_cpu_class(nm),
-                nvtx_range=path_names[path] if path > 0 else None, count=int(st["count"]),
+                nvtx_range=self.path_names[path] if path > 0 else None, count=int(st["count"]),
                 total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
                 max_ns=st["max_ns"], std_ns=st["std_ns"],
-                extra={"device": "cpu", "time": "self", "cpu_total_ns": cpu_total[nid]},
-            ))
-    elif unattributed:
-        notes.append(f"{p.name}: {unattributed} of {n_gpu} GPU activities have no launching call in the trace "
-                     "(CPU activity not recorded?); they count per kernel but not per range")
+                extra={"device": "cpu", "time": "self", "cpu_total_ns": total[nid]}))
+        top = [{"name": names[n], "calls": calls[n], "self_ns": s, "total_ns": total[n]}
+               for n, s in by_name.most_common(15)]
+        self.cpu_calls = sum(calls.values())
+        return rows, top
 
     # ---- ranges: per range text, as nsys groups NVTX ranges (the paths they were seen under go in extra)
-    inst_by_name: dict[str, list[int]] = defaultdict(list)
-    for x in range(n_iv):
-        if is_ann[x]:
-            nm = names[iv_name[x]]
-            inst_by_name[STEP_PREFIX + "*" if nm.startswith(STEP_PREFIX) else nm].append(x)
-    ranges: list[RangeRow] = []
-    for name, insts in inst_by_name.items():
-        proj = 0.0  # as nsys' nvtx_gpu_proj_sum: first op's start to last op's end, per instance
-        busy = 0.0  # the same ops with overlaps merged and gaps left out
-        ops = 0
-        for x in insts:
-            ivs = inst_iv.get(x)
-            if ivs:
-                ops += len(ivs)
-                proj += max(e for _, e in ivs) - min(s for s, _ in ivs)
-                busy += _union_us(ivs)
-        seen = sorted({path_names[path_of[x]] for x in insts if path_of[x] > 0})
-        ranges.append(RangeRow(
-            name=name, domain=None, style="push_pop", count=len(insts),
-            range_total_ns=sum(dur_l[x] for x in insts) * 1000.0,
-            gpu_proj_total_ns=proj * 1000.0 if gpu else None, gpu_ops=ops if gpu else None,
-            extra={"paths": seen[:20], "threads": len({col.iv_tid[x] for x in insts}),
-                   "gpu_busy_ns": busy * 1000.0 if gpu else None},
-        ))
-    ranges.sort(key=lambda r: r.name)
-    kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
+    def range_rows(self, inst_iv: dict[int, list[tuple[float, float]]]) -> list[RangeRow]:
+        col, names = self.col, self.names
+        inst_by_name: dict[str, list[int]] = defaultdict(list)
+        for x in range(self.n_iv):
+            if col.iv_ann[x]:
+                nm = names[col.iv_name[x]]
+                inst_by_name[STEP_PREFIX + "*" if nm.startswith(STEP_PREFIX) else nm].append(x)
+        ranges: list[RangeRow] = []
+        for name, insts in inst_by_name.items():
+            proj = 0.0  # as nsys' nvtx_gpu_proj_sum: first op's start to last op's end, per instance
+            busy = 0.0  # the same ops with overlaps merged and gaps left out
+            ops = 0
+            for x in insts:
+                ivs = inst_iv.get(x)
+                if ivs:
+                    ops += len(ivs)
+                    proj += max(e for _, e in ivs) - min(s for s, _ in ivs)
+                    busy += _union_us(ivs)
+            seen = sorted({self.path_names[self.path_of[x]] for x in insts if self.path_of[x] > 0})
+            ranges.append(RangeRow(
+                name=name, domain=None, style="push_pop", count=len(insts),
+                range_total_ns=sum(col.iv_dur[x] for x in insts) * 1000.0,
+                gpu_proj_total_ns=proj * 1000.0 if self.gpu else None, gpu_ops=ops if self.gpu else None,
+                extra={"paths": seen[:20], "threads": len({col.iv_tid[x] for x in insts}),
+                       "gpu_busy_ns": busy * 1000.0 if self.gpu else None}))
+        ranges.sort(key=lambda r: r.name)
+        return ranges
 
-    top_cpu = [{"name": names[n], "calls": cpu_calls[n], "self_ns": s, "total_ns": cpu_total[n]}
-               for n, s in cpu_by_name.most_common(15)]
-    meta: dict[str, Any] = {
-        "format": "kineto-chrome-trace", "events": col.n_events, "gpu_activity": gpu,
-        "event_categories": dict(col.cats.most_common()), "cpu_ops": sum(cpu_calls.values()),
-        "cpu_ops_top_self": top_cpu, "threads": {f"{k[0]}/{k[1]}": v for k, v in col.thread_names.items()},
-        "gpu_ops": n_gpu, "gpu_ops_unattributed": unattributed, "launches_borrowed_range": borrowed,
-        "by_range": by_range,
-    }
-    if gpu:
-        meta["gpu_span_ns"] = (col.ts_max - col.ts_min) * 1000.0
-    if col.skipped:
-        meta["events_skipped"] = col.skipped
-    if col.mem_peak:
-        meta["peak_allocated_bytes"] = col.mem_peak
-    devs = header.get("deviceProperties")
-    if isinstance(devs, list):
-        meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
-    for hk in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
-               "torch_version", "profctl"):
-        if hk in header:
-            meta[hk] = header[hk]
-    if notes:
-        meta["notes"] = notes
-    tv = header.get("torch_version")
-    return Summary(sources=(Source(path=str(p), tool="torch", tool_version=str(tv) if tv else None),),
-                   kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
+    def meta(self, header: dict[str, Any], top_cpu: list[dict[str, Any]], unattributed: int,
+             notes: list[str]) -> dict[str, Any]:
+        col = self.col
+        meta: dict[str, Any] = {
+            "format": "kineto-chrome-trace", "events": col.n_events, "gpu_activity": self.gpu,
+            "event_categories": dict(col.cats.most_common()), "cpu_ops": self.cpu_calls,
+            "cpu_ops_top_self": top_cpu, "threads": {f"{k[0]}/{k[1]}": v for k, v in col.thread_names.items()},
+            "gpu_ops": self.n_gpu, "gpu_ops_unattributed": unattributed, "launches_borrowed_range": self.borrowed,
+            "by_range": self.by_range,
+        }
+        if self.gpu:
+            meta["gpu_span_ns"] = (col.ts_max - col.ts_min) * 1000.0
+        if col.skipped:
+            meta["events_skipped"] = col.skipped
+        if col.mem_peak:
+            meta["peak_allocated_bytes"] = col.mem_peak
+        devs = header.get("deviceProperties")
+        if isinstance(devs, list):
+            meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
+        for hk in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+                   "torch_version", "profctl"):
+            if hk in header:
+                meta[hk] = header[hk]
+        if notes:
+            meta["notes"] = notes
+        return meta
 
 
 class _Group:

@@ -7,7 +7,8 @@ import io
 import json
 from typing import Any
 
-from profctl.sweep import BenchResult, shape_label
+from profctl.pipelines.bench import BenchResult
+from profctl.shapes import label_of_row as shape_label
 
 #: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json)
 CSV_COLUMNS = (
@@ -79,7 +80,7 @@ def print_table(res: BenchResult) -> None:
             style = "red"
         t.add_row(*(escape(str(v)) for v in r.values()), style=style)
     con.print(t)
-    for w in res.warnings:
+    for w in [*res.clock_warnings, *res.warnings]:
         con.print(f"[yellow]warning:[/] {escape(w)}")
     for raw in res.rows:
         if raw.get("suspect"):
@@ -104,7 +105,7 @@ def to_csv(res: BenchResult) -> str:
 
 
 def to_markdown(res: BenchResult) -> str:
-    from profctl.render.summary import markdown
+    from profctl.render.tables import markdown
 
     dev = res.device.get("name") or "cpu"
     return f"profctl bench on {dev}\n\n" + markdown([

@@ -11,9 +11,9 @@ import datetime as _dt
 import html
 from typing import Any
 
-from profctl.derive import Comparison
-from profctl.merge import MergedView
-from profctl.render import comparison as rc
+from profctl.analysis.backend_table import BackendTable
+from profctl.analysis.crosstool import CrossToolView
+from profctl.render import backend_table as rc
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1500px}
@@ -51,7 +51,7 @@ def img(png: bytes, alt: str) -> str:
     return (f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
 
 
-def render(c: Comparison, view: MergedView, *, title: str | None = None, kernel_limit: int | None = 200) -> str:
+def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200) -> str:
     """The page as text (plots drawn here; matplotlib needed)."""
     from profctl.render.plots import all_plots
 

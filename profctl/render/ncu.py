@@ -7,9 +7,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from profctl.diagnose import Diagnosis, backend_of, by_backend
+from profctl.analysis.diagnose import Diagnosis, backend_of, by_backend
 from profctl.recipes import Recipe
-from profctl.render.summary import fmt_ns, markdown, rich_table
+from profctl.render.tables import fmt_ns, markdown, rich_table
 from profctl.schema import KernelRow, Summary
 
 

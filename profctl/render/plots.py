@@ -13,7 +13,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from profctl.derive import BREAKDOWN_CLASSES, CompareRow, Comparison, baseline_breakdown
+from profctl.analysis.backend_table import BREAKDOWN_CLASSES, BackendRow, BackendTable, baseline_breakdown
 from profctl.errors import ToolNotFound
 
 BACKEND_ORDER = ("fa4", "flash-attn", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "eager")
@@ -50,12 +50,12 @@ def color(backend: str) -> str:
     return COLORS.get(backend, "#17becf")
 
 
-def _backends(rows: list[CompareRow]) -> list[str]:
+def _backends(rows: list[BackendRow]) -> list[str]:
     bs = {r.backend for r in rows}
     return [b for b in BACKEND_ORDER if b in bs] + sorted(bs - set(BACKEND_ORDER))
 
 
-def _panels(rows: list[CompareRow]) -> list[tuple[str, bool | None]]:
+def _panels(rows: list[BackendRow]) -> list[tuple[str, bool | None]]:
     ps = sorted({(r.pass_, r.causal) for r in rows}, key=lambda p: (p[0], bool(p[1])))
     return ps
 
@@ -65,9 +65,9 @@ def _panel_title(pass_: str, causal: bool | None) -> str:
     return f"{pass_}{c}"
 
 
-def by_seqlen(c: Comparison, value: Callable[[CompareRow], float | None], *, ylabel: str, title: str,
+def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
               logy: bool = False, hlines: list[tuple[float, str]] | None = None,
-              skip: Callable[[CompareRow], bool] | None = None) -> bytes | None:
+              skip: Callable[[BackendRow], bool] | None = None) -> bytes | None:
     """One panel per (pass, causal): `value` per backend against sequence length (bars for one length)."""
     plt = require()
     rows = [r for r in c.rows if r.status == "ok" and value(r) is not None and not (skip and skip(r))]
@@ -111,11 +111,11 @@ def by_seqlen(c: Comparison, value: Callable[[CompareRow], float | None], *, yla
     return _png(fig)
 
 
-def time_plot(c: Comparison) -> bytes | None:
+def time_plot(c: BackendTable) -> bytes | None:
     return by_seqlen(c, lambda r: r.time_ms, ylabel="time per iteration (ms)", title="Time", logy=True)
 
 
-def tflops_plot(c: Comparison) -> bytes | None:
+def tflops_plot(c: BackendTable) -> bytes | None:
     lines = []
     if c.peak.tflops:
         lines.append((c.peak.tflops, f"{c.peak.model or 'peak'} datasheet {c.peak.tflops:.0f}"))
@@ -124,7 +124,7 @@ def tflops_plot(c: Comparison) -> bytes | None:
     return by_seqlen(c, lambda r: r.tflops, ylabel="TFLOP/s (useful FLOPs)", title="Throughput", hlines=lines)
 
 
-def speedup_plot(c: Comparison) -> bytes | None:
+def speedup_plot(c: BackendTable) -> bytes | None:
     if not c.baseline:
         return None
     return by_seqlen(c, lambda r: r.speedup, ylabel=f"speedup over {c.baseline} (x)",
@@ -132,12 +132,12 @@ def speedup_plot(c: Comparison) -> bytes | None:
                      hlines=[(1.0, c.baseline)])
 
 
-def memory_plot(c: Comparison) -> bytes | None:
+def memory_plot(c: BackendTable) -> bytes | None:
     return by_seqlen(c, lambda r: (r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None,
                      ylabel="peak memory (GiB)", title="Peak memory (torch.cuda.max_memory_allocated)", logy=True)
 
 
-def roofline_plot(c: Comparison) -> bytes | None:
+def roofline_plot(c: BackendTable) -> bytes | None:
     """Kernels at (FLOP per DRAM byte, TFLOP/s) under the roofs min(peak, AI x DRAM bandwidth)."""
     plt = require()
     pts = c.roofline
@@ -176,7 +176,7 @@ def roofline_plot(c: Comparison) -> bytes | None:
     return _png(fig)
 
 
-def breakdown_plot(c: Comparison) -> bytes | None:
+def breakdown_plot(c: BackendTable) -> bytes | None:
     """The baseline's kernel time per class, stacked, per shape and pass."""
     plt = require()
     rows = baseline_breakdown(c)
@@ -204,7 +204,7 @@ def breakdown_plot(c: Comparison) -> bytes | None:
     return _png(fig)
 
 
-PLOTS: tuple[tuple[str, str, Callable[[Comparison], bytes | None]], ...] = (
+PLOTS: tuple[tuple[str, str, Callable[[BackendTable], bytes | None]], ...] = (
     ("time", "Time per iteration against sequence length", time_plot),
     ("tflops", "TFLOP/s against sequence length", tflops_plot),
     ("speedup", "Speedup over the baseline", speedup_plot),
@@ -214,7 +214,7 @@ PLOTS: tuple[tuple[str, str, Callable[[Comparison], bytes | None]], ...] = (
 )
 
 
-def all_plots(c: Comparison) -> list[tuple[str, str, bytes]]:
+def all_plots(c: BackendTable) -> list[tuple[str, str, bytes]]:
     """(id, title, PNG) for every plot the data allows."""
     require()
     out = []

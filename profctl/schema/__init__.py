@@ -150,8 +150,9 @@ def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k in names}
 
 
-def merge(summaries: Iterable[Summary]) -> Summary:
-    """Concatenate summaries (e.g. several reports given to ``profctl report``)."""
+def concat(summaries: Iterable[Summary]) -> Summary:
+    """Concatenate summaries (e.g. several reports given to ``profctl report``): sources, kernels and ranges
+    one after the other, nothing joined (profctl.analysis.crosstool joins the same kernel across tools)."""
     ss = list(summaries)
     return Summary(
         sources=tuple(s for x in ss for s in x.sources),
@@ -177,5 +178,5 @@ def durations_stats(durations_ns: Sequence[float]) -> dict[str, float]:
 
 
 __all__ = [
-    "KERNEL_CLASSES", "SCHEMA_ID", "KernelRow", "RangeRow", "Source", "Summary", "durations_stats", "merge",
+    "KERNEL_CLASSES", "SCHEMA_ID", "KernelRow", "RangeRow", "Source", "Summary", "concat", "durations_stats",
 ]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl.adapters import nsys as adapter
 from profctl.cli import app
+from profctl.tools import nsys as adapter
 
 
 def _fake_nsys(tmp_path: Path) -> Path:

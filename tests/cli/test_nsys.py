@@ -142,7 +142,7 @@ def test_report_foreign_sqlite_one_line(tmp_path: Path) -> None:
 
 def test_report_nsys_rep_without_nsys_says_so(shared_fixture: Callable[[str], Path], tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from profctl.adapters import nsys as adapter
+    from profctl.tools import nsys as adapter
 
     if adapter.candidates():
         pytest.skip("nsys is installed here; the GPU tests cover exporting")

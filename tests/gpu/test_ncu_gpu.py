@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from profctl import recipes
-from profctl.adapters import ncu as adapter
 from profctl.cli import app
+from profctl.tools import ncu as adapter
 
 pytestmark = pytest.mark.gpu
 
@@ -121,8 +121,10 @@ def test_module_and_ncu_import_read_the_same(tmp_path: Path) -> None:
                         tmp_path)
     assert rc == 0, err
     rep = Path(json.loads(out)["summary"]["sources"][0]["path"])
-    a, _, _ = ncu_report.read_launches(rep, backend="module")
-    b, _, _ = ncu_report.read_launches(rep, backend="ncu")
+    from profctl.inputs import ncu_import_launches
+
+    a, _, _ = ncu_report.read_launches(rep)
+    b, _, _ = ncu_import_launches(rep)
     assert [x.base_name for x in a] == [x.base_name for x in b]
     assert [x.nvtx for x in a] == [x.nvtx for x in b]
     for x, y in zip(a, b, strict=True):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl.adapters import nsys as adapter
 from profctl.cli import app
 from profctl.readers import nsys_sqlite
+from profctl.tools import nsys as adapter
 
 pytestmark = pytest.mark.gpu
 

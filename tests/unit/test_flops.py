@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from profctl.flops import PASS_FACTOR, flops, forward_flops, unmasked_pairs
-from workloads.spec import AttentionSpec
+from profctl.spec import AttentionSpec
 
 
 def brute_pairs(sq: int, skv: int, causal: bool, align: str) -> int:

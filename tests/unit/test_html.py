@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from profctl import readers
-from profctl.derive import compare
-from profctl.merge import merge_view
+from profctl.analysis.backend_table import build as compare
+from profctl.analysis.crosstool import join as merge_view
 from profctl.render import html as rhtml
 from profctl.render import plots
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from profctl import recipes
-from profctl.diagnose import backend_of, by_backend, diagnose, diagnose_row
+from profctl.analysis.diagnose import backend_of, by_backend, diagnose, diagnose_row
 from profctl.readers import read
 from profctl.render import ncu as render_ncu
 from profctl.schema import KernelRow
@@ -48,8 +48,8 @@ def test_thresholds_come_from_the_recipe(tmp_path: Path) -> None:
 def test_fixture_kernels(shared_fixture: Callable[[str], Path]) -> None:
     s = read(shared_fixture("attn_tc.ncu-rep"))
     r = recipes.get("tensor-core")
-    ds = diagnose(s, r, HOPPER, backend_order=["sdpa_flash", "sdpa_cudnn", "naive"])
-    assert [d.backend for d in ds[:3]] == ["sdpa_flash", "sdpa_cudnn", "naive"]
+    ds = diagnose(s, r, HOPPER, backend_order=["sdpa-flash", "sdpa-cudnn", "eager"])
+    assert [d.backend for d in ds[:3]] == ["sdpa-flash", "sdpa-cudnn", "eager"]
     flash = ds[0]
     assert flash.kernel == "flash_fwd_kernel" and flash.pass_ == "fwd"
     assert flash.tensor_pct == pytest.approx(51.71, abs=0.01)
@@ -63,7 +63,7 @@ def test_fixture_kernels(shared_fixture: Callable[[str], Path]) -> None:
     cudnn = ds[1]
     assert cudnn.tensor_pct == pytest.approx(64.9, abs=0.1)
     sides = by_backend(ds)
-    naive = next(b for b in sides if b["backend"] == "naive")
+    naive = next(b for b in sides if b["backend"] == "eager")
     assert naive["kernels"] == 7 and naive["main_kernel"] == "elementwise_kernel"
 
 
@@ -85,7 +85,7 @@ def test_speed_of_light_fixture_with_hints(shared_fixture: Callable[[str], Path]
 def test_backend_of_paths() -> None:
     assert backend_of("profctl@sdpa-flash[b1,sq2048,skv2048,h32,kv32,d128,bf16,full,bhsd]/measure/sdpa-flash.bwd") \
         == ("sdpa-flash", "bwd", "b1,sq2048,skv2048,h32,kv32,d128,bf16,full,bhsd")
-    assert backend_of("naive.fwd.it1") == ("naive", "fwd", None)
+    assert backend_of("naive.fwd.it1") == ("eager", "fwd", None)  # canonical names, as every reader
     assert backend_of(None) == (None, None, None)
 
 

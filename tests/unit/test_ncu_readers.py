@@ -199,7 +199,7 @@ def test_profctl_made_report_rep_and_csv(data_file: Get) -> None:
 
 def test_profctl_made_report_summary(data_file: Get) -> None:
     from profctl import recipes
-    from profctl.diagnose import diagnose
+    from profctl.analysis.diagnose import diagnose
 
     s = read(data_file("ncu_profctl_fwdbwd.ncu-rep.gz"))
     assert sum(k.count for k in s.kernels) == 7

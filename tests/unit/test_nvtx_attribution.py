@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from workloads import nvtx_scheme as ns
+from profctl import nvtx as ns
 
 
 def stacks(db: Path) -> list[tuple[str, int, list[str]]]:

@@ -132,12 +132,15 @@ def test_line_of_metric_for_ncu_errors() -> None:
     assert r.where("sm__inst_executed_pipe_tensor_op_gmma.sum") == f"{r.path}:{ln}"
 
 
-def test_builtin_recipes_resolve_without_a_checkout(tmp_path, monkeypatch) -> None:
-    """Installed from a wheel there is no recipes/ beside the package: the shipped copy is used."""
-    import profctl.workload
-    from profctl import recipes as rc
+def test_builtin_recipes_are_found_through_the_installed_package(tmp_path) -> None:
+    """From any working directory, through importlib.resources on profctl.builtin_recipes (the recipes/ folder
+    shipped as a package), not by walking up from a source file."""
+    import importlib.resources
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(profctl.workload, "project_root", lambda: tmp_path)
-    d = rc.builtin_dir()
-    assert d != tmp_path / "recipes"
-    assert (d / "tensor-core.yaml").is_file()
+    code = "from profctl import recipes; print(recipes.builtin_dir()); print(' '.join(sorted(recipes.available())))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         timeout=60).stdout.splitlines()
+    assert out[0] == str(importlib.resources.files("profctl.builtin_recipes"))
+    assert "tensor-core" in out[1].split() and "dram" in out[1].split()

@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from profctl.schema import SCHEMA_ID, KernelRow, RangeRow, Source, Summary, durations_stats, merge
+from profctl.schema import SCHEMA_ID, KernelRow, RangeRow, Source, Summary, concat, durations_stats
 
 
 def k(name: str = "flash_fwd_kernel", **kw) -> KernelRow:
@@ -48,10 +48,10 @@ def test_durations_stats_match_statistics_module() -> None:
     assert durations_stats([])["count"] == 0
 
 
-def test_dataframes_and_merge() -> None:
+def test_dataframes_and_concat() -> None:
     a = Summary(sources=(Source("a", "nsys"),), kernels=(k(metrics={"m": 1.0}),))
     b = Summary(sources=(Source("b", "ncu"),), kernels=(k("gemm", kernel_class="gemm", tool="ncu"),))
-    m = merge([a, b])
+    m = concat([a, b])
     df = m.kernels_df()
     assert list(df["name"]) == ["flash_fwd_kernel", "gemm"] and "metric:m" in df.columns
     assert len(m.sources) == 2 and m.ranges_df().empty

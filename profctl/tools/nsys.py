@@ -177,7 +177,7 @@ def profile_argv(exe: Path, output: Path, child: Sequence[str], *, trace: Sequen
     if capture == "cudaProfilerApi":
         argv += ["--capture-range=cudaProfilerApi", "--capture-range-end=none"]
     elif capture == "nvtx":
-        from workloads.nvtx_scheme import nsys_capture_name
+        from profctl.nvtx import nsys_capture_name
 
         argv += ["--capture-range=nvtx", f"--nvtx-capture={nsys_capture_name()}", "--capture-range-end=none"]
     elif capture != "none":
@@ -196,9 +196,17 @@ def stats_argv(exe: Path, report: Path, reports: Sequence[str], out_prefix: Path
 
 
 # ---------------------------------------------------------------------------------------------------- running
-def _classify_profile(output: Path) -> Callable[[proc.ProcResult], Exception | None]:
+def report_path(output: Path) -> Path:
+    """The report `nsys profile --output=OUTPUT` writes."""
+    return output.with_suffix(".nsys-rep")
+
+
+def classify_profile(output: Path) -> Callable[[proc.ProcResult], Exception | None]:
+    """How a finished `nsys profile` run reads: no report (and why: a missing libdw leaves only a .qdstrm; no
+    capture range was ever opened), or None when the report is there."""
+
     def classify(res: proc.ProcResult) -> Exception | None:
-        rep = output.with_suffix(".nsys-rep")
+        rep = report_path(output)
         qd = output.with_suffix(".qdstrm")
         text = res.log_text(200_000)
         if not rep.exists() and (qd.exists() or "Importer error" in text or "QdstrmImporter" in text):
@@ -212,15 +220,6 @@ def _classify_profile(output: Path) -> Callable[[proc.ProcResult], Exception | N
         return None
 
     return classify
-
-
-def profile(exe: Path, output: Path, child: Sequence[str], *, log: Path, timeout_s: float,
-            env: dict[str, str] | None = None, cwd: Path | None = None, **kw: object) -> Path:
-    """Run `nsys profile`; return the .nsys-rep path (ToolFailed naming the log otherwise)."""
-    argv = profile_argv(exe, output, child, **kw)  # type: ignore[arg-type]
-    proc.run(argv, log=log, timeout_s=timeout_s, env=env, cwd=cwd, check=False,
-             classify=_classify_profile(output))
-    return output.with_suffix(".nsys-rep")
 
 
 def export_sqlite(exe: Path, rep: Path, out: Path, *, log: Path, timeout_s: float = 1800) -> Path:

@@ -1,7 +1,8 @@
-"""Join the summaries of one workload from several tools (nsys, ncu, torch.profiler) and bench rows into one view.
+"""The cross-tool join: the summaries of one workload from several tools (nsys, ncu, torch.profiler) and its
+bench rows, joined into one view.
 
 Every kernel row is placed in a *group* -- (backend, pass, shape) -- and given a join key; rows of different
-tools in the same group with the same key are the same kernel and become one :class:`MergedKernel`.
+tools in the same group with the same key are the same kernel and become one :class:`JoinedKernel`.
 
 Where the group comes from:
   - NVTX / record_function ranges in profctl's scheme, ``<backend>[<shape_key>]/measure/<backend>.fwd|bwd``
@@ -10,125 +11,32 @@ Where the group comes from:
     median over iterations, so the first iteration's one-time costs do not count);
   - for torch traces without ranges, the aten ops that launched the kernel (``aten::_flash_attention_forward``
     is sdpa-flash, matmul/softmax without an attention op is the eager baseline).
-Backend names are made canonical (``naive`` -> eager, ``sdpa_mem_eff`` -> sdpa-efficient, ...).
+Backend names are made canonical (``naive`` -> eager, ``sdpa_mem_eff`` -> sdpa-efficient, ...; profctl.spec).
 
 How kernels are matched (names differ between tools: nsys and ncu write ``(int)128``, ``(bool)0``,
 ``<unnamed>``, ``[lambda() (instance 1)]``; torch writes ``128``, ``false``, ``(anonymous namespace)``,
 ``{lambda()#1}``; ncu may print only the base name), in order:
-  1. exact: :func:`join_key`, the demangled name with those spellings made equal;
-  2. loose: the join key cut before its first ``(`` (drops lambda signatures that one demangler spells out);
+  1. exact: profctl.kernels.match_key, the demangled name with those spellings made equal;
+  2. loose: profctl.kernels.loose_key, the match key cut before its first ``(`` (a lambda's signature);
   3. base: the base function name, pairing several same-named kernels by nearest per-launch duration.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from profctl.kernels import base_name, match_key
+from profctl.kernels import base_name, display_name, loose_key, match_key
+from profctl.nvtx import RangeKey, parse_range
 from profctl.schema import KernelRow, Summary
+from profctl.shapes import key_of_row, sort_key
+from profctl.spec import canonical_backend
 
 TOOL_ORDER = ("nsys", "torch", "ncu")
-PASSES = ("fwd", "bwd", "fwd+bwd")
-PHASES = ("warmup", "measure", "setup")
-
-_ALIASES = {
-    "naive": "eager", "eager": "eager", "baseline": "eager",
-    "flash": "sdpa-flash", "sdpa-flash": "sdpa-flash",
-    "cudnn": "sdpa-cudnn", "sdpa-cudnn": "sdpa-cudnn",
-    "mem-eff": "sdpa-efficient", "sdpa-mem-eff": "sdpa-efficient", "efficient": "sdpa-efficient",
-    "sdpa-efficient": "sdpa-efficient", "mem-efficient": "sdpa-efficient",
-    "math": "sdpa-math", "sdpa-math": "sdpa-math",
-    "fa4": "fa4", "flash-attn": "flash-attn", "fa2": "flash-attn", "fa3": "flash-attn",
-}
-
-
-def canonical_backend(name: str) -> str:
-    """profctl's name for a backend as other scripts spell it (naive, sdpa_flash, mem_eff, ...)."""
-    s = name.strip().lower().replace("_", "-")
-    return _ALIASES.get(s, s)
-
-
-# ------------------------------------------------------------------------------------------------ ranges
-@dataclass(frozen=True)
-class RangeKey:
-    """What a range path says: backend, pass, shape key, phase and iteration (each None when not said)."""
-
-    backend: str
-    pass_: str | None = None
-    shape_key: str | None = None
-    phase: str | None = None
-    iteration: int | None = None
-
-
-_PASS_RX = re.compile(r"^(?P<b>[^\[\]/]+?)\.(?P<p>fwd|bwd)(?:\.it(?P<it>\d+))?$")
-_CASE_RX = re.compile(r"^(?P<b>[^\[\]/]+)\[(?P<s>[^\]]*)\]$")
-_DOMAIN_RX = re.compile(r"^[\w.\-]+[@:](?=[^/\[\]]*(?:/|\[|$))")
-
-
-def parse_range(text: str | None) -> RangeKey | None:
-    """Parse an NVTX / record_function range name or path.
-
-    Accepts ``profctl@sdpa-flash[b1,...]/measure/sdpa-flash.fwd`` (ncu), ``sdpa-flash[...]/measure/sdpa-flash.fwd``
-    (torch), ``profctl:eager.fwd`` or ``profctl:eager[...]`` (nsys, one level), ``naive.fwd.it1`` (fixtures);
-    ncu joins several domains' paths with `` | ``. None when it names no backend.
-    """
-    if not text:
-        return None
-    for part in text.split(" | "):
-        key = _parse_one(part.strip())
-        if key is not None:
-            return key
-    return None
-
-
-def _parse_one(text: str) -> RangeKey | None:
-    s = _DOMAIN_RX.sub("", text, count=1)
-    comps = [c for c in s.split("/") if c]
-    backend = pass_ = shape = phase = None
-    it: int | None = None
-    for c in comps:
-        m = _CASE_RX.match(c)
-        if m:
-            backend, shape = canonical_backend(m["b"]), m["s"]
-            continue
-        if c in PHASES:
-            phase = c
-            continue
-        m = _PASS_RX.match(c)
-        if m:
-            backend, pass_ = canonical_backend(m["b"]), m["p"]
-            it = int(m["it"]) if m["it"] is not None else None
-    if backend is None:
-        return None
-    return RangeKey(backend, pass_, shape, phase, it)
-
-
-# ----------------------------------------------------------------------------------------------- names
-_ANON = re.compile(r"\(anonymous namespace\)|<unnamed>")
-
-#: the exact join key is profctl.kernels.match_key (the demanglers' spellings made equal)
-join_key = match_key
-
-
-def display_name(name: str, width: int = 60) -> str:
-    """The base function name, for tables (``(anonymous namespace)`` does not confuse it)."""
-    b = base_name(_ANON.sub("anon", name))
-    return b if len(b) <= width else b[: width - 1] + "…"
-
-
-def loose_key(name: str) -> str:
-    """The join key up to its first ``(``: what is left when a lambda's signature is spelt differently."""
-    k = join_key(name)
-    i = k.find("(")
-    return k[:i] if i > 0 else k
 
 
 # ------------------------------------------------------------------------------------------- the view
@@ -147,7 +55,7 @@ class ToolKernel:
 
 
 @dataclass
-class MergedKernel:
+class JoinedKernel:
     """One kernel of one (backend, pass, shape), with what each tool says about it."""
 
     backend: str
@@ -188,10 +96,10 @@ class Span:
 
 
 @dataclass
-class MergedView:
+class CrossToolView:
     """Everything ``profctl report`` compares: merged kernels, bench rows, NVTX spans, the device."""
 
-    kernels: list[MergedKernel]
+    kernels: list[JoinedKernel]
     bench: list[dict[str, Any]]
     spans: dict[tuple[str, str, str | None], Span]
     device: str | None
@@ -200,11 +108,11 @@ class MergedView:
 
     def groups(self) -> list[tuple[str, str, str | None]]:
         gs = {(k.backend, k.pass_, k.shape_key) for k in self.kernels}
-        gs |= {(r["backend"], r["pass"], bench_shape_key(r)) for r in self.bench}
+        gs |= {(r["backend"], r["pass"], key_of_row(r)) for r in self.bench}
         gs |= set(self.spans)
-        return sorted(gs, key=lambda g: (_shape_order(g[2]), g[1], g[0]))
+        return sorted(gs, key=lambda g: (sort_key(g[2]), g[1], g[0]))
 
-    def kernels_of(self, backend: str, pass_: str, shape: str | None) -> list[MergedKernel]:
+    def kernels_of(self, backend: str, pass_: str, shape: str | None) -> list[JoinedKernel]:
         return [k for k in self.kernels if (k.backend, k.pass_, k.shape_key) == (backend, pass_, shape)]
 
     def tools(self) -> list[str]:
@@ -212,95 +120,6 @@ class MergedView:
         if self.bench:
             ts.add("bench")
         return [t for t in (*TOOL_ORDER, "bench") if t in ts]
-
-
-# ----------------------------------------------------------------------------------------- bench rows
-def _shape_order(key: str | None) -> tuple[Any, ...]:
-    """Shapes in numeric order (batch, seqlen, ...), causal after non-causal; unparsable keys last."""
-    if not key:
-        return (2,)
-    try:
-        s = parse_shape_key(key)
-    except ValueError:
-        return (1, key)
-    return (0, s["dtype"], s["head_dim"], s["heads"], s["kv_heads"], s["batch"], s["causal"], s["seqlen_q"],
-            s["seqlen_kv"], s["layout"])
-
-
-def bench_shape_key(r: dict[str, Any]) -> str:
-    """The workload's shape key (workloads.spec.AttentionSpec.shape_key) of a bench row."""
-    return ",".join([
-        f"b{r['batch']}", f"sq{r['seqlen_q']}", f"skv{r['seqlen_kv']}", f"h{r['heads']}", f"kv{r['kv_heads']}",
-        f"d{r['head_dim']}", str(r["dtype"]), "causal" if r.get("causal") else "full", str(r.get("layout", "bhsd")),
-    ])
-
-
-_SHAPE_FIELDS = {"b": "batch", "sq": "seqlen_q", "skv": "seqlen_kv", "h": "heads", "kv": "kv_heads",
-                 "d": "head_dim"}
-
-
-def parse_shape_key(key: str) -> dict[str, Any]:
-    """``b1,sq4096,skv4096,h32,kv32,d128,bf16,causal,bhsd`` -> the bench row's shape fields (missing: defaults)."""
-    out: dict[str, Any] = {"dtype": "bf16", "causal": False, "layout": "bhsd"}
-    for part in key.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(skv|sq|kv|b|h|d)(\d+)", part)
-        if m:
-            out[_SHAPE_FIELDS[m[1]]] = int(m[2])
-        elif part in ("bf16", "fp16", "fp32"):
-            out["dtype"] = part
-        elif part in ("causal", "full"):
-            out["causal"] = part == "causal"
-        elif part in ("bhsd", "bshd"):
-            out["layout"] = part
-        elif part:
-            raise ValueError(f"shape key part {part!r} is not one of b<N>, sq<N>, skv<N>, h<N>, kv<N>, d<N>, a dtype, "
-                             "causal/full or a layout")
-    if "seqlen_q" in out and "seqlen_kv" not in out:
-        out["seqlen_kv"] = out["seqlen_q"]
-    if "heads" in out and "kv_heads" not in out:
-        out["kv_heads"] = out["heads"]
-    missing = [f for f in ("batch", "seqlen_q", "heads", "head_dim") if f not in out]
-    if missing:
-        raise ValueError(f"shape key {key!r} lacks {', '.join(missing)}")
-    return out
-
-
-def is_bench_json(path: Path) -> bool:
-    """A `profctl bench --json` file: a JSON list of rows with a backend and a status."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as g:
-                head = g.read(4096)
-        except (OSError, EOFError):
-            return False
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff").lstrip()
-    return text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text)
-
-
-def read_bench(path: Path) -> list[dict[str, Any]]:
-    """Rows of a bench JSON file (gzipped or not); BadReport for anything else."""
-    from profctl.errors import BadReport
-
-    opener: Any = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            rows = json.load(f)
-    except (OSError, ValueError, EOFError) as e:
-        raise BadReport(f"{path}: not a readable bench JSON file: {e}") from None
-    need = ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "pass")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise BadReport(f"{path}: a bench JSON file is a list of rows (profctl bench --json)")
-    for i, r in enumerate(rows):
-        miss = [k for k in need if k not in r]
-        if miss:
-            raise BadReport(f"{path}: row {i} lacks {', '.join(miss)}: not a profctl bench --json file")
-    return rows
 
 
 # ------------------------------------------------------------------------------------------- placing
@@ -481,16 +300,16 @@ def _iterations(ps: list[_Placed]) -> float:
 
 
 # ------------------------------------------------------------------------------------------- matching
-def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) -> list[MergedKernel]:
-    out: list[MergedKernel] = []
+def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) -> list[JoinedKernel]:
+    out: list[JoinedKernel] = []
     for (backend, pass_, shape), per_tool in groups.items():
-        merged: list[MergedKernel] = []
+        merged: list[JoinedKernel] = []
         for tks in per_tool:
             for tk in sorted(tks, key=lambda t: -t.per_iter_ns):
                 m, how = _find(merged, tk)
                 if m is None:
-                    merged.append(MergedKernel(backend, pass_, shape, tk.name, display_name(tk.name), tk.kernel_class,
-                                               join_key(tk.name), {tk.tool: tk}, "only"))
+                    merged.append(JoinedKernel(backend, pass_, shape, tk.name, display_name(tk.name), tk.kernel_class,
+                                               match_key(tk.name), {tk.tool: tk}, "only"))
                     continue
                 if tk.tool in m.tools:  # a second report of the same tool (e.g. two ncu recipes): add metrics
                     for k, v in tk.metrics.items():
@@ -502,11 +321,11 @@ def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) ->
     return out
 
 
-def _find(merged: list[MergedKernel], tk: ToolKernel) -> tuple[MergedKernel | None, str]:
+def _find(merged: list[JoinedKernel], tk: ToolKernel) -> tuple[JoinedKernel | None, str]:
     """The merged kernel `tk` is, by exact key, loose key, then base name (nearest per-launch time)."""
-    k, lk, bn = join_key(tk.name), loose_key(tk.name), base_name(tk.name)
+    k, lk, bn = match_key(tk.name), loose_key(tk.name), base_name(tk.name)
 
-    def free(m: MergedKernel) -> bool:
+    def free(m: JoinedKernel) -> bool:
         return tk.tool not in m.tools or tk.tool == "ncu"
 
     for how, test in (("exact", lambda m: m.key == k), ("loose", lambda m: loose_key(m.name) == lk)):
@@ -517,7 +336,7 @@ def _find(merged: list[MergedKernel], tk: ToolKernel) -> tuple[MergedKernel | No
     if not cands:
         return None, "only"
 
-    def dist(m: MergedKernel) -> float:
+    def dist(m: JoinedKernel) -> float:
         ref = next(iter(m.tools.values())).avg_ns
         return abs(ref - tk.avg_ns) / max(ref, tk.avg_ns, 1.0)
 
@@ -545,8 +364,8 @@ def _spans(s: Summary, tool: str, shape_of: dict[str, str]) -> dict[tuple[str, s
 
 
 # ------------------------------------------------------------------------------------------- entry
-def merge_view(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = (),
-               device: str | None = None, shape: str | None = None) -> MergedView:
+def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = (),
+               device: str | None = None, shape: str | None = None) -> CrossToolView:
     """Join summaries and bench rows into one view. `shape` (a shape key) names the workload's shape when no
     input does (the shared fixtures); `device` the GPU model when no input does."""
     notes: list[str] = []
@@ -562,7 +381,7 @@ def merge_view(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]
         shape_of: dict[str, str] = {p.backend: p.shape for p in placed if p.shape}
         raw_spans.append(_spans(s, _tool(s), shape_of))
     # one shape known in all: it is the shape of the groups that do not say
-    shapes = {p.shape for _, ps in placed_all for p in ps if p.shape} | {bench_shape_key(r) for r in bench}
+    shapes = {p.shape for _, ps in placed_all for p in ps if p.shape} | {key_of_row(r) for r in bench}
     shapes |= {g[2] for sp in raw_spans for g in sp if g[2]}
     fill = shape or (next(iter(shapes)) if len(shapes) == 1 else None)
     unnamed = any(p.shape is None for _, ps in placed_all for p in ps)
@@ -588,7 +407,7 @@ def merge_view(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]
     for b in sorted({str(r.get("_source")) for r in bench if r.get("_source")}):
         sources.append({"path": b, "tool": "bench", "version": None,
                         "kernels_placed": sum(1 for r in bench if r.get("_source") == b)})
-    return MergedView(kernels=kernels, bench=bench, spans=spans, device=device, sources=sources, notes=notes)
+    return CrossToolView(kernels=kernels, bench=bench, spans=spans, device=device, sources=sources, notes=notes)
 
 
 def _tool(s: Summary) -> str:
@@ -606,109 +425,4 @@ def _device_of(s: Summary) -> str | None:
                 return d
             if isinstance(d, dict) and d.get("name"):
                 return str(d["name"])
-    return None
-
-
-# ------------------------------------------------------------------------------------------- nsys paths
-def read_nsys_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
-    """An nsys export summarised per range *path* ``<backend>[<shape>]/measure/<backend>.<pass>`` (profctl's
-    scheme), measured iterations only, so several shapes and passes of one run stay apart.
-
-    The nsys reader's per-range rows name one range each (nvtx_kern_sum), which loses the shape of the leaf
-    ranges. Here each kernel launch is placed in the innermost ``<backend>.fwd|bwd`` range around its launch on
-    the launching thread, and that range in its enclosing ``measure`` and case ranges (the workload pushes the
-    same stack on autograd's thread). With capture by cudaProfilerStart the first case's range was pushed before
-    the capture began: its leaves have no case range, and `first_case` (``<backend>[<shape>]``) names it.
-    """
-    import bisect
-
-    from profctl.readers.nsys_sqlite import NsysExport
-    from profctl.schema import RangeRow, Source, durations_stats
-    from workloads import nvtx_scheme as ns
-
-    with NsysExport(path) as ex:
-        insts = [i for i in ex.range_instances() if i.domain == ns.DOMAIN]
-        by_tid: dict[int, list[Any]] = defaultdict(list)
-        for i in insts:
-            by_tid[i.tid].append(i)
-        leaf_path: dict[int, str] = {}
-        leaves: dict[int, list[Any]] = {}
-        for tid, rs in by_tid.items():
-            rs.sort(key=lambda i: (i.start, -i.end))
-            stack: list[Any] = []
-            for i in rs:
-                while stack and stack[-1].end < i.end:
-                    stack.pop()
-                stack.append(i)
-                key = parse_range(i.text)
-                if key is None or key.pass_ is None:
-                    continue
-                parents = [p.text for p in stack[:-1]]
-                if ns.MEASURE not in parents:
-                    continue
-                case = next((p for p in reversed(parents) if _CASE_RX.match(p)), None)
-                if case is None and first_case and parse_range(first_case) is not None and \
-                        parse_range(first_case).backend == key.backend:  # type: ignore[union-attr]
-                    case = first_case
-                leaf_path[i.rid] = f"{case}/{ns.MEASURE}/{i.text}" if case else f"{ns.MEASURE}/{i.text}"
-                leaves.setdefault(tid, []).append(i)
-        starts: dict[int, list[int]] = {}
-        for tid, ls in leaves.items():
-            ls.sort(key=lambda i: i.start)
-            starts[tid] = [x.start for x in ls]
-        ex._build_launches()
-        by_id = ex._name_is_string_id()
-        durs: dict[tuple[str, Any], list[float]] = defaultdict(list)
-        rids: dict[tuple[str, Any], set[int]] = defaultdict(set)
-        for tid, rs_, re_, nid, d in ex.q("SELECT tid, rs, re, name, ge - gs FROM launches WHERE kind = 0"):
-            ls = leaves.get(int(tid or 0)) or []
-            if not ls:
-                continue
-            j = bisect.bisect_right(starts[int(tid or 0)], rs_) - 1
-            if j < 0 or not (ls[j].start <= rs_ <= ls[j].end and re_ <= ls[j].end):
-                continue
-            k = (leaf_path[ls[j].rid], nid)
-            durs[k].append(float(d))
-            rids[k].add(ls[j].rid)
-        names = {nid: (ex.string(nid) if by_id else str(nid)) for _, nid in durs}
-        version = ex.schema.version
-        gpus = ex.gpu_info()
-    from profctl.kernels import classify, short_name
-
-    kernels = []
-    for (p, nid), ds in durs.items():
-        st = durations_stats(ds)
-        name = names[nid]
-        kernels.append(KernelRow(tool="nsys", name=name, short_name=short_name(name), kernel_class=classify(name),
-                                 nvtx_range=p, count=int(st["count"]), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
-                                 med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-                                 extra={"kind": "kernel", "nvtx_instances": len(rids[(p, nid)])}))
-    spans: dict[str, list[float]] = defaultdict(list)
-    for i in insts:
-        if i.rid in leaf_path and i.proj_start is not None:
-            spans[leaf_path[i.rid]].append(float((i.proj_end or 0) - i.proj_start))
-    ranges = [RangeRow(name=p, domain=ns.DOMAIN, style="push_pop", count=len(v), range_total_ns=0.0,
-                       gpu_proj_total_ns=sum(v), gpu_ops=None, extra={"proj_instances": len(v), "path": True})
-              for p, v in spans.items()]
-    return Summary(sources=(Source(path=str(path), tool="nsys", tool_version=version),), kernels=tuple(kernels),
-                   ranges=tuple(ranges), meta={"reader": "profctl.merge.read_nsys_paths", **gpus})
-
-
-
-def nsys_first_case(run_dir: Path) -> str | None:
-    """``<backend>[<shape>]`` of the first case an nsys run directory's workload ran (its rows.jsonl)."""
-    p = Path(run_dir) / "rows.jsonl"
-    if not p.exists():
-        return None
-    for line in p.read_text(encoding="utf-8").splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        spec = ev.get("spec") if isinstance(ev, dict) else None
-        if isinstance(spec, dict) and "backend" in spec:
-            try:
-                return f"{spec['backend']}[{bench_shape_key(spec)}]"
-            except KeyError:
-                return None
     return None

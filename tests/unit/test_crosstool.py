@@ -5,17 +5,13 @@ from __future__ import annotations
 import pytest
 
 from profctl import readers
-from profctl.merge import (
-    RangeKey,
-    backend_from_ops,
-    bench_shape_key,
-    canonical_backend,
-    join_key,
-    loose_key,
-    merge_view,
-    parse_range,
-    parse_shape_key,
-)
+from profctl.analysis.crosstool import backend_from_ops
+from profctl.analysis.crosstool import join as merge_view
+from profctl.kernels import loose_key
+from profctl.kernels import match_key as join_key
+from profctl.nvtx import RangeKey, parse_range
+from profctl.shapes import Shape, key_of_row
+from profctl.spec import canonical_backend
 
 FIXTURE_SHAPE = "b4,sq2048,skv2048,h16,kv16,d128,bf16,causal,bhsd"
 
@@ -57,13 +53,14 @@ def test_canonical_backend():
 def test_shape_key_round_trip():
     row = {"batch": 1, "seqlen_q": 4096, "seqlen_kv": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
            "dtype": "bf16", "causal": True, "layout": "bhsd"}
-    key = bench_shape_key(row)
+    key = key_of_row(row)
     assert key == "b1,sq4096,skv4096,h32,kv8,d128,bf16,causal,bhsd"
-    assert parse_shape_key(key) == row
+    assert vars(Shape.parse(key)) == row
+    assert Shape.parse(key).label() == "b1 s4096 h32/8 d128 bf16 causal"
     with pytest.raises(ValueError, match="lacks"):
-        parse_shape_key("b1,bf16")
+        Shape.parse("b1,bf16")
     with pytest.raises(ValueError, match="not one of"):
-        parse_shape_key("b1,sq8,h2,d8,zz")
+        Shape.parse("b1,sq8,h2,d8,zz")
 
 
 # ---------------------------------------------------------------------------------------------- names
@@ -194,9 +191,9 @@ def test_bench_rows_join_the_view():
 
 def test_read_nsys_paths_keeps_shape_and_measure_only(data_file):
     """Per range path: only the measured iterations (3 of the 5 in the export), per shape and pass."""
-    from profctl.merge import read_nsys_paths
+    from profctl.readers.nsys_sqlite import read_paths
 
-    s = read_nsys_paths(data_file("profctl_bwd_nvtx.sqlite"))
+    s = read_paths(data_file("profctl_bwd_nvtx.sqlite"))
     shape = "b1,sq1024,skv1024,h8,kv8,d128,bf16,full,bhsd"
     paths = {k.nvtx_range for k in s.kernels}
     assert paths == {f"{b}[{shape}]/measure/{b}.{p}" for b in ("eager", "sdpa-flash") for p in ("fwd", "bwd")}

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from profctl.adapters import ncu as adapter
 from profctl.errors import CounterPermission, NothingMatched, ToolFailed, ToolNotFound
-from profctl.ncu_run import case_filters, nvtx_filters, passes
-from profctl.workload import WorkloadArgs
+from profctl.nvtx import ncu_include, passes_of
+from profctl.pipelines.ncu import cases_of
+from profctl.pipelines.targets import Workload
+from profctl.spec import AttentionSweep
+from profctl.tools import ncu as adapter
 
 PERM_LOG = """$ ncu --export x python -m workloads.attention
 ==PROF== Connected to process 4242 (/usr/bin/python3.12)
@@ -97,9 +99,10 @@ def test_profile_argv_keeps_ncu_defaults_unless_asked() -> None:
 def test_nvtx_filter_is_one_expression_for_every_case_and_pass() -> None:
     import re
 
-    wl = WorkloadArgs(backend="sdpa-flash,eager", seqlen="1024,2048", heads="8", head_dim="64", dtype="bf16",
-                      batch="1", causal="false", pass_="fwd+bwd", layout="bhsd", device="cuda")
-    fs = nvtx_filters(wl)
+    wl = Workload(AttentionSweep.from_strings(backend="sdpa-flash,eager", seqlen="1024,2048", heads="8", head_dim="64",
+                                              dtype="bf16", batch="1", causal="false", pass_="fwd+bwd",
+                                              layout="bhsd", device="cuda"))
+    fs = [ncu_include(cases_of(wl))]
     assert len(fs) == 1 and fs[0].startswith("regex:profctl@") and fs[0].endswith("/")
     rx = re.compile(fs[0][len("regex:profctl@"):])
     for be in ("sdpa-flash", "eager"):
@@ -110,8 +113,7 @@ def test_nvtx_filter_is_one_expression_for_every_case_and_pass() -> None:
                   "eager[b1,sq1024,skv1024,h8,kv8,d64,bf16,full,bhsd]/warmup/eager.fwd/",
                   "eager[b1,sq4096,skv4096,h8,kv8,d64,bf16,full,bhsd]/measure/eager.fwd/"):
         assert not rx.fullmatch(other)
-    assert len(case_filters(wl)) == 8  # the per-(case, pass) expressions used in messages
-    assert passes("fwd+bwd") == ["fwd", "bwd"] and passes("bwd") == ["bwd"]
+    assert passes_of("fwd+bwd") == ["fwd", "bwd"] and passes_of("bwd") == ["bwd"]
 
 
 def test_counter_permission_is_recognised_even_with_status_0(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ says 'unknown' rather than guessing. Thresholds come from the recipe (profctl.re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from profctl.nvtx import parse_range
 from profctl.recipes import THRESHOLDS, Recipe
 from profctl.schema import KernelRow, Summary
 
@@ -64,7 +64,6 @@ UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 MEMORY_UNITS = {"L1/shared", "L2", "DRAM"}
 MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
-_PROFCTL_CASE = re.compile(r"^(?P<backend>[A-Za-z0-9_.+-]+)\[(?P<shape>[^\]]*)\]$")
 
 
 @dataclass(frozen=True)
@@ -104,26 +103,9 @@ def _first(m: dict[str, float], names: Sequence[str]) -> float | None:
 
 
 def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | None]:
-    """(backend, pass, shape key) from a launch's NVTX path: profctl's ``profctl@be[shape]/measure/be.fwd``
-    or a plain ``<backend>.<fwd|bwd>[.itN]`` range (as in the shared fixtures)."""
-    if not nvtx_range:
-        return None, None, None
-    first = nvtx_range.split(" | ")[0]
-    _, sep, body = first.partition("@")
-    parts = (body if sep and "/" not in first.split("@")[0] else first).split("/")
-    backend = shape = pass_ = None
-    for p in parts:
-        m = _PROFCTL_CASE.match(p)
-        if m and backend is None:
-            backend, shape = m.group("backend"), m.group("shape")
-    leaf = parts[-1]
-    bits = leaf.split(".")
-    for i, b in enumerate(bits):
-        if b in ("fwd", "bwd") and i > 0:
-            pass_ = b
-            backend = backend or ".".join(bits[:i])
-            break
-    return backend, pass_, shape
+    """(backend, pass, shape key) a launch's NVTX path names (profctl.nvtx.parse_range)."""
+    k = parse_range(nvtx_range)
+    return (k.backend, k.pass_, k.shape_key) if k else (None, None, None)
 
 
 def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int] | None = None) -> Diagnosis:

@@ -1,4 +1,4 @@
-"""Derived figures: what the merged view means per (shape, pass, backend).
+"""The table of backends: derived figures per (shape, pass, backend) from the cross-tool view.
 
 time           bench median (CUDA events) when there is a bench row, else the nsys/torch GPU span of one
                iteration's NVTX range, else the sum of its kernels' times
@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from profctl import devices
-from profctl.merge import MergedKernel, MergedView, bench_shape_key, parse_shape_key
+from profctl.analysis.crosstool import CrossToolView, JoinedKernel
+from profctl.shapes import Shape, key_of_row
 
 #: ncu metric names per figure, first present wins (recipes differ: tensor-core, speed-of-light, dram, fixtures)
 METRICS: dict[str, tuple[str, ...]] = {
@@ -131,19 +132,17 @@ def workload_flops(shape_key: str | None, backend: str, pass_: str) -> float | N
     if not shape_key:
         return None
     from profctl import flops
-    from workloads.spec import CAUSAL_ALIGN
+    from profctl.spec import causal_align
 
-    try:
-        s = parse_shape_key(shape_key)
-    except ValueError:
+    s = Shape.try_parse(shape_key)
+    if s is None:
         return None
-    align = CAUSAL_ALIGN.get(backend, "top-left")
-    pairs = flops.unmasked_pairs(s["seqlen_q"], s["seqlen_kv"], s["causal"], align)
-    fwd = 4 * s["batch"] * s["heads"] * pairs * s["head_dim"]
+    pairs = flops.unmasked_pairs(s.seqlen_q, s.seqlen_kv, s.causal, causal_align(backend))
+    fwd = 4 * s.batch * s.heads * pairs * s.head_dim
     return fwd * flops.PASS_FACTOR[pass_]
 
 
-def kernel_flops(k: MergedKernel, group: list[MergedKernel]) -> float | None:
+def kernel_flops(k: JoinedKernel, group: list[JoinedKernel]) -> float | None:
     """FLOPs one iteration of kernel `k` executes, where the attention's structure says it:
 
     - a fused attention kernel (flash_fwd / flash_bwd class) does the pass's useful FLOPs; when a pass has
@@ -152,11 +151,8 @@ def kernel_flops(k: MergedKernel, group: list[MergedKernel]) -> float | None:
       batch x heads, executed in full even when causal: 2 * b * h * sq * skv * d FLOPs per launch.
     Others (softmax, elementwise) get None: their FLOPs are not the attention's and are not placed by FLOPs.
     """
-    if not k.shape_key:
-        return None
-    try:
-        s = parse_shape_key(k.shape_key)
-    except ValueError:
+    s = Shape.try_parse(k.shape_key)
+    if s is None:
         return None
     if k.kernel_class in ("flash_fwd", "flash_bwd"):
         fused = [g for g in group if g.kernel_class == k.kernel_class]
@@ -167,13 +163,13 @@ def kernel_flops(k: MergedKernel, group: list[MergedKernel]) -> float | None:
         return workload_flops(k.shape_key, k.backend, p)
     if k.kernel_class == "gemm":
         n = k.launches() or 1.0
-        return 2.0 * s["batch"] * s["heads"] * s["seqlen_q"] * s["seqlen_kv"] * s["head_dim"] * n
+        return 2.0 * s.batch * s.heads * s.seqlen_q * s.seqlen_kv * s.head_dim * n
     return None
 
 
 # ------------------------------------------------------------------------------------------ comparison
 @dataclass
-class CompareRow:
+class BackendRow:
     """One (shape, pass, backend): the comparison table's row."""
 
     shape_key: str | None
@@ -222,10 +218,10 @@ class RooflinePoint:
 
 
 @dataclass
-class Comparison:
+class BackendTable:
     """The whole derived document: rows, the baseline, the device and its peaks, roofline points, notes."""
 
-    rows: list[CompareRow]
+    rows: list[BackendRow]
     baseline: str | None
     device: str | None
     peak: Peak
@@ -247,21 +243,21 @@ class Comparison:
         }
 
 
-def _row_dict(r: CompareRow) -> dict[str, Any]:
+def _row_dict(r: BackendRow) -> dict[str, Any]:
     d = asdict(r)
     d["pass"] = d.pop("pass_")
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-def compare(view: MergedView, baseline: str | None = "eager", device: str | None = None) -> Comparison:
+def build(view: CrossToolView, baseline: str | None = "eager", device: str | None = None) -> BackendTable:
     """Derive the comparison rows of `view` (`baseline`: the backend speedups are against; falls back to
     sdpa-math when the baseline did not run)."""
     dev = device or view.device or _bench_device(view)
-    dtypes = {parse_shape_key(g[2])["dtype"] for g in view.groups() if g[2] and _parses(g[2])}
+    dtypes = {sh.dtype for g in view.groups() if (sh := Shape.try_parse(g[2])) is not None}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
     bench: dict[tuple[str, str, str | None], dict[str, Any]] = {
-        (r["backend"], r["pass"], bench_shape_key(r)): r for r in view.bench}
-    rows: list[CompareRow] = []
+        (r["backend"], r["pass"], key_of_row(r)): r for r in view.bench}
+    rows: list[BackendRow] = []
     for g in view.groups():
         ks = view.kernels_of(*g)
         rows.append(_row(view, g, ks, bench.get(g), dev))
@@ -282,19 +278,11 @@ def compare(view: MergedView, baseline: str | None = "eager", device: str | None
         if len(given) == 1:
             peak = Peak(None, float(given.pop() or 0.0), None, None,
                         "the bench rows' peak_tflops (GPU model not named)", None)
-    return Comparison(rows=rows, baseline=base, device=dev, peak=peak, dtype=dtype,
+    return BackendTable(rows=rows, baseline=base, device=dev, peak=peak, dtype=dtype,
                       roofline=roof, unplaced=unplaced, notes=notes, sources=view.sources)
 
 
-def _parses(key: str) -> bool:
-    try:
-        parse_shape_key(key)
-        return True
-    except ValueError:
-        return False
-
-
-def _bench_device(view: MergedView) -> str | None:
+def _bench_device(view: CrossToolView) -> str | None:
     for r in view.bench:
         for k in ("device_name", "gpu"):
             if r.get(k):
@@ -302,14 +290,13 @@ def _bench_device(view: MergedView) -> str | None:
     return None
 
 
-def _row(view: MergedView, g: tuple[str, str, str | None], ks: list[MergedKernel], b: dict[str, Any] | None,
-         dev: str | None) -> CompareRow:
+def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKernel], b: dict[str, Any] | None,
+         dev: str | None) -> BackendRow:
     backend, pass_, shape = g
-    sp = None
     seqlen = causal = None
-    if shape and _parses(shape):
-        sp = parse_shape_key(shape)
-        seqlen, causal = sp["seqlen_q"], sp["causal"]
+    sp = Shape.try_parse(shape)
+    if sp is not None:
+        seqlen, causal = sp.seqlen_q, sp.causal
     status = "ok"
     reason = None
     time_ns: float | None = None
@@ -336,7 +323,7 @@ def _row(view: MergedView, g: tuple[str, str, str | None], ks: list[MergedKernel
         launches = None
     flop = float(b["flops"]) if b and b.get("flops") else workload_flops(shape, backend, pass_)
     rate = tflops(flop, time_ns)
-    pk = peak_for(dev, sp["dtype"] if sp else "bf16")
+    pk = peak_for(dev, sp.dtype if sp else "bf16")
     pct = 100.0 * rate / pk.tflops if rate and pk.tflops else (b.get("pct_of_peak") if b else None)
     pct_m = 100.0 * rate / pk.measured_tflops if rate and pk.measured_tflops else None
     main = max(ks, key=lambda k: k.time_ns(prefer) or 0.0) if ks else None
@@ -359,7 +346,7 @@ def _row(view: MergedView, g: tuple[str, str, str | None], ks: list[MergedKernel
             breakdown[cls] = breakdown.get(cls, 0.0) + t / 1e6
     tools = sorted({t for k in ks for t in k.tools} | ({"bench"} if b else set()) |
                    ({span.tool} if span else set()))
-    return CompareRow(
+    return BackendRow(
         shape_key=shape, seqlen=seqlen, causal=causal, pass_=pass_, backend=backend, status=status,
         time_ms=time_ns / 1e6 if time_ns else None, time_source=source, flops=flop, tflops=rate, pct_peak=pct,
         pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.get("peak_mem_bytes") if b else None,
@@ -374,16 +361,16 @@ def _row(view: MergedView, g: tuple[str, str, str | None], ks: list[MergedKernel
     )
 
 
-def _name(k: MergedKernel | None) -> str | None:
+def _name(k: JoinedKernel | None) -> str | None:
     return k.short_name if k is not None else None
 
 
-def roofline_points(view: MergedView) -> tuple[list[RooflinePoint], list[str]]:
+def roofline_points(view: CrossToolView) -> tuple[list[RooflinePoint], list[str]]:
     """Each ncu-measured kernel with a FLOP count (kernel_flops) and DRAM bytes, at (FLOP/byte, TFLOP/s) with
     ncu's duration; the names of ncu kernels that could not be placed (no FLOPs of their own, or no DRAM bytes)."""
     pts: list[RooflinePoint] = []
     unplaced: list[str] = []
-    groups: dict[tuple[str, str, str | None], list[MergedKernel]] = {}
+    groups: dict[tuple[str, str, str | None], list[JoinedKernel]] = {}
     for k in view.kernels:
         groups.setdefault((k.backend, k.pass_, k.shape_key), []).append(k)
     for ks in groups.values():
@@ -404,7 +391,7 @@ def roofline_points(view: MergedView) -> tuple[list[RooflinePoint], list[str]]:
     return pts, unplaced
 
 
-def baseline_breakdown(c: Comparison) -> list[dict[str, Any]]:
+def baseline_breakdown(c: BackendTable) -> list[dict[str, Any]]:
     """The baseline's time per kernel class at each shape and pass (ms and share of its kernel time)."""
     out = []
     for r in c.rows:

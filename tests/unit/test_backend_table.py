@@ -1,4 +1,4 @@
-"""Derived figures: the rules themselves, then on real H100 bench rows and the shared fixtures."""
+"""The table of backends: the rules themselves, then on real H100 bench rows and the shared fixtures."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from profctl import devices, readers
-from profctl.derive import (
+from profctl.analysis.backend_table import (
     arithmetic_intensity,
     baseline_breakdown,
     bound,
     bytes_per_s,
-    compare,
     kernel_flops,
     launch_overhead_share,
     peak_for,
@@ -23,7 +22,8 @@ from profctl.derive import (
     tflops,
     workload_flops,
 )
-from profctl.merge import merge_view
+from profctl.analysis.backend_table import build as compare
+from profctl.analysis.crosstool import join as merge_view
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FIXTURE_SHAPE = "b4,sq2048,skv2048,h16,kv16,d128,bf16,causal,bhsd"

@@ -1,4 +1,4 @@
-"""The comparison (profctl.derive.Comparison) as display rows: a rich table, Markdown, CSV and JSON."""
+"""The table of backends (profctl.analysis.backend_table) as display rows: a rich table, Markdown, CSV, JSON."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import io
 import json
 from typing import Any
 
-from profctl.derive import CompareRow, Comparison, baseline_breakdown
-from profctl.merge import MergedView
+from profctl.analysis.backend_table import BackendRow, BackendTable, baseline_breakdown
+from profctl.analysis.crosstool import CrossToolView
+from profctl.shapes import Shape, label_of_key, sort_key
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 #: CSV columns, in order (raw numbers, base units)
@@ -34,28 +35,16 @@ def _mib(v: float | None) -> str:
     return "-" if not v else f"{v / 2**20:,.0f} MiB"
 
 
-def shape_label(r: CompareRow) -> str:
+def shape_label(r: BackendRow) -> str:
     return compact_shape(r.shape_key)
 
 
 def compact_shape(key: str | None) -> str:
     """``b1,sq4096,skv4096,h32,kv32,d128,bf16,causal,bhsd`` -> ``b1 s4096 h32 d128 bf16 causal``."""
-    from profctl.merge import parse_shape_key
-
-    if not key:
-        return "?"
-    try:
-        s = parse_shape_key(key)
-    except ValueError:
-        return key
-    skv = f"/{s['seqlen_kv']}" if s["seqlen_kv"] != s["seqlen_q"] else ""
-    kv = f"/{s['kv_heads']}" if s["kv_heads"] != s["heads"] else ""
-    lay = "" if s["layout"] == "bhsd" else f" {s['layout']}"
-    return (f"b{s['batch']} s{s['seqlen_q']}{skv} h{s['heads']}{kv} d{s['head_dim']} {s['dtype']}"
-            f"{' causal' if s['causal'] else ''}{lay}")
+    return label_of_key(key)
 
 
-def display_rows(c: Comparison) -> list[dict[str, str]]:
+def display_rows(c: BackendTable) -> list[dict[str, str]]:
     out = []
     for r in c.rows:
         ok = r.status == "ok"
@@ -83,7 +72,7 @@ def display_rows(c: Comparison) -> list[dict[str, str]]:
     return out
 
 
-def breakdown_rows(c: Comparison) -> list[dict[str, str]]:
+def breakdown_rows(c: BackendTable) -> list[dict[str, str]]:
     out = []
     for b in baseline_breakdown(c):
         row = {"shape": compact_shape(b["shape"]), "pass": b["pass"], "kernel ms": f"{b['total_ms']:.3f}"}
@@ -96,14 +85,13 @@ def breakdown_rows(c: Comparison) -> list[dict[str, str]]:
     return out
 
 
-def kernel_rows(view: MergedView, limit: int | None = None) -> list[dict[str, str]]:
+def kernel_rows(view: CrossToolView, limit: int | None = None) -> list[dict[str, str]]:
     """The merged kernels: per tool per-iteration time, and the ncu figures."""
-    from profctl.derive import dram_bytes, metric
+    from profctl.analysis.backend_table import dram_bytes, metric
 
     tools = [t for t in ("nsys", "torch", "ncu") if any(t in k.tools for k in view.kernels)]
-    from profctl.merge import _shape_order
 
-    ks = sorted(view.kernels, key=lambda k: (_shape_order(k.shape_key), k.pass_, k.backend, -(k.time_ns() or 0.0)))
+    ks = sorted(view.kernels, key=lambda k: (sort_key(k.shape_key), k.pass_, k.backend, -(k.time_ns() or 0.0)))
     out = []
     for k in ks:
         ms = k.metrics
@@ -124,7 +112,7 @@ def kernel_rows(view: MergedView, limit: int | None = None) -> list[dict[str, st
     return out[:limit] if limit else out
 
 
-def to_json(c: Comparison, view: MergedView) -> str:
+def to_json(c: BackendTable, view: CrossToolView) -> str:
     d = c.to_dict()
     d["kernels"] = [{
         "backend": k.backend, "pass": k.pass_, "shape_key": k.shape_key, "name": k.name, "short_name": k.short_name,
@@ -139,7 +127,7 @@ def _nan_safe(o: Any) -> Any:
     return str(o)
 
 
-def to_csv(c: Comparison) -> str:
+def to_csv(c: BackendTable) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
     w.writeheader()
@@ -149,7 +137,7 @@ def to_csv(c: Comparison) -> str:
     return buf.getvalue()
 
 
-def header_lines(c: Comparison) -> list[str]:
+def header_lines(c: BackendTable) -> list[str]:
     lines = [f"device: {c.device or 'unknown'}" + (f" ({c.peak.model})" if c.peak.model else "")]
     if c.peak.tflops:
         dram = f", {c.peak.dram_bps / 1e12:.2f} TB/s DRAM" if c.peak.dram_bps else ""
@@ -161,8 +149,8 @@ def header_lines(c: Comparison) -> list[str]:
     return lines
 
 
-def to_markdown(c: Comparison, view: MergedView, limit: int | None = None) -> str:
-    from profctl.render.summary import markdown
+def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) -> str:
+    from profctl.render.tables import markdown
 
     out = ["# profctl comparison", ""] + [f"- {ln}" for ln in header_lines(c)] + [""]
     out += ["## Backends", "", markdown(display_rows(c))]
@@ -176,11 +164,11 @@ def to_markdown(c: Comparison, view: MergedView, limit: int | None = None) -> st
     return "\n".join(out)
 
 
-def print_table(c: Comparison, view: MergedView, limit: int | None = None) -> None:
+def print_table(c: BackendTable, view: CrossToolView, limit: int | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from profctl.render.summary import rich_table
+    from profctl.render.tables import rich_table
 
     con = Console()
     if not con.is_terminal:
@@ -197,7 +185,7 @@ def print_table(c: Comparison, view: MergedView, limit: int | None = None) -> No
         con.print(f"[yellow]note:[/] {escape(n)}")
 
 
-#: --pivot fields: (column suffix, CompareRow attribute, format)
+#: --pivot fields: (column suffix, BackendRow attribute, format)
 PIVOT_FIELDS: dict[str, tuple[str, str, str]] = {
     "ms": ("ms", "time_ms", ".4f"),
     "tflops": ("TFLOP/s", "tflops", ",.1f"),
@@ -207,20 +195,17 @@ PIVOT_FIELDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def pivot_rows(c: Comparison, fields: list[str]) -> list[dict[str, str]]:
+def pivot_rows(c: BackendTable, fields: list[str]) -> list[dict[str, str]]:
     """The published-table layout: one row per shape and pass (batch, seqlen_q, seqlen_kv, heads, kv_heads,
     causal, pass), a column per backend and field (e.g. ``fa4 TFLOP/s``, ``fa4 ms``)."""
-    from profctl.merge import parse_shape_key
     from profctl.render.plots import BACKEND_ORDER
 
     present = {r.backend for r in c.rows}
     backends = [b for b in BACKEND_ORDER if b in present] + sorted(present - set(BACKEND_ORDER))
     table: dict[tuple[Any, ...], dict[str, str]] = {}
     for r in c.rows:
-        try:
-            s = parse_shape_key(r.shape_key) if r.shape_key else {}
-        except ValueError:
-            s = {}
+        sh = Shape.try_parse(r.shape_key)
+        s: dict[str, Any] = vars(sh) if sh else {}
         key = (s.get("batch"), s.get("seqlen_q"), s.get("seqlen_kv"), s.get("heads"), s.get("kv_heads"),
                s.get("head_dim"), s.get("dtype"), s.get("causal"), r.pass_)
         row = table.setdefault(key, {

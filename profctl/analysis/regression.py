@@ -1,4 +1,5 @@
-"""`profctl compare BASE NEW`: did the kernel get faster or slower, with a confidence interval instead of eyeballs.
+"""Run against run (`profctl compare BASE NEW`): did the kernel get faster or slower, with a confidence interval
+instead of eyeballs.
 
 Two kinds of input:
 
@@ -29,15 +30,15 @@ benchmarks/RESULTS.md ("compare noise") say how big run-to-run noise was on the 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl import runs
+from profctl import inputs, runs
 from profctl.errors import BadReport, ProfctlError, UsageError
+from profctl.shapes import label_of_row
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_CONFIDENCE = 0.95
@@ -88,95 +89,42 @@ class Side:
 
 
 def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
-    """A run (directory, id, unique part of an id, 'latest'), a bench.json, or a summary file."""
+    """A run (directory, id, unique part of an id, 'latest'), a bench JSON file, a summary file or a report."""
     p = Path(ref)
     if p.is_file() and p.name != runs.MANIFEST:
-        return _load_file(str(ref), p)
+        inp = inputs.file_input(p)
+        manifest: dict[str, Any] = {}
+        status = None
+        if inp.run_dir is not None:
+            info = runs.load_run_dir(inp.run_dir)
+            manifest, status = info.manifest, info.status
+        common: dict[str, Any] = {"ref": str(ref), "path": p, "name": p.name, "manifest": manifest, "status": status}
+        if inp.kind == "bench-json":
+            return Side(kind="bench", rows=_bench_rows(p), **common)
+        return Side(kind="summary", summary=inputs.read_summary(inp), **common)
     info = runs.load_run(ref, root)
     d = info.path
     if info.status == "unreadable":
         raise BadReport(info.note or f"{d}: unreadable manifest")
-    common: dict[str, Any] = {"ref": str(ref), "path": d, "name": info.run_id, "manifest": info.manifest,
-                              "status": info.status}
+    run: dict[str, Any] = {"ref": str(ref), "path": d, "name": info.run_id, "manifest": info.manifest,
+                           "status": info.status}
     if (d / "bench.json").is_file():
-        return Side(kind="bench", rows=_read_bench(d / "bench.json"), **common)
-    for cand in [d / "summary.json", *sorted(d.glob("*.json"))]:
-        s = _try_summary(cand)
-        if s is not None:
-            return Side(kind="summary", summary=s, **common)
-    reports = [x for x in sorted(d.iterdir()) if x.is_file() and _looks_like_report(x)]
+        return Side(kind="bench", rows=_bench_rows(d / "bench.json"), **run)
+    if (d / inputs.SUMMARY_NAME).is_file():
+        return Side(kind="summary", summary=inputs.read_summary(inputs.file_input(d / inputs.SUMMARY_NAME)), **run)
+    reports = [i for i in inputs.run_inputs(d) if i.kind != "bench-json"]
     if reports:
-        from profctl import readers
-        from profctl.schema import merge
+        from profctl.schema import concat
 
-        return Side(kind="summary", summary=merge(readers.read(x) for x in reports), **common)
+        return Side(kind="summary", summary=concat(inputs.read_summary(i) for i in reports), **run)
     raise BadReport(f"run {info.run_id} ({info.kind}) holds nothing to compare: no bench.json, no summary JSON, "
                     "no report file")
 
 
-def _load_file(ref: str, p: Path) -> Side:
-    manifest: dict[str, Any] = {}
-    status = None
-    if (p.parent / runs.MANIFEST).is_file():
-        info = runs.load_run_dir(p.parent)
-        manifest, status = info.manifest, info.status
-    doc: Any = None
-    if p.suffix == ".json":
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BadReport(f"{p}: not readable JSON ({e})") from None
-    if isinstance(doc, list):
-        return Side(ref=ref, kind="bench", path=p, name=p.name, manifest=manifest, status=status,
-                    rows=_check_rows(doc, p))
-    from profctl.schema import SCHEMA_ID, Summary
+def _bench_rows(p: Path) -> list[dict[str, Any]]:
+    from profctl.readers import bench_json
 
-    if isinstance(doc, dict) and doc.get("schema") == SCHEMA_ID:
-        try:
-            s = Summary.from_dict(doc)
-        except (TypeError, ValueError) as e:
-            raise BadReport(f"{p}: a {SCHEMA_ID} document that does not validate ({e})") from None
-        return Side(ref=ref, kind="summary", path=p, name=p.name, manifest=manifest, status=status, summary=s)
-    if isinstance(doc, dict):
-        raise BadReport(f"{p}: neither bench rows nor a {SCHEMA_ID} summary")
-    from profctl import readers
-
-    return Side(ref=ref, kind="summary", path=p, name=p.name, manifest=manifest, status=status,
-                summary=readers.read(p))
-
-
-def _read_bench(p: Path) -> list[dict[str, Any]]:
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadReport(f"{p}: unreadable bench rows ({e})") from None
-    return _check_rows(doc, p)
-
-
-def _check_rows(doc: Any, p: Path) -> list[dict[str, Any]]:
-    if not isinstance(doc, list) or not all(isinstance(r, dict) and "backend" in r for r in doc):
-        raise BadReport(f"{p}: not a list of bench rows")
-    return doc
-
-
-def _try_summary(p: Path) -> Any:
-    if not p.is_file() or p.name in (runs.MANIFEST, "bench.json") or p.stat().st_size > 200 * 2**20:
-        return None
-    try:
-        with open(p, "rb") as f:
-            if b'"profctl.summary/' not in f.read(4096):
-                return None
-        from profctl.schema import Summary
-
-        return Summary.from_dict(json.loads(p.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError):
-        return None
-
-
-def _looks_like_report(p: Path) -> bool:
-    n = p.name.lower()
-    return n.endswith((".sqlite", ".nsys-rep", ".ncu-rep", ".ncu-rep.gz", ".pt.trace.json", ".pt.trace.json.gz",
-                       ".trace.json.gz"))
+    return bench_json.read(p, strict=False)
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -220,7 +168,7 @@ def decide(ratio: float, lo: float | None, hi: float | None, threshold: float) -
         return "faster", None
     if lo >= down and hi <= up:
         return "unchanged", None
-    return "inconclusive", f"the interval {_pct(lo)}..{_pct(hi)} reaches past ±{threshold * 100:g}%"
+    return "inconclusive", f"the interval {pct_change(lo)}..{pct_change(hi)} reaches past ±{threshold * 100:g}%"
 
 
 def iterations_needed(n: int, lo: float, hi: float, threshold: float) -> int:
@@ -236,7 +184,7 @@ def _seed(key: Any) -> int:
     return int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:8], "little")
 
 
-def _pct(r: float | None) -> str:
+def pct_change(r: float | None) -> str:
     return "-" if r is None else f"{(r - 1.0) * 100:+.1f}%"
 
 
@@ -276,7 +224,7 @@ class RowResult:
 
 
 @dataclass
-class Comparison:
+class RegressionReport:
     base: Side
     new: Side
     rows: list[RowResult]
@@ -300,8 +248,8 @@ class Comparison:
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def compare(base: Side, new: Side, *, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE,
-            resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False) -> Comparison:
+def compare_runs(base: Side, new: Side, *, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE,
+            resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False) -> RegressionReport:
     """Pair the two sides' cases and decide each; NotComparable (with every reason) unless `force`."""
     if not 0 < threshold < 1:
         raise UsageError(f"threshold {threshold:g} must be between 0 and 1 (e.g. 0.02 for 2%)")
@@ -412,12 +360,7 @@ def _index(rows: list[dict[str, Any]], by: str, fields: tuple[str, ...], warning
 
 
 def _shape(r: dict[str, Any]) -> str:
-    from profctl.sweep import shape_label
-
-    try:
-        return shape_label(r)
-    except KeyError:
-        return "?"
+    return label_of_row(r)
 
 
 def _mismatch(bkeys: Iterable[tuple[Any, ...]], nkeys: Iterable[tuple[Any, ...]], names: tuple[str, ...]
@@ -438,7 +381,7 @@ def _vals(v: set[Any]) -> str:
 
 
 def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, by: str,
-                   force: bool, warnings: list[str]) -> Comparison:
+                   force: bool, warnings: list[str]) -> RegressionReport:
     fields = CASE_FIELDS
     names = ("label" if by == "label" else "backend", *fields)
     bi = _index(base.rows, by, fields, warnings, "base")
@@ -478,7 +421,7 @@ def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
     rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples)
             for b, n in pairs]
-    return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
+    return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
                       method=f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} resamples)",
                       by=by, warnings=warnings, forced=forced)
 
@@ -575,7 +518,7 @@ def _summary_index(s: Any) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _compare_summaries(base: Side, new: Side, *, threshold: float, force: bool, warnings: list[str]
-                       ) -> Comparison:
+                       ) -> RegressionReport:
     sb, sn = base.summary, new.summary
     reasons, warns = _env_checks(base, new, set())
     warnings += warns
@@ -615,7 +558,7 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, force: bool, 
             rr.notes.append(f"launches {b['count']} vs {n['count']}")
         rows.append(rr)
     rows.sort(key=lambda r: -(r.base_ms or 0))
-    return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=0.0,
+    return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=0.0,
                       method=f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval "
                              "(a summary has no per-iteration samples)",
                       by="kernel", warnings=warnings, forced=reasons if force else [])
@@ -636,7 +579,7 @@ def parse_percent(text: str, option: str) -> float:
     return v
 
 
-def regressions(cmp: Comparison, limit: float, *, strict: bool = False) -> list[RowResult]:
+def regressions(cmp: RegressionReport, limit: float, *, strict: bool = False) -> list[RowResult]:
     """Rows that fail `--fail-if-slower limit`: slower beyond the limit, a case that stopped working, and with
     `strict` an inconclusive case whose estimate is beyond the limit."""
     out = []
@@ -655,92 +598,3 @@ def case_label(r: RowResult) -> str:
     if c.get("backend_base") != c.get("backend_new"):
         b += f" ({c['backend_base']}->{c['backend_new']})"
     return f"{b} {c['shape']} {c['pass']}"
-
-
-# ---------------------------------------------------------------------------------------------------- rendering
-def display_rows(cmp: Comparison) -> list[dict[str, Any]]:
-    out = []
-    for r in cmp.rows:
-        c = r.case
-        ci = f"{_pct(r.ci_lo)}..{_pct(r.ci_hi)}" if r.ci_lo is not None else "n/a"
-        if "kernel" in c:
-            d: dict[str, Any] = {"kernel": c["kernel"], "range": c.get("range") or ""}
-        else:
-            nm = c["name"] + (f" ({c['backend_base']}->{c['backend_new']})"
-                              if c["backend_base"] != c["backend_new"] else "")
-            d = {"case": nm, "shape": c["shape"], "pass": c["pass"]}
-        d.update({
-            "base ms": _ms(r.base_ms), "new ms": _ms(r.new_ms), "time change": _pct(r.ratio), "CI": ci,
-        })
-        if "kernel" not in c:
-            d["base TFLOP/s"] = _tf(r.base_tflops)
-            d["new TFLOP/s"] = _tf(r.new_tflops)
-            d["TFLOP/s change"] = _pct(1.0 / r.ratio) if r.ratio else "-"
-        d["verdict"] = r.verdict
-        d["note"] = "; ".join(r.notes)
-        out.append(d)
-    return out
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4f}"
-
-
-def _tf(v: float | None) -> str:
-    return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3f}")
-
-
-def header_lines(cmp: Comparison) -> list[str]:
-    b, n = cmp.base.describe(), cmp.new.describe()
-    out = [f"base: {cmp.base.name}" + (f" ({b['gpu']})" if b["gpu"] else ""),
-           f"new:  {cmp.new.name}" + (f" ({n['gpu']})" if n["gpu"] else ""),
-           f"method: {cmp.method}; unchanged band ±{cmp.threshold * 100:g}%"]
-    return out
-
-
-def footer_lines(cmp: Comparison) -> list[str]:
-    c = cmp.counts()
-    out = ["result: " + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v)) if c else "result: nothing paired"]
-    out += [f"forced past: {f}" for f in cmp.forced]
-    out += [f"warning: {w}" for w in cmp.warnings]
-    return out
-
-
-def render(cmp: Comparison, fmt: str) -> str | None:
-    """Text for markdown/csv/json; for 'table' print to the terminal and return None."""
-    if fmt == "json":
-        return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
-    if fmt == "csv":
-        import csv
-        import io
-
-        buf = io.StringIO()
-        rows = [r.to_dict() for r in cmp.rows]
-        if rows:
-            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
-        return buf.getvalue()
-    from profctl.render.summary import markdown, rich_table
-
-    if fmt == "markdown":
-        head = "\n".join(f"- {x}" for x in header_lines(cmp))
-        foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
-        return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
-    from rich.console import Console
-    from rich.markup import escape
-
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=200)
-    for line in header_lines(cmp):
-        con.print(escape(line))
-    t = rich_table("profctl compare", display_rows(cmp))
-    con.print(t)
-    colours = {"slower": "red", "failed": "red", "faster": "green", "inconclusive": "yellow"}
-    for line in footer_lines(cmp):
-        style = "yellow" if line.startswith(("warning", "forced")) else None
-        if line.startswith("result") and any(cmp.counts().get(v) for v in ("slower", "failed")):
-            style = colours["slower"]
-        con.print(escape(line), style=style)
-    return None

@@ -1,0 +1,3 @@
+"""The current version of profctl: one home, read by the package, the run store and the CLI."""
+
+__version__ = "0.2.0"

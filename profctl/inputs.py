@@ -1,0 +1,248 @@
+"""What the user points profctl at, resolved: a report file, a bench JSON, a run directory, a directory of runs,
+or a run of the run store by id or 'latest' -- and how each is read. `profctl report`, `profctl compare`,
+`profctl show` and the Python API (`profctl.read`) all go through here, so they accept the same things.
+
+Readers (profctl.readers) read files; a file that needs its tool first is converted here: an ``.nsys-rep`` is
+exported to SQLite by nsys (a fresh ``.sqlite`` beside it is used instead), and an ``.ncu-rep`` without the
+ncu_report module is exported to CSV by ``ncu --import``. Conversions go to a temporary directory: the user's
+folder is never written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profctl import readers, runs
+from profctl.errors import BadReport, ProfctlError, ToolNotFound
+from profctl.readers import bench_json
+from profctl.schema import Source, Summary
+
+#: the files of a run directory, per tool, in the order they are read
+RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
+                                          ("ncu", "profile.ncu-rep"), ("torch", "trace.json.gz"))
+SUMMARY_NAME = "summary.json"
+_TOOL_OF_KIND = {"nsys-sqlite": "nsys", "nsys-rep": "nsys", "ncu-rep": "ncu", "ncu-csv": "ncu",
+                 "torch-trace": "torch", "summary-json": "summary", "bench-json": "bench"}
+_PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".gz")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One file to read, with what it is and the run directory it belongs to (None for a loose file)."""
+
+    path: Path
+    kind: str
+    run_dir: Path | None = None
+
+    @property
+    def tool(self) -> str:
+        return _TOOL_OF_KIND.get(self.kind, self.kind)
+
+    @property
+    def in_run(self) -> bool:
+        return self.run_dir is not None
+
+
+# ------------------------------------------------------------------------------------------------ resolving
+def resolve(ref: str | Path, *, root: Path | str | None = None) -> list[Input]:
+    """The inputs `ref` names: a file as it is; a run directory by the files profctl writes there; a
+    directory of run directories by its children; else a run of the store (id, unique part of it, 'latest').
+    BadReport (a missing file, a directory with nothing readable) or UsageError (no such run) otherwise."""
+    p = Path(ref)
+    if p.is_file():
+        return [file_input(p)]
+    if p.is_dir():
+        found = run_inputs(p)
+        if not found:
+            for child in sorted(c for c in p.iterdir() if c.is_dir()):
+                found += run_inputs(child)
+        if not found:
+            raise BadReport(f"{p}: a directory with no {', '.join(n for _, n in RUN_FILES)} (nor run directories "
+                            "holding them)")
+        return found
+    if _looks_like_path(str(ref)):
+        raise BadReport(f"{p}: no such file")
+    info = runs.load_run(ref, root)
+    found = run_inputs(info.path)
+    if not found:
+        raise BadReport(f"run {info.run_id} ({info.kind}, {info.status}) holds no report to read")
+    return found
+
+
+def resolve_all(refs: Iterable[str | Path], *, root: Path | str | None = None) -> list[Input]:
+    return [i for r in refs for i in resolve(r, root=root)]
+
+
+def _looks_like_path(s: str) -> bool:
+    return "/" in s or s.lower().endswith(_PATH_SUFFIXES)
+
+
+def file_input(p: Path) -> Input:
+    """A file by its content (readers.sniff); in a run directory when a manifest sits beside it."""
+    kind = readers.sniff(p)
+    return Input(path=p, kind=kind, run_dir=p.parent if (p.parent / runs.MANIFEST).is_file() else None)
+
+
+def run_inputs(d: Path) -> list[Input]:
+    """The report files of one run directory (bench rows, nsys export, ncu report, torch trace)."""
+    out = []
+    for tool, name in RUN_FILES:
+        f = d / name
+        if f.is_file():
+            kind = {"bench": "bench-json", "nsys": "nsys-sqlite", "ncu": "ncu-rep", "torch": "torch-trace"}[tool]
+            out.append(Input(path=f, kind=kind, run_dir=d))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def read(ref: str | Path | Input, **options: Any) -> Summary:
+    """Any report as a Summary (`options` go to the reader, e.g. by_range=True). A reference that resolves
+    to several files (a run directory) gives their concatenation."""
+    if isinstance(ref, Input):
+        return read_summary(ref, **options)
+    ins = [i for i in resolve(ref) if i.kind != "bench-json"]
+    if not ins:
+        raise BadReport(f"{ref}: bench rows only: they have no per-kernel summary")
+    from profctl.schema import concat
+
+    return concat(read_summary(i, **options) for i in ins)
+
+
+def read_summary(inp: Input, **options: Any) -> Summary:
+    """One input as a Summary, converting through its tool where a reader cannot read the file itself."""
+    if inp.kind == "nsys-rep":
+        return _read_nsys_rep(inp.path, **options)
+    if inp.kind == "ncu-rep":
+        from profctl.readers.ncu_report import ReaderMissing
+
+        try:
+            return readers.read(inp.path, kind=inp.kind, **options)
+        except ReaderMissing as e:
+            return _read_ncu_rep_with_ncu(inp.path, e, **options)
+    return readers.read(inp.path, kind=inp.kind, **options)
+
+
+def read_rows(inp: Input) -> list[dict[str, Any]]:
+    """The bench rows of a bench input."""
+    return bench_json.read(inp.path)
+
+
+def read_for_join(inp: Input) -> Summary:
+    """A Summary with per-range rows for the cross-tool join: an nsys export of a profctl run per range *path*
+    (measured iterations, per shape and pass); an ncu run's summary.json when its report cannot be read."""
+    if inp.in_run and inp.kind == "nsys-sqlite":
+        from profctl.readers import nsys_sqlite
+
+        s = nsys_sqlite.read_paths(inp.path, first_case=first_case(inp.run_dir))
+        if s.kernels:
+            return s
+        return nsys_sqlite.read(inp.path, by_range=True, window="profiler-api")  # not profctl's NVTX scheme
+    if inp.in_run and inp.kind == "ncu-rep":
+        try:
+            return read_summary(inp, by_range=True)
+        except BadReport:
+            alt = inp.path.parent / SUMMARY_NAME
+            if alt.exists():
+                return readers.read(alt)
+            raise
+    return read_summary(inp, by_range=True)
+
+
+def first_case(run_dir: Path | None) -> str | None:
+    """``<backend>[<shape>]`` of the first case a run's workload ran (its events file)."""
+    if run_dir is None:
+        return None
+    from profctl.spec import AttentionSpec
+
+    for name in ("rows.jsonl", "workload.jsonl", "events.jsonl"):
+        for ev in runs.read_events(run_dir / name):
+            spec = ev.get("spec")
+            if isinstance(spec, dict) and "backend" in spec:
+                try:
+                    return AttentionSpec.from_dict(spec).case_id
+                except (TypeError, ValueError):
+                    return None
+    return None
+
+
+def device_of(inp: Input) -> str | None:
+    """The device a run's manifest names (the workload's device event: a GPU model, or 'cpu'), None for loose
+    files."""
+    if inp.run_dir is None:
+        return None
+    try:
+        d = runs.read_manifest(inp.run_dir).get("device") or {}
+    except ProfctlError:
+        return None
+    if isinstance(d, dict):
+        name = d.get("name") or d.get("nvml_name")
+        return str(name) if name else None
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ via tools
+def _read_nsys_rep(p: Path, **options: Any) -> Summary:
+    """A fresh .sqlite beside the report, else an export by nsys into a temporary folder."""
+    from profctl.readers import nsys_sqlite
+    from profctl.tools import nsys as tool
+
+    beside = p.with_suffix(".sqlite")
+    if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
+        return nsys_sqlite.read(beside, **options)
+    try:
+        exe = tool.find()
+    except ToolNotFound as e:
+        raise ToolNotFound(f"{p}: reading an .nsys-rep needs nsys to export it to SQLite, and {e.message}",
+                           hint="export it where nsys is installed (nsys export --type sqlite FILE.nsys-rep) and "
+                                "pass the .sqlite") from None
+    tmp = Path(tempfile.mkdtemp(prefix="profctl-nsys-"))
+    out = tmp / (p.stem + ".sqlite")
+    tool.export_sqlite(exe, p, out, log=tmp / "export.log")  # on failure the folder stays, with its log
+    try:
+        s = nsys_sqlite.read(out, **options)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Summary(sources=(Source(path=str(p), tool="nsys", tool_version=s.sources[0].tool_version),),
+                   kernels=s.kernels, ranges=s.ranges, meta=s.meta)
+
+
+def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True, **_: Any) -> Summary:
+    """The report through ``ncu --import``, when the ncu_report module is missing."""
+    from profctl.readers._ncu import summarize
+
+    launches, version, reader = ncu_import_launches(p, missing)
+    return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
+
+
+def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list[Any], str | None, str]:
+    """(launches, writer's version, reader) of a report exported by ``ncu --import FILE --csv --page raw
+    --print-units base`` and read by the CSV reader."""
+    from profctl.readers import ncu_csv
+    from profctl.readers._ncu import check_rep, newer_than
+    from profctl.readers.ncu_report import plain_report
+    from profctl.tools import ncu as tool
+
+    try:
+        exe = tool.find()
+    except ToolNotFound:
+        why = missing.message if missing else f"{p}: reading .ncu-rep needs the ncu_report module"
+        raise BadReport(f"{why} or Nsight Compute's ncu; neither is here") from None
+    ver = tool.version(exe)
+    with plain_report(p) as rep:
+        info = check_rep(rep)
+        if newer_than(info.tool_version, ver):
+            raise BadReport(f"{p}: written by Nsight Compute {info.tool_version}, newer than this ncu ({ver}); "
+                            "install a newer Nsight Compute or pip install 'profctl[ncu]'")
+        with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:
+            out = Path(td) / "raw.csv"
+            try:
+                tool.export_csv(exe, rep, out, page="raw")
+            except ProfctlError as e:
+                raise BadReport(f"{p}: ncu --import failed: {e.message}") from None
+            launches = ncu_csv.read_launches(out, shown_as=p)
+    return launches, info.tool_version, f"ncu --import ({ver})"

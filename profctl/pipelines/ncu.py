@@ -1,0 +1,233 @@
+"""The ncu pipeline (`profctl ncu`): NVTX filters from profctl's scheme, one ncu invocation with a timeout and
+a kept log, the report read back, every launch checked against the filter, and the diagnosis.
+
+Run directory: ``<reports>/<UTC timestamp>-ncu-<random>/`` with ``profile.ncu-rep``, ``ncu.log`` (ncu and the
+workload's output), ``workload.jsonl`` (one row per case) and ``summary.json`` (the Summary, with the recipe,
+the ncu command line, the wall times and the diagnosis in ``meta``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from profctl import inputs, nvtx, proc, runs
+from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
+from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
+from profctl.fsutil import atomic_write_text
+from profctl.pipelines.base import Request, Result
+from profctl.pipelines.targets import Workload
+from profctl.recipes import Recipe
+from profctl.schema import Summary
+from profctl.tools import ncu as tool
+
+
+@dataclass(frozen=True, kw_only=True)
+class NcuRequest(Request):
+    """A recipe and the launches to profile: the measured iteration of every case and pass (NVTX), narrowed
+    by a kernel regex and a launch count; ncu's replay, clock and cache control (None: ncu's default)."""
+
+    recipe: Recipe
+    kernel: str | None = None
+    launch_count: int | None = None
+    replay_mode: str | None = None
+    clock_control: str | None = None
+    cache_control: str | None = None
+    exe: Path | None = None  # None: found (profctl.tools.ncu.find)
+    cc: tuple[int, int] | None = None  # None: asked of the GPU (NVML)
+
+
+@dataclass(kw_only=True)
+class NcuResult(Result):
+    summary: Summary
+    diagnosis: list[Diagnosis]
+    recipe: Recipe
+    cc: tuple[int, int] | None
+    report: Path
+    launches: int
+    ncu_wall_s: float
+    total_wall_s: float
+
+
+def check(req: NcuRequest) -> None:
+    """UsageError for options ncu cannot honour (before anything runs)."""
+    for opt, val, allowed in (("--replay-mode", req.replay_mode, tool.REPLAY_MODES),
+                              ("--clock-control", req.clock_control, tool.CLOCK_CONTROLS),
+                              ("--cache-control", req.cache_control, tool.CACHE_CONTROLS)):
+        if val is not None and val not in allowed:
+            raise UsageError(f"{opt} {val!r}: choose {', '.join(allowed)}")
+    if req.launch_count is not None and req.launch_count <= 0:
+        raise UsageError(f"--launch-count must be positive, got {req.launch_count}")
+    if req.kernel is not None:
+        try:
+            re.compile(req.kernel[6:] if req.kernel.startswith("regex:") else req.kernel)
+        except re.error as e:
+            raise UsageError(f"--kernel {req.kernel!r} is not a valid regular expression: {e}") from None
+    if isinstance(req.target, Workload) and not req.target.sweep.nvtx:
+        raise UsageError("profctl ncu selects the measured launches by NVTX range; --no-nvtx would profile nothing")
+
+
+def device_cc() -> tuple[int, int]:
+    """The compute capability of the GPU the workload will use, from NVML (milliseconds; torch would take
+    seconds to import and initialise CUDA just to answer)."""
+    from profctl import nvml
+
+    vis = nvml.visible_gpus()
+    if vis and vis[0].capability:
+        return vis[0].capability
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(0)
+    return int(major), int(minor)
+
+
+def cases_of(target: Workload) -> list[tuple[str, str, str]]:
+    """(backend, shape key, pass) of every case, as the NVTX filter selects them."""
+    return [(s.backend, s.shape_key, s.pass_) for s in target.cases()]
+
+
+def run(req: NcuRequest) -> NcuResult:
+    """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed)."""
+    t0 = time.perf_counter()
+    check(req)
+    target = req.target.resolve()
+    if not isinstance(target, Workload):
+        raise UsageError(f"profctl ncu profiles the attention workload, not a {target.kind}")
+    if target.device != "cuda":
+        raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
+                         "(read existing reports with `profctl report`)")
+    exe = req.exe or tool.find()
+    rec = req.recipe
+    cc = req.cc or device_cc()
+    metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
+    if not metrics and not sections and not rec.set_name:
+        raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
+    filters = [nvtx.ncu_include(cases_of(target))]
+    run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
+                           extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
+                                  "cc": f"{cc[0]}.{cc[1]}"})
+    report, log, jsonl = run_dir / "profile.ncu-rep", run_dir / "ncu.log", run_dir / "workload.jsonl"
+    workload_argv = target.argv(jsonl=jsonl)
+    opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
+                               kernel_regex=req.kernel, launch_count=req.launch_count, replay_mode=req.replay_mode,
+                               clock_control=req.clock_control, cache_control=req.cache_control)
+    argv = tool.profile_argv(exe, report, opts, workload_argv)
+    runs.update_manifest(run_dir, ncu=str(exe), ncu_argv=argv, nvtx_include=filters, workload_argv=workload_argv)
+    with runs.recording(run_dir):
+        t_ncu = time.perf_counter()
+        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(),
+                               classify=lambda r: _classify(r, rec, filters, jsonl, req))
+        ncu_wall = time.perf_counter() - t_ncu
+        return _read(req, target, run_dir, res, cc, argv, filters, ncu_wall, t0)
+
+
+def _read(req: NcuRequest, target: Workload, run_dir: Path, res: proc.ProcResult, cc: tuple[int, int],
+          argv: list[str], filters: list[str], ncu_wall: float, t0: float) -> NcuResult:
+    """The report read back, checked (every metric present, every case profiled) and diagnosed."""
+    report, log, rec = run_dir / "profile.ncu-rep", run_dir / "ncu.log", req.recipe
+    warnings: list[str] = []
+    if not report.exists():
+        raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=log)
+    if res.returncode != 0:
+        warnings.append(f"ncu/the workload exited with status {res.returncode}; the report was kept (see {log})")
+    summary = inputs.read_summary(inputs.file_input(report), by_range=True)
+    launches = summary.meta.get("launches", [])
+    _check_metrics(summary, tuple(rec.metric_names(cc)), rec, run_dir, log)
+    events = runs.read_events(run_dir / "workload.jsonl")
+    rows = runs.rows_of(events)
+    warnings += _check_launches(launches, rows, target)
+    diag = diagnose(summary, rec, cc, backend_order=target.backends())
+    total = time.perf_counter() - t0
+    meta = dict(summary.meta)
+    meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": argv, "nvtx_include": filters,
+                 "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3), "run_dir": str(run_dir),
+                 "workload": [{k: r.get(k) for k in ("index", "spec", "status", "reason")} for r in rows],
+                 "diagnosis": [d.to_dict() for d in diag], "warnings": warnings})
+    summary = replace(summary, meta=meta)
+    atomic_write_text(run_dir / "summary.json", summary.to_json() + "\n")
+    runs.finish(run_dir, "complete", launches=len(launches), ncu_wall_s=round(ncu_wall, 3),
+                total_wall_s=round(total, 3), warnings=warnings, device=runs.device_of(events) or None)
+    return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=report,
+                     launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings,
+                     failed_cases=[r for r in rows if r.get("status") != "ok"])
+
+
+# ------------------------------------------------------------ checks
+def _case_word(row: dict[str, Any]) -> str:
+    spec = row.get("spec") or {}
+    return f"{spec.get('backend', '?')} {spec.get('pass', '')}".strip()
+
+
+def _why_nothing(rows: list[dict[str, Any]], filters: list[str], req: NcuRequest, log_text: str) -> str:
+    parts = []
+    if "NVTX disabled" in log_text:
+        parts.append("the workload ran without NVTX ranges (it printed 'NVTX disabled': install the nvtx package)")
+    bad = [r for r in rows if r.get("status") != "ok"]
+    ok = [r for r in rows if r.get("status") == "ok"]
+    for r in bad:
+        parts.append(f"{_case_word(r)}: {r.get('status')}: {r.get('reason')}")
+    if not rows:
+        parts.append("the workload finished no case (see the log)")
+    elif ok and not parts:
+        parts.append(f"{len(ok)} case(s) ran but no launch matched the NVTX filter {' '.join(filters)}")
+    if req.kernel:
+        parts.append(f"--kernel {req.kernel!r} must also match")
+    if req.launch_count is not None:
+        parts.append(f"--launch-count {req.launch_count}")
+    return "; ".join(parts)
+
+
+def _classify(res: proc.ProcResult, rec: Recipe, filters: list[str], jsonl: Path, req: NcuRequest
+              ) -> ProfctlError | None:
+    text = res.log_text()
+    f = tool.diagnose_log(text, res.returncode)
+    if f is None:
+        return None
+    if f.kind == "metric":
+        where = [f"{m} ({rec.where(m)})" for m in f.metrics] or [rec.path]
+        return RecipeError(f"ncu does not know metric {', '.join(where)}: {f.message}", log=res.log)
+    if f.kind == "nothing":
+        rows = runs.rows_of(runs.read_events(jsonl))
+        return tool.failure_error(f, log=res.log, why_nothing=_why_nothing(rows, filters, req, text))
+    if f.kind == "error" and res.returncode != 0 and (res.log.parent / "profile.ncu-rep").exists():
+        return None  # the workload failed part-way; the launches profiled so far are kept
+    return tool.failure_error(f, log=res.log)
+
+
+def _check_metrics(summary: Summary, metrics: tuple[str, ...], rec: Recipe, run_dir: Path, log: Path) -> None:
+    """A requested metric that no launch has is a name ncu does not know: ncu 2025.3 prints '(!) n/a' for it and
+    exits 0, so this is where an unknown metric is caught, with the recipe line that names it."""
+    if not summary.kernels:
+        return
+    present = {k for row in summary.kernels for k in row.metrics}
+    missing = [m for m in metrics if m not in present]
+    if missing:
+        where = ", ".join(f"{m} ({rec.where(m)})" for m in missing)
+        raise RecipeError(
+            f"ncu does not know metric {where}: it reported n/a for every launch; report kept in {run_dir}", log=log
+        )
+
+
+def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], target: Workload) -> list[str]:
+    """Every launch must sit in a measured range of a requested case; say which case profiled nothing."""
+    if not launches:
+        raise NothingMatched("ncu wrote a report with no launch in it")
+    warnings = []
+    outside = [ln for ln in launches if f"/{nvtx.MEASURE}/" not in (ln.get("nvtx_range") or "")]
+    if outside:
+        warnings.append(f"{len(outside)} launch(es) outside the measured NVTX ranges "
+                        f"(ids {', '.join(str(x['id']) for x in outside[:10])})")
+    seen = {backend_of(ln.get("nvtx_range")) for ln in launches}
+    for spec in target.cases():
+        for p in nvtx.passes_of(spec.pass_):
+            if (spec.backend, p, spec.shape_key) in seen:
+                continue
+            row = next((r for r in rows if (r.get("spec") or {}) == spec.to_dict()), None)
+            why = f"{row.get('status')}: {row.get('reason')}" if row and row.get("status") != "ok" \
+                else "no launch matched"
+            warnings.append(f"{spec.case_id} {p}: nothing profiled ({why})")
+    return warnings
+

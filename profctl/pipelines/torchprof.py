@@ -1,0 +1,98 @@
+"""The torch.profiler pipeline (`profctl torch`): the target records its measured iterations with
+torch.profiler (inside the workload process: profctl.tools.torchprof says how), then the trace is read into the
+unified summary.
+
+Run directory: ``trace.json.gz`` (Chrome/Perfetto), ``trace.key_averages.txt``, ``workload.jsonl`` (the
+workload's events), ``torch.log`` (the child's output), ``summary.json`` and the manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from profctl import proc, runs
+from profctl.errors import UsageError, WorkloadFailed
+from profctl.pipelines.base import Request, Result
+from profctl.schema import Summary
+from profctl.tools import torchprof as tool
+
+LOG_NAME = "torch.log"
+JSONL_NAME = "workload.jsonl"
+SUMMARY_NAME = "summary.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchRequest(Request):
+    """What torch.profiler records beyond ops and kernels, and whether kernels are broken down per range."""
+
+    options: tool.TorchOptions = field(default_factory=tool.TorchOptions)
+    by_range: bool = True
+
+
+@dataclass(kw_only=True)
+class TorchResult(Result):
+    summary: Summary
+    trace: Path
+    table: Path
+    log: Path
+    returncode: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    device: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def run(req: TorchRequest) -> TorchResult:
+    """Profile the target; WorkloadFailed (naming the log) when no trace comes out."""
+    if req.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
+    target = req.target.resolve()
+    run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
+                           extra={**target.manifest(), "torch_options": req.options.argv()})
+    trace, log, jsonl = run_dir / tool.TRACE_NAME, run_dir / LOG_NAME, run_dir / JSONL_NAME
+    argv = target.argv(jsonl=jsonl, extra=tool.trace_argv(trace, req.options))
+    runs.record_tool(run_dir, "torch.profiler", argv, log=LOG_NAME)
+    # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
+    with runs.recording(run_dir):
+        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env())
+        events = runs.read_events(jsonl)
+        rows, device = runs.rows_of(events), runs.device_of(events)
+        if not trace.exists():
+            why = _why(rows) or proc.last_line(res.log_text(20_000))
+            raise WorkloadFailed(f"the workload wrote no torch.profiler trace (exit status {res.returncode}): "
+                                 f"{why}", log=log)
+        notes: list[str] = []
+        summary = summarize(trace, run_dir, rows, device, by_range=req.by_range, notes=notes)
+        status = "complete" if res.returncode == 0 else "incomplete"
+        runs.finish(run_dir, status, returncode=res.returncode, trace=tool.TRACE_NAME, table=tool.TABLE_NAME,
+                    device=device or None)
+    return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=trace,
+                       table=run_dir / tool.TABLE_NAME, log=log, returncode=res.returncode, rows=rows, device=device,
+                       notes=notes, failed_cases=[r for r in rows if r.get("status") != "ok"])
+
+
+def _why(rows: list[dict[str, Any]]) -> str:
+    bad = [r for r in rows if r.get("status") != "ok"]
+    if rows and len(bad) == len(rows):
+        r = bad[0]
+        return f"no case ran ({len(bad)} failed; first: {r.get('status')}: {r.get('reason')})"
+    return ""
+
+
+def summarize(trace: Path, run_dir: Path, rows: list[dict[str, Any]], device: dict[str, Any], *, by_range: bool,
+              notes: list[str]) -> Summary:
+    """The trace as a Summary (its tool version = the child's torch) kept as summary.json."""
+    from profctl.fsutil import atomic_write_text
+    from profctl.readers import torch_trace
+
+    s = torch_trace.read(trace, by_range=by_range, notes=notes)
+    version = device.get("torch")
+    if version and not s.sources[0].tool_version:
+        s = replace(s, sources=(replace(s.sources[0], tool_version=str(version)),))
+    meta = dict(s.meta)
+    meta["run_dir"] = str(run_dir)
+    meta["workload_rows"] = [{k: r.get(k) for k in ("spec", "status", "reason", "median_ms")} for r in rows]
+    s = replace(s, meta=meta)
+    atomic_write_text(run_dir / SUMMARY_NAME, s.to_json())
+    return s

@@ -1,0 +1,103 @@
+"""An ncu recipe as the terminal, Markdown or JSON shows it: what it collects, what each metric means and how
+to read it, the diagnosis thresholds and the hints; and the list of recipes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from profctl.recipes import THRESHOLDS, Recipe
+
+
+def list_rows(recipes: list[Recipe], cc: tuple[int, int] | None) -> list[dict[str, str]]:
+    """One row per recipe: name, summary, how many metrics, sections or set."""
+    return [{"recipe": r.name, "summary": r.summary, "metrics": str(len(r.metric_names(cc))),
+             "sections/set": ", ".join(list(r.sections_for(cc)) + ([f"set {r.set_name}"] if r.set_name else []))
+             or "-"} for r in recipes]
+
+
+def render_list(rows: list[dict[str, str]], fmt: str, title: str) -> str | None:
+    """Text for json/markdown; for 'table' print a rich table and return None."""
+    if fmt == "json":
+        return json.dumps(rows, indent=1) + "\n"
+    from profctl.render.tables import markdown
+
+    if fmt == "markdown":
+        return markdown(rows)
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    for c in rows[0] if rows else ["recipe"]:
+        t.add_column(c, overflow="fold", no_wrap=c in ("recipe", "metrics"))
+    for row in rows:
+        t.add_row(*row.values())
+    Console().print(t)
+    return None
+
+
+def _sections(r: Recipe, want_cc: tuple[int, int] | None) -> dict[str, list[dict[str, str]]]:
+    metrics = [{"metric": m.name, "cc": m.cc.text or "all", "label": m.label, "means": m.means, "read": m.read,
+                "line": str(m.line)} for m in r.metrics_for(want_cc)]
+    collect = [{"collect": f"section {s}"} for s in r.sections_for(want_cc)]
+    if r.set_name:
+        collect.append({"collect": f"set {r.set_name}"})
+    th = [{"threshold": k, "value": f"{v:g}", "meaning": THRESHOLDS[k][1]} for k, v in r.all_thresholds().items()]
+    hints = [{"when": h.when, "cc": h.cc.text or "all", "say": h.say} for h in r.hints
+             if want_cc is None or h.cc.matches(want_cc)]
+    return {"Metrics": metrics, "Also collects": collect, "Thresholds": th, "Hints": hints}
+
+
+def render_recipe(r: Recipe, fmt: str, want_cc: tuple[int, int] | None, cc_text: str | None) -> str:
+    """One recipe as JSON, Markdown or plain text lines."""
+    if fmt == "json":
+        return json.dumps(as_dict(r, want_cc), indent=1) + "\n"
+    parts = _sections(r, want_cc)
+    if fmt == "markdown":
+        from profctl.render.tables import markdown
+
+        text = f"# {r.name}\n\n{r.summary}\n\n{r.description}\n\n"
+        for title, rows in parts.items():
+            if rows:
+                text += f"## {title}\n\n{markdown(rows)}\n"
+        return text
+    lines = [f"{r.name} — {r.summary}", f"file: {r.path}", ""]
+    if r.description:
+        lines += [r.description, ""]
+    lines.append(f"Metrics{f' for cc {cc_text}' if cc_text else ' (cc: the compute capabilities each applies to)'}:")
+    for m in r.metrics_for(want_cc):
+        lines += [f"  {m.name}   [cc {m.cc.text or 'all'}, line {m.line}]", f"      {m.label}: {m.means}",
+                  f"      read: {m.read}"]
+    for c in parts["Also collects"]:
+        lines.append(f"Also collects: {c['collect']}")
+    lines += ["", "Diagnosis thresholds:"]
+    lines += [f"  {t['threshold']} = {t['value']}: {t['meaning']}" for t in parts["Thresholds"]]
+    if parts["Hints"]:
+        lines += ["", "Hints (said when the condition holds):"]
+        lines += [f"  when {h['when']} [cc {h['cc']}]:\n      {h['say']}" for h in parts["Hints"]]
+    return "\n".join(lines) + "\n"
+
+
+def as_dict(r: Recipe, cc: tuple[int, int] | None) -> dict[str, Any]:
+    """The recipe as JSON data (metrics for `cc` only, when given)."""
+    return {
+        "name": r.name,
+        "path": r.path,
+        "summary": r.summary,
+        "description": r.description,
+        "metrics": [
+            {
+                "name": m.name,
+                "cc": m.cc.text,
+                "label": m.label,
+                "means": m.means,
+                "read": m.read,
+                "line": m.line,
+            }
+            for m in r.metrics_for(cc)
+        ],
+        "sections": r.sections_for(cc),
+        "set": r.set_name,
+        "thresholds": r.all_thresholds(),
+        "hints": [{"when": h.when, "cc": h.cc.text, "say": h.say, "line": h.line} for h in r.hints],
+    }

@@ -1,0 +1,96 @@
+"""A run-against-run comparison (profctl.analysis.regression) as a table, Markdown, CSV or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from profctl.analysis.regression import VERDICTS, RegressionReport, pct_change
+
+
+def display_rows(cmp: RegressionReport) -> list[dict[str, Any]]:
+    out = []
+    for r in cmp.rows:
+        c = r.case
+        ci = f"{pct_change(r.ci_lo)}..{pct_change(r.ci_hi)}" if r.ci_lo is not None else "n/a"
+        if "kernel" in c:
+            d: dict[str, Any] = {"kernel": c["kernel"], "range": c.get("range") or ""}
+        else:
+            nm = c["name"] + (f" ({c['backend_base']}->{c['backend_new']})"
+                              if c["backend_base"] != c["backend_new"] else "")
+            d = {"case": nm, "shape": c["shape"], "pass": c["pass"]}
+        d.update({
+            "base ms": _ms(r.base_ms), "new ms": _ms(r.new_ms), "time change": pct_change(r.ratio), "CI": ci,
+        })
+        if "kernel" not in c:
+            d["base TFLOP/s"] = _tf(r.base_tflops)
+            d["new TFLOP/s"] = _tf(r.new_tflops)
+            d["TFLOP/s change"] = pct_change(1.0 / r.ratio) if r.ratio else "-"
+        d["verdict"] = r.verdict
+        d["note"] = "; ".join(r.notes)
+        out.append(d)
+    return out
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _tf(v: float | None) -> str:
+    return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3f}")
+
+
+def header_lines(cmp: RegressionReport) -> list[str]:
+    b, n = cmp.base.describe(), cmp.new.describe()
+    out = [f"base: {cmp.base.name}" + (f" ({b['gpu']})" if b["gpu"] else ""),
+           f"new:  {cmp.new.name}" + (f" ({n['gpu']})" if n["gpu"] else ""),
+           f"method: {cmp.method}; unchanged band ±{cmp.threshold * 100:g}%"]
+    return out
+
+
+def footer_lines(cmp: RegressionReport) -> list[str]:
+    c = cmp.counts()
+    out = ["result: " + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v)) if c else "result: nothing paired"]
+    out += [f"forced past: {f}" for f in cmp.forced]
+    out += [f"warning: {w}" for w in cmp.warnings]
+    return out
+
+
+def render(cmp: RegressionReport, fmt: str) -> str | None:
+    """Text for markdown/csv/json; for 'table' print to the terminal and return None."""
+    if fmt == "json":
+        return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        rows = [r.to_dict() for r in cmp.rows]
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+        return buf.getvalue()
+    from profctl.render.tables import markdown, rich_table
+
+    if fmt == "markdown":
+        head = "\n".join(f"- {x}" for x in header_lines(cmp))
+        foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
+        return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
+    from rich.console import Console
+    from rich.markup import escape
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)
+    for line in header_lines(cmp):
+        con.print(escape(line))
+    t = rich_table("profctl compare", display_rows(cmp))
+    con.print(t)
+    colours = {"slower": "red", "failed": "red", "faster": "green", "inconclusive": "yellow"}
+    for line in footer_lines(cmp):
+        style = "yellow" if line.startswith(("warning", "forced")) else None
+        if line.startswith("result") and any(cmp.counts().get(v) for v in ("slower", "failed")):
+            style = colours["slower"]
+        con.print(escape(line), style=style)
+    return None

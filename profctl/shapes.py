@@ -1,0 +1,130 @@
+"""The shape of one attention case, and its one text form: the shape key.
+
+The key names a case in profctl's NVTX ranges (``sdpa-flash[b1,sq4096,skv4096,h32,kv32,d128,bf16,causal,bhsd]``),
+in run directories and in the cross-tool join; the label is what tables print (``b1 s4096 h32 d128 bf16 causal``).
+Both are made here and nowhere else, and :meth:`Shape.parse` reads a key back, so a shape survives a trip through
+a report file with its types (ints, a bool) intact. No torch import: profctl builds filters from shapes without it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32")
+LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
+
+_PART = re.compile(r"(skv|sq|kv|b|h|d)(\d+)")
+_FIELDS = {"b": "batch", "sq": "seqlen_q", "skv": "seqlen_kv", "h": "heads", "kv": "kv_heads", "d": "head_dim"}
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """Batch, sequence lengths, heads, head dim, dtype, mask and layout of one attention case."""
+
+    batch: int
+    seqlen_q: int
+    seqlen_kv: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bf16"
+    causal: bool = False
+    layout: str = "bhsd"
+
+    # ---- the key: compact, filter-safe (no '/', ']' or spaces)
+    def key(self) -> str:
+        """``b4,sq2048,skv2048,h16,kv4,d128,bf16,causal,bhsd``."""
+        return ",".join([
+            f"b{self.batch}", f"sq{self.seqlen_q}", f"skv{self.seqlen_kv}", f"h{self.heads}",
+            f"kv{self.kv_heads}", f"d{self.head_dim}", self.dtype, "causal" if self.causal else "full", self.layout,
+        ])
+
+    @classmethod
+    def parse(cls, key: str) -> Shape:
+        """The inverse of :meth:`key`. Missing seqlen_kv / kv_heads / dtype / mask / layout take their defaults
+        (= seqlen_q, = heads, bf16, full, bhsd); ValueError names the part it cannot read."""
+        out: dict[str, Any] = {"dtype": "bf16", "causal": False, "layout": "bhsd"}
+        for part in key.split(","):
+            part = part.strip()
+            m = _PART.fullmatch(part)
+            if m:
+                out[_FIELDS[m[1]]] = int(m[2])
+            elif part in DTYPES:
+                out["dtype"] = part
+            elif part in ("causal", "full"):
+                out["causal"] = part == "causal"
+            elif part in LAYOUTS:
+                out["layout"] = part
+            elif part:
+                raise ValueError(f"shape key part {part!r} is not one of b<N>, sq<N>, skv<N>, h<N>, kv<N>, d<N>, "
+                                 "a dtype, causal/full or a layout")
+        out.setdefault("seqlen_kv", out.get("seqlen_q"))
+        out.setdefault("kv_heads", out.get("heads"))
+        missing = [f for f in ("batch", "seqlen_q", "heads", "head_dim") if out.get(f) is None]
+        if missing:
+            raise ValueError(f"shape key {key!r} lacks {', '.join(missing)}")
+        return cls(**out)
+
+    @classmethod
+    def try_parse(cls, key: str | None) -> Shape | None:
+        """:meth:`parse`, or None for a missing or foreign key."""
+        if not key:
+            return None
+        try:
+            return cls.parse(key)
+        except ValueError:
+            return None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Shape:
+        """The shape of a bench row or a spec dict (``batch``, ``seqlen_q``, ... keys)."""
+        return cls(batch=int(row["batch"]), seqlen_q=int(row["seqlen_q"]), seqlen_kv=int(row["seqlen_kv"]),
+                   heads=int(row["heads"]), kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]),
+                   dtype=str(row["dtype"]), causal=bool(row.get("causal")), layout=str(row.get("layout") or "bhsd"))
+
+    # ---- the label: what a person reads in a table
+    def label(self) -> str:
+        """``b1 s4096 h32 d128 bf16 causal``; ``s1024/4096`` and ``h32/8`` when q and kv differ; the layout when
+        it is not bhsd."""
+        skv = f"/{self.seqlen_kv}" if self.seqlen_kv != self.seqlen_q else ""
+        kv = f"/{self.kv_heads}" if self.kv_heads != self.heads else ""
+        lay = "" if self.layout == "bhsd" else f" {self.layout}"
+        return (f"b{self.batch} s{self.seqlen_q}{skv} h{self.heads}{kv} d{self.head_dim} {self.dtype}"
+                f"{' causal' if self.causal else ''}{lay}")
+
+    def order(self) -> tuple[Any, ...]:
+        """Sort key for tables: dtype, head dim, heads, batch, mask, then sequence lengths."""
+        return (self.dtype, self.head_dim, self.heads, self.kv_heads, self.batch, self.causal, self.seqlen_q,
+                self.seqlen_kv, self.layout)
+
+
+def key_of_row(row: Mapping[str, Any]) -> str:
+    """The shape key of a bench row (or a spec dict)."""
+    return Shape.from_row(row).key()
+
+
+def label_of_key(key: str | None) -> str:
+    """The label of a shape key; the key itself when it is not one of profctl's, '?' when missing."""
+    if not key:
+        return "?"
+    s = Shape.try_parse(key)
+    return s.label() if s else key
+
+
+def label_of_row(row: Mapping[str, Any]) -> str:
+    """The label of a bench row; '?' when it lacks a shape field."""
+    try:
+        return Shape.from_row(row).label()
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+def sort_key(key: str | None) -> tuple[Any, ...]:
+    """Shapes in numeric order, profctl's keys first, foreign keys next, none last."""
+    if not key:
+        return (2,)
+    s = Shape.try_parse(key)
+    return (0, *s.order()) if s else (1, key)

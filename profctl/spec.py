@@ -1,0 +1,343 @@
+"""What an attention workload is, typed: one case (:class:`AttentionSpec`) and a sweep of cases
+(:class:`AttentionSweep`), with the one parser that turns the command line's comma lists into typed values.
+
+The CLI, the Python API and the workload child process all go through :meth:`AttentionSweep.from_strings` /
+:meth:`AttentionSweep.to_argv`, so a value is parsed once on each side of the process boundary and never travels
+as an untyped string inside profctl. No torch import here: profctl validates options and builds command lines and
+NVTX filters without loading torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from profctl.shapes import DTYPES, LAYOUTS, Shape
+
+#: built-in backends: name -> the function that computes attention, ``module:attribute``. Every backend is a
+#: function with scaled_dot_product_attention's calling convention; a user's own ``file.py:fn`` or
+#: ``package.module:fn`` is accepted wherever a name is (workloads.backends loads them).
+BUILTIN_BACKENDS: dict[str, str] = {
+    "flash-attn": "workloads.backends:flash_attn",
+    "fa4": "workloads.backends:fa4",
+    "sdpa-flash": "workloads.backends:sdpa_flash",
+    "sdpa-cudnn": "workloads.backends:sdpa_cudnn",
+    "sdpa-efficient": "workloads.backends:sdpa_efficient",
+    "sdpa-math": "workloads.backends:sdpa_math",
+    "eager": "workloads.backends:eager",
+}
+BACKENDS: tuple[str, ...] = tuple(BUILTIN_BACKENDS)
+PASSES: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")
+DEVICES: tuple[str, ...] = ("cuda", "cpu")
+
+#: Causal-mask alignment each backend computes when seqlen_q != seqlen_kv.
+#: PyTorch SDPA's is_causal is top-left (query i sees keys j <= i); FlashAttention >= 2.1 and FA4 are
+#: bottom-right (query i sees keys j <= i + seqlen_kv - seqlen_q). The eager baseline follows SDPA. A function
+#: backend declares its own (``fn.causal_align``), top-left by default like SDPA.
+CAUSAL_ALIGN: dict[str, str] = {
+    "flash-attn": "bottom-right", "fa4": "bottom-right",
+    "sdpa-flash": "top-left", "sdpa-cudnn": "top-left", "sdpa-efficient": "top-left", "sdpa-math": "top-left",
+    "eager": "top-left",
+}
+ALIGNMENTS: tuple[str, ...] = ("top-left", "bottom-right")
+
+#: other scripts' names for the built-in backends (the shared fixtures say naive, flash, cudnn, mem_eff, math)
+_ALIASES = {
+    "naive": "eager", "baseline": "eager", "standard": "eager",
+    "flash": "sdpa-flash", "cudnn": "sdpa-cudnn",
+    "mem-eff": "sdpa-efficient", "sdpa-mem-eff": "sdpa-efficient", "efficient": "sdpa-efficient",
+    "mem-efficient": "sdpa-efficient", "math": "sdpa-math", "fa2": "flash-attn", "fa3": "flash-attn",
+}
+#: ``path/to/file.py:fn`` or ``package.module:fn`` (a dotted attribute path after the colon)
+FUNCTION_REF = re.compile(r"^(?P<where>[^:\s][^:]*):(?P<attr>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)$")
+
+#: defaults when the user gives no shape: a real comparison on a GPU, one that finishes in seconds on a CPU
+GPU_DEFAULTS: dict[str, tuple[Any, ...]] = {"batch": (1,), "seqlen_q": (1024, 2048, 4096), "heads": (32,),
+                                            "head_dim": (128,), "dtype": ("bf16",)}
+CPU_DEFAULTS: dict[str, tuple[Any, ...]] = {"batch": (1,), "seqlen_q": (256, 512, 1024), "heads": (8,),
+                                            "head_dim": (64,), "dtype": ("fp32",)}
+CPU_BACKENDS: tuple[str, ...] = ("sdpa-flash", "sdpa-math", "eager")
+
+
+class SpecError(ValueError):
+    """A workload option with a bad value; the message names the option and the value."""
+
+
+def canonical_backend(name: str) -> str:
+    """profctl's name for a backend as other scripts spell it (naive, sdpa_flash, mem_eff, ...); a function
+    reference is returned unchanged."""
+    if is_function_ref(name):
+        return name
+    s = name.strip().lower().replace("_", "-")
+    return _ALIASES.get(s, s)
+
+
+def is_function_ref(name: str) -> bool:
+    """True for ``file.py:fn`` / ``module:fn`` (a user's attention function), False for a built-in name."""
+    return bool(FUNCTION_REF.match(name.strip()))
+
+
+def check_backend(name: str) -> str:
+    """`name` when it is a built-in backend or a function reference; SpecError naming the choices otherwise."""
+    if name in BUILTIN_BACKENDS or is_function_ref(name):
+        return name
+    raise SpecError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}, or give your own function as "
+                    "path/to/file.py:fn or package.module:fn")
+
+
+def causal_align(backend: str) -> str:
+    """The causal alignment a backend's name implies (a function's own declaration is read where it is loaded)."""
+    return CAUSAL_ALIGN.get(backend, "top-left")
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """One point of a sweep: a backend on one shape, dtype, mask and pass."""
+
+    backend: str
+    batch: int = 1
+    seqlen_q: int = 1024
+    seqlen_kv: int = 1024
+    heads: int = 16
+    kv_heads: int = 16
+    head_dim: int = 128
+    dtype: str = "bf16"
+    causal: bool = False
+    pass_: str = "fwd"
+    layout: str = "bhsd"
+    device: str = "cuda"
+    align: str | None = None  # causal alignment when the backend declares its own (a function backend)
+
+    def __post_init__(self) -> None:
+        check_backend(self.backend)
+        for name in ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
+        if self.heads % self.kv_heads:
+            raise SpecError(f"--kv-heads {self.kv_heads} does not divide --heads {self.heads}")
+        for value, allowed, opt in ((self.dtype, DTYPES, "dtype"), (self.pass_, PASSES, "pass"),
+                                    (self.layout, LAYOUTS, "layout"), (self.device, DEVICES, "device")):
+            if value not in allowed:
+                raise SpecError(f"unknown {opt} {value!r}; choose from {', '.join(allowed)}")
+        if self.align is not None and self.align not in ALIGNMENTS:
+            raise SpecError(f"unknown causal alignment {self.align!r}; choose from {', '.join(ALIGNMENTS)}")
+
+    @property
+    def causal_align(self) -> str | None:
+        """The alignment the mask uses (None when not causal)."""
+        return (self.align or causal_align(self.backend)) if self.causal else None
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.batch, self.seqlen_q, self.seqlen_kv, self.heads, self.kv_heads, self.head_dim,
+                     self.dtype, self.causal, self.layout)
+
+    @property
+    def shape_key(self) -> str:
+        return self.shape.key()
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.backend}[{self.shape_key}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pass"] = d.pop("pass_")
+        if d.get("align") is None:
+            d.pop("align", None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AttentionSpec:
+        d = dict(d)
+        if "pass" in d:
+            d["pass_"] = d.pop("pass")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def with_(self, **kw: Any) -> AttentionSpec:
+        return replace(self, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+_TRUE = ("1", "true", "yes", "causal", "on")
+_FALSE = ("0", "false", "no", "full", "off", "noncausal", "non-causal")
+
+
+def parse_list(text: str | Sequence[Any] | None, conv: type = str, *, option: str = "value") -> list[Any]:
+    """Split '512,1024' (or repeated options, or a list of values) into converted values; say which option is
+    wrong if one is."""
+    if text is None:
+        return []
+    items: Iterable[Any] = [text] if isinstance(text, (str, int, bool)) else text
+    out: list[Any] = []
+    for chunk in items:
+        if conv is bool and isinstance(chunk, bool):
+            out.append(chunk)
+            continue
+        if conv is int and isinstance(chunk, int) and not isinstance(chunk, bool):
+            out.append(chunk)
+            continue
+        for raw in str(chunk).split(","):
+            raw = raw.strip()
+            if not raw:
+                continue
+            if conv is bool:
+                low = raw.lower()
+                if low in _TRUE:
+                    out.append(True)
+                elif low in _FALSE:
+                    out.append(False)
+                else:
+                    raise SpecError(f"{option} {raw!r} is not a boolean (use true/false)")
+                continue
+            try:
+                out.append(conv(raw))
+            except ValueError:
+                raise SpecError(f"{option} {raw!r} is not a valid {conv.__name__}") from None
+    return out
+
+
+def parse_backends(text: str | Sequence[Any] | None, option: str = "--backend") -> list[str]:
+    """Backend names and function references. A reference may hold ',' nowhere, but a path may hold ':' only
+    once (``file.py:fn``), so a plain comma split is right."""
+    out = [str(b) for b in parse_list(text, option=option)]
+    for b in out:
+        check_backend(b)
+    return out
+
+
+@dataclass(frozen=True)
+class AttentionSweep:
+    """The attention workload options, typed: each a tuple of the values the sweep runs over (empty: the
+    default for the device). ``seqlen_kv`` empty means "equal to each seqlen_q"; ``kv_heads`` empty, "equal to
+    heads"."""
+
+    backends: tuple[str, ...] = ()
+    batch: tuple[int, ...] = ()
+    seqlen_q: tuple[int, ...] = ()
+    seqlen_kv: tuple[int, ...] = ()
+    heads: tuple[int, ...] = ()
+    kv_heads: tuple[int, ...] = ()
+    head_dim: tuple[int, ...] = ()
+    dtype: tuple[str, ...] = ()
+    causal: tuple[bool, ...] = ()
+    passes: tuple[str, ...] = ()
+    layout: tuple[str, ...] = ()
+    device: str = "auto"
+    warmup: int = 3
+    iters: int = 10
+    seed: int = 0
+    nvtx: bool = True
+    check: bool = True
+    flush_l2: bool = False
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", *DEVICES):
+            raise SpecError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if self.warmup < 0:
+            raise SpecError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.iters <= 0:
+            raise SpecError(f"--iters must be positive, got {self.iters}")
+
+    # ---- from the outside world
+    @classmethod
+    def from_strings(cls, *, backend: Any = None, batch: Any = None, seqlen: Any = None, seqlen_q: Any = None,
+                     seqlen_kv: Any = None, heads: Any = None, kv_heads: Any = None, head_dim: Any = None,
+                     dtype: Any = None, causal: Any = None, pass_: Any = None, layout: Any = None,
+                     **scalars: Any) -> AttentionSweep:
+        """The sweep from options as typed (comma lists) or as Python values (lists or scalars); SpecError
+        names the option at fault. ``--seqlen`` sets both lengths and cannot be combined with ``--seqlen-q``."""
+        if seqlen is not None and seqlen_q is not None:
+            raise SpecError("--seqlen and --seqlen-q both given: --seqlen sets seqlen-q and seqlen-kv; give one "
+                            "of them (and --seqlen-kv for a different key length)")
+        sq = seqlen_q if seqlen_q is not None else seqlen
+        return cls(
+            backends=tuple(parse_backends(backend)),
+            batch=tuple(parse_list(batch, int, option="--batch")),
+            seqlen_q=tuple(parse_list(sq, int, option="--seqlen-q" if seqlen_q is not None else "--seqlen")),
+            seqlen_kv=tuple(parse_list(seqlen_kv, int, option="--seqlen-kv")),
+            heads=tuple(parse_list(heads, int, option="--heads")),
+            kv_heads=tuple(parse_list(kv_heads, int, option="--kv-heads")),
+            head_dim=tuple(parse_list(head_dim, int, option="--head-dim")),
+            dtype=tuple(_choices(parse_list(dtype, option="--dtype"), DTYPES, "--dtype")),
+            causal=tuple(parse_list(causal, bool, option="--causal")),
+            passes=tuple(_choices(parse_list(pass_, option="--pass"), PASSES, "--pass")),
+            layout=tuple(_choices(parse_list(layout, option="--layout"), LAYOUTS, "--layout")),
+            **scalars,
+        )
+
+    def with_defaults(self, device: str) -> AttentionSweep:
+        """Every empty list filled with the default for `device` ('cuda' or 'cpu'), and the device set."""
+        d = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
+        return replace(
+            self, device=device,
+            backends=self.backends or (BACKENDS if device == "cuda" else CPU_BACKENDS),
+            batch=self.batch or d["batch"], seqlen_q=self.seqlen_q or d["seqlen_q"], heads=self.heads or d["heads"],
+            head_dim=self.head_dim or d["head_dim"], dtype=self.dtype or d["dtype"],
+            causal=self.causal or (False,), passes=self.passes or ("fwd",), layout=self.layout or ("bhsd",))
+
+    # ---- the cases
+    def specs(self) -> list[AttentionSpec]:
+        """The cartesian product, in an order that keeps one shape's backends together (defaults filled for the
+        device, CPU when still 'auto')."""
+        s = self.with_defaults(self.device if self.device != "auto" else "cpu")
+        specs: list[AttentionSpec] = []
+        for b, sq, h, d, dt, c, p, lay in itertools.product(s.batch, s.seqlen_q, s.heads, s.head_dim, s.dtype,
+                                                            s.causal, s.passes, s.layout):
+            for skv in (s.seqlen_kv or (sq,)):
+                for hkv in (s.kv_heads or (h,)):
+                    for be in s.backends:
+                        specs.append(AttentionSpec(
+                            backend=be, batch=b, seqlen_q=sq, seqlen_kv=skv, heads=h, kv_heads=hkv, head_dim=d,
+                            dtype=dt, causal=c, pass_=p, layout=lay, device=s.device))
+        if not specs:
+            raise SpecError("the workload options select no case (an empty list?)")
+        return specs
+
+    def with_backends(self, backends: Sequence[str]) -> AttentionSweep:
+        return replace(self, backends=tuple(backends))
+
+    # ---- to the child process and the manifest
+    def to_argv(self) -> list[str]:
+        """The workload options of ``python -m workloads.attention`` for this sweep (defaults filled)."""
+        s = self.with_defaults(self.device if self.device != "auto" else "cpu")
+
+        def csv(xs: Iterable[Any]) -> str:
+            return ",".join(("true" if x else "false") if isinstance(x, bool) else str(x) for x in xs)
+
+        argv = ["--backend", csv(s.backends), "--batch", csv(s.batch), "--seqlen-q", csv(s.seqlen_q),
+                "--heads", csv(s.heads), "--head-dim", csv(s.head_dim), "--dtype", csv(s.dtype),
+                "--causal", csv(s.causal), "--pass", csv(s.passes), "--layout", csv(s.layout),
+                "--device", s.device, "--warmup", str(s.warmup), "--iters", str(s.iters), "--seed", str(s.seed)]
+        if s.seqlen_kv:
+            argv += ["--seqlen-kv", csv(s.seqlen_kv)]
+        if s.kv_heads:
+            argv += ["--kv-heads", csv(s.kv_heads)]
+        argv += [flag for flag, on in (("--no-nvtx", not s.nvtx), ("--no-check", not s.check),
+                                       ("--flush-l2", s.flush_l2)) if on]
+        return argv
+
+    def manifest_dict(self) -> dict[str, Any]:
+        """The options as recorded in a run's manifest: lists as comma strings, as typed on the command line."""
+        def csv(xs: tuple[Any, ...]) -> str | None:
+            return ",".join(("true" if x else "false") if isinstance(x, bool) else str(x) for x in xs) if xs \
+                else None
+
+        return {"backend": csv(self.backends), "batch": csv(self.batch), "seqlen": None,
+                "seqlen_q": csv(self.seqlen_q), "seqlen_kv": csv(self.seqlen_kv), "heads": csv(self.heads),
+                "kv_heads": csv(self.kv_heads), "head_dim": csv(self.head_dim), "dtype": csv(self.dtype),
+                "causal": csv(self.causal), "layout": csv(self.layout), "device": self.device,
+                "warmup": self.warmup, "iters": self.iters, "seed": self.seed, "nvtx": self.nvtx,
+                "check": self.check, "flush_l2": self.flush_l2, "pass": csv(self.passes)}
+
+
+def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[str]:
+    for v in values:
+        if v not in allowed:
+            raise SpecError(f"unknown {option.lstrip('-')} {v!r}; choose from {', '.join(allowed)}")
+    return values

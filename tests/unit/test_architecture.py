@@ -1,0 +1,149 @@
+"""The layout holds: layers import only downwards, no import circles, readers never run tools, pipelines never
+print, the workloads depend only on profctl's foundations, no function grows past ~80 lines, and
+`profctl --help` imports neither torch nor pandas. docs/architecture.md draws the same picture."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: lowest first; a unit may import units of its own layer or below (never above)
+LAYERS: list[set[str]] = [
+    {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
+     "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema"},
+    {"profctl.proc", "profctl.nvml", "profctl.runs", "profctl.recipes"},
+    {"profctl.tools", "profctl.readers"},
+    {"profctl.inputs", "profctl.analysis"},
+    {"profctl.pipelines", "profctl.render"},
+    {"profctl.cli", "profctl", "profctl.__main__"},
+]
+#: (importer, imported) pairs forbidden even within the order above
+FORBIDDEN = {("profctl.readers", "profctl.tools"), ("profctl.pipelines", "profctl.render"),
+             ("profctl.pipelines", "profctl.cli"), ("profctl.analysis", "profctl.render")}
+#: what the workload processes may import from profctl (they run in a child, with torch, without the rest)
+WORKLOADS_MAY_IMPORT = {"profctl.spec", "profctl.nvtx", "profctl.shapes", "profctl.errors", "profctl._version",
+                        "profctl.flops"}
+MAX_FUNCTION_LINES = 80
+
+
+def unit(module: str) -> str:
+    """profctl.readers.nsys_sqlite -> profctl.readers; profctl.spec -> profctl.spec; workloads.x -> workloads.x."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in ("profctl", "workloads"):
+        for p in (ROOT / pkg).rglob("*.py"):
+            rel = p.relative_to(ROOT).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            out[name] = p
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every module `path` imports, lazily or not, resolved against the project's modules."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(pkg[: len(pkg) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else (node.module or "")
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                found.add(sub if sub in known else base)
+    return {m for m in found if m.split(".")[0] in ("profctl", "workloads")}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(name, path, set(mods)) for name, path in mods.items()}
+
+
+def layer_of(u: str) -> int:
+    for i, units in enumerate(LAYERS):
+        if u in units:
+            return i
+    raise AssertionError(f"{u} is in no layer: add it to LAYERS and docs/architecture.md")
+
+
+def test_every_profctl_unit_has_a_layer(graph: dict[str, set[str]]) -> None:
+    for name in graph:
+        if name.startswith("profctl"):
+            layer_of(unit(name))
+
+
+def test_imports_only_go_down(graph: dict[str, set[str]]) -> None:
+    bad = []
+    for name, deps in graph.items():
+        if not name.startswith("profctl"):
+            continue
+        src = unit(name)
+        for d in deps:
+            dst = unit(d)
+            if dst == src or not dst.startswith("profctl"):
+                continue
+            if layer_of(dst) > layer_of(src) or (src, dst) in FORBIDDEN:
+                bad.append(f"{name} imports {d}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_workloads_use_only_profctl_foundations(graph: dict[str, set[str]]) -> None:
+    bad = [f"{n} imports {d}" for n, deps in graph.items() if n.startswith("workloads")
+           for d in deps if d.startswith("profctl") and d not in WORKLOADS_MAY_IMPORT]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_circles(graph: dict[str, set[str]]) -> None:
+    """Between folders and top-level modules (lazy imports count: a circle hidden in a function is still one)."""
+    edges: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        src = unit(name) if name.startswith("profctl") else name
+        for d in deps:
+            dst = unit(d) if d.startswith("profctl") else d
+            if dst != src and dst != "profctl":
+                edges.setdefault(src, set()).add(dst)
+
+    def reaches(a: str, b: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            x = todo.pop()
+            if x == b:
+                return True
+            if x not in seen:
+                seen.add(x)
+                todo += edges.get(x, ())
+        return False
+
+    circles = sorted({tuple(sorted((a, b))) for a, bs in edges.items() for b in bs if reaches(b, a)})
+    assert not circles, circles
+
+
+def test_no_function_is_too_long_to_hold_in_the_head() -> None:
+    long = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {n} lines")
+    assert not long, long
+
+
+def test_help_imports_neither_torch_nor_pandas() -> None:
+    code = ("import sys; from typer.testing import CliRunner; from profctl.cli import app; "
+            "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
