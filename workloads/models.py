@@ -906,7 +906,7 @@ def run_model_case(cfg: ModelConfig, *, mode: str, batch: int, seqlen: int, dtyp
         if compile_model:
             if rng is not None:
                 raise ValueError("compile_model runs without ranges/part timing (they would split the graph)")
-            fwd = torch.compile(model)
+            fwd = torch.compile(model, dynamic=False)
         autocast_dtype = dt if master_fp32 else None
         losses: list[torch.Tensor] = []
 
