@@ -3,6 +3,7 @@
 
     python3 benchmarks/model_gpu.py                 # on the GPU machine; JSON to $OUT (or benchmarks/out)
     python3 benchmarks/model_gpu.py --smoke         # tiny shapes on the CPU: checks the script runs
+    python3 benchmarks/model_gpu.py --sections rope,parts,compile,masters --best sdpa-cudnn
 
 The model is llama-7b cut to 4 layers (plus embedding and LM head), bf16 weights and AdamW states (no fp32
 masters unless the --masters point runs), fused AdamW. MFU counts workloads.models.model_flops against the
@@ -30,6 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 from workloads import models as M  # noqa: E402
 
 PEAK_TFLOPS = 989.4  # H100 SXM dense bf16
+SECTIONS = ("train", "rope", "parts", "gemm", "prefill", "compile", "masters", "7b-full")
 T0 = time.perf_counter()
 
 
@@ -90,7 +92,14 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=330.0, help="skip optional points after this")
     ap.add_argument("--out", default=os.environ.get("OUT") or str(HERE / "out"))
     ap.add_argument("--cap-gib", type=float, default=76.0, help="memory_limit_gib for every point")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    ap.add_argument("--best", default=None, help="the backend for parts/compile/masters/7b-full when 'train' "
+                                                 "does not run (default sdpa-cudnn)")
+    ap.add_argument("--compile-batches", default="2,1", help="batches of the compile section")
     a = ap.parse_args()
+    want = set(a.sections.split(","))
+    if want - set(SECTIONS):
+        ap.error(f"unknown sections {sorted(want - set(SECTIONS))}")
     smoke = a.smoke
     dev = "cpu" if smoke else "cuda"
     if not smoke and not torch.cuda.is_available():
@@ -137,20 +146,33 @@ def main() -> int:
         return r
 
     # 1. training step: every backend, batch 2 (the target) then 1
-    for batch in (2, 1):
-        for backend in fns:
-            run("train", backend, "train", batch, seqlen)
-    ok = {(r["backend"], r["batch"]): r["median_ms"] for r in result["rows"] if r["status"] == "ok"}
-    best = min((b for b in ("sdpa-cudnn", "sdpa-flash") if (b, 2) in ok), key=lambda b: ok[(b, 2)],
-               default="sdpa-flash")
-    log(f"best backend at batch 2: {best}")
+    best = a.best or ("sdpa-flash" if smoke else "sdpa-cudnn")
+    if "train" in want:
+        for batch in (2, 1):
+            for backend in fns:
+                run("train", backend, "train", batch, seqlen)
+        ok = {(r["backend"], r["batch"]): r["median_ms"] for r in result["rows"] if r["status"] == "ok"}
+        best = min((b for b in ("sdpa-cudnn", "sdpa-flash") if (b, 2) in ok), key=lambda b: ok[(b, 2)],
+                   default="sdpa-flash")
+        log(f"best backend at batch 2: {best}")
+
+    # 1b. rotary as one autograd node (default) against the textbook formula through autograd, interleaved
+    if "rope" in want:
+        for rnd in range(2):
+            for impl in ("autograd", "function"):
+                M.ROPE_IMPL = impl
+                for backend in (("sdpa-cudnn", "sdpa-flash") if not smoke else ("sdpa-flash",)):
+                    for batch in ((2, 1) if rnd == 0 else (2,)):
+                        run(f"rope-{impl[:4]}", backend, "train", batch, seqlen)
+        M.ROPE_IMPL = "function"
 
     # 2. part timing (attention's share) on the best backend and eager; the overhead against section 1
-    for backend in (best, "eager"):
-        run("parts", backend, "train", 2, seqlen, part_timing=True, warmup=2, iters=5)
+    if "parts" in want:
+        for backend in (best, "eager"):
+            run("parts", backend, "train", 2, seqlen, part_timing=True, warmup=2, iters=5)
 
     # 3. the model's own GEMMs: what the matmuls can reach on this card
-    if not smoke:
+    if not smoke and "gemm" in want:
         try:
             result["gemms"] = gemm_ceiling(cfg, 2 * seqlen, dev)
             save()
@@ -159,11 +181,11 @@ def main() -> int:
         except Exception as e:
             log(f"gemm ceiling failed: {type(e).__name__}: {e}")
 
-    # 4. prefill and decode, batch 1, the 4-layer model
+    # 4. prefill and decode ('prefill' runs both), batch 1, the 4-layer model
     ctxs_pre = (32, 64) if smoke else (1024, 4096, 16384, 32768)
     ctxs_dec = (32, 64) if smoke else (1024, 4096, 16384, 32768)
     for backend in (best, "sdpa-flash" if best != "sdpa-flash" else "sdpa-cudnn", "eager"):
-        if backend not in fns:
+        if backend not in fns or "prefill" not in want:
             continue
         for c in ctxs_pre:
             if not late():
@@ -176,7 +198,9 @@ def main() -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     sdp = {"sdpa-cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa-flash": SDPBackend.FLASH_ATTENTION}[best]
-    for batch in (2, 1):
+    for batch in (int(b) for b in a.compile_batches.split(",")):
+        if "compile" not in want:
+            continue
         if late():
             log(f"deadline: compile b{batch} skipped")
             continue
@@ -188,12 +212,14 @@ def main() -> int:
             traceback.print_exc()
 
     # 6. fp32 master weights under autocast, best backend, batch 2
-    if not late():
+    if not late() and "masters" in want:
         run("masters", best, "train", 2, seqlen, master_fp32=True)
 
     # 7. the whole Llama-2-7B (32 layers): prefill and decode, batch 1
     full = M.preset("llama-tiny", layers=4) if smoke else M.preset("llama-7b")
     for c in ((32,) if smoke else (4096, 16384)):
+        if "7b-full" not in want:
+            continue
         if not late():
             run("7b-full", best, "prefill", 1, c, model_cfg=full, warmup=1, iters=3)
         if not late():

@@ -437,15 +437,20 @@ def test_estimate_components() -> None:
     P = M.param_count(cfg)
     tot, parts = M.estimate_bytes(cfg, b, s, "train", "fp32", "flash", detail=True)
     assert parts["weights"] == 4 * P and parts["grads"] == 4 * P and parts["adamw"] == 8 * P
-    assert "scores" not in parts and tot == sum(parts.values())
+    act = parts["activations"] + parts["head"]
+    assert act > parts["grads"]  # here activations win: the total holds them, not the grads
+    assert "scores" not in parts and tot == parts["weights"] + parts["adamw"] + act
     eager = M.estimate_bytes(cfg, b, s, "train", "fp32", "eager")
     assert eager - tot == (cfg.layers + 2) * b * cfg.heads * s * s * 4
+    # a point whose gradients outweigh its activations: weights + grads + states
+    tot1, parts1 = M.estimate_bytes(cfg, 1, 1, "train", "fp32", detail=True)
+    assert parts1["grads"] > parts1["activations"] + parts1["head"] and tot1 == 16 * P
     assert M.estimate_bytes(cfg, b, s, "train", "bf16") * 2 == tot
     _, parts = M.estimate_bytes(cfg, b, s, "decode", "bf16", detail=True)
     assert parts["kv_cache"] == 2 * cfg.layers * b * cfg.kv_heads * (s + 1) * cfg.head_dim * 2
     # masters: fp32 weights, grads and states under a bf16 compute dtype
     _, parts = M.estimate_bytes(cfg, b, s, "train", "bf16", master_fp32=True, detail=True)
-    assert parts["weights"] == 4 * P and parts["adamw"] == 8 * P
+    assert parts["weights"] == 4 * P and parts["adamw"] == 8 * P and parts["autocast_copies"] == 2 * P
 
 
 def test_estimate_grows_quadratically_only_for_eager() -> None:
@@ -492,3 +497,33 @@ def test_bad_arguments_give_error_rows() -> None:
 def test_cuda_without_gpu_is_unsupported() -> None:
     r = M.run_model_case(TINY, mode="train", batch=1, seqlen=16, device="cuda")
     assert r["status"] == "unsupported"
+
+
+# ------------------------------------------------------------------------------------------------ rotary
+def test_rope_function_matches_the_textbook_formula_and_its_gradient() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 3, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    ang = torch.rand(5, 1, 4, dtype=torch.float64, generator=g) * 6
+    cos, sin = torch.cat((ang.cos(), ang.cos()), -1), torch.cat((ang.sin(), ang.sin()), -1)
+    sin_signed = torch.cat((-ang.sin(), ang.sin()), -1)
+    x1, x2 = x.chunk(2, -1)
+    ref = x * cos + torch.cat((-x2, x1), -1) * sin  # Hugging Face's rotate_half
+    out = M._Rope.apply(x, cos, sin_signed)
+    assert torch.allclose(out, ref)
+    assert torch.autograd.gradcheck(lambda t: M._Rope.apply(t, cos, sin_signed), (x,))
+    go = torch.randn_like(ref)
+    assert torch.allclose(torch.autograd.grad(out, x, go)[0], torch.autograd.grad(ref, x, go)[0])
+
+
+def test_rope_implementations_give_the_same_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = M.build_model(LTINY, seed=4)
+    idx, tgt = M.make_tokens(LTINY, 2, 16)
+    losses = []
+    for impl in ("function", "autograd"):
+        monkeypatch.setattr(M, "ROPE_IMPL", impl)
+        loss = model(idx, targets=tgt)
+        loss.backward()
+        losses.append((loss.item(), block0(model).qkv.weight.grad.clone()))  # type: ignore[union-attr]
+        model.zero_grad()
+    assert losses[0][0] == pytest.approx(losses[1][0], rel=1e-6)
+    assert torch.allclose(losses[0][1], losses[1][1], atol=1e-7)
