@@ -1055,6 +1055,10 @@ def run_model_case(cfg: ModelConfig, *, mode: str, batch: int, seqlen: int, dtyp
             block = core + parts.get("attn.qkv", 0.0) + parts.get("attn.out", 0.0)
             row["attn_share"] = core / step if step > 0 else None
             row["attn_block_share"] = block / step if step > 0 else None
+            if mode == "train":  # the seeds' forward / backward / total per step (mean over the iterations)
+                row["backward_ms"] = parts.get("backward", 0.0)
+                row["optimizer_ms"] = parts.get("optimizer", 0.0)
+                row["forward_ms"] = step - row["backward_ms"] - row["optimizer_ms"]
         return row
     except OutOfMemoryBudget as e:
         return {**row, "status": "oom", "reason": f"refused before allocating: {e}"}

@@ -415,6 +415,8 @@ def test_part_timing_and_attention_share() -> None:
     assert parts["backward"] > parts["attn.core.bwd"] and parts["optimizer"] > 0
     assert 0 < r["attn_share"] < r["attn_block_share"] < 1
     assert r["attn_share"] == pytest.approx(parts["attn.core"] / (sum(r["times_ms"]) / 2))
+    assert r["forward_ms"] > 0 and r["backward_ms"] == parts["backward"]
+    assert r["forward_ms"] + r["backward_ms"] + r["optimizer_ms"] == pytest.approx(sum(r["times_ms"]) / 2)
     # entries per step: forward embed + 6 per layer + final norm + head + loss, the same again in backward,
     # plus backward and optimizer; two events each
     L = LTINY.layers
