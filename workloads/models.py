@@ -40,12 +40,14 @@ __all__ = [
     "NullRanges",
     "OutOfMemoryBudget",
     "PartTimer",
+    "Ranges",
     "TeeRanges",
     "Transformer",
     "build_model",
     "decode_step",
     "eager_attention",
     "estimate_bytes",
+    "make_optimizer",
     "make_tokens",
     "mfu",
     "model_flops",
@@ -53,6 +55,8 @@ __all__ = [
     "prefill",
     "preset",
     "run_model_case",
+    "sdpa_backend_fn",
+    "summarize",
     "train_step",
 ]
 
