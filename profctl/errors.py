@@ -82,3 +82,9 @@ class BadReport(ProfctlError):
 
 class WorkloadFailed(ProfctlError):
     """The workload child process exited abnormally."""
+
+
+class ProgramFailed(ProfctlError):
+    """The user's program exited with a non-zero status; what the tool recorded was kept."""
+
+    exit_code = 8

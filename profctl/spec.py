@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from profctl.shapes import DTYPES, LAYOUTS, Shape
@@ -67,12 +68,50 @@ class SpecError(ValueError):
 
 
 def canonical_backend(name: str) -> str:
-    """profctl's name for a backend as other scripts spell it (naive, sdpa_flash, mem_eff, ...); a function
-    reference is returned unchanged."""
-    if is_function_ref(name):
+    """profctl's name for a built-in backend as other scripts spell it (naive, sdpa_flash, mem_eff, ...); any
+    other name (a function's label, another program's range name) is returned unchanged."""
+    s = name.strip()
+    key = s.lower().replace("_", "-")
+    if key in _ALIASES:
+        return _ALIASES[key]
+    return key if key in BUILTIN_BACKENDS else s
+
+
+def function_ref(fn: Any) -> str:
+    """The reference (``module:qualname`` or ``/path/file.py:qualname``) a child process can load `fn` by; a
+    lambda, a nested function or a function of an interactive session has none (SpecError says so)."""
+    import inspect
+
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    mod = getattr(fn, "__module__", None)
+    if not qual or "<" in qual or not mod:
+        raise SpecError(f"{fn!r} cannot be loaded by the workload process: define the function at module level "
+                        "in a file (then pass it, or 'path/to/file.py:name')")
+    if "." in mod and mod != "__main__":
+        return f"{mod}:{qual}"  # a module of a package: importable by name in the child too
+    try:
+        src = inspect.getsourcefile(fn)
+    except TypeError:
+        src = None
+    if src and Path(src).is_file():
+        return f"{Path(src).resolve()}:{qual}"  # a script or a loose module: found by its file, wherever it is
+    if mod != "__main__":
+        return f"{mod}:{qual}"
+    raise SpecError(f"{qual} was defined interactively: put it in a file and pass 'file.py:{qual}'")
+
+
+def backend_label(name: str) -> str:
+    """The name a backend's rows, NVTX ranges and tables carry: a built-in's name; for a function reference,
+    ``<file stem or module>.<function>`` with only filter-safe characters (no '/', ':', '[' that would break
+    NVTX paths and ncu filters). ``examples/my_attn.py:attention`` -> ``my_attn.attention``."""
+    if name in BUILTIN_BACKENDS:
         return name
-    s = name.strip().lower().replace("_", "-")
-    return _ALIASES.get(s, s)
+    m = FUNCTION_REF.match(name.strip())
+    if not m:
+        return name
+    where, attr = m["where"], m["attr"]
+    stem = Path(where).stem if where.endswith(".py") or "/" in where else where.rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{stem}.{attr}")
 
 
 def is_function_ref(name: str) -> bool:
@@ -132,6 +171,11 @@ class AttentionSpec:
         return (self.align or causal_align(self.backend)) if self.causal else None
 
     @property
+    def label(self) -> str:
+        """The backend's name in rows, NVTX ranges and tables (profctl.spec.backend_label)."""
+        return backend_label(self.backend)
+
+    @property
     def shape(self) -> Shape:
         return Shape(self.batch, self.seqlen_q, self.seqlen_kv, self.heads, self.kv_heads, self.head_dim,
                      self.dtype, self.causal, self.layout)
@@ -142,7 +186,7 @@ class AttentionSpec:
 
     @property
     def case_id(self) -> str:
-        return f"{self.backend}[{self.shape_key}]"
+        return f"{self.label}[{self.shape_key}]"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -203,8 +247,12 @@ def parse_list(text: str | Sequence[Any] | None, conv: type = str, *, option: st
 
 
 def parse_backends(text: str | Sequence[Any] | None, option: str = "--backend") -> list[str]:
-    """Backend names and function references. A reference may hold ',' nowhere, but a path may hold ':' only
-    once (``file.py:fn``), so a plain comma split is right."""
+    """Backend names and function references (a callable is turned into its reference). A reference holds no
+    ',', so a plain comma split is right."""
+    if callable(text):
+        text = [text]
+    if isinstance(text, (list, tuple)):
+        text = [function_ref(b) if callable(b) else b for b in text]
     out = [str(b) for b in parse_list(text, option=option)]
     for b in out:
         check_backend(b)

@@ -135,7 +135,7 @@ class _Case:
         self.torch = torch
         self.spec, self.fn, self.nv, self.hooks, self.seed = spec, fn, nv, hooks, seed
         self.cuda = spec.device == "cuda"
-        self.case = ns.case_range(spec.backend, spec.shape_key)
+        self.case = ns.case_range(spec.label, spec.shape_key)
         self.want_bwd = spec.pass_ in ("bwd", "fwd+bwd")
         self.kw: dict[str, Any] = {"is_causal": spec.causal, "scale": spec.head_dim ** -0.5}
         if spec.heads != spec.kv_heads:
@@ -144,7 +144,7 @@ class _Case:
         self.k: Any = None
         self.v: Any = None
         self.do: Any = None
-        self.stack = [self.case, ns.WARMUP, ns.pass_range(spec.backend, "bwd")]
+        self.stack = [self.case, ns.WARMUP, ns.pass_range(spec.label, "bwd")]
         self.markers: Any = None
         self.retained: Any = None
         self.l2: Any = None
@@ -163,6 +163,12 @@ class _Case:
             self.torch.cuda.synchronize()
         return o
 
+    def differentiable(self) -> bool:
+        """Whether autograd can take the output back to q, k, v (a function with no backward cannot run
+        the bwd passes)."""
+        o = self.call(self.q, self.k, self.v)
+        return bool(getattr(o, "requires_grad", False))
+
     def forward(self) -> Any:
         if self.markers is None:
             return self.call(self.q, self.k, self.v)
@@ -177,22 +183,22 @@ class _Case:
             self.l2.zero_()
         if spec.pass_ == "fwd":
             timer.mark()
-            with nv.range(ns.pass_range(spec.backend, "fwd")), self.torch.no_grad():
+            with nv.range(ns.pass_range(spec.label, "fwd")), self.torch.no_grad():
                 self.call(self.q, self.k, self.v)
             timer.mark()
             return
         self.q.grad = self.k.grad = self.v.grad = None
         if spec.pass_ == "bwd":
             timer.mark()
-            with nv.range(ns.pass_range(spec.backend, "bwd")):
+            with nv.range(ns.pass_range(spec.label, "bwd")):
                 self.retained.backward(self.do, retain_graph=True)
             timer.mark()
             return
         timer.mark()
-        with nv.range(ns.pass_range(spec.backend, "fwd")):
+        with nv.range(ns.pass_range(spec.label, "fwd")):
             out = self.forward()
         timer.mark()
-        with nv.range(ns.pass_range(spec.backend, "bwd")):
+        with nv.range(ns.pass_range(spec.label, "bwd")):
             out.backward(self.do)
         timer.mark()
 
@@ -271,7 +277,9 @@ def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any
     info: dict[str, Any] = {}
     if spec.backend not in BUILTIN_BACKENDS:
         spec = spec.with_(align=getattr(fn, "causal_align", "top-left"))
-        info["backend_name"] = backends.display_name(spec.backend, fn)
+        name = getattr(fn, "name", None)
+        if name:
+            info["label"] = str(name)  # what its rows are called (profctl compare pairs rows by label)
     info["causal_align"] = spec.causal_align
     backends.check(spec, fn)
     return spec, fn, info
@@ -300,6 +308,10 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
         if check:
             row.update(check_output(spec, o, c.q, c.k, c.v))
         del o
+        if c.want_bwd and not c.differentiable():
+            return {"status": "unsupported", **info,
+                    "reason": f"{spec.label} is not differentiable: its output does not require grad, so it has "
+                              "no backward pass (run --pass fwd)"}
         row.update(c.measure(warmup=warmup, iters=iters, flush_l2=flush_l2))
         return row
     except Exception as e:
@@ -336,7 +348,7 @@ def _inject_fault(spec: AttentionSpec) -> None:
     segfault or CUDA fault would) and hang:<backend> blocks, when a case of that backend starts."""
     fault = os.environ.get("PROFCTL_FAULT", "")
     kind, _, backend = fault.partition(":")
-    if backend != spec.backend:
+    if backend not in (spec.backend, spec.label):
         return
     if kind == "crash":
         os._exit(139)

@@ -252,14 +252,6 @@ def _check_signature(name: str, fn: Any) -> None:
                            "scaled_dot_product_attention: fn(q, k, v, is_causal=..., scale=...))")
 
 
-def display_name(name: str, fn: Any) -> str:
-    """What rows of this backend are called: a built-in's name, else the function's ``name`` attribute, else
-    the reference as given."""
-    if name in BUILTIN_BACKENDS:
-        return name
-    return str(getattr(fn, "name", None) or name)
-
-
 def check(spec: AttentionSpec, fn: Any) -> None:
     """BackendUnavailable when the backend says it cannot run `spec` (or there is no GPU for a CUDA case)."""
     if spec.device == "cuda" and not torch.cuda.is_available():
@@ -299,3 +291,37 @@ def classify_failure(exc: BaseException, caught_warnings: list[warnings.WarningM
 def _one_line(s: str, width: int = 400) -> str:
     s = " ".join(s.split())
     return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def check_references(refs: list[str]) -> list[dict[str, Any]]:
+    """For each reference: whether it loads, and what it declares (its label, name and causal alignment)."""
+    from profctl.spec import backend_label
+
+    out: list[dict[str, Any]] = []
+    for ref in refs:
+        try:
+            fn = load(ref)
+        except BadReference as e:
+            out.append({"ref": ref, "ok": False, "error": str(e)})
+            continue
+        out.append({"ref": ref, "ok": True, "label": backend_label(ref), "name": getattr(fn, "name", None),
+                    "causal_align": getattr(fn, "causal_align", "top-left")})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workloads.backends --check REF...``: one JSON line per reference (profctl checks users'
+    functions in a child process, so that importing them cannot harm profctl itself)."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m workloads.backends")
+    p.add_argument("--check", nargs="+", required=True, metavar="REF")
+    a = p.parse_args(argv)
+    for r in check_references(a.check):
+        print(json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,6 +100,32 @@ def err(msg: str) -> None:
     print(f"profctl: error: {msg}", file=sys.stderr)
 
 
+PROGRAM_HELP = ("-- CMD [ARGS...]: profile your own program instead of the built-in workload (everything after "
+                "'--' is its command line)")
+
+
+def target_of(wl: Any, program: list[str] | None) -> Any:
+    """The request's target: the user's program when one follows '--', else the built-in workload. Workload
+    options given together with a program are an error that names them (they would be silently ignored)."""
+    if not program:
+        return wl
+    from dataclasses import fields
+    from pathlib import Path
+
+    from profctl.errors import UsageError
+    from profctl.pipelines.targets import Program
+    from profctl.spec import AttentionSweep
+
+    default = AttentionSweep()
+    given = [f.name for f in fields(AttentionSweep) if getattr(wl.sweep, f.name) != getattr(default, f.name)]
+    if given:
+        flag = {"passes": "pass", "backends": "backend", "seqlen_q": "seqlen"}
+        names = ", ".join("--" + flag.get(n, n).replace("_", "-") for n in given)
+        raise UsageError(f"{names}: workload options do not apply to your program ({' '.join(program)}); give "
+                         "either workload options or -- CMD")
+    return Program(tuple(program), cwd=Path.cwd())
+
+
 def command_line() -> tuple[str, ...]:
     """The command line as typed, for the run's manifest."""
     return ("profctl", *sys.argv[1:])

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import command_line, guard, workload_options
+from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -25,6 +25,12 @@ _PANEL = "Nsight Compute"
 @workload_options
 def ncu(
     ctx: typer.Context,
+    program: list[str] | None = typer.Argument(None, help=PROGRAM_HELP, show_default=False),
+    range_: str | None = typer.Option(None, "--range", rich_help_panel=_PANEL,
+                                      help="profile only launches inside your program's NVTX range (NAME or "
+                                           "DOMAIN@NAME; push/pop or start/end)"),
+    launch_skip: int | None = typer.Option(None, "--launch-skip", "-s", rich_help_panel=_PANEL,
+                                           help="skip this many matching launches before profiling (ncu -s)"),
     recipe: str = typer.Option(
         "tensor-core",
         "--recipe",
@@ -79,9 +85,8 @@ def ncu(
     *,
     wl: Workload,
 ) -> None:
-    """Profile the measured iteration of each backend with Nsight Compute and diagnose every kernel."""
-    from dataclasses import replace
-
+    """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
+    Compute and diagnose every kernel."""
     from profctl import recipes
     from profctl.errors import UsageError
     from profctl.pipelines import ncu as pipeline
@@ -90,14 +95,19 @@ def ncu(
         raise UsageError(f"unknown format {format!r}; choose table, markdown or json")
     # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
     # with typer's vendored click and the standalone one)
-    if getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
+    if not program and getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
         wl = wl.with_iters(1)
-    req = pipeline.NcuRequest(target=wl, recipe=recipes.get(recipe), kernel=kernel, launch_count=launch_count,
+    req = pipeline.NcuRequest(target=target_of(wl, program), recipe=recipes.get(recipe), kernel=kernel,
+                              launch_skip=launch_skip, launch_count=launch_count, range=range_,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
                               timeout_s=timeout, reports=reports_dir, command=command_line())
-    pipeline.check(req)
-    req = replace(req, exe=pipeline.tool.find())
-    _print(pipeline.run(req), format)
+    res = pipeline.run(req)
+    _print(res, format)
+    if res.returncode:
+        from profctl.errors import ProgramFailed
+
+        raise ProgramFailed(f"the program exited with status {res.returncode}; the launches profiled before are "
+                            f"shown above and kept in {res.run_dir}")
 
 
 def _print(result: Any, format: str) -> None:

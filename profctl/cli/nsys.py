@@ -7,18 +7,24 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import command_line, guard, workload_options
+from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
 
 
 @guard
 @workload_options
 def nsys(
     wl: Any,
+    program: list[str] | None = typer.Argument(None, help=PROGRAM_HELP, show_default=False),
+    range_: str | None = typer.Option(None, "--range",
+                                      help="your program's NVTX range (NAME or DOMAIN@NAME): summarize only the "
+                                           "kernels launched inside it"),
     trace: str = typer.Option("cuda,nvtx,osrt,cublas,cudnn", "--trace", "-t",
                               help="nsys --trace list (cuda is needed for the kernel table)"),
-    capture: str = typer.Option("cudaProfilerApi", "--capture",
-                                help="cudaProfilerApi: the measured iterations of every case, one report; nvtx: "
-                                     "from the first 'measure' range on; none: the whole process"),
+    capture: str | None = typer.Option(None, "--capture",
+                                       help="cudaProfilerApi: between cudaProfilerStart and Stop (the workload's "
+                                            "measured iterations, one report); nvtx: from the first 'measure' range "
+                                            "on; none: the whole process [default: cudaProfilerApi for the "
+                                            "workload, none for your program]"),
     all_work: bool = typer.Option(False, "--all-work",
                                   help="summarize everything captured, not only the work launched between "
                                        "cudaProfilerStart and Stop"),
@@ -30,7 +36,8 @@ def nsys(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(25, "--limit", help="kernels shown in the table (0: all)"),
 ) -> None:
-    """Profile the attention workload with Nsight Systems (nsys profile + export + summary)."""
+    """Profile the attention workload, or your own program (-- CMD ARGS...), with Nsight Systems (nsys profile +
+    export + summary)."""
     from profctl.errors import UsageError
     from profctl.pipelines import nsys as pipeline
     from profctl.render import nsys as rn
@@ -38,9 +45,15 @@ def nsys(
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    req = pipeline.NsysRequest(target=wl, trace=tuple(t.strip() for t in trace.split(",") if t.strip()),
+    req = pipeline.NsysRequest(target=target_of(wl, program), range=range_,
+                               trace=tuple(t.strip() for t in trace.split(",") if t.strip()),
                                capture=capture, sample=sample, timeout_s=timeout, reports=reports_dir,
                                by_range=by_range, all_work=all_work, command=command_line())
     pipeline.check(req)
     res = pipeline.run(req)
     rn.print_result(res, format, limit=limit or None)
+    if res.returncode:
+        from profctl.errors import ProgramFailed
+
+        raise ProgramFailed(f"the program exited with status {res.returncode}; what nsys recorded is summarized "
+                            f"above and kept in {res.run_dir}")

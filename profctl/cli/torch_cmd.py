@@ -8,13 +8,18 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import command_line, guard, note, workload_options
+from profctl.cli._common import PROGRAM_HELP, command_line, guard, note, target_of, workload_options
 
 
 @guard
 @workload_options
 def torch_cmd(
     wl: Any,
+    program: list[str] | None = typer.Argument(None, help=PROGRAM_HELP + " (python SCRIPT.py or python -m MODULE)",
+                                               show_default=False),
+    range_: str | None = typer.Option(None, "--range",
+                                      help="your program's record_function or NVTX range (NAME): keep only what "
+                                           "ran inside it"),
     shapes: bool = typer.Option(False, "--shapes/--no-shapes", help="record operator input shapes"),
     memory: bool = typer.Option(False, "--memory/--no-memory", help="record memory allocations"),
     stacks: bool = typer.Option(False, "--stacks/--no-stacks", help="record Python stacks of the ops"),
@@ -25,7 +30,8 @@ def torch_cmd(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the workload is killed"),
 ) -> None:
-    """Profile with torch.profiler (CPU and CUDA activity, measured iterations only); write the trace
+    """Profile with torch.profiler (CPU and CUDA activity; the workload's measured iterations, or your Python
+    program given after --); write the trace
     (.json.gz, for Perfetto) and the key_averages table into a run directory; print the kernel summary."""
     from profctl.errors import UsageError
     from profctl.pipelines import torchprof as pipeline
@@ -34,7 +40,8 @@ def torch_cmd(
 
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    req = pipeline.TorchRequest(target=wl, options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
+    req = pipeline.TorchRequest(target=target_of(wl, program), range=range_,
+                                options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
                                 by_range=by_range, reports=reports, timeout_s=timeout, command=command_line())
     res = pipeline.run(req)
     for n in res.notes:
@@ -46,3 +53,8 @@ def torch_cmd(
         spec = r.get("spec") or {}
         note(f"{spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}")
     print(f"run: {res.run_dir}\ntrace: {res.trace}\nkey_averages: {res.table}", file=sys.stderr)
+    if res.program_status:
+        from profctl.errors import ProgramFailed
+
+        raise ProgramFailed(f"the program exited with status {res.program_status}; its trace up to then is "
+                            f"summarized above and kept in {res.run_dir}")

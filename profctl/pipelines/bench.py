@@ -207,8 +207,9 @@ def _finish(req: BenchRequest, sweep: _Sweep, run_dir: Path, labels: dict[str, s
 
     ordered = [sweep.rows[i] for i in sorted(sweep.rows)]
     for r in ordered:
-        if r["backend"] in labels:
-            r["label"] = labels[r["backend"]]
+        name = labels.get(r["backend"]) or labels.get(r.get("backend_ref") or "")
+        if name:
+            r["label"] = name
     add_speedups(ordered, req.baseline)
     _add_clock_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
@@ -258,8 +259,11 @@ def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dic
 # ------------------------------------------------------------------------------------------------ rows
 def _base_row(spec: AttentionSpec) -> dict[str, Any]:
     d = spec.to_dict()
-    return {"backend": d["backend"], **{k: d[k] for k in SHAPE_KEYS}, "causal_align": spec.causal_align,
-            "flops": flops.flops(spec)}
+    row = {"backend": spec.label, **{k: d[k] for k in SHAPE_KEYS}, "causal_align": spec.causal_align,
+           "flops": flops.flops(spec)}
+    if spec.label != spec.backend:
+        row["backend_ref"] = spec.backend  # the function reference the label stands for
+    return row
 
 
 def failed_row(spec: AttentionSpec, status: str, reason: str) -> dict[str, Any]:

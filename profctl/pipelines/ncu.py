@@ -19,7 +19,7 @@ from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import Request, Result
-from profctl.pipelines.targets import Workload
+from profctl.pipelines.targets import Program, Workload
 from profctl.recipes import Recipe
 from profctl.schema import Summary
 from profctl.tools import ncu as tool
@@ -32,7 +32,9 @@ class NcuRequest(Request):
 
     recipe: Recipe
     kernel: str | None = None
+    launch_skip: int | None = None
     launch_count: int | None = None
+    range: str | None = None  # a program's NVTX range (``name`` or ``domain@name``), push/pop or start/end
     replay_mode: str | None = None
     clock_control: str | None = None
     cache_control: str | None = None
@@ -50,6 +52,7 @@ class NcuResult(Result):
     launches: int
     ncu_wall_s: float
     total_wall_s: float
+    returncode: int = 0  # the profiled program's exit status (0 for the built-in workload)
 
 
 def check(req: NcuRequest) -> None:
@@ -61,6 +64,11 @@ def check(req: NcuRequest) -> None:
             raise UsageError(f"{opt} {val!r}: choose {', '.join(allowed)}")
     if req.launch_count is not None and req.launch_count <= 0:
         raise UsageError(f"--launch-count must be positive, got {req.launch_count}")
+    if req.launch_skip is not None and req.launch_skip < 0:
+        raise UsageError(f"--launch-skip must be >= 0, got {req.launch_skip}")
+    if req.range is not None and isinstance(req.target, Workload):
+        raise UsageError("--range selects a range of your own program (profctl ncu --range NAME -- CMD ...); "
+                         "the built-in workload's measured ranges are selected already")
     if req.kernel is not None:
         try:
             re.compile(req.kernel[6:] if req.kernel.startswith("regex:") else req.kernel)
@@ -86,60 +94,112 @@ def device_cc() -> tuple[int, int]:
 
 def cases_of(target: Workload) -> list[tuple[str, str, str]]:
     """(backend, shape key, pass) of every case, as the NVTX filter selects them."""
-    return [(s.backend, s.shape_key, s.pass_) for s in target.cases()]
+    return [(s.label, s.shape_key, s.pass_) for s in target.cases()]
+
+
+def filter_variants(req: NcuRequest, target: Any) -> list[list[str]]:
+    """The --nvtx-include expressions to try, in order. The workload: one regex over its measured ranges. A
+    program's --range: its push/pop form (``name/``), then its start/end form (``name``) -- ncu matches them
+    differently and a program may use either. No --range: no NVTX filter (the whole program)."""
+    if isinstance(target, Workload):
+        return [[nvtx.ncu_include(cases_of(target))]]
+    if req.range:
+        return [[f"{req.range}/"], [req.range]]
+    return [[]]
 
 
 def run(req: NcuRequest) -> NcuResult:
     """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed)."""
     t0 = time.perf_counter()
     check(req)
+    exe = req.exe or tool.find()  # first: without ncu nothing else matters
     target = req.target.resolve()
-    if not isinstance(target, Workload):
-        raise UsageError(f"profctl ncu profiles the attention workload, not a {target.kind}")
-    if target.device != "cuda":
+    if isinstance(target, Workload) and target.device != "cuda":
         raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
                          "(read existing reports with `profctl report`)")
-    exe = req.exe or tool.find()
     rec = req.recipe
     cc = req.cc or device_cc()
     metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
     if not metrics and not sections and not rec.set_name:
         raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
-    filters = [nvtx.ncu_include(cases_of(target))]
+    variants = filter_variants(req, target)
     run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
                            extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
-                                  "cc": f"{cc[0]}.{cc[1]}"})
-    report, log, jsonl = run_dir / "profile.ncu-rep", run_dir / "ncu.log", run_dir / "workload.jsonl"
-    workload_argv = target.argv(jsonl=jsonl)
-    opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
-                               kernel_regex=req.kernel, launch_count=req.launch_count, replay_mode=req.replay_mode,
-                               clock_control=req.clock_control, cache_control=req.cache_control)
-    argv = tool.profile_argv(exe, report, opts, workload_argv)
-    runs.update_manifest(run_dir, ncu=str(exe), ncu_argv=argv, nvtx_include=filters, workload_argv=workload_argv)
+                                  "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
     with runs.recording(run_dir):
-        t_ncu = time.perf_counter()
-        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(),
-                               classify=lambda r: _classify(r, rec, filters, jsonl, req))
-        ncu_wall = time.perf_counter() - t_ncu
+        for i, filters in enumerate(variants):
+            try:
+                res, argv, ncu_wall = _profile(req, target, exe, run_dir, metrics, sections, filters)
+                break
+            except NothingMatched as e:
+                if i + 1 < len(variants):
+                    continue
+                if isinstance(target, Program):
+                    raise NothingMatched(f"{e.message}; {_seen(req, target, exe, run_dir)}", log=e.log) from None
+                raise
         return _read(req, target, run_dir, res, cc, argv, filters, ncu_wall, t0)
 
 
-def _read(req: NcuRequest, target: Workload, run_dir: Path, res: proc.ProcResult, cc: tuple[int, int],
+def _profile(req: NcuRequest, target: Any, exe: Path, run_dir: Path, metrics: tuple[str, ...],
+             sections: tuple[str, ...], filters: list[str]) -> tuple[proc.ProcResult, list[str], float]:
+    """One ncu run over the target with these NVTX filters: (its result, its argv, its wall time)."""
+    rec = req.recipe
+    report, log, jsonl = run_dir / "profile.ncu-rep", run_dir / "ncu.log", run_dir / "workload.jsonl"
+    workload_argv = target.argv(jsonl=jsonl)
+    opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
+                               kernel_regex=req.kernel, launch_skip=req.launch_skip, launch_count=req.launch_count,
+                               replay_mode=req.replay_mode, clock_control=req.clock_control,
+                               cache_control=req.cache_control)
+    argv = tool.profile_argv(exe, report, opts, workload_argv)
+    runs.update_manifest(run_dir, ncu=str(exe), ncu_argv=argv, nvtx_include=filters, workload_argv=workload_argv)
+    t_ncu = time.perf_counter()
+    res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+                           classify=lambda r: _classify(r, rec, filters, jsonl, req))
+    return res, argv, time.perf_counter() - t_ncu
+
+
+def _seen(req: NcuRequest, target: Program, exe: Path, run_dir: Path) -> str:
+    """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
+    ranges and kernel names a filter could have matched."""
+    from profctl.analysis.select import range_names
+
+    opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
+                               clock_control=req.clock_control)
+    scan = run_dir / "scan.ncu-rep"
+    try:
+        req.executor.run(tool.profile_argv(exe, scan, opts, target.argv()).copy(), log=run_dir / "scan.log",
+                         timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
+        s = inputs.read_summary(inputs.file_input(scan), by_range=True)
+    except ProfctlError as e:
+        return f"a pass without filters to list what the program launched failed too ({e.one_line()})"
+    if not s.kernels:
+        return "the program launched no CUDA kernel (its first 100 launches, without filters, were none)"
+    kernels = sorted({k.short_name for k in s.kernels})
+    return (f"in its first 100 launches the program pushed ranges {', '.join(range_names(s)) or 'none'} and "
+            f"launched kernels {', '.join(kernels[:10])}{' ...' if len(kernels) > 10 else ''}")
+
+
+def _read(req: NcuRequest, target: Any, run_dir: Path, res: proc.ProcResult, cc: tuple[int, int],
           argv: list[str], filters: list[str], ncu_wall: float, t0: float) -> NcuResult:
     """The report read back, checked (every metric present, every case profiled) and diagnosed."""
     report, log, rec = run_dir / "profile.ncu-rep", run_dir / "ncu.log", req.recipe
     warnings: list[str] = []
     if not report.exists():
         raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=log)
+    status = program_status(res) if isinstance(target, Program) else 0
     if res.returncode != 0:
-        warnings.append(f"ncu/the workload exited with status {res.returncode}; the report was kept (see {log})")
+        what = f"the program exited with status {status}" if status else f"ncu exited with status {res.returncode}"
+        warnings.append(f"{what}; the report was kept (see {log})")
     summary = inputs.read_summary(inputs.file_input(report), by_range=True)
     launches = summary.meta.get("launches", [])
     _check_metrics(summary, tuple(rec.metric_names(cc)), rec, run_dir, log)
     events = runs.read_events(run_dir / "workload.jsonl")
     rows = runs.rows_of(events)
-    warnings += _check_launches(launches, rows, target)
-    diag = diagnose(summary, rec, cc, backend_order=target.backends())
+    if isinstance(target, Workload):
+        warnings += _check_launches(launches, rows, target)
+    elif not launches:
+        raise NothingMatched("ncu wrote a report with no launch in it")
+    diag = diagnose(summary, rec, cc, backend_order=target.backends() if isinstance(target, Workload) else ())
     total = time.perf_counter() - t0
     meta = dict(summary.meta)
     meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": argv, "nvtx_include": filters,
@@ -152,7 +212,17 @@ def _read(req: NcuRequest, target: Workload, run_dir: Path, res: proc.ProcResult
                 total_wall_s=round(total, 3), warnings=warnings, device=runs.device_of(events) or None)
     return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=report,
                      launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings,
-                     failed_cases=[r for r in rows if r.get("status") != "ok"])
+                     failed_cases=[r for r in rows if r.get("status") != "ok"], returncode=status)
+
+
+_APP_STATUS = re.compile(r"application returned an error code \((\d+)\)", re.I)
+
+
+def program_status(res: proc.ProcResult) -> int:
+    """The profiled program's exit status: ncu reports it in its log ('The application returned an error code
+    (N)') and exits with it."""
+    m = _APP_STATUS.search(res.log_text(200_000))
+    return int(m.group(1)) if m else res.returncode
 
 
 # ------------------------------------------------------------ checks
@@ -165,16 +235,23 @@ def _why_nothing(rows: list[dict[str, Any]], filters: list[str], req: NcuRequest
     parts = []
     if "NVTX disabled" in log_text:
         parts.append("the workload ran without NVTX ranges (it printed 'NVTX disabled': install the nvtx package)")
-    bad = [r for r in rows if r.get("status") != "ok"]
-    ok = [r for r in rows if r.get("status") == "ok"]
-    for r in bad:
-        parts.append(f"{_case_word(r)}: {r.get('status')}: {r.get('reason')}")
-    if not rows:
-        parts.append("the workload finished no case (see the log)")
-    elif ok and not parts:
-        parts.append(f"{len(ok)} case(s) ran but no launch matched the NVTX filter {' '.join(filters)}")
+    if isinstance(req.target, Workload):
+        bad = [r for r in rows if r.get("status") != "ok"]
+        ok = [r for r in rows if r.get("status") == "ok"]
+        for r in bad:
+            parts.append(f"{_case_word(r)}: {r.get('status')}: {r.get('reason')}")
+        if not rows:
+            parts.append("the workload finished no case (see the log)")
+        elif ok and not parts:
+            parts.append(f"{len(ok)} case(s) ran but no launch matched the NVTX filter {' '.join(filters)}")
+    elif not (req.range or req.kernel or req.launch_skip):
+        parts.append("the program launched no CUDA kernel")
+    if req.range:
+        parts.append(f"--range {req.range!r} (tried as a push/pop and as a start/end range)")
     if req.kernel:
         parts.append(f"--kernel {req.kernel!r} must also match")
+    if req.launch_skip:
+        parts.append(f"--launch-skip {req.launch_skip}")
     if req.launch_count is not None:
         parts.append(f"--launch-count {req.launch_count}")
     return "; ".join(parts)
@@ -223,7 +300,7 @@ def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], 
     seen = {backend_of(ln.get("nvtx_range")) for ln in launches}
     for spec in target.cases():
         for p in nvtx.passes_of(spec.pass_):
-            if (spec.backend, p, spec.shape_key) in seen:
+            if (spec.label, p, spec.shape_key) in seen:
                 continue
             row = next((r for r in rows if (r.get("spec") or {}) == spec.to_dict()), None)
             why = f"{row.get('status')}: {row.get('reason')}" if row and row.get("status") != "ok" \

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from profctl import nvtx, runs
-from profctl.errors import UsageError
+from profctl.errors import NothingMatched, UsageError
 from profctl.pipelines.base import Request, Result
+from profctl.pipelines.targets import Program, Workload
 from profctl.schema import Summary
 from profctl.tools import nsys as tool
 
@@ -27,12 +28,15 @@ BASELINES = ("eager", "sdpa-math")
 
 @dataclass(frozen=True, kw_only=True)
 class NsysRequest(Request):
-    """`trace`: nsys --trace list (cuda needed); `capture`: what to record (cudaProfilerApi: the measured
-    iterations of every case; nvtx: from the first 'measure' range; none: the whole process); `all_work`: keep
-    work launched outside cudaProfilerStart/Stop in the summary; `by_range`: add per-range kernel rows."""
+    """`trace`: nsys --trace list (cuda needed); `capture`: what to record (cudaProfilerApi: between
+    cudaProfilerStart and Stop -- the measured iterations of every case of a workload; nvtx: from the first
+    'measure' range; none: the whole process; None: cudaProfilerApi for a workload, none for a program);
+    `range`: summarize only the kernels launched inside this NVTX range (``name`` or ``domain@name``) of a
+    program; `all_work`: keep work launched outside cudaProfilerStart/Stop; `by_range`: per-range kernel rows."""
 
     trace: tuple[str, ...] = tool.DEFAULT_TRACE
-    capture: str = "cudaProfilerApi"
+    capture: str | None = None
+    range: str | None = None
     sample: bool = False
     all_work: bool = False
     by_range: bool = False
@@ -61,6 +65,7 @@ class NsysResult(Result):
     tool_version: str
     exe: Path
     pass_times: list[PassTime] = field(default_factory=list)
+    returncode: int = 0  # the profiled process's exit status (nsys passes it on)
 
 
 def check(req: NsysRequest) -> None:
@@ -70,8 +75,11 @@ def check(req: NsysRequest) -> None:
         raise UsageError(f"--trace: unknown {', '.join(bad)}; choose from {', '.join(tool.TRACE_CHOICES)}")
     if "cuda" not in req.trace:
         raise UsageError("--trace must include cuda: without it the report has no kernels")
-    if req.capture not in CAPTURES:
+    if req.capture is not None and req.capture not in CAPTURES:
         raise UsageError(f"--capture {req.capture!r}: choose {', '.join(CAPTURES)}")
+    if req.range is not None and isinstance(req.target, Workload):
+        raise UsageError("--range selects a range of your own program (profctl nsys --range NAME -- CMD ...); "
+                         "the built-in workload's ranges are selected per case already")
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
 
@@ -80,47 +88,61 @@ def run(req: NsysRequest) -> NsysResult:
     """Profile, export, read; the run directory records each step (complete / incomplete / failed)."""
     check(req)
     target = req.target.resolve()
-    if target.device != "cuda":
+    if isinstance(target, Workload) and target.device != "cuda":
         raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
     exe = tool.find()  # before the run directory: a missing tool leaves no empty run behind
+    capture = req.capture or ("none" if isinstance(target, Program) else "cudaProfilerApi")
     run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
-                           extra={**target.manifest(), "trace": list(req.trace), "capture": req.capture,
-                                  "sample": req.sample})
+                           extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
+                                  "range": req.range, "sample": req.sample})
     with runs.recording(run_dir):
-        return _profile(req, target, exe, run_dir)
+        return _profile(req, target, exe, run_dir, capture)
 
 
-def _profile(req: NsysRequest, target: Any, exe: Path, run_dir: Path) -> NsysResult:
+def _profile(req: NsysRequest, target: Any, exe: Path, run_dir: Path, capture: str) -> NsysResult:
     version = tool.version(exe)
     log, rows = run_dir / "nsys.log", run_dir / "rows.jsonl"
-    child = target.argv(jsonl=rows)
-    argv = tool.profile_argv(exe, run_dir / "profile", child, trace=req.trace, capture=req.capture,
+    argv = tool.profile_argv(exe, run_dir / "profile", target.argv(jsonl=rows), trace=req.trace, capture=capture,
                              sample=req.sample)
     runs.record_tool(run_dir, "nsys", argv, version=version, log=log.name, exe=str(exe))
-    req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(),
-                     classify=tool.classify_profile(run_dir / "profile"))
+    res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+                           classify=tool.classify_profile(run_dir / "profile"))
     rep = tool.report_path(run_dir / "profile")
     sqlite = tool.export_sqlite(exe, rep, run_dir / "profile.sqlite", log=log, timeout_s=req.timeout_s)
-    summary = summarize(sqlite, req)
+    summary = summarize(sqlite, req, capture)
     from profctl.fsutil import atomic_write_json
 
     atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
     events = runs.read_events(rows)
-    runs.update_manifest(run_dir, device=runs.device_of(events) or None)
+    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=res.returncode)
     specs = target.cases()
-    one_shape = {s.backend: s.shape_key for s in specs} if len({s.shape_key for s in specs}) == 1 else {}
+    one_shape = {s.label: s.shape_key for s in specs} if len({s.shape_key for s in specs}) == 1 else {}
+    warnings = [f"the program exited with status {res.returncode}; what nsys recorded was kept"] \
+        if res.returncode else []
     return NsysResult(run_dir=run_dir, summary=summary, report=rep, sqlite=sqlite, log=log, tool_version=version,
-                      exe=exe, pass_times=pass_times(sqlite, one_shape),
+                      exe=exe, pass_times=pass_times(sqlite, one_shape) if specs else [], warnings=warnings,
+                      returncode=res.returncode,
                       failed_cases=[r for r in runs.rows_of(events) if r.get("status") != "ok"])
 
 
-def summarize(sqlite: Path, req: NsysRequest) -> Summary:
-    """The unified summary of the export: the measured window only unless --all-work or no capture range."""
+def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
+    """The unified summary of the export: the cudaProfilerStart/Stop window only unless --all-work or no
+    capture range; with `range`, only the kernels launched inside that NVTX range (NothingMatched naming the
+    ranges seen when there are none)."""
+    from profctl.analysis.select import range_names, within_range
     from profctl.readers import nsys_sqlite
 
-    window = None if (req.all_work or req.capture == "none") else "profiler-api"
+    window = None if (req.all_work or capture == "none") else "profiler-api"
     with nsys_sqlite.NsysExport(sqlite, window=window) as ex:
-        return ex.summary(by_range=req.by_range)
+        s = ex.summary(by_range=req.by_range or req.range is not None)
+    if req.range is None:
+        return s
+    sel = within_range(s, req.range)
+    if not sel.kernels:
+        seen = range_names(s)
+        raise NothingMatched(f"no kernel was launched inside an NVTX range named {req.range!r}; ranges seen: "
+                             f"{', '.join(seen) or 'none (did the program push any?)'}")
+    return sel
 
 
 def pass_times(sqlite: Path, shape_of: dict[str, str] | None = None) -> list[PassTime]:

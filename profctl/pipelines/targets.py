@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import UsageError
-from profctl.spec import AttentionSpec, AttentionSweep, SpecError
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
 
 
 def resolve_device(device: str) -> str:
@@ -41,6 +41,26 @@ def cuda_usable() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def check_functions(refs: Sequence[str], python: str = sys.executable) -> list[dict[str, Any]]:
+    """Load users' attention functions in a child process (`python -m workloads.backends --check`); UsageError
+    with the first problem: no such file or module, a syntax error, no such attribute, not callable, a
+    signature that cannot take (q, k, v, is_causal=, scale=)."""
+    import json
+
+    from profctl import proc
+    from profctl.errors import ProfctlError
+
+    try:
+        out = proc.capture([python, "-m", "workloads.backends", "--check", *refs], timeout_s=300)
+    except ProfctlError as e:
+        raise UsageError(f"checking the backend functions {', '.join(refs)} failed: {e.message}") from None
+    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    bad = [r for r in results if not r.get("ok")]
+    if bad:
+        raise UsageError(f"--backend {bad[0]['error']}")
+    return results
+
+
 @dataclass(frozen=True)
 class Workload:
     """The built-in attention workload over `sweep`: one case per (backend, shape, dtype, mask, pass)."""
@@ -55,13 +75,17 @@ class Workload:
         return self.sweep.device
 
     def resolve(self) -> Workload:
-        """The device decided and every default filled; UsageError for options that select nothing valid."""
+        """The device decided and every default filled; UsageError for options that select nothing valid and
+        for a function backend that cannot be loaded (checked in a child process)."""
         dev = resolve_device(self.sweep.device)
         w = replace(self, sweep=self.sweep.with_defaults(dev))
         try:
             w.sweep.specs()
         except SpecError as e:
             raise UsageError(str(e)) from None
+        refs = [b for b in w.sweep.backends if b not in BUILTIN_BACKENDS]
+        if refs:
+            check_functions(refs, self.python)
         return w
 
     def cases(self) -> list[AttentionSpec]:
@@ -89,3 +113,69 @@ class Workload:
 
     def manifest(self) -> dict[str, Any]:
         return {"workload": self.sweep.manifest_dict()}
+
+
+#: environment variables a program run records in its manifest (they change what it does)
+ENV_OF_INTEREST = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE")
+ENV_PREFIXES = ("PYTORCH_", "TORCH_", "NCCL_", "CUBLAS_", "CUDNN_", "TRITON_")
+
+
+@dataclass(frozen=True)
+class Program:
+    """A user's own program (`profctl nsys|ncu|torch -- CMD ARGS...`): run as given, in `cwd`, with the
+    parent's environment plus `env`. It has no cases of profctl's; what the tools capture of it is chosen by
+    the request (the whole run, an NVTX range, cudaProfilerStart/Stop)."""
+
+    command: tuple[str, ...]
+    cwd: Path | None = None
+    extra_env: tuple[tuple[str, str], ...] = ()
+    kind: str = "program"
+    device: str = "cuda"
+
+    def resolve(self) -> Program:
+        """UsageError for an empty command; ToolNotFound for an executable that is not there."""
+        import os
+        import shutil
+
+        from profctl.errors import ToolNotFound
+
+        if not self.command:
+            raise UsageError("no program given: profctl nsys|ncu|torch [OPTIONS] -- CMD [ARGS...]")
+        exe = self.command[0]
+        where = Path(self.cwd or ".") / exe if os.sep in exe else None
+        found = (where.is_file() and os.access(where, os.X_OK)) if where is not None else shutil.which(exe)
+        if not found:
+            raise ToolNotFound(f"cannot run {exe}: no such executable"
+                               + ("" if os.sep in exe else " on PATH"))
+        return self
+
+    def cases(self) -> list[Any]:
+        return []
+
+    def argv(self, *, jsonl: Path | None = None, skip: int = 0, extra: Sequence[str] = ()) -> list[str]:
+        return list(self.command)
+
+    def env(self) -> dict[str, str]:
+        return dict(self.extra_env)
+
+    def manifest(self) -> dict[str, Any]:
+        import os
+
+        env = {k: v for k, v in os.environ.items() if k in ENV_OF_INTEREST or k.startswith(ENV_PREFIXES)}
+        env.update(dict(self.extra_env))
+        return {"program": {"argv": list(self.command), "cwd": str(Path(self.cwd or ".").resolve()),
+                            "environment": env}}
+
+    def python_entry(self) -> list[str] | None:
+        """``[script.py, args...]`` or ``[-m, module, args...]`` when the program is a Python script run by a
+        Python interpreter (or a .py file given directly); None otherwise."""
+        cmd = list(self.command)
+        if cmd and Path(cmd[0]).name.startswith("python"):
+            cmd = cmd[1:]
+            while cmd and cmd[0].startswith("-") and cmd[0] not in ("-m",):
+                cmd = cmd[1:]  # interpreter flags (-u, -O, -X ...) do not matter under the wrapper
+        if not cmd:
+            return None
+        if cmd[0] == "-m" and len(cmd) > 1:
+            return cmd
+        return cmd if cmd[0].endswith(".py") else None

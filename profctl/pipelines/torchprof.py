@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from profctl import proc, runs
-from profctl.errors import UsageError, WorkloadFailed
+from profctl.errors import NothingMatched, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result
+from profctl.pipelines.targets import Program
 from profctl.schema import Summary
 from profctl.tools import torchprof as tool
 
@@ -25,10 +26,12 @@ SUMMARY_NAME = "summary.json"
 
 @dataclass(frozen=True, kw_only=True)
 class TorchRequest(Request):
-    """What torch.profiler records beyond ops and kernels, and whether kernels are broken down per range."""
+    """What torch.profiler records beyond ops and kernels, whether kernels are broken down per range, and (for a
+    program) the record_function / NVTX range to keep."""
 
     options: tool.TorchOptions = field(default_factory=tool.TorchOptions)
     by_range: bool = True
+    range: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -41,6 +44,7 @@ class TorchResult(Result):
     rows: list[dict[str, Any]] = field(default_factory=list)
     device: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    program_status: int | None = None  # a program's own exit status
 
 
 def run(req: TorchRequest) -> TorchResult:
@@ -48,28 +52,64 @@ def run(req: TorchRequest) -> TorchResult:
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
     target = req.target.resolve()
+    if req.range is not None and not isinstance(target, Program):
+        raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python ...)")
     run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
-                           extra={**target.manifest(), "torch_options": req.options.argv()})
+                           extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
     trace, log, jsonl = run_dir / tool.TRACE_NAME, run_dir / LOG_NAME, run_dir / JSONL_NAME
-    argv = target.argv(jsonl=jsonl, extra=tool.trace_argv(trace, req.options))
+    argv = program_argv(target, trace, jsonl, req.options) if isinstance(target, Program) else \
+        target.argv(jsonl=jsonl, extra=tool.trace_argv(trace, req.options))
     runs.record_tool(run_dir, "torch.profiler", argv, log=LOG_NAME)
     # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
     with runs.recording(run_dir):
-        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env())
+        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(),
+                               cwd=getattr(target, "cwd", None))
         events = runs.read_events(jsonl)
         rows, device = runs.rows_of(events), runs.device_of(events)
+        exit_status = next((e.get("status") for e in events if e.get("event") == "exit"), None)
         if not trace.exists():
             why = _why(rows) or proc.last_line(res.log_text(20_000))
-            raise WorkloadFailed(f"the workload wrote no torch.profiler trace (exit status {res.returncode}): "
-                                 f"{why}", log=log)
+            raise WorkloadFailed(f"no torch.profiler trace was written (exit status {res.returncode}): {why}", log=log)
         notes: list[str] = []
-        summary = summarize(trace, run_dir, rows, device, by_range=req.by_range, notes=notes)
+        summary = summarize(trace, run_dir, rows, device, by_range=req.by_range or req.range is not None,
+                            notes=notes)
+        if req.range is not None:
+            summary = _within(summary, req.range)
         status = "complete" if res.returncode == 0 else "incomplete"
         runs.finish(run_dir, status, returncode=res.returncode, trace=tool.TRACE_NAME, table=tool.TABLE_NAME,
                     device=device or None)
+    warnings = [f"the program exited with status {exit_status}; its trace up to then was kept"] if exit_status \
+        else []
     return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=trace,
                        table=run_dir / tool.TABLE_NAME, log=log, returncode=res.returncode, rows=rows, device=device,
-                       notes=notes, failed_cases=[r for r in rows if r.get("status") != "ok"])
+                       notes=notes, failed_cases=[r for r in rows if r.get("status") != "ok"], warnings=warnings,
+                       program_status=exit_status)
+
+
+def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOptions) -> list[str]:
+    """The user's Python program inside profctl's torch.profiler wrapper (workloads.pyprofile). A bare
+    ``python``/``python3`` means the interpreter profctl runs in (it has profctl and torch); an interpreter given
+    by its path is used as given."""
+    import sys
+
+    entry = target.python_entry()
+    if entry is None:
+        raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS... or "
+                         "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
+    first = target.command[0]
+    python = first if Path(first).name.startswith("python") and "/" in first else sys.executable
+    return [python, "-m", "workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl), *opts.argv(),
+            "--", *entry]
+
+
+def _within(s: Summary, name: str) -> Summary:
+    from profctl.analysis.select import range_names, within_range
+
+    sel = within_range(s, name)
+    if not sel.kernels:
+        raise NothingMatched(f"nothing ran inside a range named {name!r}; ranges seen: "
+                             f"{', '.join(range_names(s)) or 'none'}")
+    return sel
 
 
 def _why(rows: list[dict[str, Any]]) -> str:

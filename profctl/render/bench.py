@@ -35,7 +35,7 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
         clk = r.get("clocks") or {}
         err = r.get("rel_error")
         out.append({
-            "backend": r["backend"],
+            "backend": r.get("label") or r["backend"],
             "shape": shape_label(r),
             "pass": r["pass"],
             "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",

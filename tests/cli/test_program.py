@@ -1,0 +1,101 @@
+"""Profiling a user's own program: `profctl torch -- python SCRIPT.py ARGS` on the CPU (the real torch.profiler),
+its ranges, argv and exit status; the errors every profiler command gives for a program it cannot run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "my_program.py"
+
+
+def run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    fake_ncu = tmp_path / "ncu"  # answers --version only: gets `profctl ncu` past finding ncu on this machine
+    fake_ncu.write_text("#!/bin/sh\necho 'Version 2025.3.1.0'\n")
+    fake_ncu.chmod(0o755)
+    flag = "--reports-dir" if args[0] == "ncu" else "--reports"
+    r = CliRunner().invoke(app, [args[0], flag, str(tmp_path / "runs"), *args[1:]],
+                           env={"PROFCTL_NCU": str(fake_ncu), "PROFCTL_NSYS": str(fake_ncu)})
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_torch_profiles_a_python_program_with_its_own_ranges(tmp_path: Path) -> None:
+    rc, out, err = run(["torch", "-f", "json", "--", "python", str(EXAMPLE), "--steps", "2", "--seqlen", "64"],
+                       tmp_path)
+    assert rc == 0, err
+    s = json.loads(out)
+    ranges = {r["name"]: r for r in s["ranges"]}
+    assert {"step", "attention", "mlp", "loss", "warmup"} <= set(ranges)
+    assert ranges["step"]["count"] == 2 and ranges["warmup"]["count"] == 1  # push/pop and start/end mirrored
+    flash = [k for k in s["kernels"] if "flash_attention" in k["name"]]
+    assert flash and {k["nvtx_range"] for k in flash} == {"warmup", "step/attention"}  # the CPU op, in its ranges
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["program"]["argv"][1:] == [str(EXAMPLE), "--steps", "2", "--seqlen", "64"]
+    assert m["status"] == "complete" and (run_dir / "torch.log").is_file()
+    assert "my_program: 2 steps" in (run_dir / "torch.log").read_text()  # the program's own output, in the log
+
+
+def test_range_keeps_only_what_ran_inside_it(tmp_path: Path) -> None:
+    rc, out, err = run(["torch", "-f", "json", "--range", "mlp", "--", "python", str(EXAMPLE), "--steps", "1",
+                        "--seqlen", "64"], tmp_path)
+    assert rc == 0, err
+    ks = json.loads(out)["kernels"]
+    assert ks and all("mlp" in k["nvtx_range"].split("/") for k in ks)
+    assert not any("flash_attention" in k["name"] for k in ks)
+
+
+def test_a_range_that_matched_nothing_names_the_ranges_seen(tmp_path: Path) -> None:
+    rc, _, err = run(["torch", "--range", "nosuch", "--", "python", str(EXAMPLE), "--steps", "1", "--seqlen", "32"],
+                     tmp_path)
+    assert rc != 0
+    (line,) = err.strip().splitlines()
+    assert "'nosuch'" in line and "step" in line and "attention" in line
+
+
+def test_the_programs_failure_is_reported_and_its_trace_kept(tmp_path: Path) -> None:
+    rc, out, err = run(["torch", "-f", "json", "--", "python", str(EXAMPLE), "--steps", "1", "--seqlen", "32",
+                        "--exit-status", "3"], tmp_path)
+    assert rc == 8
+    assert "exited with status 3" in err.strip().splitlines()[-1]
+    assert json.loads(out)["kernels"]  # the summary of what ran before the exit
+
+
+def test_a_program_module_runs_as_main(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg_prog"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "main.py").write_text("import sys, torch\nassert __name__ == '__main__'\n"
+                                 "with torch.profiler.record_function('work'):\n    torch.ones(8).sum()\n"
+                                 "sys.exit(int(sys.argv[1]))\n")
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the program runs in the user's working directory
+    try:
+        rc, out, err = run(["torch", "-f", "json", "--", "python", "-m", "pkg_prog.main", "0"], tmp_path)
+    finally:
+        os.chdir(cwd)
+    assert rc == 0, err
+    assert "work" in {r["name"] for r in json.loads(out)["ranges"]}
+
+
+@pytest.mark.parametrize(("cmd", "needle"), [
+    (["nsys", "--", "no-such-program-x"], "no such executable"),
+    (["ncu", "--", "no-such-program-x"], "no such executable"),
+    (["torch", "--", "no-such-program-x"], "no such executable"),
+    (["torch", "--", "ls"], "profiles Python programs"),
+    (["torch", "--seqlen", "128", "--", "python", "x.py"], "--seqlen: workload options do not apply"),
+    (["torch", "--range", "x"], "--range selects a range of your own program"),
+])
+def test_bad_programs_are_one_line_errors(tmp_path: Path, cmd: list[str], needle: str) -> None:
+    rc, _, err = run(cmd, tmp_path)
+    assert rc != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], err
