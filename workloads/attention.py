@@ -390,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before each iteration")
     p.add_argument("--jsonl", default=None, help="append start/result events here, one JSON object a line")
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
+    p.add_argument("--only", default=None,
+                   help="run only these case indices, comma list (a parent spreading a sweep over workers)")
     p.add_argument("--torch-trace", default=None,
                    help="record the measured iterations with torch.profiler into this trace (.json.gz)")
     p.add_argument("--torch-shapes", action="store_true", help="torch.profiler: record input shapes")
@@ -456,8 +458,9 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
              hooks: Hooks) -> int:
     """Exit status: 0 when at least one case ran, 1 when none did, 3 after a CUDA error that broke the context."""
     ran = 0
+    only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None
     for i, spec in enumerate(specs):
-        if i < a.skip:
+        if i < a.skip or (only is not None and i not in only):
             continue
         emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
         _inject_fault(spec)
@@ -474,7 +477,8 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
             if _sticky_cuda_error(row.get("reason")):
                 return 3  # the CUDA context is broken; a parent restarts us with --skip i+1
         ran += row["status"] == "ok"
-    return 0 if ran or a.skip >= len(specs) else 1
+    remaining = [i for i in range(a.skip, len(specs)) if only is None or i in only]
+    return 0 if ran or not remaining else 1
 
 
 if __name__ == "__main__":

@@ -34,8 +34,10 @@ class Target(Protocol):
         """The points the target runs, in order (a workload's AttentionSpecs)."""
         ...
 
-    def argv(self, *, jsonl: Path | None = None, skip: int = 0, extra: Sequence[str] = ()) -> list[str]:
-        """The command line of the program, writing its events to `jsonl`, starting at case `skip`."""
+    def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
+        """The command line of the program, writing its events to `jsonl`, starting at case `skip`, running only
+        the cases `only` (indices into cases(), which keep their numbers in the events) when given."""
         ...
 
     def env(self) -> dict[str, str]:

@@ -100,12 +100,15 @@ class Workload:
     def with_iters(self, iters: int) -> Workload:
         return replace(self, sweep=replace(self.sweep, iters=iters))
 
-    def argv(self, *, jsonl: Path | None = None, skip: int = 0, extra: Sequence[str] = ()) -> list[str]:
+    def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
         argv = [self.python, "-m", self.module, *self.sweep.to_argv()]
         if jsonl is not None:
             argv += ["--jsonl", str(jsonl)]
         if skip:
             argv += ["--skip", str(skip)]
+        if only is not None:
+            argv += ["--only", ",".join(str(i) for i in only)]
         return argv + list(extra)
 
     def env(self) -> dict[str, str]:
@@ -152,7 +155,8 @@ class Program:
     def cases(self) -> list[Any]:
         return []
 
-    def argv(self, *, jsonl: Path | None = None, skip: int = 0, extra: Sequence[str] = ()) -> list[str]:
+    def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
         return list(self.command)
 
     def env(self) -> dict[str, str]:
