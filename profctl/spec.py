@@ -389,3 +389,159 @@ def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[s
         if v not in allowed:
             raise SpecError(f"unknown {option.lstrip('-')} {v!r}; choose from {', '.join(allowed)}")
     return values
+
+
+# ------------------------------------------------------------------------------------------------ models
+#: model presets (workloads/models.py has their shapes; docs/models.md the table)
+MODEL_PRESETS: tuple[str, ...] = ("gpt-tiny", "gpt-sm", "gpt-md", "gpt-lg", "llama-tiny", "llama-7b")
+MODES: tuple[str, ...] = ("train", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One point of a model sweep: a preset (cut to `layers`, GQA with `kv_heads`), a mode, batch, context
+    length, dtype, the attention backend inside it, and a device. `memory_limit_gib` caps the allocator."""
+
+    model: str
+    mode: str = "train"
+    batch: int = 1
+    seqlen: int = 1024
+    dtype: str = "bf16"
+    backend: str = "sdpa-flash"
+    layers: int | None = None
+    kv_heads: int | None = None
+    device: str = "cuda"
+    memory_limit_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_PRESETS:
+            raise SpecError(f"unknown model {self.model!r}; choose from {', '.join(MODEL_PRESETS)}")
+        if self.mode not in MODES:
+            raise SpecError(f"unknown mode {self.mode!r}; choose from {', '.join(MODES)}")
+        check_backend(self.backend)
+        for name in ("batch", "seqlen", "layers", "kv_heads"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
+        if self.dtype not in DTYPES:
+            raise SpecError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
+        if self.device not in DEVICES:
+            raise SpecError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
+        if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
+            raise SpecError(f"--memory-limit must be positive (GiB), got {self.memory_limit_gib}")
+
+    @property
+    def label(self) -> str:
+        return backend_label(self.backend)
+
+    @property
+    def key(self) -> str:
+        """``llama-7b,l4,train,b2,s4096,bf16`` (``kv8`` when GQA): the case's name in NVTX ranges and tables."""
+        parts = [self.model, f"l{self.layers}" if self.layers else "", self.mode, f"b{self.batch}", f"s{self.seqlen}",
+                 self.dtype, f"kv{self.kv_heads}" if self.kv_heads else ""]
+        return ",".join(p for p in parts if p)
+
+    shape_key = key
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.label}[{self.key}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class ModelSweep:
+    """The model workload options, typed: each a tuple of values the sweep runs over (empty: the default)."""
+
+    models: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    batch: tuple[int, ...] = ()
+    seqlen: tuple[int, ...] = ()
+    dtype: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    layers: tuple[int, ...] = ()
+    kv_heads: tuple[int, ...] = ()
+    device: str = "auto"
+    warmup: int = 2
+    iters: int = 5
+    seed: int = 0
+    nvtx: bool = True
+    part_timing: bool = True
+    memory_limit_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", *DEVICES):
+            raise SpecError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
+        if self.warmup < 0:
+            raise SpecError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.iters <= 0:
+            raise SpecError(f"--iters must be positive, got {self.iters}")
+
+    @classmethod
+    def from_strings(cls, *, model: Any = None, mode: Any = None, batch: Any = None, seqlen: Any = None,
+                     dtype: Any = None, backend: Any = None, layers: Any = None, kv_heads: Any = None,
+                     **scalars: Any) -> ModelSweep:
+        return cls(
+            models=tuple(_choices(parse_list(model, option="--model"), MODEL_PRESETS, "--model")),
+            modes=tuple(_choices(parse_list(mode, option="--mode"), MODES, "--mode")),
+            batch=tuple(parse_list(batch, int, option="--batch")),
+            seqlen=tuple(parse_list(seqlen, int, option="--seqlen")),
+            dtype=tuple(_choices(parse_list(dtype, option="--dtype"), DTYPES, "--dtype")),
+            backends=tuple(parse_backends(backend)),
+            layers=tuple(parse_list(layers, int, option="--layers")),
+            kv_heads=tuple(parse_list(kv_heads, int, option="--kv-heads")),
+            **scalars,
+        )
+
+    def with_defaults(self, device: str) -> ModelSweep:
+        """gpt-tiny on a CPU (seconds), the flash backends and eager on a GPU; train mode; batch 1."""
+        gpu = device == "cuda"
+        return replace(
+            self, device=device, models=self.models or (("gpt-sm",) if gpu else ("gpt-tiny",)),
+            modes=self.modes or ("train",), batch=self.batch or (1,), seqlen=self.seqlen or ((1024,) if gpu else (64,)),
+            dtype=self.dtype or (("bf16",) if gpu else ("fp32",)),
+            backends=self.backends or (("sdpa-flash", "sdpa-cudnn", "eager") if gpu else ("sdpa-flash", "eager")))
+
+    def specs(self) -> list[ModelSpec]:
+        """Every (model, layers, kv_heads, mode, batch, seqlen, dtype) with all backends together."""
+        s = self.with_defaults(self.device if self.device != "auto" else "cpu")
+        out = [ModelSpec(model=m, layers=lay, kv_heads=kv, mode=mode, batch=b, seqlen=sq, dtype=dt, backend=be,
+                         device=s.device, memory_limit_gib=s.memory_limit_gib)
+               for m, lay, kv, mode, b, sq, dt in itertools.product(
+                   s.models, s.layers or (None,), s.kv_heads or (None,), s.modes, s.batch, s.seqlen, s.dtype)
+               for be in s.backends]
+        if not out:
+            raise SpecError("the model options select no case (an empty list?)")
+        return out
+
+    def with_backends(self, backends: Sequence[str]) -> ModelSweep:
+        return replace(self, backends=tuple(backends))
+
+    def to_argv(self) -> list[str]:
+        """The options of ``python -m workloads.model`` for this sweep (defaults filled)."""
+        s = self.with_defaults(self.device if self.device != "auto" else "cpu")
+
+        def csv(xs: Iterable[Any]) -> str:
+            return ",".join(str(x) for x in xs)
+
+        argv = ["--model", csv(s.models), "--mode", csv(s.modes), "--batch", csv(s.batch), "--seqlen",
+                csv(s.seqlen), "--dtype", csv(s.dtype), "--backend", csv(s.backends), "--device", s.device,
+                "--warmup", str(s.warmup), "--iters", str(s.iters), "--seed", str(s.seed)]
+        if s.layers:
+            argv += ["--layers", csv(s.layers)]
+        if s.kv_heads:
+            argv += ["--kv-heads", csv(s.kv_heads)]
+        if s.memory_limit_gib is not None:
+            argv += ["--memory-limit", str(s.memory_limit_gib)]
+        argv += [flag for flag, on in (("--no-nvtx", not s.nvtx), ("--no-part-timing", not s.part_timing)) if on]
+        return argv
+
+    def manifest_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

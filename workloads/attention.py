@@ -30,6 +30,7 @@ from profctl import nvtx as ns
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
 from workloads.hooks import Hooks
 from workloads.ranges import Nvtx, backward_markers
+from workloads.torch_profile import make_hooks
 
 #: relative-error tolerance of the output against a float64 reference, per dtype
 TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4}
@@ -432,15 +433,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         hooks.close()
     return rc
-
-
-def make_hooks(torch_trace: str | None, **options: Any) -> Hooks:
-    """The hooks the command line asks for: torch.profiler with ``--torch-trace PATH``, else none."""
-    if torch_trace:
-        from workloads.torch_profile import TorchProfileHooks
-
-        return TorchProfileHooks(torch_trace, **options)
-    return Hooks()
 
 
 def device_event(device: str) -> dict[str, Any]:

@@ -146,3 +146,8 @@ def key_averages_path(trace: Path) -> Path:
             name = name[: -len(suf)]
             break
     return trace.with_name(name + ".key_averages.txt")
+
+
+def make_hooks(torch_trace: str | None, **options: Any) -> Hooks:
+    """The hooks a runner's command line asks for: torch.profiler with ``--torch-trace PATH``, else none."""
+    return TorchProfileHooks(torch_trace, **options) if torch_trace else Hooks()

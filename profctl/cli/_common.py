@@ -48,26 +48,72 @@ WORKLOAD_OPTIONS: list[tuple[str, Any, Any]] = [
 ]
 
 
+def _mopt(default: Any, *flags: str, help: str) -> Any:
+    return typer.Option(default, *flags, help=help, rich_help_panel="Model workload")
+
+
+#: options that select the model workload (GPT/Llama-shaped steps with the attention backend inside)
+MODEL_OPTIONS: list[tuple[str, Any, Any]] = [
+    ("model", str | None, _mopt(None, "--model",
+        help=f"{_LIST} of gpt-tiny, gpt-sm, gpt-md, gpt-lg, llama-tiny, llama-7b: time a model step with the "
+             "attention backend inside (docs/models.md); --seqlen is the context, --batch, --dtype, --backend, "
+             "--kv-heads apply")),
+    ("layers", str | None, _mopt(None, "--layers", help=f"{_LIST}: cut the preset to N layers (to fit)")),
+    ("mode", str | None, _mopt(None, "--mode", help=f"{_LIST} of train, prefill, decode [default: train]")),
+    ("memory_limit", float | None, _mopt(None, "--memory-limit",
+        help="GiB: cap the allocator; points that cannot fit are oom rows (\"fits a 24 GB GPU?\")")),
+    ("part_timing", bool, _mopt(True, "--part-timing/--no-part-timing",
+        help="time each part of the step (attention's share) with CUDA events")),
+]
+#: attention-only options, refused with --model (they would be silently ignored)
+_ATTENTION_ONLY = {"seqlen_q": "--seqlen-q", "seqlen_kv": "--seqlen-kv", "heads": "--heads", "head_dim": "--head-dim",
+                   "causal": "--causal", "pass_": "--pass", "layout": "--layout", "flush_l2": "--flush-l2"}
+_MODEL_ONLY = {"layers": "--layers", "mode": "--mode", "memory_limit": "--memory-limit"}
+
+
+def build_workload(kw: dict[str, Any]) -> Any:
+    """The built-in workload the options describe: the model workload with --model, else attention."""
+    from profctl.errors import UsageError
+    from profctl.pipelines.targets import Model, Workload
+    from profctl.spec import AttentionSweep, ModelSweep
+
+    model = kw.pop("model", None)
+    mopts = {n: kw.pop(n, None) for n in ("layers", "mode", "memory_limit", "part_timing")}
+    if model is None:
+        given = [flag for n, flag in _MODEL_ONLY.items() if mopts.get(n) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: model options need --model")
+        return Workload(AttentionSweep.from_strings(**kw))
+    given = [flag for n, flag in _ATTENTION_ONLY.items() if kw.get(n) not in (None, False)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: attention-workload options do not apply with --model")
+    sweep = ModelSweep.from_strings(
+        model=model, mode=mopts["mode"], layers=mopts["layers"], batch=kw.get("batch"), seqlen=kw.get("seqlen"),
+        dtype=kw.get("dtype"), backend=kw.get("backend"), kv_heads=kw.get("kv_heads"), device=kw["device"],
+        warmup=kw["warmup"], iters=kw["iters"], seed=kw["seed"], nvtx=kw["nvtx"],
+        part_timing=mopts["part_timing"] if mopts["part_timing"] is not None else True,
+        memory_limit_gib=mopts["memory_limit"])
+    return Model(sweep)
+
+
 def workload_options(fn: F) -> F:
     """Give a command every workload option; it receives them as one ``wl: Workload`` argument (the built-in
     attention workload over the typed sweep the options describe; SpecError names a bad value)."""
     sig = inspect.signature(fn)
     own = [p for p in sig.parameters.values() if p.name != "wl"]
+    options = WORKLOAD_OPTIONS + MODEL_OPTIONS
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
-             for name, ann, opt in WORKLOAD_OPTIONS]
-    names = [n for n, _, _ in WORKLOAD_OPTIONS]
+             for name, ann, opt in options]
+    names = [n for n, _, _ in options]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        from profctl.pipelines.targets import Workload
-        from profctl.spec import AttentionSweep
-
-        wl = Workload(AttentionSweep.from_strings(**{n: kw.pop(n) for n in names if n in kw}))
+        wl = build_workload({n: kw.pop(n) for n in names if n in kw})
         return fn(*args, wl=wl, **kw)
 
     wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
     ann = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k != "wl"}
-    ann.update({n: a for n, a, _ in WORKLOAD_OPTIONS})
+    ann.update({n: a for n, a, _ in options})
     wrapper.__annotations__ = ann
     return wrapper  # type: ignore[return-value]
 
@@ -92,6 +138,16 @@ def guard(fn: F) -> F:
             raise typer.Exit(130) from None
         except BrokenPipeError:
             raise typer.Exit(0) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug of profctl's: still one line for the user, the traceback on request
+            import os
+
+            if os.environ.get("PROFCTL_DEBUG"):
+                raise
+            err(f"internal error: {type(e).__name__}: {e} (set PROFCTL_DEBUG=1 for the traceback, and please "
+                "report it)")
+            raise typer.Exit(70) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -117,7 +173,7 @@ def target_of(wl: Any, program: list[str] | None) -> Any:
     from profctl.spec import AttentionSweep
 
     default = AttentionSweep()
-    given = [f.name for f in fields(AttentionSweep) if getattr(wl.sweep, f.name) != getattr(default, f.name)]
+    given = [f.name for f in fields(AttentionSweep) if getattr(wl.sweep, f.name, None) != getattr(default, f.name)]
     if given:
         flag = {"passes": "pass", "backends": "backend", "seqlen_q": "seqlen"}
         names = ", ".join("--" + flag.get(n, n).replace("_", "-") for n in given)

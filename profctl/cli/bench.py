@@ -46,7 +46,7 @@ def bench(
 
         def progress(p: Any) -> None:
             bar.update(task, total=p.total, completed=p.index + (1 if p.row is not None else 0),
-                       description=f"{p.case.backend} {p.case.shape_key} {p.case.pass_}")
+                       description=f"{p.case.case_id} {getattr(p.case, 'pass_', '')}".strip())
 
         res = pipeline.run(req, on_progress=progress)
     if show:
@@ -62,5 +62,6 @@ def bench(
     if len(failed) == len(res.rows) or (strict and failed):
         r = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        what = " ".join(x for x in (r["backend"], label_of_row(r), r.get("pass")) if x)
         raise ProfctlError(f"{'no point ran' if len(failed) == len(res.rows) else 'a point failed'}: "
-                           f"{r['backend']} {label_of_row(r)} {r['pass']}: {r['status']}: {r.get('reason')}{more}")
+                           f"{what}: {r['status']}: {r.get('reason')}{more}")

@@ -31,57 +31,25 @@ def ncu(
                                            "DOMAIN@NAME; push/pop or start/end)"),
     launch_skip: int | None = typer.Option(None, "--launch-skip", "-s", rich_help_panel=_PANEL,
                                            help="skip this many matching launches before profiling (ncu -s)"),
-    recipe: str = typer.Option(
-        "tensor-core",
-        "--recipe",
-        "-r",
-        rich_help_panel=_PANEL,
-        help="recipe name (`profctl recipes` lists them) or path to a recipe .yaml",
-    ),
-    kernel: str | None = typer.Option(
-        None,
-        "--kernel",
-        "-k",
-        rich_help_panel=_PANEL,
-        help="also require the kernel's function name to match this regex",
-    ),
-    launch_count: int | None = typer.Option(
-        None,
-        "--launch-count",
-        "-c",
-        rich_help_panel=_PANEL,
-        help="profile at most this many launches in all (ncu -c)",
-    ),
-    replay_mode: str | None = typer.Option(
-        None,
-        "--replay-mode",
-        rich_help_panel=_PANEL,
-        help="kernel, application, range or app-range [default: ncu's]",
-    ),
-    clock_control: str | None = typer.Option(
-        None,
-        "--clock-control",
-        rich_help_panel=_PANEL,
-        help="base, none or reset [default: ncu's (base)]; pass none where clocks must not be touched",
-    ),
-    cache_control: str | None = typer.Option(
-        None,
-        "--cache-control",
-        rich_help_panel=_PANEL,
-        help="all (flush caches between passes) or none [default: ncu's]",
-    ),
-    timeout: float = typer.Option(
-        1800.0, "--timeout", rich_help_panel=_PANEL, help="kill ncu after this many seconds"
-    ),
-    reports_dir: Path | None = typer.Option(
-        None,
-        "--reports-dir",
-        rich_help_panel=_PANEL,
-        help="where the run directory goes [default: $PROFCTL_REPORTS or ./reports]",
-    ),
-    format: str = typer.Option(
-        "table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown or json"
-    ),
+    recipe: str = typer.Option("tensor-core", "--recipe", "-r", rich_help_panel=_PANEL,
+                               help="recipe name (`profctl recipes` lists them) or path to a recipe .yaml"),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", rich_help_panel=_PANEL,
+                                      help="also require the kernel's function name to match this regex"),
+    launch_count: int | None = typer.Option(None, "--launch-count", "-c", rich_help_panel=_PANEL,
+                                            help="profile at most this many launches in all (ncu -c)"),
+    replay_mode: str | None = typer.Option(None, "--replay-mode", rich_help_panel=_PANEL,
+                                           help="kernel, application, range or app-range [default: ncu's]"),
+    clock_control: str | None = typer.Option(None, "--clock-control", rich_help_panel=_PANEL,
+                                             help="base, none or reset [default: ncu's (base)]; pass none where "
+                                                  "clocks must not be touched"),
+    cache_control: str | None = typer.Option(None, "--cache-control", rich_help_panel=_PANEL,
+                                             help="all (flush caches between passes) or none [default: ncu's]"),
+    timeout: float = typer.Option(1800.0, "--timeout", rich_help_panel=_PANEL,
+                                  help="kill ncu after this many seconds"),
+    reports_dir: Path | None = typer.Option(None, "--reports-dir", rich_help_panel=_PANEL,
+                                            help="where the run directory goes [default: $PROFCTL_REPORTS or "
+                                                 "./reports]"),
+    format: str = typer.Option("table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown or json"),
     *,
     wl: Workload,
 ) -> None:

@@ -113,6 +113,9 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
             device = device or resolver.device_of(i)
         else:
             summaries.append(resolver.read_for_join(i))
+    if rows and all(r.get("workload") == "model" for r in rows) and not summaries:
+        _models(rows, format, output, title)
+        return
     if tokens is not None:
         rows = [r for r in rows if r["batch"] * r["seqlen_q"] == tokens]
         if not rows:
@@ -148,3 +151,23 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
         emit(rc.to_markdown(c, view, limit or None), output)
     else:
         rc.print_table(c, view, limit or None)
+
+
+def _models(rows: list[dict[str, Any]], format: str, output: Path | None, title: str | None) -> None:
+    """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
+    import json
+
+    from profctl.render import models as rm
+
+    if format == "html":
+        emit(rm.to_html(rows, title), output)
+    elif format == "json":
+        from profctl.analysis.models import tables
+
+        emit(json.dumps([{"title": t, "rows": r} for t, r in tables(rows)], indent=1) + "\n", output)
+    elif format == "csv":
+        emit(rm.to_csv(rows), output)
+    elif format == "markdown" or output:
+        emit(rm.to_markdown(rows), output)
+    else:
+        rm.print_tables(rows)

@@ -18,15 +18,16 @@ from profctl import devices, flops, runs
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.nvml import Sampler, clock_warning
 from profctl.pipelines.base import OnProgress, Progress, Request, Result
-from profctl.pipelines.targets import Workload
+from profctl.pipelines.targets import Model, Workload
 from profctl.shapes import label_of_row
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, ModelSpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SHAPE_KEYS = ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass",
               "layout", "device")
+MODEL_KEYS = ("model", "layers", "kv_heads", "mode", "batch", "seqlen", "dtype", "device", "memory_limit_gib")
 EVENTS = "events.jsonl"
 LOG = "workload.log"
 #: exit statuses of a workload child that are not a crash: 0 ran, 1 no case ran, 3 a CUDA error broke the context
@@ -71,8 +72,8 @@ class BenchResult(Result):
 def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult:
     """Run the sweep; return every point's row, failed ones included (a row per point, whatever happened)."""
     target = req.target.resolve()
-    if not isinstance(target, Workload):
-        raise UsageError(f"profctl bench times the attention workload, not a {target.kind}")
+    if not isinstance(target, (Workload, Model)):
+        raise UsageError(f"profctl bench times the attention and model workloads, not a {target.kind}")
     backends = list(target.backends())
     if req.baseline is not None and req.baseline not in BUILTIN_BACKENDS:
         raise UsageError(f"unknown baseline {req.baseline!r}; choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
@@ -101,7 +102,8 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
 class _Sweep:
     """The state of one running sweep: its points, the child process running them, the rows so far."""
 
-    def __init__(self, req: BenchRequest, target: Workload, run_dir: Path, on_progress: OnProgress | None) -> None:
+    def __init__(self, req: BenchRequest, target: Workload | Model, run_dir: Path,
+                 on_progress: OnProgress | None) -> None:
         self.req, self.target, self.run_dir, self.on_progress = req, target, run_dir, on_progress
         self.specs = target.cases()
         self.events = runs.EventTail(run_dir / EVENTS)
@@ -257,41 +259,53 @@ def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dic
 
 
 # ------------------------------------------------------------------------------------------------ rows
-def _base_row(spec: AttentionSpec) -> dict[str, Any]:
+def _base_row(spec: AttentionSpec | ModelSpec) -> dict[str, Any]:
     d = spec.to_dict()
-    row = {"backend": spec.label, **{k: d[k] for k in SHAPE_KEYS}, "causal_align": spec.causal_align,
-           "flops": flops.flops(spec)}
+    if isinstance(spec, ModelSpec):
+        row: dict[str, Any] = {"workload": "model", "backend": spec.label, **{k: d[k] for k in MODEL_KEYS}}
+    else:
+        row = {"backend": spec.label, **{k: d[k] for k in SHAPE_KEYS}, "causal_align": spec.causal_align,
+               "flops": flops.flops(spec)}
     if spec.label != spec.backend:
         row["backend_ref"] = spec.backend  # the function reference the label stands for
     return row
 
 
-def failed_row(spec: AttentionSpec, status: str, reason: str) -> dict[str, Any]:
+def failed_row(spec: AttentionSpec | ModelSpec, status: str, reason: str) -> dict[str, Any]:
     """The row of a point that produced no result (crashed, timeout)."""
     return {**_base_row(spec), "status": status, "reason": reason, "median_ms": None, "tflops": None,
             "peak_mem_bytes": None, "rel_error": None}
 
 
-def make_row(spec: AttentionSpec, ev: dict[str, Any], clocks: dict[str, Any], device: dict[str, Any]
-             ) -> dict[str, Any]:
+def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[str, Any],
+             device: dict[str, Any]) -> dict[str, Any]:
     """A bench row from the workload's row event: FLOPs from the backend's causal alignment (a function backend
-    reports its own), TFLOP/s, % of the device's peak, a rate above the datasheet peak flagged as suspect."""
-    if ev.get("causal_align") and spec.causal and ev["causal_align"] != spec.causal_align:
+    reports its own; a model step counts its matmuls and attention, workloads/models.model_flops), TFLOP/s, % of
+    the device's peak (for a model step: its MFU), a rate above the datasheet peak flagged as suspect."""
+    if isinstance(spec, AttentionSpec) and ev.get("causal_align") and spec.causal and \
+            ev["causal_align"] != spec.causal_align:
         spec = replace(spec, align=ev["causal_align"])
     row = _base_row(spec)
     for k, v in ev.items():
         if k not in ("event", "index", "spec", "t"):
             row[k] = v
+    if isinstance(spec, ModelSpec):
+        row["torch_dtype"], row["dtype"] = row.get("dtype"), spec.dtype  # profctl's name (bf16), torch's beside it
+        row["flops"] = row.get("model_flops")
+        if row.get("peak_mem_allocated_bytes") is not None:
+            row["peak_mem_bytes"] = row["peak_mem_allocated_bytes"]
     for key in ("median_ms", "tflops", "rel_error", "peak_mem_bytes"):
         row.setdefault(key, None)
     med = row.get("median_ms")
-    if row.get("status") == "ok" and med:
+    if row.get("status") == "ok" and med and row.get("flops"):
         rate = flops.tflops(row["flops"], med * 1e-3)
         row["tflops"] = rate
         name = device.get("name") if spec.device == "cuda" else None
         peak = devices.peak_tflops(name, spec.dtype)
         row["peak_tflops"] = peak
         row["pct_of_peak"] = 100.0 * rate / peak if peak else None
+        if isinstance(spec, ModelSpec):
+            row["mfu"] = rate / peak if peak else None
         row["suspect"] = bool(peak and rate > peak)
         if row["suspect"]:
             row["suspect_reason"] = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
@@ -300,7 +314,7 @@ def make_row(spec: AttentionSpec, ev: dict[str, Any], clocks: dict[str, Any], de
 
 
 def _case_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(r.get(k) for k in SHAPE_KEYS)
+    return tuple(r.get(k) for k in (MODEL_KEYS if r.get("workload") == "model" else SHAPE_KEYS))
 
 
 def add_speedups(rows: list[dict[str, Any]], baseline: str | None) -> None:

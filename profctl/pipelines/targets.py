@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import UsageError
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
 
 
 def resolve_device(device: str) -> str:
@@ -183,3 +183,59 @@ class Program:
         if cmd[0] == "-m" and len(cmd) > 1:
             return cmd
         return cmd if cmd[0].endswith(".py") else None
+
+
+@dataclass(frozen=True)
+class Model:
+    """The model workload (``python -m workloads.model``): GPT/Llama-shaped steps with a swappable attention
+    backend, one case per (model, layers, kv heads, mode, batch, context, dtype, backend)."""
+
+    sweep: ModelSweep
+    python: str = sys.executable
+    kind: str = "model"
+    module: str = "workloads.model"
+
+    @property
+    def device(self) -> str:
+        return self.sweep.device
+
+    def resolve(self) -> Model:
+        dev = resolve_device(self.sweep.device)
+        m = replace(self, sweep=self.sweep.with_defaults(dev))
+        try:
+            m.sweep.specs()
+        except SpecError as e:
+            raise UsageError(str(e)) from None
+        refs = [b for b in m.sweep.backends if b not in BUILTIN_BACKENDS]
+        if refs:
+            check_functions(refs, self.python)
+        return m
+
+    def cases(self) -> list[ModelSpec]:
+        return self.sweep.specs()
+
+    def backends(self) -> tuple[str, ...]:
+        return self.sweep.backends
+
+    def with_backends(self, backends: Sequence[str]) -> Model:
+        return replace(self, sweep=self.sweep.with_backends(backends))
+
+    def with_iters(self, iters: int) -> Model:
+        return replace(self, sweep=replace(self.sweep, iters=iters))
+
+    def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
+        argv = [self.python, "-m", self.module, *self.sweep.to_argv()]
+        if jsonl is not None:
+            argv += ["--jsonl", str(jsonl)]
+        if skip:
+            argv += ["--skip", str(skip)]
+        if only is not None:
+            argv += ["--only", ",".join(str(i) for i in only)]
+        return argv + list(extra)
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONUNBUFFERED": "1"}
+
+    def manifest(self) -> dict[str, Any]:
+        return {"model_workload": self.sweep.manifest_dict()}

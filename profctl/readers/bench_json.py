@@ -11,8 +11,9 @@ from typing import Any
 from profctl.errors import BadReport
 
 GZIP_MAGIC = b"\x1f\x8b"
-#: the fields a row must have to be placed in a table (its case)
+#: the fields a row must have to be placed in a table (its case): an attention row, a model row
 REQUIRED = ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "pass")
+REQUIRED_MODEL = ("backend", "model", "mode", "batch", "seqlen", "dtype")
 
 
 def looks_like(path: Path) -> bool:
@@ -44,7 +45,7 @@ def read(path: str | Path, *, strict: bool = True) -> list[dict[str, Any]]:
         raise BadReport(f"{p}: a bench JSON file is a list of rows (profctl bench --json)")
     if strict:
         for i, r in enumerate(rows):
-            miss = [k for k in REQUIRED if k not in r]
+            miss = [k for k in (REQUIRED_MODEL if r.get("workload") == "model" else REQUIRED) if k not in r]
             if miss:
                 raise BadReport(f"{p}: row {i} lacks {', '.join(miss)}: not a profctl bench --json file")
     return rows

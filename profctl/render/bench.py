@@ -26,6 +26,9 @@ def _mib(b: Any) -> str:
 def display_rows(res: BenchResult) -> list[dict[str, str]]:
     out = []
     for r in res.rows:
+        if r.get("workload") == "model":
+            out.append(model_row(r))
+            continue
         ok = r.get("status") == "ok"
         rate = r.get("tflops")
         rate_s = "-" if rate is None else (f"{rate:,.1f}" if rate >= 1 else f"{rate:.3f}")
@@ -35,7 +38,7 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
         clk = r.get("clocks") or {}
         err = r.get("rel_error")
         out.append({
-            "backend": r.get("label") or r["backend"],
+            "backend": backend_name(r),
             "shape": shape_label(r),
             "pass": r["pass"],
             "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",
@@ -48,6 +51,38 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
             "SM MHz": f"{clk['sm_clock_mhz_median']:.0f}" if clk.get("sm_clock_mhz_median") else "-",
         })
     return out
+
+
+def backend_name(r: dict[str, Any]) -> str:
+    """The backend as a table shows it: ``label (backend)`` when the run or the function named its rows."""
+    label = r.get("label")
+    return f"{label} ({r['backend']})" if label and label != r["backend"] else str(r["backend"])
+
+
+def _rate(v: Any) -> str:
+    return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3g}")
+
+
+def model_row(r: dict[str, Any]) -> dict[str, str]:
+    """A model step's row: time, throughput in the seeds' units (tokens/s, samples/s), MFU, attention's share
+    of the step, memory."""
+    ok = r.get("status") == "ok"
+    mfu, share = r.get("mfu"), r.get("attn_share")
+    layers = f" l{r['layers']}" if r.get("layers") else ""
+    return {
+        "backend": backend_name(r),
+        "model": f"{r.get('model')}{layers} b{r.get('batch')} s{r.get('seqlen')} {r.get('dtype')}",
+        "mode": r.get("mode", ""),
+        "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",
+        "median ms": f"{r['median_ms']:.3f}" if ok else "-",
+        "tokens/s": _rate(r.get("tokens_per_s")) if ok else "-",
+        "samples/s": _rate(r.get("samples_per_s")) if ok else "-",
+        "TFLOP/s": _rate(r.get("tflops")) + (" (!)" if r.get("suspect") else "") if ok else "-",
+        "MFU": f"{100 * mfu:.1f}%" if ok and mfu is not None else "-",
+        "attn share": f"{100 * share:.0f}%" if ok and share is not None else "-",
+        "speedup": f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
+        "peak mem": _mib(r.get("peak_mem_bytes")),
+    }
 
 
 def print_table(res: BenchResult) -> None:
@@ -66,12 +101,11 @@ def print_table(res: BenchResult) -> None:
         con.print("no results")
         return
     for c in rows[0]:
-        t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status") else "right",
+        t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status", "model", "mode") else "right",
                      overflow="fold", max_width=60 if c == "status" else None)
     prev = None
     for r, raw in zip(rows, res.rows, strict=True):
-        key = (raw["batch"], raw["seqlen_q"], raw["seqlen_kv"], raw["heads"], raw["kv_heads"], raw["head_dim"],
-               raw["dtype"], raw["causal"], raw["pass"])
+        key = (shape_label(raw), raw.get("pass"))
         if prev is not None and key != prev:
             t.add_section()
         prev = key

@@ -50,7 +50,7 @@ def test_runs_lists_and_show_prints(runner: CliRunner, tmp_path: Path) -> None:
     r = runner.invoke(app, ["show", a.name[-6:], "--reports", str(tmp_path), "--format", "markdown"])
     assert r.exit_code == 0, r.output
     for needle in ("| status | complete |", "| label | ref |", "bench.json", "events.jsonl", "workload.log",
-                   "| eager |", "tool workload", "| PyTorch |"):
+                   "| ref (eager) |", "tool workload", "| PyTorch |"):
         assert needle in r.stdout, needle
     r = runner.invoke(app, ["show", str(other), "--format", "json"])
     doc = json.loads(r.stdout)

@@ -1,0 +1,121 @@
+"""The tables the design's model benchmarks print, from model bench rows (profctl bench --model):
+
+- step time per model x backend, OOM rows kept (seed 003: GPT sm/md/lg forward and forward+backward);
+- memory against context, with whether it fits a 24 / 40 / 80 GB card (seed 004);
+- tokens/s against context (prefill, decode with a KV cache) (seed 004);
+- samples/s against batch x context for training (seed 004).
+
+Each table is a list of rows (dicts of display-ready values keyed by column), one column per backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+CARDS_GIB = (24, 40, 80)
+
+
+def is_model_row(r: dict[str, Any]) -> bool:
+    return r.get("workload") == "model"
+
+
+def _backends(rows: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for r in rows:
+        b = r.get("label") or r["backend"]
+        if b not in out:
+            out.append(b)
+    return out
+
+
+def _cell(r: dict[str, Any] | None, value: Callable[[dict[str, Any]], str]) -> str:
+    if r is None:
+        return "-"
+    if r.get("status") == "oom":
+        return "OOM"
+    if r.get("status") != "ok":
+        return str(r.get("status"))
+    return value(r)
+
+
+def pivot(rows: Iterable[dict[str, Any]], keys: tuple[str, ...], value: Callable[[dict[str, Any]], str],
+          extra: Callable[[list[dict[str, Any]]], dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """One row per distinct `keys`, one column per backend holding `value` (OOM / unsupported said as such)."""
+    rows = list(rows)
+    backends = _backends(rows)
+    groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(k) for k in keys), {})[r.get("label") or r["backend"]] = r
+    out = []
+    for key in sorted(groups, key=lambda k: tuple((x is None, str(x) if not isinstance(x, int) else x)
+                                                   for x in k)):
+        g = groups[key]
+        row = {k: ("-" if v is None else str(v)) for k, v in zip(keys, key, strict=True)}
+        row.update({b: _cell(g.get(b), value) for b in backends})
+        if extra is not None:
+            row.update(extra(list(g.values())))
+        out.append(row)
+    return out
+
+
+def _gib(b: Any) -> str:
+    return f"{b / 2**30:,.2f}" if isinstance(b, (int, float)) else "-"
+
+
+def step_times(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Median step time (ms) per model, mode, batch and context, a column per backend."""
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen", "dtype"), lambda r: f"{r['median_ms']:.3f}")
+
+
+def memory_by_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Peak memory allocated (GiB) against context, a column per backend, and which cards every backend fits."""
+    def fits(g: list[dict[str, Any]]) -> dict[str, str]:
+        """Backends whose peak (reserved, else allocated) fits the card; '?' where no memory was measured (CPU)."""
+        out = {}
+        measured = [r for r in g if r.get("status") == "ok" and
+                    (r.get("peak_mem_reserved_bytes") or r.get("peak_mem_bytes"))]
+        refused = [r for r in g if r.get("status") == "oom"]
+        for card in CARDS_GIB:
+            ok = [r.get("label") or r["backend"] for r in measured
+                  if (r.get("peak_mem_reserved_bytes") or r.get("peak_mem_bytes") or 0) <= card * 2**30]
+            out[f"fits {card} GB"] = ", ".join(ok) if ok else ("?" if not measured and not refused else "none")
+        return out
+
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen"), lambda r: _gib(r.get("peak_mem_bytes")), fits)
+
+
+def tokens_by_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Tokens/s against context for prefill and decode (decode: new tokens/s over the batch)."""
+    gen = [r for r in rows if r.get("mode") in ("prefill", "decode")]
+    return pivot(gen, ("model", "layers", "mode", "batch", "seqlen"), lambda r: f"{r['tokens_per_s']:,.1f}")
+
+
+def samples_by_batch_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Training samples/s per batch x context, with the speedup of each backend over the first one."""
+    train = [r for r in rows if r.get("mode") == "train"]
+    return pivot(train, ("model", "layers", "batch", "seqlen"), lambda r: f"{r['samples_per_s']:,.2f}")
+
+
+def mfu_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """MFU (model FLOPs / time / the device's dense peak) and attention's share of the step, per backend."""
+    def v(r: dict[str, Any]) -> str:
+        mfu, share = r.get("mfu"), r.get("attn_share")
+        return (f"{100 * mfu:.1f}%" if mfu is not None else "-") + \
+            (f" (attn {100 * share:.0f}%)" if share is not None else "")
+
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen", "dtype"), v)
+
+
+TABLES: tuple[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, str]]]], ...] = (
+    ("Step time (ms, median)", step_times),
+    ("MFU and attention's share of the step", mfu_table),
+    ("Peak memory (GiB) against context", memory_by_context),
+    ("Tokens/s against context (prefill, decode)", tokens_by_context),
+    ("Training samples/s per batch x context", samples_by_batch_context),
+)
+
+
+def tables(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, str]]]]:
+    """Every table the rows allow (an empty one is left out)."""
+    model_rows = [r for r in rows if is_model_row(r)]
+    return [(title, t) for title, fn in TABLES if (t := fn(model_rows))]

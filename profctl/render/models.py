@@ -1,0 +1,90 @@
+"""The model tables (profctl.analysis.models) in the terminal, Markdown, CSV and a self-contained HTML page
+with plots (step time per backend, memory and tokens/s against context)."""
+
+from __future__ import annotations
+
+import html as _html
+import io
+from typing import Any
+
+from profctl.analysis import models as am
+
+
+def to_markdown(rows: list[dict[str, Any]]) -> str:
+    from profctl.render.tables import markdown
+
+    parts = ["# profctl report: models", ""]
+    for title, t in am.tables(rows):
+        parts += [f"## {title}", "", markdown(t)]
+    return "\n".join(parts)
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """All tables, one after the other, each with its title line."""
+    import csv
+
+    buf = io.StringIO()
+    for title, t in am.tables(rows):
+        buf.write(f"# {title}\n")
+        w = csv.DictWriter(buf, fieldnames=list(t[0]))
+        w.writeheader()
+        w.writerows(t)
+        buf.write("\n")
+    return buf.getvalue()
+
+
+def print_tables(rows: list[dict[str, Any]]) -> None:
+    from profctl.render.tables import console, rich_table
+
+    con = console(220)
+    for title, t in am.tables(rows):
+        con.print(rich_table(title, t))
+
+
+def _plot(rows: list[dict[str, Any]], x: str, y: str, ylabel: str, title: str, modes: tuple[str, ...]) -> bytes | None:
+    """`y` against `x` per backend and mode (linear axes; log x when x spans decades)."""
+    from profctl.render.plots import _png, color, require
+
+    pts = [r for r in rows if am.is_model_row(r) and r.get("status") == "ok" and r.get(y) is not None
+           and r.get("mode") in modes]
+    if not pts:
+        return None
+    plt = require()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for (b, mode) in sorted({(r.get("label") or r["backend"], r["mode"]) for r in pts}):
+        xs = sorted((r[x], r[y]) for r in pts if (r.get("label") or r["backend"]) == b and r["mode"] == mode)
+        ax.plot([p[0] for p in xs], [p[1] for p in xs], marker="o", color=color(b), label=f"{b} {mode}")
+    vals = [r[x] for r in pts]
+    if max(vals) / max(min(vals), 1) >= 8:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"{x} (log scale)")
+    else:
+        ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def to_html(rows: list[dict[str, Any]], title: str | None = None) -> str:
+    from profctl.render.html import CSS, img, table
+
+    title = title or "profctl report: models"
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
+             f"<style>{CSS}</style></head><body><h1>{_html.escape(title)}</h1>"]
+    gib = [dict(r, peak_gib=(r["peak_mem_bytes"] / 2**30) if r.get("peak_mem_bytes") else None) for r in rows]
+    plots = [
+        ("step", _plot(rows, "seqlen", "median_ms", "step time (ms)", "Step time against context", ("train",))),
+        ("tokens", _plot(rows, "seqlen", "tokens_per_s", "tokens/s", "Tokens/s against context",
+                         ("prefill", "decode"))),
+        ("memory", _plot(gib, "seqlen", "peak_gib", "peak memory (GiB)", "Peak memory against context",
+                         ("train", "prefill", "decode"))),
+    ]
+    for pid, png in plots:
+        if png:
+            parts.append(f'<figure id="plot-{pid}">{img(png, pid)}</figure>')
+    for t_title, t in am.tables(rows):
+        parts += [f"<h2>{_html.escape(t_title)}</h2>", table(t)]
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,75 @@
+"""The model workload through profctl (CPU, gpt-tiny): every mode as bench rows with throughput, FLOPs and
+attention's share; an OOM row under a memory cap, refused before allocating; the seeds' tables from the rows;
+options that do not apply refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl.cli import app
+
+TINY = ["--model", "gpt-tiny", "--device", "cpu", "--seqlen", "32", "--batch", "2", "--iters", "2", "--warmup", "1"]
+
+
+def bench(args: list[str], tmp_path: Path) -> tuple[int, list[dict], str]:
+    r = CliRunner().invoke(app, ["bench", *args, "--json", "-", "--reports", str(tmp_path / "runs")])
+    rows = json.loads(r.stdout) if r.stdout.strip().startswith("[") else []
+    return r.exit_code, rows, r.stderr
+
+
+def test_every_mode_gives_a_row_with_throughput_and_attention_share(tmp_path: Path) -> None:
+    rc, rows, err = bench([*TINY, "--mode", "train,prefill,decode", "-b", "sdpa-math,eager"], tmp_path)
+    assert rc == 0, err
+    assert [(r["backend"], r["mode"], r["status"]) for r in rows] == [
+        (b, m, "ok") for m in ("train", "prefill", "decode") for b in ("sdpa-math", "eager")]
+    for r in rows:
+        assert r["workload"] == "model" and r["median_ms"] > 0 and r["tokens_per_s"] > 0
+        assert 0 < r["attn_share"] < 1 and r["flops"] == r["model_flops"] > 0
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e-3) / 1e12)
+        assert r["dtype"] == "fp32"
+    train = [r for r in rows if r["mode"] == "train"]
+    assert all(r["samples_per_s"] == pytest.approx(2 / (r["median_ms"] * 1e-3)) for r in train)
+    assert all(r["speedup"] is not None for r in rows)  # against the eager baseline of the same case
+
+
+def test_a_point_over_the_memory_cap_is_an_oom_row_before_allocating(tmp_path: Path) -> None:
+    _, rows, _ = bench([*TINY, "--mode", "train,decode", "-b", "eager", "--memory-limit", "0.0006"], tmp_path)
+    rows = {r["mode"]: r for r in rows}
+    assert rows["train"]["status"] == "oom" and "refused before allocating" in rows["train"]["reason"]
+    assert rows["decode"]["status"] == "ok"  # the decode step's estimate fits the same cap
+
+
+def test_the_seeds_tables_come_out_of_the_rows(tmp_path: Path) -> None:
+    rc, rows, err = bench([*TINY, "--mode", "train,decode", "-b", "sdpa-math,eager", "--seqlen", "32,64"], tmp_path)
+    assert rc == 0, err
+    f = tmp_path / "rows.json"
+    f.write_text(json.dumps(rows))
+    r = CliRunner().invoke(app, ["report", str(f), "-f", "markdown"])
+    assert r.exit_code == 0, r.stderr
+    out = r.stdout
+    for title in ("Step time", "MFU and attention's share", "Peak memory", "Tokens/s against context",
+                  "Training samples/s"):
+        assert title in out
+    step = out.split("## Step time")[1].split("##")[0]
+    assert "| gpt-tiny | - | train | 2 | 64 | fp32 |" in step and "sdpa-math" in step
+    r = CliRunner().invoke(app, ["report", str(f), "-f", "html", "-o", str(tmp_path / "m.html")])
+    assert r.exit_code == 0, r.stderr
+    page = (tmp_path / "m.html").read_text()
+    assert page.count("<img") >= 2 and "Training samples/s" in page
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--model", "gpt-tiny", "--heads", "4"], "--heads: attention-workload options do not apply with --model"),
+    (["--mode", "train"], "--mode: model options need --model"),
+    (["--model", "gpt-huge"], "unknown model 'gpt-huge'"),
+    (["--model", "gpt-tiny", "--mode", "serve"], "unknown mode 'serve'"),
+])
+def test_options_that_do_not_apply_are_refused(tmp_path: Path, args: list[str], needle: str) -> None:
+    rc, _, err = bench([*args, "--device", "cpu"], tmp_path)
+    assert rc == 2
+    (line,) = err.strip().splitlines()
+    assert needle in line
