@@ -19,7 +19,7 @@ from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import Request, Result
-from profctl.pipelines.targets import Program, Workload
+from profctl.pipelines.targets import Model, Program, Workload
 from profctl.recipes import Recipe
 from profctl.schema import Summary
 from profctl.tools import ncu as tool
@@ -74,7 +74,7 @@ def check(req: NcuRequest) -> None:
             re.compile(req.kernel[6:] if req.kernel.startswith("regex:") else req.kernel)
         except re.error as e:
             raise UsageError(f"--kernel {req.kernel!r} is not a valid regular expression: {e}") from None
-    if isinstance(req.target, Workload) and not req.target.sweep.nvtx:
+    if isinstance(req.target, (Workload, Model)) and not req.target.sweep.nvtx:
         raise UsageError("profctl ncu selects the measured launches by NVTX range; --no-nvtx would profile nothing")
 
 
@@ -97,12 +97,27 @@ def cases_of(target: Workload) -> list[tuple[str, str, str]]:
     return [(s.label, s.shape_key, s.pass_) for s in target.cases()]
 
 
+#: what `profctl ncu --model` profiles unless --range names another part: the attention call itself
+MODEL_DEFAULT_PART = "attn.core"
+
+
+def model_filter(target: Model, part: str) -> str:
+    """ONE regex selecting the launches of part `part` inside the measured steps of every case of a model
+    sweep, on the main thread (forward; decode under ``decode.step``) and on autograd's (backward, where the
+    runner pushes the case and phase again)."""
+    cases = sorted({re.escape(s.case_id) for s in target.cases()})
+    group = cases[0] if len(cases) == 1 else "(" + "|".join(cases) + ")"
+    return f"regex:{nvtx.DOMAIN}@{group}/{nvtx.MEASURE}/(decode\\.step/)?{re.escape(part)}/"
+
+
 def filter_variants(req: NcuRequest, target: Any) -> list[list[str]]:
     """The --nvtx-include expressions to try, in order. The workload: one regex over its measured ranges. A
     program's --range: its push/pop form (``name/``), then its start/end form (``name``) -- ncu matches them
     differently and a program may use either. No --range: no NVTX filter (the whole program)."""
     if isinstance(target, Workload):
         return [[nvtx.ncu_include(cases_of(target))]]
+    if isinstance(target, Model):
+        return [[model_filter(target, req.range or MODEL_DEFAULT_PART)]]
     if req.range:
         return [[f"{req.range}/"], [req.range]]
     return [[]]
@@ -114,7 +129,7 @@ def run(req: NcuRequest) -> NcuResult:
     check(req)
     exe = req.exe or tool.find()  # first: without ncu nothing else matters
     target = req.target.resolve()
-    if isinstance(target, Workload) and target.device != "cuda":
+    if isinstance(target, (Workload, Model)) and target.device != "cuda":
         raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
                          "(read existing reports with `profctl report`)")
     rec = req.recipe
@@ -199,7 +214,8 @@ def _read(req: NcuRequest, target: Any, run_dir: Path, res: proc.ProcResult, cc:
         warnings += _check_launches(launches, rows, target)
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
-    diag = diagnose(summary, rec, cc, backend_order=target.backends() if isinstance(target, Workload) else ())
+    diag = diagnose(summary, rec, cc, backend_order=target.backends() if isinstance(target, (Workload, Model))
+                    else ())
     total = time.perf_counter() - t0
     meta = dict(summary.meta)
     meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": argv, "nvtx_include": filters,

@@ -17,7 +17,7 @@ from typing import Any
 from profctl import nvtx, runs
 from profctl.errors import NothingMatched, UsageError
 from profctl.pipelines.base import Request, Result
-from profctl.pipelines.targets import Program, Workload
+from profctl.pipelines.targets import Model, Program, Workload
 from profctl.schema import Summary
 from profctl.tools import nsys as tool
 
@@ -78,8 +78,9 @@ def check(req: NsysRequest) -> None:
     if req.capture is not None and req.capture not in CAPTURES:
         raise UsageError(f"--capture {req.capture!r}: choose {', '.join(CAPTURES)}")
     if req.range is not None and isinstance(req.target, Workload):
-        raise UsageError("--range selects a range of your own program (profctl nsys --range NAME -- CMD ...); "
-                         "the built-in workload's ranges are selected per case already")
+        raise UsageError("--range selects a range of your own program (profctl nsys --range NAME -- CMD ...) or "
+                         "a part of a model step (--model ... --range attn.core); the attention workload's ranges "
+                         "are selected per case already")
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
 
@@ -88,7 +89,7 @@ def run(req: NsysRequest) -> NsysResult:
     """Profile, export, read; the run directory records each step (complete / incomplete / failed)."""
     check(req)
     target = req.target.resolve()
-    if isinstance(target, Workload) and target.device != "cuda":
+    if isinstance(target, (Workload, Model)) and target.device != "cuda":
         raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
     exe = tool.find()  # before the run directory: a missing tool leaves no empty run behind
     capture = req.capture or ("none" if isinstance(target, Program) else "cudaProfilerApi")

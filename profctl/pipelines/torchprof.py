@@ -15,7 +15,7 @@ from typing import Any
 from profctl import proc, runs
 from profctl.errors import NothingMatched, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result
-from profctl.pipelines.targets import Program
+from profctl.pipelines.targets import Model, Program
 from profctl.schema import Summary
 from profctl.tools import torchprof as tool
 
@@ -52,8 +52,9 @@ def run(req: TorchRequest) -> TorchResult:
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
     target = req.target.resolve()
-    if req.range is not None and not isinstance(target, Program):
-        raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python ...)")
+    if req.range is not None and not isinstance(target, (Program, Model)):
+        raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python ...) "
+                         "or a part of a model step (--model ... --range attn.core)")
     run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
                            extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
     trace, log, jsonl = run_dir / tool.TRACE_NAME, run_dir / LOG_NAME, run_dir / JSONL_NAME
