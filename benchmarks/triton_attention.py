@@ -320,10 +320,19 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8, help="processes that precompile the variants")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--shapes", default="default", help="'default' or 'quick' (the two b1 s4096 d128 shapes)")
+    ap.add_argument("--profile-once", action="store_true",
+                    help="for ncu: run fwd+bwd twice at b1 h32 s4096 d128 bf16 (non-causal), time nothing; profile "
+                         "the second iteration with ncu -k regex:'_fwd_kernel|_bwd_' -s 4 -c 4 --clock-control none")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.profile_once:
+        q, k, v, do = make_inputs((1, 32, 32, 4096, 4096, 128, "bf16", False), args.seed, grad=True)
+        for _ in range(2):
+            torch.autograd.grad(ta.attention(q, k, v), (q, k, v), do)
+        torch.cuda.synchronize()
+        return 0
     import triton
 
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

@@ -249,7 +249,7 @@ if triton is not None:
                        + offs_d[None, :] * stride_vd, offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, True)
 
         # the query blocks that see any key of this block: from the first row i with i + diag_off >= start_n
-        if CAUSAL:
+        if CAUSAL:  # noqa: SIM108 (constexpr branch)
             lo = (tl.maximum(start_n - diag_off, 0) // BLOCK_M) * BLOCK_M
         else:
             lo = 0
@@ -412,12 +412,36 @@ def _seq_bucket(n: int) -> int:
     return 256 if n <= 256 else 1024 if n <= 1024 else 4096
 
 
-def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
-    """A few launch configs per case; the first is the default, the rest are timed once when tuning is on.
+#: bf16/fp16 launch configs measured on an H100 (triton 3.6, b1 h32 s4096; benchmarks/triton_attention_notes.md):
+#: (kernel, head_dim class, causal) -> configs, fastest first. Short sequences (<= 256) use 64-row tiles
+#: instead so that a small batch still gives the 132 SMs enough programs.
+_TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
+    ("fwd", 64, False): [KernelConfig(128, 64, 8, 3), KernelConfig(128, 64, 8, 4)],
+    ("fwd", 64, True): [KernelConfig(64, 64, 4, 3), KernelConfig(128, 64, 8, 3)],
+    ("fwd", 128, False): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
+    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), KernelConfig(128, 64, 8, 3)],
+    ("fwd", 256, False): [KernelConfig(64, 64, 8, 2)],
+    ("fwd", 256, True): [KernelConfig(64, 64, 8, 2)],
+    ("dkdv", 64, False): [KernelConfig(64, 64, 4, 3), KernelConfig(32, 64, 4, 3)],
+    ("dkdv", 64, True): [KernelConfig(32, 64, 4, 3), KernelConfig(64, 64, 4, 3)],
+    ("dkdv", 128, False): [KernelConfig(32, 64, 4, 3), KernelConfig(32, 128, 8, 4)],
+    ("dkdv", 128, True): [KernelConfig(32, 64, 4, 3), KernelConfig(32, 128, 8, 4)],
+    ("dkdv", 256, False): [KernelConfig(16, 64, 8, 2)],
+    ("dkdv", 256, True): [KernelConfig(16, 64, 8, 2)],
+    ("dq", 64, False): [KernelConfig(128, 64, 8, 3), KernelConfig(64, 64, 4, 3)],
+    ("dq", 64, True): [KernelConfig(64, 64, 4, 3), KernelConfig(128, 64, 8, 3)],
+    ("dq", 128, False): [KernelConfig(128, 64, 8, 3), KernelConfig(128, 64, 8, 2)],
+    ("dq", 128, True): [KernelConfig(128, 64, 8, 3), KernelConfig(64, 64, 4, 3)],
+    ("dq", 256, False): [KernelConfig(64, 32, 8, 2)],
+    ("dq", 256, True): [KernelConfig(64, 32, 8, 2)],
+}
+_SHORT = {"fwd": KernelConfig(64, 64, 4, 3), "dkdv": KernelConfig(32, 64, 4, 3), "dq": KernelConfig(64, 64, 4, 3)}
 
-    Chosen on an H100 with triton 3.6 (benchmarks/triton_attention_notes.md). fp32 uses small tiles: its
-    IEEE dots run on the FMA units, not the tensor cores, and hold the operands in registers.
-    """
+
+def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
+    """A few launch configs per case; the first is the default, the rest are timed once when tuning is on
+    (PROFCTL_TRITON_AUTOTUNE=1). fp32 uses small tiles: its IEEE dots run on the FMA units, not the tensor
+    cores, and hold the operands in registers."""
     if INTERPRET:  # unequal, small tiles: several blocks and every mask/tail path at test sizes
         return [KernelConfig(16, 32) if kernel == "dkdv" else KernelConfig(32, 16)]
     if dtype == torch.float32:
@@ -426,24 +450,10 @@ def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bu
         if head_dim <= 128:
             return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 16, 4, 2)]
         return [KernelConfig(16, 16, 4, 2)]
-    if kernel == "fwd":
-        if head_dim <= 64:
-            return [KernelConfig(128, 64, 4, 3), KernelConfig(128, 128, 8, 3)]
-        if head_dim <= 128:
-            return [KernelConfig(128, 64, 8, 3), KernelConfig(128, 128, 8, 3)]
-        return [KernelConfig(64, 64, 8, 2)]
-    if kernel == "dkdv":
-        if head_dim <= 64:
-            return [KernelConfig(64, 128, 8, 3)]
-        if head_dim <= 128:
-            return [KernelConfig(32, 128, 8, 3)]
-        return [KernelConfig(16, 64, 8, 2)]
-    # dq
-    if head_dim <= 64:
-        return [KernelConfig(128, 64, 8, 3)]
-    if head_dim <= 128:
-        return [KernelConfig(128, 64, 8, 2)]
-    return [KernelConfig(64, 32, 8, 2)]
+    dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+    if bucket <= 256 and dclass <= 128:
+        return [_SHORT[kernel]]
+    return _TABLE[(kernel, dclass, causal)]
 
 
 def _autotune_enabled() -> bool:
