@@ -47,19 +47,28 @@ DEFAULT_SHAPES: list[Shape] = [
     for c in (False, True)
 ] + [(2, 32, 8, 4096, 4096, 128, "bf16", True)]  # GQA: 4 query heads per kv head
 
-# launch-config variants timed by --explore (block_m, block_n, num_warps, num_stages)
-EXPLORE = {  # none of these spills registers in an offline sm_90 compile (triton 3.9 resource report)
+# launch-config variants timed by --explore: (block_m, block_n, num_warps, num_stages[, tma]); tma defaults to
+# True (TMA descriptor loads where the inputs allow). None of these spills registers in an offline sm_90 compile
+# (triton 3.9 resource report), except where noted in benchmarks/triton_attention_notes.md.
+Cfg = tuple[Any, ...]
+EXPLORE: dict[str, dict[int, list[Cfg]]] = {
     "fwd": {
-        64: [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 4), (64, 64, 4, 3), (128, 64, 8, 4)],
-        128: [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 4), (128, 128, 8, 2), (64, 64, 4, 3), (64, 128, 4, 2)],
+        64: [(128, 64, 8, 3), (128, 64, 8, 4), (64, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3, False),
+             (64, 64, 4, 3, False)],
+        128: [(128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4), (64, 64, 4, 3), (128, 128, 8, 3, False),
+              (64, 64, 4, 3, False)],
     },
     "dkdv": {
-        64: [(64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3), (128, 128, 8, 2)],
-        128: [(32, 128, 8, 3), (32, 128, 8, 2), (32, 128, 8, 4), (16, 128, 8, 3), (32, 64, 4, 3), (64, 64, 8, 3)],
+        64: [(64, 64, 4, 3), (32, 64, 4, 3), (64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 8, 3),
+             (64, 64, 4, 3, False)],
+        128: [(32, 64, 4, 3), (64, 128, 8, 2), (32, 128, 8, 3), (64, 64, 4, 3), (32, 128, 8, 4),
+              (32, 64, 4, 3, False)],
     },
     "dq": {
-        64: [(128, 64, 8, 3), (64, 64, 4, 4), (64, 64, 4, 3), (128, 32, 8, 3), (64, 128, 8, 2), (128, 128, 8, 2)],
-        128: [(128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 8, 3), (64, 128, 8, 2), (128, 32, 8, 4)],
+        64: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2), (128, 64, 8, 4), (64, 128, 8, 2),
+             (128, 64, 8, 3, False)],
+        128: [(128, 64, 8, 3), (128, 128, 8, 2), (128, 64, 8, 4), (64, 64, 4, 3), (128, 32, 8, 3),
+              (128, 64, 8, 3, False)],
     },
 }
 EXPLORE_SHAPES: list[Shape] = [(1, 32, 32, 4096, 4096, d, "bf16", c) for d in (128, 64) for c in (False, True)]
@@ -151,14 +160,14 @@ def triton_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
     return ta.attention(q, k, v, is_causal=is_causal, enable_gqa=enable_gqa)
 
 
-def bench_ms(fn: Callable[[], Any]) -> float:
+def bench_ms(fn: Callable[[], Any], rep: int = 100) -> float:
     from triton.testing import do_bench
 
-    return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    return float(do_bench(fn, warmup=25, rep=rep, return_mode="median"))
 
 
 def time_backend(fn: Callable[..., torch.Tensor], shape: Shape, seed: int,
-                 passes: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")) -> dict[str, float]:
+                 passes: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd"), rep: int = 100) -> dict[str, float]:
     """Median ms per pass; a pass the backend refuses is NaN (and the reason is printed)."""
     _, h, hk, _, _, _, _, causal = shape
     gqa = h != hk
@@ -167,15 +176,15 @@ def time_backend(fn: Callable[..., torch.Tensor], shape: Shape, seed: int,
         q, k, v, do = make_inputs(shape, seed, grad=False)
         if "fwd" in passes:
             with torch.no_grad():
-                out["fwd"] = bench_ms(lambda: fn(q, k, v, causal, gqa))
+                out["fwd"] = bench_ms(lambda: fn(q, k, v, causal, gqa), rep)
         for x in (q, k, v):
             x.requires_grad_(True)
         if "bwd" in passes:
             o = fn(q, k, v, causal, gqa)
-            out["bwd"] = bench_ms(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+            out["bwd"] = bench_ms(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), rep)
             del o
         if "fwd+bwd" in passes:
-            out["fwd+bwd"] = bench_ms(lambda: torch.autograd.grad(fn(q, k, v, causal, gqa), (q, k, v), do))
+            out["fwd+bwd"] = bench_ms(lambda: torch.autograd.grad(fn(q, k, v, causal, gqa), (q, k, v), do), rep)
     except Exception as e:  # e.g. a backend without a kernel for this shape
         print(f"  {shape}: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
     for p in passes:
@@ -301,7 +310,7 @@ def explore(seed: int) -> tuple[list[dict[str, Any]], dict[tuple[int, bool], dic
             for cfg_t in EXPLORE[kernel][d]:
                 cfg = ta.KernelConfig(*cfg_t)
                 with ta.use_configs(**{kernel: cfg}):
-                    ms = time_backend(triton_fn, shape, seed, (pass_,))[pass_]
+                    ms = time_backend(triton_fn, shape, seed, (pass_,), rep=200)[pass_]
                 rows.append({"shape": shape_name(shape), "kernel": kernel, "config": str(cfg), "pass": pass_,
                              "ms": ms, "tflops": tflops(shape, pass_, ms)})
                 print(f"  explore {shape_name(shape):32s} {kernel:5s} {cfg!s:14s} {pass_:4s} {ms:8.3f} ms "

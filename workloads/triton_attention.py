@@ -94,6 +94,17 @@ if triton is not None:
         return x
 
     @triton.jit
+    def _load_tile(desc, off_b, off_h, start, ptrs, offs_r, n_rows, offs_d, ROWS: tl.constexpr,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, TMA: tl.constexpr):
+        """A [ROWS, BLOCK_D] tile of one (batch, head): through a 4-D TMA descriptor (the copy engine zero-fills
+        rows past the end: no masks, no address registers), or through pointers."""
+        if TMA:
+            x = desc.load([off_b, off_h, start, 0]).reshape(ROWS, BLOCK_D)
+        else:
+            x = _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM, BLOCK_D, CHECK_ROWS)
+        return x
+
+    @triton.jit
     def _store_rows(ptrs, x, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
         if BLOCK_D == HEAD_DIM:
             tl.store(ptrs, x, mask=offs_r[:, None] < n_rows)
@@ -102,19 +113,20 @@ if triton is not None:
 
     @triton.jit
     def _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                      KD, VD, b32, kh32,
                       lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
-                      DOT_PREC: tl.constexpr):
+                      DOT_PREC: tl.constexpr, TMA: tl.constexpr):
         """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound."""
         offs_n0 = tl.arange(0, BLOCK_N)
         for start_n in range(lo, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             offs_n = start_n + offs_n0
-            k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, MASKED)
-            v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, MASKED)
+            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
             s = _mma(q, tl.trans(k), None, DOT_PREC)
             if MASKED:
                 keep = offs_n[None, :] < seqlen_kv
@@ -139,7 +151,7 @@ if triton is not None:
         return acc, l_i, m_i
 
     @triton.jit
-    def _fwd_kernel(Q, K, V, Out, LSE,
+    def _fwd_kernel(Q, K, V, Out, LSE, QD, KD, VD,
                     stride_qb, stride_qh, stride_qm, stride_qd,
                     stride_kb, stride_kh, stride_kn, stride_kd,
                     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -147,16 +159,18 @@ if triton is not None:
                     heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
-                    DOT_PREC: tl.constexpr):
+                    DOT_PREC: tl.constexpr, TMA: tl.constexpr):
         if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
             pid_m = tl.program_id(0)
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // heads).to(tl.int64)
-        off_h = pid_bh % heads
-        off_kh = (off_h // group).to(tl.int64)
-        off_h = off_h.to(tl.int64)
+        b32 = pid_bh // heads
+        h32 = pid_bh % heads
+        kh32 = h32 // group
+        off_b = b32.to(tl.int64)
+        off_kh = kh32.to(tl.int64)
+        off_h = h32.to(tl.int64)
         start_m = pid_m * BLOCK_M
         offs_m = start_m + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, BLOCK_D)
@@ -164,8 +178,8 @@ if triton is not None:
         q_base = Q + off_b * stride_qb + off_h * stride_qh
         k_base = K + off_b * stride_kb + off_kh * stride_kh
         v_base = V + off_b * stride_vb + off_kh * stride_vh
-        q = _load_rows(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                       offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+        q = _load_tile(QD, b32, h32, start_m, q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+                       offs_m, seqlen_q, offs_d, BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
 
         # key blocks [0, full) are seen whole by every row of this query block; [full, hi) need the mask
         if CAUSAL:
@@ -180,11 +194,11 @@ if triton is not None:
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                                      0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC)
+                                      KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC, TMA)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                                      full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC)
+                                      KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA)
         seen = l_i > 0.0
         l_safe = tl.where(seen, l_i, 1.0)
         o = acc / l_safe[:, None]
@@ -215,7 +229,7 @@ if triton is not None:
         tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
 
     @triton.jit
-    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV,
+    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, QD, DOD,
                          stride_qb, stride_qh, stride_qm, stride_qd,
                          stride_kb, stride_kh, stride_kn, stride_kd,
                          stride_vb, stride_vh, stride_vn, stride_vd,
@@ -224,7 +238,7 @@ if triton is not None:
                          stride_dvs, stride_dvb, stride_dvh, stride_dvn, stride_dvd,
                          heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr):
+                         CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
         """dK, dV of one key block: one loop over (query head of the group, query block), all transposed
         (keys as rows) so that no P^T has to be formed.
 
@@ -237,7 +251,8 @@ if triton is not None:
         pid = tl.program_id(1)
         split = pid % n_split
         pid_bkh = pid // n_split
-        off_b = (pid_bkh // kv_heads).to(tl.int64)
+        b32 = pid_bkh // kv_heads
+        off_b = b32.to(tl.int64)
         off_kh = pid_bkh % kv_heads
         start_n = pid_n * BLOCK_N
         offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -262,14 +277,16 @@ if triton is not None:
         for it in range(0, per_prog * n_mblocks):
             g = it // n_mblocks
             start_m = lo + (it - g * n_mblocks) * BLOCK_M
-            off_h = head0 + g
-            bh = off_b * heads + off_h
-            off_h = off_h.to(tl.int64)
+            h32 = head0 + g
+            bh = off_b * heads + h32
+            off_h = h32.to(tl.int64)
             offs_m = start_m + offs_m0
-            q = _load_rows(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qm
-                           + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
-            do = _load_rows(DO + off_b * stride_dob + off_h * stride_doh + offs_m[:, None] * stride_dom
-                            + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+            q = _load_tile(QD, b32, h32, start_m, Q + off_b * stride_qb + off_h * stride_qh
+                           + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d,
+                           BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
+            do = _load_tile(DOD, b32, h32, start_m, DO + off_b * stride_dob + off_h * stride_doh
+                            + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d,
+                            BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
             # rows past the end: lse = +inf makes their P exactly 0
             lse = tl.load(LSE + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
             delta = tl.load(DELTA + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=0.0)
@@ -294,18 +311,18 @@ if triton is not None:
 
     @triton.jit
     def _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                         lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                         KD, VD, b32, kh32, lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr):
+                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
         """Accumulate dQ (unscaled) of one query block over key blocks [lo, hi)."""
         offs_n0 = tl.arange(0, BLOCK_N)
         for start_n in range(lo, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             offs_n = start_n + offs_n0
-            k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, MASKED)
-            v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, MASKED)
+            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
             s = _mma(q, tl.trans(k), None, DOT_PREC)
             p = tl.exp2(s * qk_scale - lse[:, None])
             if MASKED:
@@ -319,7 +336,7 @@ if triton is not None:
         return dq
 
     @triton.jit
-    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ,
+    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, KD, VD,
                        stride_qb, stride_qh, stride_qm, stride_qd,
                        stride_kb, stride_kh, stride_kn, stride_kd,
                        stride_vb, stride_vh, stride_vn, stride_vd,
@@ -327,16 +344,18 @@ if triton is not None:
                        stride_dqb, stride_dqh, stride_dqm, stride_dqd,
                        heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       CAUSAL: tl.constexpr, REVERSE: tl.constexpr, DOT_PREC: tl.constexpr):
+                       CAUSAL: tl.constexpr, REVERSE: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
         if REVERSE:  # noqa: SIM108
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
             pid_m = tl.program_id(0)
         pid_bh = tl.program_id(1)
-        off_b = (pid_bh // heads).to(tl.int64)
-        off_h = pid_bh % heads
-        off_kh = (off_h // group).to(tl.int64)
-        off_h = off_h.to(tl.int64)
+        b32 = pid_bh // heads
+        h32 = pid_bh % heads
+        kh32 = h32 // group
+        off_b = b32.to(tl.int64)
+        off_kh = kh32.to(tl.int64)
+        off_h = h32.to(tl.int64)
         start_m = pid_m * BLOCK_M
         offs_m = start_m + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, BLOCK_D)
@@ -358,11 +377,11 @@ if triton is not None:
             full = (seqlen_kv // BLOCK_N) * BLOCK_N
         dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
         dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                              0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                              BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, DOT_PREC)
+                              KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                              BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, DOT_PREC, TMA)
         dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                              full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                              BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, DOT_PREC)
+                              KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                              BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, DOT_PREC, TMA)
         dq = dq * sm_scale
         _store_rows(DQ + off_b * stride_dqb + off_h * stride_dqh + offs_m[:, None] * stride_dqm
                     + offs_d[None, :] * stride_dqd, dq.to(DQ.dtype.element_ty), offs_m, seqlen_q, offs_d,
@@ -381,9 +400,10 @@ class KernelConfig:
     block_n: int
     num_warps: int = 4
     num_stages: int = 2
+    tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
 
     def __str__(self) -> str:
-        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
 
 
 #: Tests and benchmarks can force a config per kernel ("fwd", "dkdv", "dq"); see :func:`use_configs`.
@@ -500,6 +520,37 @@ def _check_runnable(q: torch.Tensor) -> None:
             "TRITON_INTERPRET=1 set before workloads.triton_attention is first imported (CPU interpreter)")
 
 
+try:  # host-side TMA descriptors (Triton >= 3.4); without them every tile goes through pointer loads
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except Exception:
+    TensorDescriptor = None
+
+
+def _tma_ok(head_dim: int, *xs: torch.Tensor) -> bool:
+    """Whether 4-D TMA descriptors can address these tensors: 16-bit data on a Hopper-or-newer GPU (or the
+    interpreter), head_dim a power of two (no padded columns), the last dim contiguous, the other strides
+    positive multiples of 16 bytes, 16-byte aligned bases. Anything else takes the pointer path."""
+    if TensorDescriptor is None or head_dim != _block_d(head_dim):
+        return False
+    x0 = xs[0]
+    if x0.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if x0.device.type == "cuda":
+        if torch.cuda.get_device_capability(x0.device)[0] < 9:
+            return False
+    elif not INTERPRET:
+        return False
+    for x in xs:
+        st = x.stride()
+        if st[-1] != 1 or any(s_ <= 0 or (s_ * x.element_size()) % 16 for s_ in st[:-1]) or x.data_ptr() % 16:
+            return False
+    return True
+
+
+def _desc(x: torch.Tensor, rows: int, head_dim: int) -> Any:
+    return TensorDescriptor.from_tensor(x, [1, 1, rows, head_dim])
+
+
 def _block_d(head_dim: int) -> int:
     return max(16, 1 << (head_dim - 1).bit_length())
 
@@ -526,13 +577,18 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
     lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
     block_d = _block_d(head_dim)
 
+    tma_ok = _tma_ok(head_dim, q, k, v)
+
     def launch(cfg: KernelConfig) -> None:
         grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        tma = cfg.tma and tma_ok
+        descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
+                 if tma else (None, None, None))
         _fwd_kernel[grid](
-            q, k, v, o, lse, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+            q, k, v, o, lse, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype),
+            CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
@@ -558,6 +614,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     dk = torch.empty_like(k)
     dv = torch.empty_like(v)
     sms = _num_sms(q.device)
+    tma_ok = _tma_ok(head_dim, q, k, v, do)
     partial: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def launch_dkdv(cfg: KernelConfig) -> None:
@@ -578,23 +635,28 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
                                     torch.empty(shape, device=q.device, dtype=torch.float32))
             dk_t, dv_t = partial[n_split]
             sk, sv = _strides(dk_t), _strides(dv_t)
+        tma = cfg.tma and tma_ok
+        descs = (_desc(q, cfg.block_m, head_dim), _desc(do, cfg.block_m, head_dim)) if tma else (None, None)
         _bwd_dkdv_kernel[(n_blocks, batch * kv_heads * n_split)](
-            q, k, v, do, lse, delta, dk_t, dv_t,
+            q, k, v, do, lse, delta, dk_t, dv_t, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *sk, *sv,
             heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=causal, DOT_PREC=prec, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            CAUSAL=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if n_split > 1:
             dk.copy_(dk_t.sum(0))
             dv.copy_(dv_t.sum(0))
 
     def launch_dq(cfg: KernelConfig) -> None:
+        tma = cfg.tma and tma_ok
+        descs = (_desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim)) if tma else (None, None)
         _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * heads)](
-            q, k, v, do, lse, delta, dq,
+            q, k, v, do, lse, delta, dq, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
             heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=causal, REVERSE=causal, DOT_PREC=prec, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            CAUSAL=causal, REVERSE=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
 
     seqlen = max(seqlen_q, seqlen_kv)
     launch_dkdv(_pick("dkdv", head_dim, q.dtype, causal, seqlen, q.device, launch_dkdv))

@@ -5,6 +5,8 @@ On CPU the kernels run in Triton's interpreter. TRITON_INTERPRET must be set bef
 machine, so the interpreter checks run in worker subprocesses with TRITON_INTERPRET=1; their relative errors
 against a float64 reference come back as JSON and each case is its own test. Small tiles (16-32) make the
 tiny shapes span several blocks, so the causal diagonal, the key/query tails and the unmasked blocks all run.
+16-bit cases load through TMA tensor descriptors (which the interpreter emulates) unless a case forces pointer
+loads; fp32 and padded head dims always take the pointer path.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ CASES: dict[str, dict[str, Any]] = {
     "fp32-d64-wide-key-tiles": _case(1, 2, 2, 40, 50, 64, "fp32", True,
                                      cfg={"fwd": [16, 32], "dkdv": [32, 16], "dq": [16, 32]}),
     "bf16-d16-causal-tail37": _case(1, 2, 2, 37, 37, 16, "bf16", True),
+    "bf16-d64-causal-pointer-loads": _case(1, 4, 2, 37, 45, 64, "bf16", True, cfg={
+        "fwd": [32, 16, 4, 2, False], "dkdv": [16, 32, 4, 2, False], "dq": [32, 16, 4, 2, False]}),
+    "bf16-d32-causal-bshd-tma": _case(2, 4, 2, 33, 40, 32, "bf16", True, layout="bshd"),
+    "bf16-d64-bottomright-sq45-skv20": _case(1, 2, 2, 45, 20, 64, "bf16", True, align="bottom-right"),
     "bf16-d64-full-gqa": _case(2, 4, 2, 33, 40, 64, "bf16", False),
     "bf16-d128-causal-gqa": _case(1, 4, 2, 33, 33, 128, "bf16", True),
     "bf16-d128-full-sq48": _case(1, 2, 2, 48, 48, 128, "bf16", False),
