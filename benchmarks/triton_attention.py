@@ -166,6 +166,18 @@ def bench_ms(fn: Callable[[], Any], rep: int = 100) -> float:
     return float(do_bench(fn, warmup=25, rep=rep, return_mode="median"))
 
 
+def host_us(fn: Callable[[], Any], n: int = 20) -> float:
+    """Host time to enqueue one call (no synchronisation inside the loop; n calls stay far below the launch
+    queue's depth). When it exceeds the device time, the measured time is the host's, not the kernels'."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
 def time_backend(fn: Callable[..., torch.Tensor], shape: Shape, seed: int,
                  passes: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd"), rep: int = 100) -> dict[str, float]:
     """Median ms per pass; a pass the backend refuses is NaN (and the reason is printed)."""
@@ -177,6 +189,7 @@ def time_backend(fn: Callable[..., torch.Tensor], shape: Shape, seed: int,
         if "fwd" in passes:
             with torch.no_grad():
                 out["fwd"] = bench_ms(lambda: fn(q, k, v, causal, gqa), rep)
+                out["fwd_host_us"] = host_us(lambda: fn(q, k, v, causal, gqa))
         for x in (q, k, v):
             x.requires_grad_(True)
         if "bwd" in passes:
@@ -185,6 +198,7 @@ def time_backend(fn: Callable[..., torch.Tensor], shape: Shape, seed: int,
             del o
         if "fwd+bwd" in passes:
             out["fwd+bwd"] = bench_ms(lambda: torch.autograd.grad(fn(q, k, v, causal, gqa), (q, k, v), do), rep)
+            out["fwd+bwd_host_us"] = host_us(lambda: torch.autograd.grad(fn(q, k, v, causal, gqa), (q, k, v), do))
     except Exception as e:  # e.g. a backend without a kernel for this shape
         print(f"  {shape}: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
     for p in passes:
@@ -396,7 +410,8 @@ def main() -> int:
         torch.cuda.empty_cache()
         row: dict[str, Any] = {"shape": shape_name(shape), "fwd_gflop": fwd_flops(shape) / 1e9, "check": chk,
                "configs": {k: str(v) for k, v in forced.items()}, "ms": times,
-               "tflops": {b: {p: tflops(shape, p, ms) for p, ms in t.items()} for b, t in times.items()}}
+               "tflops": {b: {p: tflops(shape, p, ms) for p, ms in t.items() if not p.endswith("_us")}
+                          for b, t in times.items()}}
         table.append(row)
         err = max(chk.get("vs_float64", {"-": float("nan")}).values())
         print(f"{shape_name(shape):32s} check {'ok ' if chk.get('ok') else 'BAD'} (max rel err {err:.1e}) "
@@ -420,6 +435,13 @@ def main() -> int:
             cells.append(f"{'':7s}{t[0]:4.0f} {t[1]:4.0f} {t[2]:4.0f} {ratio:5.2f}")
         err = max(row["check"].get("vs_float64", {"-": float("nan")}).values())
         print(f"{row['shape']:33s}|{err:6.0e} |" + "|".join(cells))
+    print("host time per call (us), triton / sdpa-flash: fwd, fwd+bwd; device time (us) fwd, fwd+bwd")
+    for row in table:
+        t, f = row["ms"]["triton"], row["ms"]["sdpa-flash"]
+        nan = float("nan")
+        print(f"{row['shape']:33s} host {t.get('fwd_host_us', nan):5.0f} {t.get('fwd+bwd_host_us', nan):5.0f}"
+              f" / {f.get('fwd_host_us', nan):5.0f} {f.get('fwd+bwd_host_us', nan):5.0f}"
+              f"   device {t['fwd'] * 1e3:6.0f} {t['fwd+bwd'] * 1e3:6.0f}")
     extra_ok = all(isinstance(r, dict) and r["ok"] for r in result["extra_checks"])
     print(f"extra checks: {'all ok' if extra_ok else 'FAILURES (see above)'}")
     return 0 if extra_ok and all(r["check"].get("ok") for r in table) else 1
