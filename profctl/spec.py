@@ -29,6 +29,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "sdpa-efficient": "workloads.backends:sdpa_efficient",
     "sdpa-math": "workloads.backends:sdpa_math",
     "eager": "workloads.backends:eager",
+    "triton": "workloads.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
 }
 BACKENDS: tuple[str, ...] = tuple(BUILTIN_BACKENDS)
 PASSES: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")
@@ -41,7 +42,7 @@ DEVICES: tuple[str, ...] = ("cuda", "cpu")
 CAUSAL_ALIGN: dict[str, str] = {
     "flash-attn": "bottom-right", "fa4": "bottom-right",
     "sdpa-flash": "top-left", "sdpa-cudnn": "top-left", "sdpa-efficient": "top-left", "sdpa-math": "top-left",
-    "eager": "top-left",
+    "eager": "top-left", "triton": "top-left",
 }
 ALIGNMENTS: tuple[str, ...] = ("top-left", "bottom-right")
 

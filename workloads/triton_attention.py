@@ -1,0 +1,789 @@
+"""profctl's own FlashAttention-2 in Triton: forward and backward, called exactly like
+``torch.nn.functional.scaled_dot_product_attention``.
+
+Why it exists: profctl compares attention kernels, and a kernel whose source we own and can change is the
+control in those comparisons (what does one more pipeline stage, a larger tile, or the causal split buy?).
+
+Design (FlashAttention-2):
+
+* Forward: one program per (query block, batch x head). Q stays in registers; keys and values stream through
+  in blocks of ``BLOCK_N`` with an online softmax in the log2 domain (``exp2``, with log2(e) folded into the
+  scale). The key loop is split in two: the blocks every row of the query block sees completely run without
+  any mask; only the blocks on the causal diagonal and the ragged key tail pay for masking. The log-sum-exp
+  (log2 domain) is saved for the backward. Causal launches take the largest query blocks first.
+* Backward: ``delta = rowsum(dO * O)`` in a small preprocess kernel, then two kernels, not one with atomics:
+  ``dK/dV`` with one program per key block (looping over the query blocks, and over the query heads that
+  share the kv head, so GQA sums in registers), and ``dQ`` with one program per query block. That recomputes
+  ``QK^T`` and ``dO V^T`` once more (7 GEMMs against 5) but writes every gradient exactly once: no fp32 dQ
+  accumulator, no atomic traffic through L2, and the result is deterministic. When a GQA/MQA launch would
+  have too few programs to fill the GPU, the query heads of a group are split over several programs that
+  write fp32 partial dK/dV, summed afterwards (still deterministic).
+* Causal masks use a general diagonal offset: query ``i`` sees key ``j`` iff ``j <= i + offset``. Top-left
+  (SDPA) is offset 0, bottom-right (FlashAttention >= 2.1) is ``seqlen_kv - seqlen_q``. Rows that see no key
+  give 0 (and zero gradients), never NaN.
+* fp32 inputs use IEEE-precision dots (not tf32): slower, but within 1e-4 of a float64 reference.
+* Loads: streamed tiles go through 4-D TMA descriptors (host-side ``TensorDescriptor`` over the (batch, head,
+  seq, dim) tensor, so any 16-byte-aligned strides work and the copy engine zero-fills the tails) where that
+  measured faster on an H100 (forward and dK/dV at head dim 128: +20 % and +8 %), else pointer loads. No input
+  is ever copied with ``.contiguous()``: every kernel takes all four strides of every tensor.
+
+Measured on an H100 (triton 3.6): benchmarks/RESULTS.md, "Triton FlashAttention-2 (profctl's own kernel)".
+
+Triton is imported lazily in spirit: importing this module without Triton works, calling it raises
+:class:`TritonAttentionUnavailable`. Kernels are compiled for the GPU, or run by Triton's CPU interpreter when
+``TRITON_INTERPRET=1`` is set before this module is first imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+try:  # the module must import without Triton; calling it then raises TritonAttentionUnavailable
+    import triton
+    import triton.language as tl
+
+    _TRITON_IMPORT_ERROR: str | None = None
+except Exception as _e:  # ImportError, or a broken install raising at import
+    triton = None
+    tl = None
+    _TRITON_IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
+
+#: Whether the kernels below were built for Triton's CPU interpreter (decided once, at import, like Triton).
+INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on", "y")
+
+LOG2E = 1.4426950408889634
+
+
+class TritonAttentionUnavailable(RuntimeError):
+    """Triton attention cannot run here (no Triton, or no GPU and no interpreter). The message says
+    'not supported' so profctl's failure classifier reports the point as unsupported, not as an error."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------------------
+if triton is not None:
+
+    #: Triton 3.9's interpreter multiplies bf16 operands as their raw uint16 bits in tl.dot; there (only) the
+    #: operands are widened to fp32 first, which is exact, so the CPU tests still check the bf16 rounding of P.
+    _WIDEN_BF16_DOT = tl.constexpr(INTERPRET)
+
+    @triton.jit
+    def _mma(a, b, acc, DOT_PREC: tl.constexpr):
+        """a @ b (+ acc) with fp32 accumulation."""
+        if _WIDEN_BF16_DOT:  # noqa: SIM102 (Triton needs constexpr conditions one at a time)
+            if a.dtype == tl.bfloat16:
+                return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        return tl.dot(a, b, acc, input_precision=DOT_PREC)
+
+    @triton.jit
+    def _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                   CHECK_ROWS: tl.constexpr):
+        """Load a [rows, BLOCK_D] tile; bounds checks only where asked (tails) or when D is padded."""
+        if CHECK_ROWS:
+            if BLOCK_D == HEAD_DIM:
+                x = tl.load(ptrs, mask=offs_r[:, None] < n_rows, other=0.0)
+            else:
+                x = tl.load(ptrs, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+        else:
+            if BLOCK_D == HEAD_DIM:  # noqa: SIM108 (constexpr branches, not a run-time select)
+                x = tl.load(ptrs)
+            else:
+                x = tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+        return x
+
+    @triton.jit
+    def _load_tile(desc, off_b, off_h, start, ptrs, offs_r, n_rows, offs_d, ROWS: tl.constexpr,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, TMA: tl.constexpr):
+        """A [ROWS, BLOCK_D] tile of one (batch, head): through a 4-D TMA descriptor (the copy engine zero-fills
+        rows past the end: no masks, no address registers), or through pointers."""
+        if TMA:
+            x = desc.load([off_b, off_h, start, 0]).reshape(ROWS, BLOCK_D)
+        else:
+            x = _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM, BLOCK_D, CHECK_ROWS)
+        return x
+
+    @triton.jit
+    def _store_rows(ptrs, x, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+        if BLOCK_D == HEAD_DIM:
+            tl.store(ptrs, x, mask=offs_r[:, None] < n_rows)
+        else:
+            tl.store(ptrs, x, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM))
+
+    @triton.jit
+    def _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                      KD, VD, b32, kh32,
+                      lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                      BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
+                      DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound."""
+        offs_n0 = tl.arange(0, BLOCK_N)
+        for start_n in range(lo, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            offs_n = start_n + offs_n0
+            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            s = _mma(q, tl.trans(k), None, DOT_PREC)
+            if MASKED:
+                keep = offs_n[None, :] < seqlen_kv
+                if CAUSAL:
+                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+                s = tl.where(keep, s * qk_scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp2(s - m_new[:, None])
+            elif SCALE_POS:
+                # max of the raw scores times a positive scale: the subtraction below fuses into one FMA
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                p = tl.exp2(s * qk_scale - m_new[:, None])
+            else:
+                s = s * qk_scale
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp2(s - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
+            m_i = m_new
+        return acc, l_i, m_i
+
+    @triton.jit
+    def _fwd_kernel(Q, K, V, Out, LSE, QD, KD, VD,
+                    stride_qb, stride_qh, stride_qm, stride_qd,
+                    stride_kb, stride_kh, stride_kn, stride_kd,
+                    stride_vb, stride_vh, stride_vn, stride_vd,
+                    stride_ob, stride_oh, stride_om, stride_od,
+                    heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
+                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
+                    DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
+            pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+        else:
+            pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
+        b32 = pid_bh // heads
+        h32 = pid_bh % heads
+        kh32 = h32 // group
+        off_b = b32.to(tl.int64)
+        off_kh = kh32.to(tl.int64)
+        off_h = h32.to(tl.int64)
+        start_m = pid_m * BLOCK_M
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, BLOCK_D)
+
+        q_base = Q + off_b * stride_qb + off_h * stride_qh
+        k_base = K + off_b * stride_kb + off_kh * stride_kh
+        v_base = V + off_b * stride_vb + off_kh * stride_vh
+        q = _load_tile(QD, b32, h32, start_m, q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+                       offs_m, seqlen_q, offs_d, BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
+
+        # key blocks [0, full) are seen whole by every row of this query block; [full, hi) need the mask
+        if CAUSAL:
+            hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv), 0)
+            full = tl.maximum(tl.minimum(start_m + diag_off + 1, seqlen_kv), 0)
+            full = (full // BLOCK_N) * BLOCK_N
+        else:
+            hi = seqlen_kv
+            full = (seqlen_kv // BLOCK_N) * BLOCK_N
+
+        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - 1.0e30  # finite: a row with no key yet gives no NaN
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                      KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC, TMA)
+        acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                      KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA)
+        seen = l_i > 0.0
+        l_safe = tl.where(seen, l_i, 1.0)
+        o = acc / l_safe[:, None]
+        lse = tl.where(seen, m_i + tl.log2(l_safe), float("inf"))  # +inf: the backward's exp2(s - lse) is 0
+        o_base = Out + off_b * stride_ob + off_h * stride_oh
+        _store_rows(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, o.to(Out.dtype.element_ty),
+                    offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D)
+        tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=offs_m < seqlen_q)
+
+    @triton.jit
+    def _bwd_delta_kernel(Out, DO, DELTA,
+                          stride_ob, stride_oh, stride_om, stride_od,
+                          stride_dob, stride_doh, stride_dom, stride_dod,
+                          heads, seqlen_q,
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+        """delta_i = sum_d dO_id * O_id, in fp32: the row term of dS = P * (dP - delta)."""
+        pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
+        off_b = (pid_bh // heads).to(tl.int64)
+        off_h = (pid_bh % heads).to(tl.int64)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, BLOCK_D)
+        o = _load_rows(Out + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_om
+                       + offs_d[None, :] * stride_od, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+        do = _load_rows(DO + off_b * stride_dob + off_h * stride_doh + offs_m[:, None] * stride_dom
+                        + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
+
+    @triton.jit
+    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, QD, DOD,
+                         stride_qb, stride_qh, stride_qm, stride_qd,
+                         stride_kb, stride_kh, stride_kn, stride_kd,
+                         stride_vb, stride_vh, stride_vn, stride_vd,
+                         stride_dob, stride_doh, stride_dom, stride_dod,
+                         stride_dks, stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+                         stride_dvs, stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+                         heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
+                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        """dK, dV of one key block: one loop over (query head of the group, query block), all transposed
+        (keys as rows) so that no P^T has to be formed.
+
+        One flat loop, not an unmasked loop between masked ones as in the forward: the dK and dV accumulators
+        already take half the registers, every extra software-pipelined loop made ptxas spill (seen in the
+        resource report), and with a head_dim-deep contraction per score the always-on causal select and the
+        bounds-checked loads cost little next to the four GEMMs per block.
+        """
+        pid_n = tl.program_id(0)  # causal: the first key blocks have the most query rows; they go first
+        pid = tl.program_id(1)
+        split = pid % n_split
+        pid_bkh = pid // n_split
+        b32 = pid_bkh // kv_heads
+        off_b = b32.to(tl.int64)
+        off_kh = pid_bkh % kv_heads
+        start_n = pid_n * BLOCK_N
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, BLOCK_D)
+        offs_m0 = tl.arange(0, BLOCK_M)
+        k = _load_rows(K + off_b * stride_kb + off_kh.to(tl.int64) * stride_kh + offs_n[:, None] * stride_kn
+                       + offs_d[None, :] * stride_kd, offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, True)
+        v = _load_rows(V + off_b * stride_vb + off_kh.to(tl.int64) * stride_vh + offs_n[:, None] * stride_vn
+                       + offs_d[None, :] * stride_vd, offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, True)
+
+        # the query blocks that see any key of this block: from the first row i with i + diag_off >= start_n
+        if CAUSAL:  # noqa: SIM108 (constexpr branch)
+            lo = (tl.maximum(start_n - diag_off, 0) // BLOCK_M) * BLOCK_M
+        else:
+            lo = 0
+        n_mblocks = tl.maximum(tl.cdiv(seqlen_q - lo, BLOCK_M), 0)
+        per_prog = group // n_split
+        head0 = off_kh * group + split * per_prog  # the query heads sharing this kv head (GQA)
+
+        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+        for it in range(0, per_prog * n_mblocks):
+            g = it // n_mblocks
+            start_m = lo + (it - g * n_mblocks) * BLOCK_M
+            h32 = head0 + g
+            bh = off_b * heads + h32
+            off_h = h32.to(tl.int64)
+            offs_m = start_m + offs_m0
+            q = _load_tile(QD, b32, h32, start_m, Q + off_b * stride_qb + off_h * stride_qh
+                           + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d,
+                           BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
+            do = _load_tile(DOD, b32, h32, start_m, DO + off_b * stride_dob + off_h * stride_doh
+                            + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d,
+                            BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
+            # rows past the end: lse = +inf makes their P exactly 0
+            lse = tl.load(LSE + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
+            delta = tl.load(DELTA + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=0.0)
+            s_t = _mma(k, tl.trans(q), None, DOT_PREC)
+            p_t = tl.exp2(s_t * qk_scale - lse[None, :])
+            if CAUSAL:
+                p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + diag_off, p_t, 0.0)
+            dv = _mma(p_t.to(do.dtype), do, dv, DOT_PREC)
+            dp_t = _mma(v, tl.trans(do), None, DOT_PREC)
+            ds_t = p_t * (dp_t - delta[None, :])
+            dk = _mma(ds_t.to(q.dtype), q, dk, DOT_PREC)
+
+        dk = dk * sm_scale
+        off_s = split.to(tl.int64)
+        off_kh = off_kh.to(tl.int64)
+        _store_rows(DK + off_s * stride_dks + off_b * stride_dkb + off_kh * stride_dkh + offs_n[:, None] * stride_dkn
+                    + offs_d[None, :] * stride_dkd, dk.to(DK.dtype.element_ty), offs_n, seqlen_kv, offs_d,
+                    HEAD_DIM, BLOCK_D)
+        _store_rows(DV + off_s * stride_dvs + off_b * stride_dvb + off_kh * stride_dvh + offs_n[:, None] * stride_dvn
+                    + offs_d[None, :] * stride_dvd, dv.to(DV.dtype.element_ty), offs_n, seqlen_kv, offs_d,
+                    HEAD_DIM, BLOCK_D)
+
+    @triton.jit
+    def _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                         KD, VD, b32, kh32, lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        """Accumulate dQ (unscaled) of one query block over key blocks [lo, hi)."""
+        offs_n0 = tl.arange(0, BLOCK_N)
+        for start_n in range(lo, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            offs_n = start_n + offs_n0
+            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            s = _mma(q, tl.trans(k), None, DOT_PREC)
+            p = tl.exp2(s * qk_scale - lse[:, None])
+            if MASKED:
+                keep = offs_n[None, :] < seqlen_kv
+                if CAUSAL:
+                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+                p = tl.where(keep, p, 0.0)
+            dp = _mma(do, tl.trans(v), None, DOT_PREC)
+            ds = p * (dp - delta[:, None])
+            dq = _mma(ds.to(k.dtype), k, dq, DOT_PREC)
+        return dq
+
+    @triton.jit
+    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, KD, VD,
+                       stride_qb, stride_qh, stride_qm, stride_qd,
+                       stride_kb, stride_kh, stride_kn, stride_kd,
+                       stride_vb, stride_vh, stride_vn, stride_vd,
+                       stride_dob, stride_doh, stride_dom, stride_dod,
+                       stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+                       heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
+                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       CAUSAL: tl.constexpr, REVERSE: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        if REVERSE:  # noqa: SIM108
+            pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+        else:
+            pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
+        b32 = pid_bh // heads
+        h32 = pid_bh % heads
+        kh32 = h32 // group
+        off_b = b32.to(tl.int64)
+        off_kh = kh32.to(tl.int64)
+        off_h = h32.to(tl.int64)
+        start_m = pid_m * BLOCK_M
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, BLOCK_D)
+        q = _load_rows(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qm
+                       + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+        do = _load_rows(DO + off_b * stride_dob + off_h * stride_doh + offs_m[:, None] * stride_dom
+                        + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
+        row = pid_bh.to(tl.int64) * seqlen_q + offs_m
+        lse = tl.load(LSE + row, mask=offs_m < seqlen_q, other=float("inf"))
+        delta = tl.load(DELTA + row, mask=offs_m < seqlen_q, other=0.0)
+        k_base = K + off_b * stride_kb + off_kh * stride_kh
+        v_base = V + off_b * stride_vb + off_kh * stride_vh
+        if CAUSAL:
+            hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv), 0)
+            full = tl.maximum(tl.minimum(start_m + diag_off + 1, seqlen_kv), 0)
+            full = (full // BLOCK_N) * BLOCK_N
+        else:
+            hi = seqlen_kv
+            full = (seqlen_kv // BLOCK_N) * BLOCK_N
+        dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                              KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                              BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, DOT_PREC, TMA)
+        dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                              KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                              BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, DOT_PREC, TMA)
+        dq = dq * sm_scale
+        _store_rows(DQ + off_b * stride_dqb + off_h * stride_dqh + offs_m[:, None] * stride_dqm
+                    + offs_d[None, :] * stride_dqd, dq.to(DQ.dtype.element_ty), offs_m, seqlen_q, offs_d,
+                    HEAD_DIM, BLOCK_D)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# launch configurations
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelConfig:
+    """One kernel's tile shape and launch parameters. For the dK/dV kernel block_n is the key block each
+    program owns and block_m the query block it streams; for the others block_m is the owned query block."""
+
+    block_m: int
+    block_n: int
+    num_warps: int = 4
+    num_stages: int = 2
+    tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
+
+    def __str__(self) -> str:
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
+
+
+#: Tests and benchmarks can force a config per kernel ("fwd", "dkdv", "dq"); see :func:`use_configs`.
+_FORCED: dict[str, KernelConfig] = {}
+#: Configs chosen by timing, per (kernel, head_dim, dtype, causal, seqlen bucket, device index).
+_TUNED: dict[tuple[Any, ...], KernelConfig] = {}
+
+
+@contextmanager
+def use_configs(**cfgs: KernelConfig) -> Iterator[None]:
+    """Force launch configs, e.g. ``use_configs(fwd=KernelConfig(128, 64, 8, 3))``, for tests and tuning."""
+    bad = set(cfgs) - {"fwd", "dkdv", "dq"}
+    if bad:
+        raise ValueError(f"unknown kernel(s) {sorted(bad)}; use fwd, dkdv, dq")
+    old = dict(_FORCED)
+    _FORCED.update(cfgs)
+    try:
+        yield
+    finally:
+        _FORCED.clear()
+        _FORCED.update(old)
+
+
+def _seq_bucket(n: int) -> int:
+    """Coarse sequence-length class for choosing configs: <=256, <=1024, longer."""
+    return 256 if n <= 256 else 1024 if n <= 1024 else 4096
+
+
+#: bf16/fp16 launch configs measured on an H100 (triton 3.6, b1 h32 s4096; benchmarks/triton_attention_notes.md):
+#: (kernel, head_dim class, causal) -> configs, fastest first. TMA descriptor loads only where they measured
+#: faster (the forward and dK/dV at d128: +8 to +20 %); elsewhere pointer loads, which also skip the host-side
+#: cost of encoding a TMA descriptor at every launch. Short sequences (<= 256) use 64-row tiles so that a small
+#: batch still gives the 132 SMs enough programs.
+_TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
+    ("fwd", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
+    ("fwd", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
+    ("fwd", 128, False): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
+    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
+    ("fwd", 256, False): [KernelConfig(64, 64, 8, 2, tma=False)],
+    ("fwd", 256, True): [KernelConfig(64, 64, 8, 2, tma=False)],
+    ("dkdv", 64, False): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
+    ("dkdv", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
+    ("dkdv", 128, False): [KernelConfig(32, 64, 4, 3), KernelConfig(64, 128, 8, 2)],
+    ("dkdv", 128, True): [KernelConfig(32, 64, 4, 3), KernelConfig(64, 128, 8, 2)],
+    ("dkdv", 256, False): [KernelConfig(16, 64, 8, 2, tma=False)],
+    ("dkdv", 256, True): [KernelConfig(16, 64, 8, 2, tma=False)],
+    ("dq", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(64, 64, 4, 3, tma=False)],
+    ("dq", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
+    ("dq", 128, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
+    ("dq", 128, True): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
+    ("dq", 256, False): [KernelConfig(64, 32, 8, 2, tma=False)],
+    ("dq", 256, True): [KernelConfig(64, 32, 8, 2, tma=False)],
+}
+_SHORT = {"fwd": KernelConfig(64, 64, 4, 3, tma=False), "dkdv": KernelConfig(32, 64, 4, 3, tma=False),
+          "dq": KernelConfig(64, 64, 4, 3, tma=False)}
+
+
+def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
+    """A few launch configs per case; the first is the default, the rest are timed once when tuning is on
+    (PROFCTL_TRITON_AUTOTUNE=1). fp32 uses small tiles: its IEEE dots run on the FMA units, not the tensor
+    cores, and hold the operands in registers."""
+    if INTERPRET:  # unequal, small tiles: several blocks and every mask/tail path at test sizes
+        return [KernelConfig(16, 32) if kernel == "dkdv" else KernelConfig(32, 16)]
+    if dtype == torch.float32:
+        if head_dim <= 64:
+            return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 32, 4, 2)]
+        if head_dim <= 128:
+            return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 16, 4, 2)]
+        return [KernelConfig(16, 16, 4, 2)]
+    dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+    if bucket <= 256 and dclass <= 128:
+        return [_SHORT[kernel]]
+    return _TABLE[(kernel, dclass, causal)]
+
+
+def _autotune_enabled() -> bool:
+    return os.environ.get("PROFCTL_TRITON_AUTOTUNE", "0") == "1"
+
+
+def _pick(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, seqlen: int, device: torch.device,
+          launch: Callable[[KernelConfig], None]) -> KernelConfig:
+    """The config for this case: forced, else cached, else the default (or the fastest, when tuning)."""
+    if kernel in _FORCED:
+        return _FORCED[kernel]
+    bucket = _seq_bucket(seqlen)
+    key = (kernel, head_dim, dtype, causal, bucket, device.index)
+    cfg = _TUNED.get(key)
+    if cfg is not None:
+        return cfg
+    cands = _candidates(kernel, head_dim, dtype, causal, bucket)
+    if len(cands) == 1 or INTERPRET or not _autotune_enabled():
+        cfg = cands[0]
+    else:
+        from triton.testing import do_bench
+
+        times = {}
+        for c in cands:
+            try:
+                times[c] = do_bench(lambda c=c: launch(c), warmup=5, rep=20, return_mode="median")
+            except Exception:  # a config over the shared-memory or register budget on this GPU
+                continue
+        cfg = min(times, key=lambda c: times[c]) if times else cands[0]
+    _TUNED[key] = cfg
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host side
+# ---------------------------------------------------------------------------------------------------------
+def _check_runnable(q: torch.Tensor) -> None:
+    if triton is None:
+        raise TritonAttentionUnavailable(
+            f"triton attention is not supported here: Triton is not installed ({_TRITON_IMPORT_ERROR})")
+    if q.device.type != "cuda" and not INTERPRET:
+        raise TritonAttentionUnavailable(
+            f"triton attention is not supported on device {q.device.type!r}: it needs a CUDA GPU, or "
+            "TRITON_INTERPRET=1 set before workloads.triton_attention is first imported (CPU interpreter)")
+
+
+try:  # host-side TMA descriptors (Triton >= 3.4); without them every tile goes through pointer loads
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except Exception:
+    TensorDescriptor = None
+
+
+def _tma_ok(head_dim: int, *xs: torch.Tensor) -> bool:
+    """Whether 4-D TMA descriptors can address these tensors: 16-bit data on a Hopper-or-newer GPU (or the
+    interpreter), head_dim a power of two (no padded columns), the last dim contiguous, the other strides
+    positive multiples of 16 bytes, 16-byte aligned bases. Anything else takes the pointer path."""
+    if TensorDescriptor is None or head_dim != _block_d(head_dim):
+        return False
+    x0 = xs[0]
+    if x0.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if x0.device.type == "cuda":
+        if _device_info(x0.device)[0] < 9:
+            return False
+    elif not INTERPRET:
+        return False
+    for x in xs:
+        st = x.stride()
+        if st[-1] != 1 or any(s_ <= 0 or (s_ * x.element_size()) % 16 for s_ in st[:-1]) or x.data_ptr() % 16:
+            return False
+    return True
+
+
+def _desc(x: torch.Tensor, rows: int, head_dim: int) -> Any:
+    return TensorDescriptor.from_tensor(x, [1, 1, rows, head_dim])
+
+
+def _block_d(head_dim: int) -> int:
+    return max(16, 1 << (head_dim - 1).bit_length())
+
+
+def _dot_prec(dtype: torch.dtype) -> str:
+    return "ieee" if dtype == torch.float32 else "tf32"  # "tf32" is the default and means nothing for 16-bit
+
+
+def _strides(x: torch.Tensor) -> tuple[int, ...]:
+    return tuple(x.stride())
+
+
+@functools.lru_cache(maxsize=16)
+def _device_info(device: torch.device) -> tuple[int, int]:
+    """(compute capability major, multiprocessors), read once per device: the launch path is host-bound at
+    small sizes."""
+    props = torch.cuda.get_device_properties(device)
+    return int(props.major), int(props.multi_processor_count)
+
+
+def _num_sms(device: torch.device) -> int:
+    return _device_info(device)[1] if device.type == "cuda" else 4
+
+
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, diag_off: int,
+             sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads, seqlen_q, head_dim = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    o = torch.empty_like(q)  # keeps q's memory layout (bhsd or a bshd view), like SDPA
+    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
+    block_d = _block_d(head_dim)
+
+    tma_ok = _tma_ok(head_dim, q, k, v)
+
+    def launch(cfg: KernelConfig) -> None:
+        grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        tma = cfg.tma and tma_ok
+        descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
+                 if tma else (None, None, None))
+        _fwd_kernel[grid](
+            q, k, v, o, lse, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+            heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
+            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
+    return o, lse
+
+
+def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+              lse: torch.Tensor, causal: bool, diag_off: int,
+              sm_scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    batch, heads, seqlen_q, head_dim = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    group = heads // kv_heads
+    block_d = _block_d(head_dim)
+    prec = _dot_prec(q.dtype)
+
+    delta = torch.empty_like(lse)
+    delta_block = 64 if head_dim <= 128 else 32
+    _bwd_delta_kernel[(triton.cdiv(seqlen_q, delta_block), batch * heads)](
+        o, do, delta, *_strides(o), *_strides(do), heads, seqlen_q,
+        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=delta_block, num_warps=4)
+
+    dq = torch.empty_like(q)
+    dk = torch.empty_like(k)
+    dv = torch.empty_like(v)
+    sms = _num_sms(q.device)
+    tma_ok = _tma_ok(head_dim, q, k, v, do)
+    partial: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def launch_dkdv(cfg: KernelConfig) -> None:
+        n_blocks = triton.cdiv(seqlen_kv, cfg.block_n)
+        # GQA/MQA: split a group's query heads over programs until the launch fills the GPU twice over
+        n_split = 1
+        for s in range(1, group + 1):
+            if group % s == 0:
+                n_split = s
+                if n_blocks * batch * kv_heads * s >= 2 * sms:
+                    break
+        if n_split == 1:
+            dk_t, dv_t, sk, sv = dk, dv, (0, *_strides(dk)), (0, *_strides(dv))
+        else:
+            if n_split not in partial:
+                shape = (n_split, batch, kv_heads, seqlen_kv, head_dim)
+                partial[n_split] = (torch.empty(shape, device=q.device, dtype=torch.float32),
+                                    torch.empty(shape, device=q.device, dtype=torch.float32))
+            dk_t, dv_t = partial[n_split]
+            sk, sv = _strides(dk_t), _strides(dv_t)
+        tma = cfg.tma and tma_ok
+        descs = (_desc(q, cfg.block_m, head_dim), _desc(do, cfg.block_m, head_dim)) if tma else (None, None)
+        _bwd_dkdv_kernel[(n_blocks, batch * kv_heads * n_split)](
+            q, k, v, do, lse, delta, dk_t, dv_t, *descs,
+            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *sk, *sv,
+            heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
+            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if n_split > 1:
+            dk.copy_(dk_t.sum(0))
+            dv.copy_(dv_t.sum(0))
+
+    def launch_dq(cfg: KernelConfig) -> None:
+        tma = cfg.tma and tma_ok
+        descs = (_desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim)) if tma else (None, None)
+        _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * heads)](
+            q, k, v, do, lse, delta, dq, *descs,
+            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
+            heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
+            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=causal, REVERSE=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
+
+    seqlen = max(seqlen_q, seqlen_kv)
+    launch_dkdv(_pick("dkdv", head_dim, q.dtype, causal, seqlen, q.device, launch_dkdv))
+    launch_dq(_pick("dq", head_dim, q.dtype, causal, seqlen, q.device, launch_dq))
+    return dq, dk, dv
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Saves q, k, v, o and the log2-domain log-sum-exp; the backward recomputes P block by block."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, diag_off: int,
+                sm_scale: float) -> torch.Tensor:
+        o, lse = _forward(q, k, v, causal, diag_off, sm_scale)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.diag_off, ctx.sm_scale = causal, diag_off, sm_scale
+        return o
+
+    @staticmethod
+    def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.diag_off, ctx.sm_scale)
+        return dq, dk, dv, None, None, None
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
+               dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool,
+               align: str) -> torch.Tensor:
+    if attn_mask is not None:
+        raise NotImplementedError("triton attention does not support attn_mask (only None; use is_causal)")
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"triton attention does not support dropout (dropout_p={dropout_p}, must be 0)")
+    if not (q.dim() == k.dim() == v.dim() and q.dim() in (3, 4)):
+        raise NotImplementedError(
+            "triton attention supports (batch, heads, seqlen, head_dim) or (batch, seqlen, head_dim) inputs, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.dim() == 3:
+        return _attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), None, 0.0, is_causal, scale,
+                          enable_gqa, align).squeeze(1)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise NotImplementedError(f"triton attention supports bf16, fp16 and fp32, not {q.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    batch, heads, seqlen_q, head_dim = q.shape
+    if k.shape[0] != batch or v.shape[0] != batch:
+        raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
+    if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
+        raise ValueError(f"k and v must have the same heads and seqlen, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if k.shape[3] != head_dim:
+        raise ValueError(f"q and k head dims differ: {head_dim} and {k.shape[3]}")
+    if v.shape[3] != head_dim:
+        raise NotImplementedError(f"triton attention needs v's head dim ({v.shape[3]}) equal to q's ({head_dim})")
+    if head_dim > 256:
+        raise NotImplementedError(f"triton attention supports head dims up to 256, not {head_dim}")
+    kv_heads = k.shape[1]
+    if kv_heads != heads:
+        if not enable_gqa:
+            raise ValueError(f"q has {heads} heads and k/v {kv_heads}: pass enable_gqa=True for GQA/MQA "
+                             "(as torch.nn.functional.scaled_dot_product_attention requires)")
+        if heads % kv_heads:
+            raise ValueError(f"number of heads in k/v ({kv_heads}) must divide the number in q ({heads})")
+    _check_runnable(q)
+    sm_scale = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
+    seqlen_kv = k.shape[2]
+    if seqlen_q == 0 or batch == 0 or heads == 0:
+        return torch.empty_like(q)
+    if seqlen_kv == 0:  # no key at all: every row sees nothing and gives 0, like FlashAttention
+        return torch.zeros_like(q) + 0.0 * (q.sum() + k.sum() + v.sum())
+    diag_off = 0 if align == "top-left" else seqlen_kv - seqlen_q
+    out: torch.Tensor = _FlashAttention.apply(q, k, v, bool(is_causal), diag_off, sm_scale)
+    return out
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+              dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+              enable_gqa: bool = False) -> torch.Tensor:
+    """Drop-in for ``F.scaled_dot_product_attention`` (top-left causal alignment, like SDPA).
+
+    q (batch, heads, seqlen_q, head_dim); k, v (batch, kv_heads, seqlen_kv, head_dim), any strides; bf16, fp16
+    or fp32; head_dim <= 256. attn_mask must be None and dropout_p 0 (NotImplementedError otherwise);
+    kv_heads != heads needs enable_gqa=True (ValueError otherwise, like SDPA).
+    """
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "top-left")
+
+
+def attention_bottom_right(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                           dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                           enable_gqa: bool = False) -> torch.Tensor:
+    """As :func:`attention`, with FlashAttention's bottom-right causal alignment: query i sees keys
+    j <= i + seqlen_kv - seqlen_q."""
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "bottom-right")
+
+
+attention.causal_align = "top-left"  # type: ignore[attr-defined]
+attention.name = "triton"  # type: ignore[attr-defined]
+attention_bottom_right.causal_align = "bottom-right"  # type: ignore[attr-defined]
+attention_bottom_right.name = "triton"  # type: ignore[attr-defined]
+
+
+def supports(spec: Any) -> str | None:
+    """Why a case cannot run here (profctl checks it before allocating inputs), or None."""
+    if triton is None:
+        return f"needs Triton, which is not installed ({_TRITON_IMPORT_ERROR})"
+    if spec.device != "cuda" and not INTERPRET:
+        return "runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on cpu"
+    if spec.head_dim > 256:
+        return f"supports head dims up to 256, not {spec.head_dim}"
+    return None
+
+
+attention.supports = supports  # type: ignore[attr-defined]
+attention_bottom_right.supports = supports  # type: ignore[attr-defined]
