@@ -9,7 +9,7 @@ VENV=${PROFCTL_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import profctl, torch, typer, pandas, yaml, pytest, ruff" >/dev/null 2>&1; then
+if ! "$VENV/bin/python" -c "import profctl, torch, typer, pandas, yaml, pytest, ruff, triton" >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q "${PROFCTL_TORCH:-torch==2.13.0}"
   "$VENV/bin/python" -m pip install -q -e ".[dev,plot,ncu]"
