@@ -24,21 +24,26 @@ if TYPE_CHECKING:
     from profctl.pipelines.bench import BenchResult
     from profctl.pipelines.ncu import NcuResult
     from profctl.pipelines.nsys import NsysResult
-    from profctl.pipelines.targets import Workload
+    from profctl.pipelines.targets import Model, Workload
     from profctl.pipelines.torchprof import TorchResult
     from profctl.schema import Summary
 
 
-def workload(**options: Any) -> Workload:
-    """The built-in attention workload from options as Python values (``backend=["fa4", "eager"]``,
-    ``seqlen=2048``, ``causal=[False, True]``, ``pass_="fwd+bwd"``, ``device="cuda"``, ``iters=20`` ...)."""
-    from profctl.pipelines.targets import Workload
-    from profctl.spec import AttentionSweep
+def workload(**options: Any) -> Workload | Model:
+    """The built-in workload from options as Python values: attention (``backend=["fa4", "eager"]``,
+    ``seqlen=2048``, ``causal=[False, True]``, ``pass_="fwd+bwd"``, ``device="cuda"``, ``iters=20`` ...), or with
+    ``model=`` the model workload (``model="llama-7b", layers=4, mode=["train", "decode"], batch=2,
+    seqlen=4096, memory_limit_gib=24``). A backend may be a callable (your attention function)."""
+    from profctl.pipelines.targets import Model, Workload
+    from profctl.spec import AttentionSweep, ModelSweep
 
     if "pass" in options:
         options["pass_"] = options.pop("pass")
     if "backends" in options:
         options["backend"] = options.pop("backends")
+    if options.get("model") is not None:
+        return Model(ModelSweep.from_strings(**options))
+    options.pop("model", None)
     return Workload(AttentionSweep.from_strings(**options))
 
 

@@ -73,3 +73,13 @@ def test_options_that_do_not_apply_are_refused(tmp_path: Path, args: list[str], 
     assert rc == 2
     (line,) = err.strip().splitlines()
     assert needle in line
+
+
+def test_the_python_api_runs_the_model_workload(tmp_path: Path) -> None:
+    import profctl
+
+    res = profctl.bench(model="gpt-tiny", mode=["prefill", "decode"], seqlen=32, batch=2, backend=["sdpa-math"],
+                        device="cpu", iters=2, warmup=1, baseline=None, reports=tmp_path)
+    df = res.to_dataframe()
+    assert list(df["mode"]) == ["prefill", "decode"] and set(df["status"]) == {"ok"}
+    assert (df["tokens_per_s"] > 0).all()
