@@ -286,12 +286,7 @@ class AttentionSweep:
     flush_l2: bool = False
 
     def __post_init__(self) -> None:
-        if self.device not in ("auto", *DEVICES):
-            raise SpecError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
-        if self.warmup < 0:
-            raise SpecError(f"--warmup must be >= 0, got {self.warmup}")
-        if self.iters <= 0:
-            raise SpecError(f"--iters must be positive, got {self.iters}")
+        check_run_options(self.device, self.warmup, self.iters)
 
     # ---- from the outside world
     @classmethod
@@ -355,10 +350,6 @@ class AttentionSweep:
     def to_argv(self) -> list[str]:
         """The workload options of ``python -m workloads.attention`` for this sweep (defaults filled)."""
         s = self.with_defaults(self.device if self.device != "auto" else "cpu")
-
-        def csv(xs: Iterable[Any]) -> str:
-            return ",".join(("true" if x else "false") if isinstance(x, bool) else str(x) for x in xs)
-
         argv = ["--backend", csv(s.backends), "--batch", csv(s.batch), "--seqlen-q", csv(s.seqlen_q),
                 "--heads", csv(s.heads), "--head-dim", csv(s.head_dim), "--dtype", csv(s.dtype),
                 "--causal", csv(s.causal), "--pass", csv(s.passes), "--layout", csv(s.layout),
@@ -373,16 +364,30 @@ class AttentionSweep:
 
     def manifest_dict(self) -> dict[str, Any]:
         """The options as recorded in a run's manifest: lists as comma strings, as typed on the command line."""
-        def csv(xs: tuple[Any, ...]) -> str | None:
-            return ",".join(("true" if x else "false") if isinstance(x, bool) else str(x) for x in xs) if xs \
-                else None
+        def opt(xs: tuple[Any, ...]) -> str | None:
+            return csv(xs) if xs else None
 
-        return {"backend": csv(self.backends), "batch": csv(self.batch), "seqlen": None,
-                "seqlen_q": csv(self.seqlen_q), "seqlen_kv": csv(self.seqlen_kv), "heads": csv(self.heads),
-                "kv_heads": csv(self.kv_heads), "head_dim": csv(self.head_dim), "dtype": csv(self.dtype),
-                "causal": csv(self.causal), "layout": csv(self.layout), "device": self.device,
+        return {"backend": opt(self.backends), "batch": opt(self.batch), "seqlen": None,
+                "seqlen_q": opt(self.seqlen_q), "seqlen_kv": opt(self.seqlen_kv), "heads": opt(self.heads),
+                "kv_heads": opt(self.kv_heads), "head_dim": opt(self.head_dim), "dtype": opt(self.dtype),
+                "causal": opt(self.causal), "layout": opt(self.layout), "device": self.device,
                 "warmup": self.warmup, "iters": self.iters, "seed": self.seed, "nvtx": self.nvtx,
-                "check": self.check, "flush_l2": self.flush_l2, "pass": csv(self.passes)}
+                "check": self.check, "flush_l2": self.flush_l2, "pass": opt(self.passes)}
+
+
+def csv(xs: Iterable[Any]) -> str:
+    """Values as the command line writes them: a comma list, booleans as true/false."""
+    return ",".join(("true" if x else "false") if isinstance(x, bool) else str(x) for x in xs)
+
+
+def check_run_options(device: str, warmup: int, iters: int) -> None:
+    """SpecError for a device, warm-up or iteration count no sweep can run with."""
+    if device not in ("auto", *DEVICES):
+        raise SpecError(f"unknown device {device!r}; choose auto, cuda or cpu")
+    if warmup < 0:
+        raise SpecError(f"--warmup must be >= 0, got {warmup}")
+    if iters <= 0:
+        raise SpecError(f"--iters must be positive, got {iters}")
 
 
 def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[str]:
@@ -478,12 +483,7 @@ class ModelSweep:
     memory_limit_gib: float | None = None
 
     def __post_init__(self) -> None:
-        if self.device not in ("auto", *DEVICES):
-            raise SpecError(f"unknown device {self.device!r}; choose auto, cuda or cpu")
-        if self.warmup < 0:
-            raise SpecError(f"--warmup must be >= 0, got {self.warmup}")
-        if self.iters <= 0:
-            raise SpecError(f"--iters must be positive, got {self.iters}")
+        check_run_options(self.device, self.warmup, self.iters)
 
     @classmethod
     def from_strings(cls, *, model: Any = None, mode: Any = None, batch: Any = None, seqlen: Any = None,
@@ -528,10 +528,6 @@ class ModelSweep:
     def to_argv(self) -> list[str]:
         """The options of ``python -m workloads.model`` for this sweep (defaults filled)."""
         s = self.with_defaults(self.device if self.device != "auto" else "cpu")
-
-        def csv(xs: Iterable[Any]) -> str:
-            return ",".join(str(x) for x in xs)
-
         argv = ["--model", csv(s.models), "--mode", csv(s.modes), "--batch", csv(s.batch), "--seqlen",
                 csv(s.seqlen), "--dtype", csv(s.dtype), "--backend", csv(s.backends), "--device", s.device,
                 "--warmup", str(s.warmup), "--iters", str(s.iters), "--seed", str(s.seed)]

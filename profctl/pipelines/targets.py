@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from profctl.errors import UsageError
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
@@ -61,20 +61,25 @@ def check_functions(refs: Sequence[str], python: str = sys.executable) -> list[d
     return results
 
 
-@dataclass(frozen=True)
-class Workload:
-    """The built-in attention workload over `sweep`: one case per (backend, shape, dtype, mask, pass)."""
+SweepT = TypeVar("SweepT", AttentionSweep, ModelSweep)
+T = TypeVar("T", bound="_SweepProgram[Any]")
 
-    sweep: AttentionSweep
+
+@dataclass(frozen=True)
+class _SweepProgram(Generic[SweepT]):
+    """A built-in workload program (``python -m MODULE``) over a typed sweep: what the attention and the model
+    workloads share. One case per point of the sweep; the child writes JSON-lines events."""
+
+    sweep: SweepT
     python: str = sys.executable
-    kind: str = "workload"
-    module: str = "workloads.attention"
+    kind: ClassVar[str] = ""
+    module: ClassVar[str] = ""
 
     @property
     def device(self) -> str:
         return self.sweep.device
 
-    def resolve(self) -> Workload:
+    def resolve(self: T) -> T:
         """The device decided and every default filled; UsageError for options that select nothing valid and
         for a function backend that cannot be loaded (checked in a child process)."""
         dev = resolve_device(self.sweep.device)
@@ -88,16 +93,13 @@ class Workload:
             check_functions(refs, self.python)
         return w
 
-    def cases(self) -> list[AttentionSpec]:
-        return self.sweep.specs()
-
     def backends(self) -> tuple[str, ...]:
         return self.sweep.backends
 
-    def with_backends(self, backends: Sequence[str]) -> Workload:
+    def with_backends(self: T, backends: Sequence[str]) -> T:
         return replace(self, sweep=self.sweep.with_backends(backends))
 
-    def with_iters(self, iters: int) -> Workload:
+    def with_iters(self: T, iters: int) -> T:
         return replace(self, sweep=replace(self.sweep, iters=iters))
 
     def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
@@ -114,8 +116,34 @@ class Workload:
     def env(self) -> dict[str, str]:
         return {"PYTHONUNBUFFERED": "1"}
 
+
+@dataclass(frozen=True)
+class Workload(_SweepProgram[AttentionSweep]):
+    """The built-in attention workload over `sweep`: one case per (backend, shape, dtype, mask, pass)."""
+
+    kind: ClassVar[str] = "workload"
+    module: ClassVar[str] = "workloads.attention"
+
+    def cases(self) -> list[AttentionSpec]:
+        return self.sweep.specs()
+
     def manifest(self) -> dict[str, Any]:
         return {"workload": self.sweep.manifest_dict()}
+
+
+@dataclass(frozen=True)
+class Model(_SweepProgram[ModelSweep]):
+    """The model workload (``python -m workloads.model``): GPT/Llama-shaped steps with a swappable attention
+    backend, one case per (model, layers, kv heads, mode, batch, context, dtype, backend)."""
+
+    kind: ClassVar[str] = "model"
+    module: ClassVar[str] = "workloads.model"
+
+    def cases(self) -> list[ModelSpec]:
+        return self.sweep.specs()
+
+    def manifest(self) -> dict[str, Any]:
+        return {"model_workload": self.sweep.manifest_dict()}
 
 
 #: environment variables a program run records in its manifest (they change what it does)
@@ -183,59 +211,3 @@ class Program:
         if cmd[0] == "-m" and len(cmd) > 1:
             return cmd
         return cmd if cmd[0].endswith(".py") else None
-
-
-@dataclass(frozen=True)
-class Model:
-    """The model workload (``python -m workloads.model``): GPT/Llama-shaped steps with a swappable attention
-    backend, one case per (model, layers, kv heads, mode, batch, context, dtype, backend)."""
-
-    sweep: ModelSweep
-    python: str = sys.executable
-    kind: str = "model"
-    module: str = "workloads.model"
-
-    @property
-    def device(self) -> str:
-        return self.sweep.device
-
-    def resolve(self) -> Model:
-        dev = resolve_device(self.sweep.device)
-        m = replace(self, sweep=self.sweep.with_defaults(dev))
-        try:
-            m.sweep.specs()
-        except SpecError as e:
-            raise UsageError(str(e)) from None
-        refs = [b for b in m.sweep.backends if b not in BUILTIN_BACKENDS]
-        if refs:
-            check_functions(refs, self.python)
-        return m
-
-    def cases(self) -> list[ModelSpec]:
-        return self.sweep.specs()
-
-    def backends(self) -> tuple[str, ...]:
-        return self.sweep.backends
-
-    def with_backends(self, backends: Sequence[str]) -> Model:
-        return replace(self, sweep=self.sweep.with_backends(backends))
-
-    def with_iters(self, iters: int) -> Model:
-        return replace(self, sweep=replace(self.sweep, iters=iters))
-
-    def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
-             extra: Sequence[str] = ()) -> list[str]:
-        argv = [self.python, "-m", self.module, *self.sweep.to_argv()]
-        if jsonl is not None:
-            argv += ["--jsonl", str(jsonl)]
-        if skip:
-            argv += ["--skip", str(skip)]
-        if only is not None:
-            argv += ["--only", ",".join(str(i) for i in only)]
-        return argv + list(extra)
-
-    def env(self) -> dict[str, str]:
-        return {"PYTHONUNBUFFERED": "1"}
-
-    def manifest(self) -> dict[str, Any]:
-        return {"model_workload": self.sweep.manifest_dict()}
