@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import command_line, guard, workload_options
+from profctl.cli._common import (
+    check_format,
+    check_reports,
+    command_line,
+    guard,
+    validate_workload,
+    workload_options,
+)
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
 
 _PANEL = "Nsight Compute"
+FORMATS = ("table", "markdown", "csv", "json")
 
 
 @guard
@@ -67,14 +75,14 @@ def ncu(
     timeout: float = typer.Option(
         1800.0, "--timeout", rich_help_panel=_PANEL, help="kill ncu after this many seconds"
     ),
-    reports_dir: Path | None = typer.Option(
+    reports: Path | None = typer.Option(
         None,
-        "--reports-dir",
+        "--reports",
         rich_help_panel=_PANEL,
-        help="where the run directory goes [default: $PROFCTL_REPORTS or ./reports]",
+        help="run directory root [default: $PROFCTL_REPORTS or ./reports]",
     ),
     format: str = typer.Option(
-        "table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown or json"
+        "table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown, csv (the kernels) or json"
     ),
     *,
     wl: Workload,
@@ -83,19 +91,19 @@ def ncu(
     from dataclasses import replace
 
     from profctl import recipes
-    from profctl.errors import UsageError
     from profctl.pipelines import ncu as pipeline
 
-    if format not in ("table", "markdown", "json"):
-        raise UsageError(f"unknown format {format!r}; choose table, markdown or json")
+    check_format(format, FORMATS)
     # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
     # with typer's vendored click and the standalone one)
     if getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
         wl = wl.with_iters(1)
     req = pipeline.NcuRequest(target=wl, recipe=recipes.get(recipe), kernel=kernel, launch_count=launch_count,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
-                              timeout_s=timeout, reports=reports_dir, command=command_line())
+                              timeout_s=timeout, reports=reports, command=command_line())
     pipeline.check(req)
+    validate_workload(wl)
+    check_reports(reports)
     req = replace(req, exe=pipeline.tool.find())
     _print(pipeline.run(req), format)
 
@@ -107,7 +115,10 @@ def _print(result: Any, format: str) -> None:
 
     for w in result.warnings:
         print(f"profctl: warning: {w}", file=sys.stderr)
-    text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
+    if format == "csv":
+        text: str | None = result.summary.kernels_df().to_csv(index=False)
+    else:
+        text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")
     print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profctl.render.tables import FORMATS, fmt_ns, markdown, rich_table
+from profctl.render.tables import FORMATS, display_path, fmt_ns, limited, markdown, print_table, rich_table
 from profctl.schema import Summary
 
 __all__ = ["FORMATS", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render", "rich_table"]
@@ -34,23 +34,29 @@ def range_rows(s: Summary) -> list[dict[str, Any]]:
     return rows
 
 
-def render(s: Summary, fmt: str, *, limit: int | None = None) -> str | None:
-    """Text for `fmt` (markdown/csv/json); for 'table' print rich tables and return None."""
+def sources_line(s: Summary) -> str:
+    return ", ".join(f"{display_path(x.path)} ({x.tool} {x.tool_version or ''})".replace(" )", ")")
+                     for x in s.sources)
+
+
+def render(s: Summary, fmt: str, *, limit: int | None = None, con: Any = None) -> str | None:
+    """Text for `fmt` (markdown/csv/json: every kernel; `limit` shortens the table and Markdown, and a line says
+    how many rows were left out); for 'table' print rich tables and return None."""
     if fmt == "json":
         return s.to_json()
     if fmt == "csv":
         return s.kernels_df().to_csv(index=False)
-    krows, rrows = kernel_rows(s, limit), range_rows(s)
+    krows, more = limited(kernel_rows(s), limit)
+    rrows, rmore = limited(range_rows(s), limit)
     if fmt == "markdown":
-        out = "## Kernels\n\n" + markdown(krows)
+        out = f"## Kernels\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
         if rrows:
-            out += "\n## NVTX ranges\n\n" + markdown(rrows)
+            out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
         return out
-    from rich.console import Console
+    from profctl.render.tables import console
 
-    con = Console()
-    srcs = ", ".join(f"{x.path} ({x.tool} {x.tool_version or ''})".strip() for x in s.sources)
-    con.print(rich_table(f"Kernels — {srcs}", krows))
+    con = con or console()
+    print_table(con, f"Kernels — {sources_line(s)}", krows, more=more)
     if rrows:
-        con.print(rich_table("NVTX ranges", rrows))
+        print_table(con, "NVTX ranges", rrows, more=rmore)
     return None
