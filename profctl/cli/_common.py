@@ -263,6 +263,49 @@ def translate(msg: str, ctx: Any = None) -> str:
 
 
 # ------------------------------------------------------------------------------------------ errors
+class StdoutFailed(Exception):
+    """Writing to standard output failed (a full disk under `> file`, /dev/full, a closed pipe)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _GuardedStdout:
+    """Standard output as the command sees it: a failed write or flush is a StdoutFailed, so it is told apart
+    from a file that cannot be read or written."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        import io
+
+        try:
+            raw = getattr(self._inner, "buffer", None)
+            if not isinstance(raw, io.RawIOBase):
+                return int(self._inner.write(text))
+            # unbuffered (PYTHONUNBUFFERED, python -u): the text layer drops the rest of a short write silently,
+            # so write the bytes here until all are out or the write fails
+            self._inner.flush()
+            view = memoryview(text.encode(self._inner.encoding or "utf-8", self._inner.errors or "strict"))
+            while view:
+                n = raw.write(view)
+                view = view[n or 0:]
+            return len(text)
+        except OSError as e:
+            raise StdoutFailed(e) from None
+
+    def flush(self) -> None:
+        try:
+            self._inner.flush()
+        except OSError as e:
+            raise StdoutFailed(e) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def guard(fn: F) -> F:
     """Turn ProfctlError (and bad option values, and an output that cannot be written) into one line on stderr,
     naming flags as typed, and the error's exit code."""
@@ -271,6 +314,8 @@ def guard(fn: F) -> F:
     def wrapper(*args: Any, **kw: Any) -> Any:
         from profctl.spec import SpecError
 
+        real = sys.stdout
+        sys.stdout = _GuardedStdout(real)
         try:
             out = fn(*args, **kw)
             sys.stdout.flush()
@@ -284,39 +329,36 @@ def guard(fn: F) -> F:
         except KeyboardInterrupt:
             err("interrupted; finished results were kept")
             raise typer.Exit(130) from None
-        except OSError as e:
-            if e.errno == errno.EPIPE:  # `| head` closed the pipe: not an error
-                _silence_stdout()
+        except (StdoutFailed, OSError) as e:
+            oserr = e.error if isinstance(e, StdoutFailed) else e
+            if oserr.errno == errno.EPIPE:  # `| head` closed the pipe: not an error
+                _silence_stdout(real)
                 raise typer.Exit(0) from None
             from profctl.fsutil import why
 
-            where = f"cannot write {e.filename}" if e.filename else "cannot write the output"
-            if e.filename is None and _is_stdout_error():
-                where = "cannot write to standard output"
-                _silence_stdout()
-            err(f"{where}: {why(e)}")
+            if isinstance(e, StdoutFailed):
+                _silence_stdout(real)
+                err(f"cannot write to standard output: {why(oserr)}")
+            else:
+                err(f"{oserr.filename}: {why(oserr)}" if oserr.filename else why(oserr))
             raise typer.Exit(1) from None
+        finally:
+            sys.stdout = real
 
     return wrapper  # type: ignore[return-value]
 
 
-def _is_stdout_error() -> bool:
-    try:
-        sys.stdout.flush()
-    except OSError:
-        return True
-    return False
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so Python's own flush at exit does not print a second error."""
+def _silence_stdout(stream: Any) -> None:
+    """Point standard output at /dev/null and drop what is still buffered, so Python's own flush at exit does
+    not print a second error."""
+    import io
     import os
 
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, stream.fileno())
         os.close(fd)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         pass
 
 

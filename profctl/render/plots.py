@@ -79,6 +79,14 @@ def log_axis(values: list[float]) -> bool:
 def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
               logy: bool = False, hlines: list[tuple[float, str]] | None = None,
               skip: Callable[[BackendRow], bool] | None = None) -> bytes | None:
+    """by_seqlen_figure as PNG bytes (None: nothing to draw)."""
+    fig = by_seqlen_figure(c, value, ylabel=ylabel, title=title, logy=logy, hlines=hlines, skip=skip)
+    return None if fig is None else _png(fig)
+
+
+def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
+                     logy: bool = False, hlines: list[tuple[float, str]] | None = None,
+                     skip: Callable[[BackendRow], bool] | None = None) -> Any:
     """One panel per (pass, causal): `value` per backend against sequence length (bars for one length). With
     `logy`, a line panel whose values span a decade or more gets a log axis (and says so in its label); bars and
     narrower ranges are always linear, so a 2x difference looks like one."""
@@ -125,7 +133,7 @@ def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, y
         if len(seqlens) >= 2:
             ax.legend(fontsize=7)
     fig.suptitle(title)
-    return _png(fig)
+    return fig
 
 
 def time_plot(c: BackendTable) -> bytes | None:
