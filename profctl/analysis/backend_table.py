@@ -210,6 +210,7 @@ class BackendRow:
     breakdown_ms: dict[str, float] = field(default_factory=dict)
     tools: list[str] = field(default_factory=list)
     reason: str | None = None
+    main_kernel_name: str | None = None  # the main kernel's whole (demangled) name; main_kernel is for tables
 
 
 @dataclass
@@ -224,6 +225,7 @@ class RooflinePoint:
     time_ns: float
     ai: float
     tflops: float
+    name: str = ""  # the kernel's whole (demangled) name
 
 
 @dataclass
@@ -364,7 +366,7 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
         pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.get("peak_mem_bytes") if b else None,
         kernel_ms=kernel_ns / 1e6 if kernel_ns else None, kernels_per_iter=launches,
         launch_overhead=gap,
-        main_kernel=_name(main_ncu or main),
+        main_kernel=_name(main_ncu or main), main_kernel_name=_full_name(main_ncu or main),
         tensor_pct=tensor, dram_pct=dram, sm_pct=sm, occupancy_pct=metric(ms, "occupancy_pct"),
         dram_bytes=dbytes, dram_bps=bytes_per_s(dbytes, dtime), arithmetic_intensity=arithmetic_intensity(flop, dbytes),
         bound=bound(tensor, dram, sm, gap), breakdown_ms=breakdown, tools=tools, reason=reason,
@@ -373,6 +375,10 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
 
 def _name(k: JoinedKernel | None) -> str | None:
     return k.short_name if k is not None else None
+
+
+def _full_name(k: JoinedKernel | None) -> str | None:
+    return k.name if k is not None else None
 
 
 def roofline_points(view: CrossToolView) -> tuple[list[RooflinePoint], list[str]]:
@@ -397,7 +403,7 @@ def roofline_points(view: CrossToolView) -> tuple[list[RooflinePoint], list[str]
             per_launch_f = f / max(tk.launches_per_iter, 1.0) if k.kernel_class == "gemm" else f
             ai = per_launch_f / nb
             pts.append(RooflinePoint(k.backend, k.pass_, k.shape_key, k.short_name, k.kernel_class, per_launch_f,
-                                     nb, dur, ai, per_launch_f / dur / 1e3))
+                                     nb, dur, ai, per_launch_f / dur / 1e3, k.name))
     return pts, unplaced
 
 

@@ -244,15 +244,18 @@ def _number_points(ax: Any, ordered: list[Any]) -> None:
                     arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#777"} if abs(dx) + abs(dy) > 12 else None)
 
 
-def roofline_rows(c: BackendTable) -> list[dict[str, str]]:
+def roofline_rows(c: BackendTable) -> list[dict[str, Any]]:
     """The table keyed to the roofline's numbers: which kernel each point is and where it sits."""
+    from profctl.render.tables import kernel_cell
     from profctl.shapes import label_of_key
 
-    out = []
+    out: list[dict[str, Any]] = []
     for i, p in enumerate(roofline_order(c), 1):
+        shown, full = kernel_cell(p.name, p.kernel)
         out.append({"#": str(i), "backend": p.backend, "pass": p.pass_, "shape": label_of_key(p.shape_key),
-                    "kernel": p.kernel, "class": p.kernel_class, "FLOP/B": f"{p.ai:,.0f}",
-                    "TFLOP/s": f"{p.tflops:,.1f}", "us": f"{p.time_ns / 1e3:,.1f}"})
+                    "kernel": shown, "class": p.kernel_class, "FLOP/B": f"{p.ai:,.0f}",
+                    "TFLOP/s": f"{p.tflops:,.1f}", "us": f"{p.time_ns / 1e3:,.1f}",
+                    **({"_full": {"kernel": full}} if full else {})})
     return out
 
 

@@ -13,12 +13,16 @@ __all__ = ["FORMATS", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
     ks = sorted(s.kernels, key=lambda k: (-k.total_ns, k.name))
     total = sum(k.total_ns for k in ks) or 1.0
+    from profctl.render.tables import kernel_cell
+
     rows = []
     for k in ks[:limit] if limit else ks:
+        shown, full = kernel_cell(k.name, k.short_name)
         rows.append({
-            "tool": k.tool, "class": k.kernel_class, "kernel": k.short_name, "range": k.nvtx_range or "",
+            "tool": k.tool, "class": k.kernel_class, "kernel": shown, "range": k.nvtx_range or "",
             "count": k.count, "total": fmt_ns(k.total_ns), "share": f"{100 * k.total_ns / total:.1f}%",
             "avg": fmt_ns(k.avg_ns), "med": fmt_ns(k.med_ns), "min": fmt_ns(k.min_ns), "max": fmt_ns(k.max_ns),
+            **({"_full": {"kernel": full}} if full else {}),
         })
     return rows
 

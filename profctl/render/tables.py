@@ -37,6 +37,17 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+def kernel_cell(name: str | None, short: str | None = None) -> tuple[str, str | None]:
+    """(the name a table shows, the whole name for its tooltip/footnote): the base function name, whole (the
+    renderer elides it to its column), and the demangled name with its template arguments when it differs."""
+    if not name:
+        return short or "-", None
+    from profctl.kernels import display_name
+
+    shown = display_name(name, width=10**6)
+    return shown, (name if name != shown else None)
+
+
 def elide(text: str, width: int = NAME_WIDTH) -> str:
     """`text` cut to `width` characters in the middle (``head…tail``): kernel names of one family share their
     start and differ in their template arguments and suffixes, so both ends stay."""
