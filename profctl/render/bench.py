@@ -100,7 +100,10 @@ def print_table(res: BenchResult, con: Any = None) -> None:
     if not pairs:
         con.print("no point ran" + (f" (not run here: {', '.join(sorted(skip))})" if skip else ""))
         return
-    for c in pairs[0][0]:
+    # a column with nothing in it (no peak known on a CPU, no NVML, no memory counter) is left out
+    cols = [c for c in pairs[0][0] if c in ("backend", "shape", "pass", "status", "median ms")
+            or any(r[c] != "-" for r, _ in pairs)]
+    for c in cols:
         t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status") else "right",
                      overflow="fold", max_width=60 if c == "status" else None)
     prev = None
@@ -113,7 +116,7 @@ def print_table(res: BenchResult, con: Any = None) -> None:
         style = None if raw["status"] == "ok" else "dim"
         if raw.get("suspect") or raw.get("check") == "fail":
             style = "red"
-        t.add_row(*(escape(str(v)) for v in r.values()), style=style)
+        t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
     for w in [*res.clock_warnings, *res.warnings]:
         con.print(f"[yellow]warning:[/] {escape(w)}")
