@@ -435,6 +435,7 @@ def check_reports(reports: Path | str | None) -> None:
     root = runs.reports_root(reports)
     why = write_problem(root / "run")
     if why:
+        why = why.replace(f" (in {root})", "")
         raise CannotWrite(f"cannot create a run directory under {root}: {why}",
                           hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write")
 

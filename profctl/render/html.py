@@ -25,8 +25,9 @@ h1{font-size:22px;margin-bottom:4px} h2{font-size:18px;margin-top:28px;border-bo
 .tbl{max-width:100%;overflow-x:auto;margin:8px 0;border:1px solid #eee}
 table{border-collapse:collapse;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f3f3f3;position:sticky;top:0} td.l,th.l{text-align:left}
-td.w{white-space:normal;min-width:12em;max-width:28em;overflow-wrap:anywhere}
+th{background:#f3f3f3;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
+td{background:#fff} tr>:first-child{position:sticky;left:0;z-index:1}
+td.w{white-space:normal;max-width:28em;overflow-wrap:anywhere}
 td[title]{text-decoration:underline dotted #999;cursor:help}
 tr.base td{background:#fafae8} tr.fail td{color:#999}
 figure{display:inline-block;margin:8px 12px 8px 0;vertical-align:top;max-width:100%}
@@ -37,6 +38,8 @@ img{max-width:100%;height:auto;border:1px solid #eee}
 
 LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
         "tool", "path", "version", "#"}
+#: characters of a kernel name in a table cell (the whole name is the cell's tooltip)
+HTML_NAME_WIDTH = 36
 #: columns whose text may be long: they wrap inside the cell
 WRAP = {"status", "reason", "note", "path", "notes"}
 
@@ -47,7 +50,7 @@ def _cell(r: dict[str, Any], c: str) -> str:
     text = str(r.get(c, ""))
     full = full_text(r, c)
     cls = ("l" if c in LEFT else "") + (" w" if c in WRAP else "")
-    shown = elide(text) if c in NAME_COLUMNS else text
+    shown = elide(text, HTML_NAME_WIDTH) if c in NAME_COLUMNS else text
     title = f' title="{html.escape(full)}"' if full != shown else ""
     return f'<td class="{cls.strip()}"{title}>{html.escape(shown)}</td>'
 
