@@ -55,6 +55,12 @@ def report(
     from profctl.errors import UsageError
 
     check_format(format, FORMATS)
+    if baseline != "none":
+        from profctl.spec import BUILTIN_BACKENDS, canonical_backend, is_function_ref
+
+        baseline = canonical_backend(baseline)
+        if baseline not in BUILTIN_BACKENDS and not is_function_ref(baseline):
+            raise UsageError(f"--baseline {baseline!r}: choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
     if view not in ("auto", "summary", "compare"):
         raise UsageError(f"--view {view!r}: choose auto, summary or compare")
     check_limit(limit, format)
@@ -178,8 +184,14 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
             from profctl.errors import UsageError
 
             raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
+    named = {resolver.device_of(i) for i in inputs} - {None}
+    if gpu and named and named != {gpu}:
+        note(f"note: --gpu {gpu} is used for the peak figures; the inputs name {', '.join(sorted(map(str, named)))}")
     view = crosstool.join(summaries, rows, device=device, shape=shape)
     c = backend_table.build(view, baseline=None if baseline == "none" else baseline, device=device)
+    if given("baseline") and baseline != "none" and c.baseline != baseline:
+        c.notes.insert(0, f"--baseline {baseline}: no row of {baseline} in these inputs; speedups are against "
+                          f"{c.baseline or 'nothing'}")
     con, buf = text_console() if output is not None else (console(240), None)
     if pivot:
         prow = rc.pivot_rows(c, pivot)

@@ -9,6 +9,9 @@ import typer
 
 from profctl.cli._common import check_format, check_limit, guard
 
+#: the kinds of run the profiling commands write
+KINDS = ("bench", "nsys", "ncu", "torch")
+
 
 def _short_time(iso: Any) -> str:
     s = str(iso or "")
@@ -57,10 +60,15 @@ def runs(
     import sys
 
     from profctl import runs as rs
+    from profctl.errors import UsageError
     from profctl.render.tables import FORMATS, markdown, to_csv
 
     check_format(format, FORMATS)
     check_limit(limit, format)
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: choose from {', '.join(KINDS)}")
+    if status is not None and status not in (*rs.STATUSES, "unreadable"):
+        raise UsageError(f"--status {status!r}: choose from {', '.join((*rs.STATUSES, 'unreadable'))}")
     items = rs.list_runs(reports)
     if kind:
         items = [r for r in items if r.kind == kind]
@@ -91,7 +99,8 @@ def runs(
 
         con = console()
         if not rows:
-            con.print(f"no runs under {rs.reports_root(reports)}")
+            what = " ".join(x for x in (status, kind) if x)
+            con.print(f"no {what + ' ' if what else ''}runs under {rs.reports_root(reports)}")
             return
         print_table(con, f"runs in {rs.reports_root(reports)}", rows)
         if more:

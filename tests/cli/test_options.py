@@ -134,6 +134,13 @@ def test_contradicting_options_are_an_error_naming_both(args: list[str], names: 
         assert n in line, (n, line)
 
 
+def test_an_explicit_baseline_that_did_not_run_is_said() -> None:
+    """flash-attn is not installed on the machine that recorded these rows: speedups cannot be against it."""
+    res = CliRunner().invoke(app, ["report", BENCH, "--baseline", "flash-attn", "-f", "markdown"])
+    assert res.exit_code == 0, res.output
+    assert "--baseline flash-attn: no row of flash-attn in these inputs; speedups are against sdpa-math" in res.stdout
+
+
 def test_a_default_that_would_contradict_adapts_quietly() -> None:
     """--threshold left at its default (2%) narrows to a tighter gate: no contradiction the user made."""
     res = CliRunner().invoke(app, ["compare", BENCH, BENCH, "--fail-if-slower", "1%", "-f", "json"])
@@ -234,7 +241,8 @@ BAD = [
     ["nsys", "--trace", "nope"], ["nsys", "--capture", "x"], ["ncu", "--recipe", "nope"],
     ["ncu", "--clock-control", "x"], ["ncu", "--kernel", "("], ["report", BENCH, "--pivot", "x"],
     ["compare", BENCH, BENCH, "--resamples", "5"], ["runs", "-f", "xml"], ["recipes", "--cc", "nine"],
-    ["doctor", "-f", "xml"],
+    ["doctor", "-f", "xml"], ["runs", "--kind", "nope"], ["runs", "--status", "done"],
+    ["report", BENCH, "--baseline", "fa5"],
 ]
 
 
