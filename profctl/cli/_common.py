@@ -128,6 +128,15 @@ class ProfctlCommand(TyperCommand):
     accepted with a note; click's own usage errors become ``profctl: error: ...`` lines. The flags as typed are
     kept in the context, so error messages name the one the user typed (``-s``, not ``--seqlen-q``)."""
 
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        for p in self.params:  # `[default: ...]` in a help text is rich markup to typer's help: keep it text
+            text = getattr(p, "help", None)
+            if text and "[" in text and "\\[" not in text:
+                setattr(p, "help", text.replace("[", "\\["))  # noqa: B010 - typer's options have it, not click's type
+                if "[default:" in text:  # the text says the default in words: no second, typer-made one
+                    setattr(p, "show_default", False)  # noqa: B010
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:
             args, typed = rewrite_args(self, ctx, list(args))

@@ -6,6 +6,7 @@ line, and bad options answered before anything heavy is imported."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,14 @@ def test_bad_options_are_answered_before_anything_heavy(tmp_path: Path) -> None:
         assert p.returncode in (1, 2), (args, p.stderr)  # 2: a bad value; 1: an output that cannot be written
         assert len(lines) == 1 and lines[0].startswith("profctl: error:"), (args, p.stderr)
         assert "imported while checking options" not in p.stderr
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_help_says_each_default_once(command: str) -> None:
+    """Help texts that say their default in words ('[default: all on GPU; ...]') keep it (typer would read the
+    brackets as markup and drop them), and typer does not add a second one."""
+    res = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert not re.search(r"\[default: [^\]]*\].*\[default:", res.stdout)
+    if command in WORKLOAD_COMMANDS:
+        assert "[default: 1]" in res.stdout and "[default: all on GPU;" in res.stdout
