@@ -74,8 +74,9 @@ def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
 
     from profctl.render.tables import console
 
+    con = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, disable=not show, console=console(stderr=True)) as bar:
+                  transient=True, disable=not show or not con.is_terminal, console=con) as bar:
         task = bar.add_task("starting", total=None)
 
         def progress(p: Any) -> None:

@@ -73,10 +73,12 @@ def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
     """What the sweep did, in words: which backends ran where, a baseline added, backends that could not run."""
     ran = list(dict.fromkeys(str(r["backend"]) for r in res.rows if r.get("status") == "ok"))
     ok = sum(1 for r in res.rows if r.get("status") == "ok")
-    shapes = len({shape_label(r) + str(r.get("pass")) for r in res.rows})
-    lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} points "
-             f"({shapes} shape(s) and pass(es))" + ("" if requested else "; backends: the defaults for "
-                                                    f"{res.rows[0].get('device') if res.rows else 'this device'}")]
+    shapes = len({shape_label(r) for r in res.rows})
+    passes = ", ".join(dict.fromkeys(str(r.get("pass")) for r in res.rows))
+    lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} point"
+             f"{'s' if len(res.rows) != 1 else ''} ({shapes} shape{'s' if shapes != 1 else ''}, {passes})"
+             + ("" if requested else "; backends: the defaults for "
+                f"{res.rows[0].get('device') if res.rows else 'this device'}")]
     if res.baseline and requested and res.baseline not in requested:
         lines.append(f"{res.baseline} was added as the baseline for the speedup column "
                      "(--baseline none leaves it out, --baseline NAME picks another)")
