@@ -14,8 +14,8 @@ echo "== examples: your own program under each profiler"
 {
   $P nsys --reports runs -f markdown --limit 8 -- python3 examples/my_program.py --steps 3 --seqlen 2048
   $P nsys --reports runs -f markdown --range myapp@attention -- python3 examples/my_program.py --steps 3 --seqlen 2048
-  $P ncu --reports-dir runs --clock-control none --range myapp@attention -f markdown -- python3 examples/my_program.py --steps 2 --seqlen 2048
-  $P ncu --reports-dir runs --clock-control none --kernel _scale_add --launch-count 1 -f markdown -- python3 examples/my_program.py --steps 2
+  $P ncu --reports runs --clock-control none --range myapp@attention -f markdown -- python3 examples/my_program.py --steps 2 --seqlen 2048
+  $P ncu --reports runs --clock-control none --kernel _scale_add --launch-count 1 -f markdown -- python3 examples/my_program.py --steps 2
   $P torch --reports runs -f markdown --limit 10 --range mlp -- python3 examples/my_program.py --steps 3 --seqlen 2048
 } > "$OUT/programs.txt" 2>&1
 grep -E "error|launch\(es\) profiled|Kernels" "$OUT/programs.txt" | head -20

@@ -35,7 +35,7 @@ def newest_run(root: Path) -> dict:
 def ncu_pair(work: Path) -> tuple[float, float]:
     root = work / "ncu"
     wall = timed([sys.executable, "-m", "profctl", "ncu", "--recipe", "tensor-core", "--clock-control", "none",
-                  *WORKLOAD, "--reports-dir", str(root), "-f", "json"])
+                  *WORKLOAD, "--reports", str(root), "-f", "json"])
     argv = list(newest_run(root)["ncu_argv"])
     out = work / "alone.ncu-rep"
     argv[argv.index("--export") + 1] = str(out)

@@ -80,6 +80,11 @@ class BadReport(ProfctlError):
     exit_code = 5
 
 
+class CannotWrite(ProfctlError):
+    """A file or directory profctl must write cannot be written: a read-only folder, a directory where a file
+    should go, a full disk. The message names the path; nothing half-written is left there."""
+
+
 class WorkloadFailed(ProfctlError):
     """The workload child process exited abnormally."""
 

@@ -1,30 +1,110 @@
-"""Atomic writes and read-only opening: a crash never leaves a half-written file, and users' files stay untouched."""
+"""Atomic writes and read-only opening: a crash never leaves a half-written file, and users' files stay untouched.
+
+Every file profctl writes (run manifests, summaries, bench rows, reports, HTML) goes through here, so every one
+gets the same two promises: the file is whole or absent (a temporary file beside it, fsynced, renamed over it),
+and it has the mode any file the user writes has (0666 less the umask: 0644 under umask 022), not the 0600 of a
+temporary file. A write that cannot happen (a read-only directory, a directory where the file
+should be, a full disk) raises :class:`profctl.errors.CannotWrite` naming the path, and leaves nothing behind.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
+from profctl.errors import CannotWrite
+
+_umask_lock = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be, else set and restored under a lock)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:
+        old = os.umask(0o022)
+        os.umask(old)
+    return old
+
+
+def new_file_mode() -> int:
+    """The mode of a new file, as `open()` or a shell's `>` would create it: 0666 less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def why(e: OSError) -> str:
+    """An OSError's reason in words, lower-case ('permission denied', 'no space left on device')."""
+    text = e.strerror or str(e) or type(e).__name__
+    return text[:1].lower() + text[1:]
+
+
+def write_problem(path: Path | str) -> str | None:
+    """Why a file cannot be written at `path` (it is a directory, its folder is a file, the folder does not let
+    us create a file: tried for real, then removed), or None when it can."""
+    path = Path(path)
+    if path.is_dir():
+        return "it is a directory"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
+    if parent != path.parent:  # the missing folders will be made: the first existing one must take them
+        return None if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        return f"{why(e)} (in {parent})"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
+def check_writable(path: Path | str, what: str = "") -> Path:
+    """CannotWrite now, before minutes of work, when a file cannot be written at `path` (see write_problem);
+    `what` names the option it came from."""
+    problem = write_problem(path)
+    if problem:
+        label = f"{what} {path}".strip()
+        hint = f"name a file in it, e.g. {Path(path) / 'out'}" if problem == "it is a directory" else None
+        raise CannotWrite(f"cannot write {label}: {problem}", hint=hint)
+    return Path(path)
+
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
-    """Write to a temporary file in the same directory, fsync, then rename over `path`."""
+    """Write to a temporary file in the same directory, fsync, then rename over `path`; CannotWrite (and no
+    file, not even the temporary one) when any step fails."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise CannotWrite(f"cannot write {path}: it is a directory")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise CannotWrite(f"cannot write {path}: {why(e)}") from None
+    try:
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise CannotWrite(f"cannot write {path}: {why(e)}") from None
         raise
     return path
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import ProfctlError, UsageError
-from profctl.fsutil import atomic_write_json
+from profctl.errors import CannotWrite, ProfctlError, UsageError
+from profctl.fsutil import atomic_write_json, why
 
 MANIFEST = "manifest.json"
 STATUSES = ("running", "complete", "incomplete", "failed")
@@ -57,18 +57,22 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", kind):
         raise ValueError(f"run kind {kind!r}: letters, digits, '_', '.', '-' only")
     base = reports_root(root)
-    base.mkdir(parents=True, exist_ok=True)
     now = _now()
-    for _ in range(100):
-        run_id = f"{now:%Y%m%dT%H%M%SZ}-{kind}-{secrets.token_hex(3)}"
-        path = base / run_id
-        try:
-            path.mkdir()  # atomic: two runs never get the same directory
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover
-        raise RuntimeError("could not create a unique run directory")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):
+            run_id = f"{now:%Y%m%dT%H%M%SZ}-{kind}-{secrets.token_hex(3)}"
+            path = base / run_id
+            try:
+                path.mkdir()  # atomic: two runs never get the same directory
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover
+            raise RuntimeError("could not create a unique run directory")
+    except OSError as e:
+        raise CannotWrite(f"cannot create a run directory under {base}: {why(e)}",
+                          hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write") from None
     from profctl._version import __version__
 
     manifest: dict[str, Any] = {
@@ -99,7 +103,70 @@ def read_manifest(run_dir: Path | str) -> dict[str, Any]:
         raise BadReport(f"{p}: unreadable manifest ({e})") from None
     if not isinstance(m, dict):
         raise BadReport(f"{p}: not a manifest (a JSON object was expected)")
-    return m
+    return normalize_manifest(m)
+
+
+#: the type every reader of the run store may rely on, per manifest field (other versions of profctl, other
+#: commands and hand-edited files write other things: :func:`normalize_manifest` makes them fit)
+_TEXT = ("run_id", "kind", "status", "label", "cwd", "started", "ended", "host", "python", "profctl", "reason")
+_INT = ("pid", "points", "rows", "launches", "returncode")
+_MAPPING = ("environment", "git", "device", "clocks", "workload", "labels")
+
+
+def normalize_manifest(m: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with every field the run store reads in the type it expects: text as str, counts as int,
+    ``environment``/``git``/``device``/``clocks``/``workload``/``labels`` as mappings (a device given as a
+    string, as ``profctl torch`` before 0.2 wrote it, becomes ``{"name": ...}``), ``command`` and ``tools`` as
+    lists. What cannot be made to fit is dropped (None), never guessed; the rest is kept as stored."""
+    out = dict(m)
+    for k in _TEXT:
+        v = out.get(k)
+        if v is not None and not isinstance(v, str):
+            out[k] = None if isinstance(v, (dict, list)) else str(v)
+    for k in _INT:
+        v = out.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            try:
+                out[k] = int(v)
+            except (TypeError, ValueError):
+                out[k] = None
+    for k in _MAPPING:
+        v = out.get(k)
+        if v is None or isinstance(v, dict):
+            continue
+        out[k] = {"name": str(v)} if k == "device" and isinstance(v, (str, int, float)) and v != "" else \
+            ({"commit": v} if k == "git" and isinstance(v, str) and v else None)
+    for k in ("git", "labels"):  # may be absent, never another type
+        if isinstance(out.get(k), dict) and not out[k]:
+            out[k] = None
+    git = out.get("git")
+    if git is not None and git.get("commit") is not None and not isinstance(git["commit"], str):
+        out["git"] = dict(git, commit=str(git["commit"]))
+    clocks = out.get("clocks")
+    if clocks:
+        out["clocks"] = dict(clocks, **{k: [str(x) for x in v] if isinstance(v, list) else ([str(v)] if v else [])
+                                        for k in ("throttle_reasons", "clock_warnings") if k in clocks
+                                        for v in [clocks[k]]})
+    out["command"] = _as_argv(out.get("command"))
+    tools = out.get("tools")
+    tools = [tools] if isinstance(tools, dict) else tools if isinstance(tools, list) else []
+    out["tools"] = [dict(t, argv=_as_argv(t.get("argv"))) for t in tools if isinstance(t, dict)]
+    if "warnings" in out and not isinstance(out["warnings"], list):
+        out["warnings"] = [str(out["warnings"])] if out["warnings"] else []
+    return out
+
+
+def _as_argv(v: Any) -> list[str]:
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    if isinstance(v, str) and v:
+        import shlex
+
+        try:
+            return shlex.split(v)
+        except ValueError:
+            return v.split()
+    return []
 
 
 def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:

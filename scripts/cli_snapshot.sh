@@ -48,7 +48,7 @@ run cmp_same "$R/$P" compare bench.json.gz bench.json.gz -f markdown
 run err_backend "$R/$P" bench --backend nope
 run err_report "$R/$P" report "$R/README.md"
 run err_recipe "$R/$P" recipes nosuch
-run bench_cpu "$R/$P" bench --device cpu -s 128 -b sdpa-math,eager --heads 2 --iters 3 --warmup 1 --markdown - --reports runs
+run bench_cpu "$R/$P" bench --device cpu -s 128 -b sdpa-math,eager --heads 2 --iters 3 --warmup 1 -f markdown --reports runs
 mask bench_cpu
 run torch_cpu "$R/$P" torch --device cpu -s 64 --heads 2 --iters 2 --warmup 1 -f markdown --reports runs
 mask torch_cpu

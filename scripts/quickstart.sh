@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 VENV=$(bash scripts/setup-venv.sh | tail -n 1)
 P="$VENV/bin/profctl"
 echo "== profctl doctor"; "$P" doctor || true
-echo "== profctl bench (defaults for this machine)"; "$P" bench --markdown reports/quickstart-bench.md
+echo "== profctl bench (defaults for this machine)"; "$P" bench -f markdown -o reports/quickstart-bench.md
 echo "== profctl torch (torch.profiler, measured iterations only)"
 "$P" torch --seqlen 512 --iters 3 || echo "(profctl torch failed; see above)"
 echo "== profctl report on a recorded H100 nsys export (tests/data/h100-sm90)"

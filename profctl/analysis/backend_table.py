@@ -10,6 +10,7 @@ bytes/s, AI    ncu DRAM bytes (read + write) of the group's kernels; arithmetic 
 kernels/iter   kernel launches per iteration; launch-overhead share = 1 - kernel time / time: the part of the
                iteration where the GPU runs no kernel of it (launch gaps, CPU-side work)
 why            the main kernel's tensor-pipe, DRAM, SM and occupancy figures from ncu, and a one-word verdict
+               (launch-bound first: above LAUNCH_BOUND_GAP of launch gap the kernels are not what limits it)
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ METRICS: dict[str, tuple[str, ...]] = {
     "duration_ns": ("gpu__time_duration.sum", "gpu__time_duration.avg"),
 }
 BOUND_PCT = 60.0
+#: launch gap share (1 - kernel time / time) above which an iteration is launch-bound: most of its time no kernel
+#: of it runs, so speeding the kernel up cannot help much, whatever its ncu figures say
+LAUNCH_BOUND_GAP = 0.5
 BREAKDOWN_CLASSES = ("gemm", "softmax", "elementwise", "reduce", "flash_fwd", "flash_bwd", "other")
 
 
@@ -93,8 +97,13 @@ def launch_overhead_share(kernel_ns: float | None, wall_ns: float | None) -> flo
     return max(0.0, 1.0 - kernel_ns / wall_ns)
 
 
-def bound(tensor: float | None, dram: float | None, sm: float | None) -> str:
-    """One word for where a kernel's time goes, from its ncu throughputs (percent of peak)."""
+def bound(tensor: float | None, dram: float | None, sm: float | None, gap: float | None = None) -> str:
+    """One word for where an iteration's time goes: ``launch-bound`` when the launch gap (the share of the
+    iteration in which none of its kernels runs) is above LAUNCH_BOUND_GAP, whatever the kernels do; else from
+    the main kernel's ncu throughputs (percent of peak): tensor, DRAM, SM, or latency when none reaches
+    BOUND_PCT."""
+    if gap is not None and gap > LAUNCH_BOUND_GAP:
+        return "launch-bound"
     if tensor is not None and tensor >= BOUND_PCT:
         return "tensor"
     if dram is not None and dram >= BOUND_PCT:
@@ -201,6 +210,7 @@ class BackendRow:
     breakdown_ms: dict[str, float] = field(default_factory=dict)
     tools: list[str] = field(default_factory=list)
     reason: str | None = None
+    main_kernel_name: str | None = None  # the main kernel's whole (demangled) name; main_kernel is for tables
 
 
 @dataclass
@@ -215,6 +225,7 @@ class RooflinePoint:
     time_ns: float
     ai: float
     tflops: float
+    name: str = ""  # the kernel's whole (demangled) name
 
 
 @dataclass
@@ -338,6 +349,9 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
             dbytes = sum((x or 0.0) * t.launches_per_iter for x, t in per)
             dtime = sum(t.per_iter_ns for _, t in per)
     tensor, dram, sm = metric(ms, "tensor_pct"), metric(ms, "dram_pct"), metric(ms, "sm_pct")
+    gap = (launch_overhead_share(kernel_ns, time_ns)
+           if source and "kernels" not in source and kernel_tool in ("nsys", "torch")
+           and not (b and b.get("device") == "cpu") else None)
     breakdown: dict[str, float] = {}
     for k in timed:
         t = k.time_ns(prefer)
@@ -351,18 +365,20 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
         time_ms=time_ns / 1e6 if time_ns else None, time_source=source, flops=flop, tflops=rate, pct_peak=pct,
         pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.get("peak_mem_bytes") if b else None,
         kernel_ms=kernel_ns / 1e6 if kernel_ns else None, kernels_per_iter=launches,
-        launch_overhead=(launch_overhead_share(kernel_ns, time_ns)
-                         if source and "kernels" not in source and kernel_tool in ("nsys", "torch")
-                         and not (b and b.get("device") == "cpu") else None),
-        main_kernel=_name(main_ncu or main),
+        launch_overhead=gap,
+        main_kernel=_name(main_ncu or main), main_kernel_name=_full_name(main_ncu or main),
         tensor_pct=tensor, dram_pct=dram, sm_pct=sm, occupancy_pct=metric(ms, "occupancy_pct"),
         dram_bytes=dbytes, dram_bps=bytes_per_s(dbytes, dtime), arithmetic_intensity=arithmetic_intensity(flop, dbytes),
-        bound=bound(tensor, dram, sm), breakdown_ms=breakdown, tools=tools, reason=reason,
+        bound=bound(tensor, dram, sm, gap), breakdown_ms=breakdown, tools=tools, reason=reason,
     )
 
 
 def _name(k: JoinedKernel | None) -> str | None:
     return k.short_name if k is not None else None
+
+
+def _full_name(k: JoinedKernel | None) -> str | None:
+    return k.name if k is not None else None
 
 
 def roofline_points(view: CrossToolView) -> tuple[list[RooflinePoint], list[str]]:
@@ -387,7 +403,7 @@ def roofline_points(view: CrossToolView) -> tuple[list[RooflinePoint], list[str]
             per_launch_f = f / max(tk.launches_per_iter, 1.0) if k.kernel_class == "gemm" else f
             ai = per_launch_f / nb
             pts.append(RooflinePoint(k.backend, k.pass_, k.shape_key, k.short_name, k.kernel_class, per_launch_f,
-                                     nb, dur, ai, per_launch_f / dur / 1e3))
+                                     nb, dur, ai, per_launch_f / dur / 1e3, k.name))
     return pts, unplaced
 
 

@@ -28,12 +28,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from profctl.kernels import base_name, display_name, loose_key, match_key
 from profctl.nvtx import RangeKey, parse_range
 from profctl.schema import KernelRow, Summary
-from profctl.shapes import key_of_row, sort_key
+from profctl.shapes import key_of_row, label_of_key, sort_key
 from profctl.spec import canonical_backend
 
 TOOL_ORDER = ("nsys", "torch", "ncu")
@@ -380,6 +381,8 @@ def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = ()
     for s, placed in placed_all:
         shape_of: dict[str, str] = {p.backend: p.shape for p in placed if p.shape}
         raw_spans.append(_spans(s, _tool(s), shape_of))
+    placed_all, raw_spans = _one_source_per_case(placed_all, raw_spans, notes)
+    bench = _one_bench_row_per_case(bench, notes)
     # one shape known in all: it is the shape of the groups that do not say
     shapes = {p.shape for _, ps in placed_all for p in ps if p.shape} | {key_of_row(r) for r in bench}
     shapes |= {g[2] for sp in raw_spans for g in sp if g[2]}
@@ -408,6 +411,77 @@ def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = ()
         sources.append({"path": b, "tool": "bench", "version": None,
                         "kernels_placed": sum(1 for r in bench if r.get("_source") == b)})
     return CrossToolView(kernels=kernels, bench=bench, spans=spans, device=device, sources=sources, notes=notes)
+
+
+def _label(path: str) -> str:
+    """A source as a note names it: ``<run-id>/<file>`` for a file in a run directory, else as given."""
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}" if re.match(r"^\d{8}T\d{6}Z-", p.parent.name) else path
+
+
+def _one_source_per_case(placed_all: list[tuple[Summary, list[_Placed]]],
+                         raw_spans: list[dict[tuple[str, str, str | None], Span]], notes: list[str]
+                         ) -> tuple[list[tuple[Summary, list[_Placed]]], list[dict[tuple[str, str, str | None], Span]]]:
+    """Two reports of one tool holding the same case (backend, pass, shape): the later input is used for it
+    and a note says which was kept. Two ncu reports of one case join when they measured different metrics (two
+    recipes); when they measured the same ones, the later is used as well."""
+    last: dict[tuple[str, tuple[str, str, str | None]], int] = {}
+    dropped: set[tuple[int, tuple[str, str, str | None]]] = set()
+    clashes: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for i, (s, placed) in enumerate(placed_all):
+        tool = _tool(s)
+        for g in sorted({(p.backend, p.pass_, p.shape) for p in placed} | set(raw_spans[i]),
+                        key=lambda g: (g[0], g[1], g[2] or "")):
+            j = last.get((tool, g))
+            if j is not None and (tool != "ncu" or _same_metrics(placed_all[j][1], placed, g)):
+                dropped.add((j, g))
+                clashes[(tool, _src(placed_all[j][0]), _src(s))].append(_case_words(g))
+            last[(tool, g)] = i
+    notes += _clash_notes(clashes)
+    if not dropped:
+        return placed_all, raw_spans
+    out = [(s, [p for p in placed if (i, (p.backend, p.pass_, p.shape)) not in dropped])
+           for i, (s, placed) in enumerate(placed_all)]
+    spans = [{g: v for g, v in sp.items() if (i, g) not in dropped} for i, sp in enumerate(raw_spans)]
+    return out, spans
+
+
+def _same_metrics(a: list[_Placed], b: list[_Placed], g: tuple[str, str, str | None]) -> bool:
+    ma = {m for p in a if (p.backend, p.pass_, p.shape) == g for m in p.row.metrics}
+    mb = {m for p in b if (p.backend, p.pass_, p.shape) == g for m in p.row.metrics}
+    return ma <= mb or mb <= ma  # one measured nothing the other did not: the same recipe (or less)
+
+
+def _one_bench_row_per_case(bench: list[dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
+    """Bench rows of one case (backend, pass, shape) from several inputs: the later input's row is used, and a
+    note says which."""
+    seen: dict[tuple[str, str, str | None], int] = {}
+    out: list[dict[str, Any] | None] = []
+    clashes: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for r in bench:
+        k = (str(r["backend"]), str(r["pass"]), key_of_row(r))
+        j = seen.get(k)
+        if j is not None:
+            old = out[j] or {}
+            clashes[("bench", str(old.get("_source") or "?"), str(r.get("_source") or "?"))].append(_case_words(k))
+            out[j] = None
+        seen[k] = len(out)
+        out.append(r)
+    notes += _clash_notes(clashes)
+    return [r for r in out if r is not None]
+
+
+def _case_words(g: tuple[str, str, str | None]) -> str:
+    return f"{g[0]} {g[1]} {label_of_key(g[2])}".strip()
+
+
+def _clash_notes(clashes: dict[tuple[str, str, str], list[str]]) -> list[str]:
+    out = []
+    for (tool, old, new), cases in clashes.items():
+        what = ", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")
+        out.append(f"{tool}: {_label(old)} and {_label(new)} both hold {len(cases)} case(s) ({what}); "
+                   f"the later input, {_label(new)}, is used for them")
+    return out
 
 
 def _tool(s: Summary) -> str:

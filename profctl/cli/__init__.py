@@ -7,6 +7,8 @@ import importlib
 
 import typer
 
+from profctl.cli._common import ProfctlCommand
+
 app = typer.Typer(
     name="profctl",
     help="Profile GPU attention kernels (FlashAttention, SDPA, cuDNN, FA4, eager) with nsys, ncu and "
@@ -15,7 +17,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
 
 
 @app.callback(invoke_without_command=True)
@@ -55,7 +56,7 @@ for _name, _mod, _fn in COMMANDS:
         if _e.name != _mod:
             raise
         continue
-    app.command(_name)(getattr(_m, _fn))
+    app.command(_name, cls=ProfctlCommand)(getattr(_m, _fn))
 
 
 def main() -> None:

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from profctl.cli._common import command_line, emit, guard, workload_options
+from profctl.cli._common import (
+    check_format,
+    check_outputs,
+    check_reports,
+    command_line,
+    emit,
+    guard,
+    note,
+    validate_workload,
+    workload_options,
+)
+
+FORMATS = ("table", "markdown", "csv", "json")
 
 
 @guard
 @workload_options
 def bench(
     wl: Any,
-    baseline: str = typer.Option("eager", "--baseline", help="backend to compute speedups against, or 'none'"),
-    json_out: Path | None = typer.Option(None, "--json", help="write the rows as JSON ('-' for stdout)"),
-    csv_out: Path | None = typer.Option(None, "--csv", help="write the rows as CSV ('-' for stdout)"),
-    md_out: Path | None = typer.Option(None, "--markdown", help="write a Markdown table ('-' for stdout)"),
+    baseline: str = typer.Option("eager", "--baseline", help="backend to compute speedups against, or 'none' "
+                                                             "(added to the run when --backend leaves it out)"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json (the rows)"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write --format to this file (atomically) "
+                                                                  "instead of standard output"),
+    json_out: Path | None = typer.Option(None, "--json", hidden=True, help="old spelling of -f json -o FILE"),
+    csv_out: Path | None = typer.Option(None, "--csv", hidden=True, help="old spelling of -f csv -o FILE"),
+    md_out: Path | None = typer.Option(None, "--markdown", hidden=True, help="old spelling of -f markdown -o FILE"),
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
-    point_timeout: float = typer.Option(900.0, "--point-timeout", help="seconds before a point is killed"),
+    timeout: float = typer.Option(900.0, "--timeout", help="seconds before a point is killed"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
     strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI)"),
     label: str | None = typer.Option(None, "--label",
@@ -29,32 +44,65 @@ def bench(
                                           "BACKEND=NAME,..."),
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
+    from profctl.errors import UsageError
+    from profctl.pipelines import bench as pipeline
+
+    check_format(format, FORMATS)
+    for flag, p, fmt in (("--json", json_out, "json"), ("--csv", csv_out, "csv"), ("--markdown", md_out, "markdown")):
+        if p is not None:
+            note(f"note: {flag} FILE is now -f {fmt} -o FILE; the old spelling goes in 0.3")
+    outputs: list[tuple[str, str, Path | None]] = [("--json", "json", json_out), ("--csv", "csv", csv_out),
+                                                   ("--markdown", "markdown", md_out)]
+    if output is not None or format != "table":
+        outputs.append(("-o" if output is not None else "--format", format, output or Path("-")))
+    check_outputs(*((flag, p) for flag, _, p in outputs))
+    if timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout:g}")
+    validate_workload(wl)
+    requested = list(wl.sweep.backends)
+    req = pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
+                                reports=reports, point_timeout_s=timeout, command=command_line(), label=label)
+    pipeline.check(req)
+    check_reports(reports)
+    to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)
+    res = _run(pipeline, req, show=not quiet and not to_stdout)
+    _report(res, outputs, requested, show=not quiet and not to_stdout, strict=strict)
+
+
+def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profctl.errors import ProfctlError
-    from profctl.pipelines import bench as pipeline
-    from profctl.render import bench as rb
-    from profctl.shapes import label_of_row
+    from profctl.render.tables import console
 
-    to_stdout = any(str(p) == "-" for p in (json_out, csv_out, md_out) if p is not None)
-    show = not quiet and not to_stdout
-    req = pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
-                                reports=reports, point_timeout_s=point_timeout, command=command_line(), label=label)
+    con = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, disable=not show) as bar:
+                  transient=True, disable=not show or not con.is_terminal, console=con) as bar:
         task = bar.add_task("starting", total=None)
 
         def progress(p: Any) -> None:
             bar.update(task, total=p.total, completed=p.index + (1 if p.row is not None else 0),
                        description=f"{p.case.case_id} {getattr(p.case, 'pass_', '')}".strip())
 
-        res = pipeline.run(req, on_progress=progress)
+        return pipeline.run(req, on_progress=progress)
+
+
+def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: list[str], *, show: bool,
+            strict: bool) -> None:
+    import sys
+
+    from profctl.errors import ProfctlError
+    from profctl.render import bench as rb
+    from profctl.shapes import label_of_row
+
     if show:
         rb.print_table(res)
-        print(f"run: {res.run_dir}")
-    for path, render in ((json_out, rb.to_json), (csv_out, rb.to_csv), (md_out, rb.to_markdown)):
+    renderers = {"json": rb.to_json, "csv": rb.to_csv, "markdown": rb.to_markdown, "table": rb.to_text}
+    for _, fmt, path in outputs:
         if path is not None:
-            emit(render(res), path)
+            emit(renderers[fmt](res), path)
+    for line in rb.what_ran(res, requested):
+        note(line)
+    note(f"run: {res.run_dir}")
     if res.interrupted:
         print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
         raise typer.Exit(130)

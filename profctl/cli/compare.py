@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from profctl.cli._common import guard
+from profctl.cli._common import check_format, check_outputs, conflict, emit, given, guard
 
 
 @guard
@@ -36,27 +36,37 @@ def compare(
 
     from profctl.analysis import regression as cm
     from profctl.errors import UsageError
-    from profctl.fsutil import atomic_write_text
     from profctl.render import regression as rr
-    from profctl.render.tables import FORMATS
+    from profctl.render.tables import FORMATS, text_console
 
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    check_format(format, FORMATS)
     if resamples < 100:
         raise UsageError(f"--resamples {resamples}: at least 100")
+    if not 0 < confidence < 1:
+        raise UsageError(f"--confidence {confidence:g}: a level between 0 and 1, e.g. 0.95")
+    if by not in ("label", "backend"):
+        raise UsageError(f"--by {by!r}: choose label or backend")
     delta = cm.parse_percent(threshold, "--threshold")
     limit = cm.parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
-    if limit is not None:
-        delta = min(delta, limit)
+    if strict and limit is None:
+        raise conflict("--strict", "no --fail-if-slower", "--strict makes inconclusive cases fail the "
+                       "--fail-if-slower gate; give --fail-if-slower too")
+    if limit is not None and delta > limit:
+        if given("threshold"):
+            raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
+                           "a slowdown between the two would count as unchanged and pass the gate; give a "
+                           "--threshold no larger than --fail-if-slower")
+        delta = limit  # the default band narrows to the gate
+    check_outputs(("-o", output))
     b = cm.load_side(base, reports)
     n = cm.load_side(new, reports)
     result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force)
-    text = rr.render(result, format if not (output and format == "table") else "markdown")
-    if text is not None:
-        if output:
-            atomic_write_text(output, text)
-        else:
-            sys.stdout.write(text)
+    if format == "table" and output is not None:
+        con, buf = text_console()
+        rr.render(result, "table", con=con)
+        emit(buf.getvalue(), output)
+    else:
+        emit(rr.render(result, format), output)
     if limit is None:
         return
     bad = cm.regressions(result, limit, strict=strict)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import typer
 
-from profctl.cli._common import guard
+from profctl.cli._common import check_format, guard
 
 
 @guard
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="print the findings as JSON"),
+    format: str = typer.Option("table", "--format", "-f", help="table (lines to read) or json"),
 ) -> None:
-    """Report every tool found (nsys, ncu), its version, the GPU and driver, and problems with their fix."""
+    """Report every tool found (nsys, ncu), its version, the GPU and driver, and problems with their fix (exit 1
+    when there is a problem, so a script can stop)."""
     import json
 
+    check_format(format, ("table", "json"))
     report = collect()
-    if json_out:
+    if format == "json":
         print(json.dumps(report, indent=1, default=str))
+        if report["problems"]:
+            raise typer.Exit(1)
         return
     for t in report["tools"]:
         where = f"{t['path']} ({t['found_via']})" if t.get("path") else "not found"
@@ -33,8 +37,8 @@ def doctor(
         print("problems:")
         for p in report["problems"]:
             print(f"  - {p}")
-    else:
-        print("no problems found")
+        raise typer.Exit(1)
+    print("no problems found")
 
 
 def collect() -> dict:

@@ -13,12 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
+from profctl.cli._common import (
+    PROGRAM_HELP,
+    check_format,
+    check_reports,
+    command_line,
+    guard,
+    target_of,
+    validate_workload,
+    workload_options,
+)
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
 
 _PANEL = "Nsight Compute"
+FORMATS = ("table", "markdown", "csv", "json")
 
 
 @guard
@@ -29,7 +39,7 @@ def ncu(
     range_: str | None = typer.Option(None, "--range", rich_help_panel=_PANEL,
                                       help="profile only launches inside your program's NVTX range (NAME or "
                                            "DOMAIN@NAME; push/pop or start/end)"),
-    launch_skip: int | None = typer.Option(None, "--launch-skip", "-s", rich_help_panel=_PANEL,
+    launch_skip: int | None = typer.Option(None, "--launch-skip", rich_help_panel=_PANEL,
                                            help="skip this many matching launches before profiling (ncu -s)"),
     recipe: str = typer.Option("tensor-core", "--recipe", "-r", rich_help_panel=_PANEL,
                                help="recipe name (`profctl recipes` lists them) or path to a recipe .yaml"),
@@ -46,21 +56,21 @@ def ncu(
                                              help="all (flush caches between passes) or none [default: ncu's]"),
     timeout: float = typer.Option(1800.0, "--timeout", rich_help_panel=_PANEL,
                                   help="kill ncu after this many seconds"),
-    reports_dir: Path | None = typer.Option(None, "--reports-dir", rich_help_panel=_PANEL,
-                                            help="where the run directory goes [default: $PROFCTL_REPORTS or "
-                                                 "./reports]"),
-    format: str = typer.Option("table", "--format", "-f", rich_help_panel=_PANEL, help="table, markdown or json"),
+    reports: Path | None = typer.Option(None, "--reports", rich_help_panel=_PANEL,
+                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+    format: str = typer.Option("table", "--format", "-f", rich_help_panel=_PANEL,
+                               help="table, markdown, csv (the kernels) or json"),
     *,
     wl: Workload,
 ) -> None:
     """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
     Compute and diagnose every kernel."""
+    from dataclasses import replace
+
     from profctl import recipes
-    from profctl.errors import UsageError
     from profctl.pipelines import ncu as pipeline
 
-    if format not in ("table", "markdown", "json"):
-        raise UsageError(f"unknown format {format!r}; choose table, markdown or json")
+    check_format(format, FORMATS)
     # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
     # with typer's vendored click and the standalone one)
     if not program and getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
@@ -68,7 +78,11 @@ def ncu(
     req = pipeline.NcuRequest(target=target_of(wl, program), recipe=recipes.get(recipe), kernel=kernel,
                               launch_skip=launch_skip, launch_count=launch_count, range=range_,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
-                              timeout_s=timeout, reports=reports_dir, command=command_line())
+                              timeout_s=timeout, reports=reports, command=command_line())
+    pipeline.check(req)
+    validate_workload(wl)
+    check_reports(reports)
+    req = replace(req, exe=pipeline.tool.find())
     res = pipeline.run(req)
     _print(res, format)
     if res.returncode:
@@ -85,7 +99,10 @@ def _print(result: Any, format: str) -> None:
 
     for w in result.warnings:
         print(f"profctl: warning: {w}", file=sys.stderr)
-    text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
+    if format == "csv":
+        text: str | None = result.summary.kernels_df().to_csv(index=False)
+    else:
+        text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")
     print(

@@ -7,7 +7,20 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
+from profctl.cli._common import (
+    PROGRAM_HELP,
+    check_format,
+    check_limit,
+    check_reports,
+    command_line,
+    conflict,
+    given,
+    guard,
+    target_of,
+    typed_flags,
+    validate_workload,
+    workload_options,
+)
 
 
 @guard
@@ -30,26 +43,29 @@ def nsys(
                                        "cudaProfilerStart and Stop"),
     sample: bool = typer.Option(False, "--sample/--no-sample", help="CPU sampling and context switches"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before nsys profile is killed"),
-    reports_dir: Path | None = typer.Option(None, "--reports", "--reports-dir",
-                                            help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports",
+                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
     by_range: bool = typer.Option(False, "--by-range", help="add the per-NVTX-range kernel breakdown"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
-    limit: int = typer.Option(25, "--limit", help="kernels shown in the table (0: all)"),
+    limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
+                                                 "markdown) [default: all]"),
 ) -> None:
     """Profile the attention workload, or your own program (-- CMD ARGS...), with Nsight Systems (nsys profile +
     export + summary)."""
-    from profctl.errors import UsageError
     from profctl.pipelines import nsys as pipeline
     from profctl.render import nsys as rn
     from profctl.render.summary import FORMATS
 
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    req = pipeline.NsysRequest(target=target_of(wl, program), range=range_,
-                               trace=tuple(t.strip() for t in trace.split(",") if t.strip()),
-                               capture=capture, sample=sample, timeout_s=timeout, reports=reports_dir,
+    check_format(format, FORMATS)
+    check_limit(limit, format)
+    traces = tuple(t.strip() for t in trace.split(",") if t.strip())
+    _check_nvtx(wl, traces, capture, by_range)
+    req = pipeline.NsysRequest(target=target_of(wl, program), range=range_, trace=traces,
+                               capture=capture, sample=sample, timeout_s=timeout, reports=reports,
                                by_range=by_range, all_work=all_work, command=command_line())
     pipeline.check(req)
+    validate_workload(wl)
+    check_reports(reports)
     res = pipeline.run(req)
     rn.print_result(res, format, limit=limit or None)
     if res.returncode:
@@ -57,3 +73,16 @@ def nsys(
 
         raise ProgramFailed(f"the program exited with status {res.returncode}; what nsys recorded is summarized "
                             f"above and kept in {res.run_dir}")
+
+
+def _check_nvtx(wl: Any, traces: tuple[str, ...], capture: str | None, by_range: bool) -> None:
+    """Options that need NVTX ranges, given together with options that leave none."""
+    needs = [f for f, on in (("--capture nvtx", capture == "nvtx"), ("--by-range", by_range)) if on]
+    if not needs:
+        return
+    if not wl.sweep.nvtx:
+        raise conflict(needs[0], typed_flags().get("nvtx", "--no-nvtx"),
+                       f"{needs[0]} needs the workload's NVTX ranges, which --no-nvtx turns off")
+    if given("trace") and "nvtx" not in traces:
+        raise conflict(needs[0], f"{typed_flags().get('trace', '--trace')} {','.join(traces)}",
+                       f"{needs[0]} needs NVTX in the trace; add nvtx to --trace")

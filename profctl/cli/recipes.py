@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from profctl.cli._common import guard
+from profctl.cli._common import check_format, guard
 
 
 @guard
@@ -16,18 +16,23 @@ def recipes(
     cc: str | None = typer.Option(
         None, "--cc", help="show only the metrics for this compute capability, e.g. 9.0"
     ),
-    format: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
 ) -> None:
     """List the ncu recipes, or show one: what it collects, what each metric means and how to read it."""
     import sys
 
     from profctl import recipes as rmod
-    from profctl.errors import UsageError
     from profctl.render import recipes as render
 
-    if format not in ("table", "markdown", "json"):
-        raise UsageError(f"unknown format {format!r}; choose table, markdown or json")
+    check_format(format, ("table", "markdown", "csv", "json"))
     want_cc = _parse_cc(cc) if cc else None
+    if format == "csv":
+        from profctl.render.tables import to_csv
+
+        rows = render.list_rows(rmod.load_all(), want_cc) if name is None else \
+            [{k: str(v) for k, v in m.items()} for m in render.as_dict(rmod.get(name), want_cc)["metrics"]]
+        sys.stdout.write(to_csv(rows))
+        return
     if name is None:
         text = render.render_list(render.list_rows(rmod.load_all(), want_cc), format,
                                   "ncu recipes (profctl ncu --recipe NAME)")

@@ -8,17 +8,30 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import emit, guard, note
+from profctl.cli._common import (
+    check_format,
+    check_limit,
+    check_outputs,
+    conflict,
+    emit,
+    given,
+    guard,
+    note,
+    typed_flags,
+)
+
+FORMATS = ("table", "markdown", "csv", "json", "html")
 
 
 @guard
 def report(
     paths: list[Path] = typer.Argument(..., help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, torch trace .json[.gz], "
-                                                 "profctl bench --json files, run directories (reports/<run-id>/) "
-                                                 "or a directory of them"),
+                                                 "profctl bench rows (.json), run directories (reports/<run-id>/), a "
+                                                 "directory of them, or a run id / 'latest'"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv, json or html"),
     by_range: bool = typer.Option(False, "--by-range", help="break kernels down per NVTX range (summary view)"),
-    limit: int = typer.Option(0, "--limit", help="show only the N kernels with most total time (table/markdown)"),
+    limit: int = typer.Option(0, "--limit", help="show at most N rows per table (table, markdown, html) [default: "
+                                                 "all]"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
     view: str = typer.Option("auto", "--view",
                              help="summary (per-kernel, one list), compare (backends across tools) or auto: compare "
@@ -35,17 +48,56 @@ def report(
                                           "markdown, csv)"),
     tokens: int | None = typer.Option(None, "--tokens",
                                       help="keep bench rows with batch x seqlen_q = N (strong scaling: fixed tokens)"),
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root for run ids "
+                                                                "[default: ./reports]"),
 ) -> None:
     """Read reports and print one per-kernel summary, or compare backends across tools (tables, plots, HTML)."""
     from profctl.errors import UsageError
 
-    formats = ("table", "markdown", "csv", "json", "html")
-    if format not in formats:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(formats)}")
+    check_format(format, FORMATS)
+    if baseline != "none":
+        from profctl.spec import BUILTIN_BACKENDS, canonical_backend, is_function_ref
+
+        baseline = canonical_backend(baseline)
+        if baseline not in BUILTIN_BACKENDS and not is_function_ref(baseline):
+            raise UsageError(f"--baseline {baseline!r}: choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
     if view not in ("auto", "summary", "compare"):
         raise UsageError(f"--view {view!r}: choose auto, summary or compare")
-    if limit < 0:
-        raise UsageError(f"--limit must be >= 0, got {limit}")
+    check_limit(limit, format)
+    fields = _check_options(format, view, pivot, tokens, title, shape, limit)
+    check_outputs(("-o", output))
+    from profctl import inputs as resolver
+
+    inputs = resolver.resolve_all(paths, root=reports)
+    tools = {i.tool for i in inputs}
+    auto = format == "html" or pivot is not None or "bench" in tools or any(p.is_dir() for p in paths) \
+        or len(tools - {"bench"}) > 1
+    compare_view = view == "compare" or (view == "auto" and auto)
+    if not compare_view:
+        if "bench" in tools:
+            raise UsageError("bench rows have no per-kernel summary; use --view compare (or auto)")
+        for opt in ("baseline", "gpu"):
+            if given(opt):
+                flag = typed_flags().get(opt, f"--{opt}")
+                raise conflict(flag, "--view summary" if view == "summary" else "this input (one report of one "
+                               "tool: the per-kernel summary)", f"{flag} applies to the comparison view; give "
+                               "--view compare")
+        _summary(inputs, format, by_range=by_range, limit=limit, output=output)
+        return
+    if given("by_range"):
+        why = "--view compare" if view == "compare" else f"these inputs ({_why_compare(format, pivot, tools, paths)})"
+        raise conflict("--by-range", why, "--by-range breaks the per-kernel summary down per NVTX range; the "
+                       "comparison view is per backend, pass and shape already (add --view summary for the "
+                       "summary)")
+    _compare(inputs, format, limit=limit, output=output, baseline=baseline, shape=shape, gpu=gpu, title=title,
+             pivot=fields, tokens=tokens)
+
+
+def _check_options(format: str, view: str, pivot: str | None, tokens: int | None, title: str | None,
+                   shape: str | None, limit: int) -> list[str]:
+    """Option values and combinations that cannot work, refused before any report is read; the --pivot fields."""
+    from profctl.errors import UsageError
+
     if shape is not None:
         from profctl.shapes import Shape
 
@@ -62,36 +114,48 @@ def report(
         if bad or not fields:
             raise UsageError(f"--pivot {pivot!r}: choose from {', '.join(PIVOT_FIELDS)}")
         if format in ("json", "html"):
-            raise UsageError("--pivot makes a table: use --format table, markdown or csv")
+            raise conflict("--pivot", f"--format {format}", "--pivot makes a table: use --format table, markdown "
+                           "or csv")
     if tokens is not None and tokens <= 0:
         raise UsageError(f"--tokens must be positive, got {tokens}")
-    from profctl import inputs as resolver
-
-    inputs = resolver.resolve_all(paths)
-    tools = {i.tool for i in inputs}
-    compare_view = view == "compare" or (view == "auto" and (
-        format == "html" or pivot is not None or "bench" in tools or any(p.is_dir() for p in paths)
-        or len(tools - {"bench"}) > 1))
-    if not compare_view:
+    if view == "summary":
         if format == "html":
-            raise UsageError("--format html is the comparison view; drop --view summary")
-        if "bench" in tools:
-            raise UsageError("bench rows have no per-kernel summary; use --view compare (or auto)")
-        _summary(inputs, format, by_range=by_range, limit=limit, output=output)
-        return
-    _compare(inputs, format, limit=limit, output=output, baseline=baseline, shape=shape, gpu=gpu, title=title,
-             pivot=fields, tokens=tokens)
+            raise conflict("--format html", "--view summary", "the HTML page is the comparison view")
+        for opt, val in (("--pivot", pivot), ("--tokens", tokens), ("--title", title), ("--shape", shape)):
+            if val is not None:
+                raise conflict(opt, "--view summary", f"{opt} applies to the comparison view")
+    if title is not None and format != "html":
+        raise conflict("--title", f"--format {format}", "--title names the HTML page; add --format html")
+    return fields
+
+
+def _why_compare(format: str, pivot: str | None, tools: set[str], paths: list[Path]) -> str:
+    if format == "html":
+        return "--format html"
+    if pivot is not None:
+        return "--pivot"
+    if "bench" in tools:
+        return "bench rows"
+    if any(p.is_dir() for p in paths):
+        return "a run directory"
+    return "reports of several tools"
 
 
 def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None) -> None:
     from profctl import inputs as resolver
     from profctl.render.summary import render
+    from profctl.render.tables import text_console
     from profctl.schema import concat
 
     summaries = [resolver.read_summary(i, by_range=by_range) for i in inputs]
     for s in summaries:
         for n in s.meta.get("notes", []):
             note(f"note: {n}")
+    if format == "table" and output is not None:
+        con, buf = text_console()
+        render(concat(summaries), format, limit=limit or None, con=con)
+        emit(buf.getvalue(), output)
+        return
     text = render(concat(summaries), format, limit=limit or None)
     if text is not None:
         emit(text, output)
@@ -103,6 +167,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     from profctl import inputs as resolver
     from profctl.analysis import backend_table, crosstool
     from profctl.render import backend_table as rc
+    from profctl.render.tables import console, text_console
 
     summaries = []
     rows: list[dict[str, Any]] = []
@@ -122,35 +187,44 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
             from profctl.errors import UsageError
 
             raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
+    named = {resolver.device_of(i) for i in inputs} - {None}
+    if gpu and named and named != {gpu}:
+        note(f"note: --gpu {gpu} is used for the peak figures; the inputs name {', '.join(sorted(map(str, named)))}")
     view = crosstool.join(summaries, rows, device=device, shape=shape)
     c = backend_table.build(view, baseline=None if baseline == "none" else baseline, device=device)
+    if given("baseline") and baseline != "none" and c.baseline != baseline:
+        c.notes.insert(0, f"--baseline {baseline}: no row of {baseline} in these inputs; speedups are against "
+                          f"{c.baseline or 'nothing'}")
+    con, buf = text_console() if output is not None else (console(240), None)
     if pivot:
         prow = rc.pivot_rows(c, pivot)
         if format == "csv":
             emit(rc.pivot_csv(prow), output)
-        elif format == "markdown" or output:
+        elif format == "markdown":
             from profctl.render.tables import markdown
 
             emit(markdown(prow), output)
         else:
-            from rich.console import Console
+            from profctl.render.tables import print_table
 
-            from profctl.render.tables import rich_table
-
-            Console(width=240).print(rich_table("profctl report --pivot " + ",".join(pivot), prow))
+            print_table(con, "profctl report --pivot " + ",".join(pivot), prow)
+            if buf is not None:
+                emit(buf.getvalue(), output)
         return
     if format == "html":
         from profctl.render import html
 
-        emit(html.render(c, view, title=title), output)
+        emit(html.render(c, view, title=title, kernel_limit=limit or None), output)
     elif format == "json":
         emit(rc.to_json(c, view), output)
     elif format == "csv":
         emit(rc.to_csv(c), output)
-    elif format == "markdown" or output:
+    elif format == "markdown":
         emit(rc.to_markdown(c, view, limit or None), output)
     else:
-        rc.print_table(c, view, limit or None)
+        rc.print_table(c, view, limit or None, con=con)
+        if buf is not None:
+            emit(buf.getvalue(), output)
 
 
 def _models(rows: list[dict[str, Any]], format: str, output: Path | None, title: str | None) -> None:

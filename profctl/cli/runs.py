@@ -7,7 +7,10 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import guard
+from profctl.cli._common import check_format, check_limit, guard
+
+#: the kinds of run the profiling commands write
+KINDS = ("bench", "nsys", "ncu", "torch")
 
 
 def _short_time(iso: Any) -> str:
@@ -35,12 +38,21 @@ def _gpu(m: dict[str, Any]) -> str:
     return str(dev.get("name") or dev.get("nvml_name") or env.get("gpu") or "-")
 
 
+def _points(m: dict[str, Any]) -> str:
+    if m.get("points") is not None:
+        return f"{m.get('rows') if m.get('rows') is not None else '?'}/{m.get('points')}"
+    if m.get("launches") is not None:
+        return f"{m['launches']} launches"
+    return "-"
+
+
 @guard
 def runs(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     kind: str | None = typer.Option(None, "--kind", help="only runs of this kind (bench, nsys, ncu, torch)"),
     status: str | None = typer.Option(None, "--status", help="only runs with this status"),
-    limit: int = typer.Option(20, "--limit", "-n", help="the N most recent runs (0: all)"),
+    limit: int = typer.Option(0, "--limit", help="the N most recent runs in the table (table, markdown) "
+                                                 "[default: all]"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
 ) -> None:
     """List the runs in the run store, oldest first (the last is the newest)."""
@@ -49,15 +61,20 @@ def runs(
 
     from profctl import runs as rs
     from profctl.errors import UsageError
-    from profctl.render.tables import FORMATS, markdown, rich_table, to_csv
+    from profctl.render.tables import FORMATS, markdown, to_csv
 
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    check_format(format, FORMATS)
+    check_limit(limit, format)
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: choose from {', '.join(KINDS)}")
+    if status is not None and status not in (*rs.STATUSES, "unreadable"):
+        raise UsageError(f"--status {status!r}: choose from {', '.join((*rs.STATUSES, 'unreadable'))}")
     items = rs.list_runs(reports)
     if kind:
         items = [r for r in items if r.kind == kind]
     if status:
         items = [r for r in items if r.status == status]
+    more = max(0, len(items) - limit) if limit > 0 else 0
     if limit > 0:
         items = items[-limit:]
     if format == "json":
@@ -67,7 +84,7 @@ def runs(
     rows = []
     for r in items:
         m = r.manifest
-        pts = f"{m.get('rows')}/{m.get('points')}" if m.get("points") is not None else "-"
+        pts = _points(m)
         rows.append({"run": r.path.name, "kind": r.kind, "status": r.status, "started": _short_time(m.get("started")),
                      "duration": _dur(r.duration_s()), "label": m.get("label") or "", "gpu": _gpu(m),
                      "points": pts, "command": _cmd(m)})
@@ -75,16 +92,19 @@ def runs(
         sys.stdout.write(to_csv(rows))
     elif format == "markdown":
         sys.stdout.write(markdown(rows))
+        if more:
+            sys.stdout.write(f"\n_{more} older run(s) not shown; --limit 0 shows all_\n")
     else:
-        from rich.console import Console
+        from profctl.render.tables import console, print_table
 
-        con = Console()
-        if not con.is_terminal:
-            con = Console(width=200)
+        con = console()
         if not rows:
-            con.print(f"no runs under {rs.reports_root(reports)}")
+            what = " ".join(x for x in (status, kind) if x)
+            con.print(f"no {what + ' ' if what else ''}runs under {rs.reports_root(reports)}")
             return
-        con.print(rich_table(f"runs in {rs.reports_root(reports)}", rows))
+        print_table(con, f"runs in {rs.reports_root(reports)}", rows)
+        if more:
+            con.print(f"  ({more} older run(s) not shown; --limit 0 shows all)", style="dim")
 
 
 def _facts(info: Any) -> list[tuple[str, str]]:
@@ -133,10 +153,9 @@ def show(
 
     from profctl import runs as rs
     from profctl.errors import UsageError
-    from profctl.render.tables import FORMATS, markdown, rich_table
+    from profctl.render.tables import FORMATS, markdown
 
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    check_format(format, FORMATS)
     info = rs.load_run(run, reports)
     if info.status == "unreadable":
         from profctl.errors import BadReport
@@ -173,17 +192,17 @@ def show(
             out += "\n### rows\n\n" + rb.to_markdown(res)
         sys.stdout.write(out)
         return
-    from rich.console import Console
+    from profctl.render.tables import console, print_table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=160)
-    con.print(rich_table(f"run {info.path}", facts))
-    con.print(rich_table("files", frows))
+    con = console()
+    print_table(con, f"run {info.path}", facts)
+    print_table(con, "files", frows)
     if res is not None and res.rows:
         from profctl.render import bench as rb
 
-        rb.print_table(res)
+        rb.print_table(res, con)
+    elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
+        con.print(f"its kernels: profctl report {info.path}", style="dim")
 
 
 def _bench_rows(p: Path) -> list[dict[str, Any]] | None:

@@ -8,7 +8,18 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import PROGRAM_HELP, command_line, guard, note, target_of, workload_options
+from profctl.cli._common import (
+    PROGRAM_HELP,
+    check_format,
+    check_limit,
+    check_reports,
+    command_line,
+    guard,
+    note,
+    target_of,
+    validate_workload,
+    workload_options,
+)
 
 
 @guard
@@ -26,7 +37,8 @@ def torch_cmd(
     by_range: bool = typer.Option(True, "--by-range/--no-by-range",
                                   help="break kernels down per range (case / measure / pass)"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
-    limit: int = typer.Option(0, "--limit", help="show only the N kernels with most total time (table/markdown)"),
+    limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
+                                                 "markdown) [default: all]"),
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the workload is killed"),
 ) -> None:
@@ -38,8 +50,12 @@ def torch_cmd(
     from profctl.render.summary import FORMATS, render
     from profctl.tools.torchprof import TorchOptions
 
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    check_format(format, FORMATS)
+    check_limit(limit, format)
+    if timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout:g}")
+    validate_workload(wl)
+    check_reports(reports)
     req = pipeline.TorchRequest(target=target_of(wl, program), range=range_,
                                 options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
                                 by_range=by_range, reports=reports, timeout_s=timeout, command=command_line())

@@ -69,14 +69,23 @@ class BenchResult(Result):
                 if r.get("clock_warning")]
 
 
+def check(req: BenchRequest) -> None:
+    """UsageError for options the sweep cannot honour, found before anything runs (or torch is imported)."""
+    if req.baseline is not None and req.baseline not in BUILTIN_BACKENDS:
+        raise UsageError(f"unknown baseline {req.baseline!r}; choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
+    if req.point_timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {req.point_timeout_s:g}")
+    if isinstance(req.target, Workload) and req.target.backends():
+        parse_labels(req.label, list(req.target.backends()))
+
+
 def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult:
     """Run the sweep; return every point's row, failed ones included (a row per point, whatever happened)."""
+    check(req)
     target = req.target.resolve()
     if not isinstance(target, (Workload, Model)):
         raise UsageError(f"profctl bench times the attention and model workloads, not a {target.kind}")
     backends = list(target.backends())
-    if req.baseline is not None and req.baseline not in BUILTIN_BACKENDS:
-        raise UsageError(f"unknown baseline {req.baseline!r}; choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
     labels = parse_labels(req.label, backends)
     if req.baseline and req.baseline not in backends:
         target = target.with_backends([*backends, req.baseline])

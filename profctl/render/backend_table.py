@@ -44,10 +44,13 @@ def compact_shape(key: str | None) -> str:
     return label_of_key(key)
 
 
-def display_rows(c: BackendTable) -> list[dict[str, str]]:
-    out = []
+def display_rows(c: BackendTable) -> list[dict[str, Any]]:
+    from profctl.render.tables import kernel_cell
+
+    out: list[dict[str, Any]] = []
     for r in c.rows:
         ok = r.status == "ok"
+        main, main_full = kernel_cell(r.main_kernel_name, r.main_kernel)
         out.append({
             "shape": shape_label(r),
             "pass": r.pass_,
@@ -60,7 +63,7 @@ def display_rows(c: BackendTable) -> list[dict[str, str]]:
             "peak mem": _mib(r.peak_mem_bytes),
             "kernels/it": _f(r.kernels_per_iter, ".3g"),
             "launch gap": f"{100 * r.launch_overhead:.0f}%" if r.launch_overhead is not None else "-",
-            "main kernel": (r.main_kernel or "-")[:40],
+            "main kernel": main,
             "tensor %": _f(r.tensor_pct, ".0f"),
             "DRAM %": _f(r.dram_pct, ".0f"),
             "SM %": _f(r.sm_pct, ".0f"),
@@ -68,6 +71,7 @@ def display_rows(c: BackendTable) -> list[dict[str, str]]:
             "FLOP/B": _f(r.arithmetic_intensity, ".0f"),
             "bound": r.bound or "-",
             "time from": r.time_source or "-",
+            **({"_full": {"main kernel": main_full}} if main_full else {}),
         })
     return out
 
@@ -88,6 +92,7 @@ def breakdown_rows(c: BackendTable) -> list[dict[str, str]]:
 def kernel_rows(view: CrossToolView, limit: int | None = None) -> list[dict[str, str]]:
     """The merged kernels: per tool per-iteration time, and the ncu figures."""
     from profctl.analysis.backend_table import dram_bytes, metric
+    from profctl.render.tables import kernel_cell
 
     tools = [t for t in ("nsys", "torch", "ncu") if any(t in k.tools for k in view.kernels)]
 
@@ -95,9 +100,12 @@ def kernel_rows(view: CrossToolView, limit: int | None = None) -> list[dict[str,
     out = []
     for k in ks:
         ms = k.metrics
-        row = {"shape": compact_shape(k.shape_key), "pass": k.pass_, "backend": k.backend, "class": k.kernel_class,
-               "kernel": k.short_name[:48], "match": k.match,
-               "launches/it": _f(k.launches(), ".3g")}
+        shown, full = kernel_cell(k.name, k.short_name)
+        row: dict[str, Any] = {"shape": compact_shape(k.shape_key), "pass": k.pass_, "backend": k.backend,
+                               "class": k.kernel_class, "kernel": shown, "match": k.match,
+                               "launches/it": _f(k.launches(), ".3g")}
+        if full:
+            row["_full"] = {"kernel": full}
         for t in tools:
             tk = k.tools.get(t)
             row[f"{t} us/it"] = _f(tk.per_iter_ns / 1e3 if tk else None, ",.1f")
@@ -150,7 +158,7 @@ def header_lines(c: BackendTable) -> list[str]:
 
 
 def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) -> str:
-    from profctl.render.tables import markdown
+    from profctl.render.tables import limited, markdown
 
     out = ["# profctl comparison", ""] + [f"- {ln}" for ln in header_lines(c)] + [""]
     out += ["## Backends", "", markdown(display_rows(c))]
@@ -158,29 +166,29 @@ def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) 
     if br:
         out += [f"## {c.baseline}: time by kernel class", "", markdown(br)]
     if view.kernels:
-        out += ["## Kernels (joined across tools)", "", markdown(kernel_rows(view, limit))]
+        krows, more = limited(kernel_rows(view), limit)
+        out += ["## Kernels (joined across tools)", "", markdown(krows, more=more)]
     if c.notes:
         out += ["## Notes", ""] + [f"- {n}" for n in c.notes] + [""]
     return "\n".join(out)
 
 
-def print_table(c: BackendTable, view: CrossToolView, limit: int | None = None) -> None:
-    from rich.console import Console
+def print_table(c: BackendTable, view: CrossToolView, limit: int | None = None, con: Any = None) -> None:
     from rich.markup import escape
 
-    from profctl.render.tables import rich_table
+    from profctl.render.tables import console, limited
+    from profctl.render.tables import print_table as table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=220)
+    con = con or console(240)
     for ln in header_lines(c):
         con.print(escape(ln))
-    con.print(rich_table("Backends", display_rows(c)))
+    table(con, "Backends", display_rows(c))
     br = breakdown_rows(c)
     if br:
-        con.print(rich_table(f"{c.baseline}: time by kernel class", br))
+        table(con, f"{c.baseline}: time by kernel class", br)
     if view.kernels:
-        con.print(rich_table("Kernels (joined across tools)", kernel_rows(view, limit)))
+        krows, more = limited(kernel_rows(view), limit)
+        table(con, "Kernels (joined across tools)", krows, more=more)
     for n in c.notes:
         con.print(f"[yellow]note:[/] {escape(n)}")
 

@@ -85,34 +85,74 @@ def model_row(r: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def print_table(res: BenchResult) -> None:
-    from rich.console import Console
+def _device_name(res: BenchResult) -> str:
+    return str(res.device.get("name") or res.device.get("nvml_name") or "cpu")
+
+
+def not_run(res: BenchResult) -> dict[str, tuple[int, str]]:
+    """{backend: (points, first reason)} of the backends whose every point was refused here (``unsupported``:
+    not installed, not on this device): the terminal table leaves them out and says so in one line each."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in res.rows:
+        by.setdefault(str(r["backend"]), []).append(r)
+    return {b: (len(rs), _first_clause(str(rs[0].get("reason") or "unsupported")))
+            for b, rs in by.items() if all(r.get("status") == "unsupported" for r in rs)}
+
+
+def _first_clause(reason: str, width: int = 90) -> str:
+    reason = reason.split(": ModuleNotFoundError")[0].split(": ImportError")[0]
+    return reason if len(reason) <= width else reason[: width - 1] + "…"
+
+
+def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
+    """What the sweep did, in words: which backends ran where, a baseline added, backends that could not run."""
+    ran = list(dict.fromkeys(str(r["backend"]) for r in res.rows if r.get("status") == "ok"))
+    ok = sum(1 for r in res.rows if r.get("status") == "ok")
+    shapes = len({shape_label(r) for r in res.rows})
+    passes = ", ".join(dict.fromkeys(str(r.get("pass")) for r in res.rows))
+    lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} point"
+             f"{'s' if len(res.rows) != 1 else ''} ({shapes} shape{'s' if shapes != 1 else ''}, {passes})"
+             + ("" if requested else "; backends: the defaults for "
+                f"{res.rows[0].get('device') if res.rows else 'this device'}")]
+    if res.baseline and requested and res.baseline not in requested:
+        lines.append(f"{res.baseline} was added as the baseline for the speedup column "
+                     "(--baseline none leaves it out, --baseline NAME picks another)")
+    for b, (n, why) in not_run(res).items():
+        lines.append(f"not run here: {b} ({n} point(s)): {why}")
+    return lines
+
+
+def print_table(res: BenchResult, con: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=170)
-    dev = res.device.get("name") or res.device.get("nvml_name") or "cpu"
+    from profctl.render.tables import console
+
+    con = con or console()
+    dev = _device_name(res)
     t = Table(title=f"profctl bench — {dev}" + (f", speedup vs {res.baseline}" if res.baseline else ""),
               header_style="bold")
-    rows = display_rows(res)
-    if not rows:
-        con.print("no results")
+    skip = set(not_run(res))
+    pairs = [(r, raw) for r, raw in zip(display_rows(res), res.rows, strict=True) if raw["backend"] not in skip]
+    if not pairs:
+        con.print("no point ran" + (f" (not run here: {', '.join(sorted(skip))})" if skip else ""))
         return
-    for c in rows[0]:
+    # a column with nothing in it (no peak known on a CPU, no NVML, no memory counter) is left out
+    cols = [c for c in pairs[0][0] if c in ("backend", "shape", "pass", "status", "median ms")
+            or any(r[c] != "-" for r, _ in pairs)]
+    for c in cols:
         t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status", "model", "mode") else "right",
                      overflow="fold", max_width=60 if c == "status" else None)
     prev = None
-    for r, raw in zip(rows, res.rows, strict=True):
-        key = (shape_label(raw), raw.get("pass"))
+    for r, raw in pairs:
+        key = (shape_label(raw), raw.get("pass"), raw.get("model"), raw.get("mode"))
         if prev is not None and key != prev:
             t.add_section()
         prev = key
         style = None if raw["status"] == "ok" else "dim"
         if raw.get("suspect") or raw.get("check") == "fail":
             style = "red"
-        t.add_row(*(escape(str(v)) for v in r.values()), style=style)
+        t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
     for w in [*res.clock_warnings, *res.warnings]:
         con.print(f"[yellow]warning:[/] {escape(w)}")
@@ -123,6 +163,15 @@ def print_table(res: BenchResult) -> None:
         if raw.get("check") == "fail":
             con.print(f"[red]wrong result:[/] {raw['backend']} {shape_label(raw)}: relative error "
                       f"{raw['rel_error']:.2e} > tolerance {raw['tolerance']:.0e}")
+
+
+def to_text(res: BenchResult) -> str:
+    """The terminal table as plain text (for `-f table -o FILE`)."""
+    from profctl.render.tables import text_console
+
+    con, buf = text_console(200)
+    print_table(res, con)
+    return buf.getvalue()
 
 
 def to_json(res: BenchResult) -> str:

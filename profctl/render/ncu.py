@@ -9,7 +9,7 @@ from typing import Any
 
 from profctl.analysis.diagnose import Diagnosis, backend_of, by_backend
 from profctl.recipes import Recipe
-from profctl.render.tables import fmt_ns, markdown, rich_table
+from profctl.render.tables import fmt_ns, markdown
 from profctl.schema import KernelRow, Summary
 
 
@@ -178,14 +178,11 @@ def render(
         if notes:
             text += "## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
         return text
-    import sys
+    from profctl.render.tables import console, print_table
 
-    from rich.console import Console
-
-    # a pipe or a log gets wide lines rather than tables folded into 80 columns
-    con = Console() if sys.stdout.isatty() else Console(width=200)
+    con = console()  # a pipe or a log gets wide lines rather than tables folded into 80 columns
     for t, rows in sections:
-        con.print(rich_table(t, rows))
+        print_table(con, t, rows)
     if notes:
         con.print("Notes:", markup=False)
         for n in notes:

@@ -19,11 +19,10 @@ def pass_time_lines(times: list[Any]) -> list[str]:
 
 
 def print_result(res: Any, fmt: str, *, limit: int | None) -> None:
-    from rich.console import Console
-
     from profctl.render.summary import render
+    from profctl.render.tables import console
 
-    ec = Console(stderr=True)
+    ec = console(stderr=True)
     ec.print(f"[dim]nsys {res.tool_version} ({res.exe}); run directory {res.run_dir}[/dim]")
     text = render(res.summary, fmt, limit=limit)
     if text is not None:

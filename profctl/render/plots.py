@@ -65,10 +65,31 @@ def _panel_title(pass_: str, causal: bool | None) -> str:
     return f"{pass_}{c}"
 
 
+#: a value axis goes logarithmic only when its values span at least this ratio (a decade): on a log axis a 2x
+#: difference looks like a small one, so bars and narrow ranges stay linear
+LOG_SPAN = 10.0
+
+
+def log_axis(values: list[float]) -> bool:
+    """Whether values this far apart need a log axis (positive and spanning LOG_SPAN or more)."""
+    pos = [v for v in values if v and v > 0]
+    return len(pos) >= 2 and max(pos) / min(pos) >= LOG_SPAN
+
+
 def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
               logy: bool = False, hlines: list[tuple[float, str]] | None = None,
               skip: Callable[[BackendRow], bool] | None = None) -> bytes | None:
-    """One panel per (pass, causal): `value` per backend against sequence length (bars for one length)."""
+    """by_seqlen_figure as PNG bytes (None: nothing to draw)."""
+    fig = by_seqlen_figure(c, value, ylabel=ylabel, title=title, logy=logy, hlines=hlines, skip=skip)
+    return None if fig is None else _png(fig)
+
+
+def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
+                     logy: bool = False, hlines: list[tuple[float, str]] | None = None,
+                     skip: Callable[[BackendRow], bool] | None = None) -> Any:
+    """One panel per (pass, causal): `value` per backend against sequence length (bars for one length). With
+    `logy`, a line panel whose values span a decade or more gets a log axis (and says so in its label); bars and
+    narrower ranges are always linear, so a 2x difference looks like one."""
     plt = require()
     rows = [r for r in c.rows if r.status == "ok" and value(r) is not None and not (skip and skip(r))]
     if not rows:
@@ -100,15 +121,19 @@ def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, y
         for y, label in hlines or []:
             ax.axhline(y, linestyle="--", color="black", linewidth=0.8)
             ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
-        if logy:
+        vals_here = [val for r in pr if (val := value(r)) is not None]
+        if logy and len(seqlens) >= 2 and log_axis(vals_here):
             ax.set_yscale("log")
-        ax.set_ylabel(ylabel)
+            ax.set_ylabel(f"{ylabel}, log scale")
+        else:
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel(ylabel)
         ax.set_title(_panel_title(p, causal))
         ax.grid(True, which="major", alpha=0.3)
         if len(seqlens) >= 2:
             ax.legend(fontsize=7)
     fig.suptitle(title)
-    return _png(fig)
+    return fig
 
 
 def time_plot(c: BackendTable) -> bytes | None:
@@ -162,18 +187,76 @@ def roofline_plot(c: BackendTable) -> bytes | None:
         ax.scatter([p.ai], [p.tflops], color=color(p.backend), marker=MARKERS.get(p.kernel_class, "o"), s=45,
                    edgecolors="black", linewidths=0.4, label=lab if lab not in seen else None, zorder=3)
         seen.add(lab)
-    multi_shape = len({p.shape_key for p in pts}) > 1
-    if not multi_shape:
-        for p in pts:
-            ax.annotate(p.kernel[:28], (p.ai, p.tflops), fontsize=6, xytext=(4, 2), textcoords="offset points")
+    _number_points(ax, roofline_order(c))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, ncu)")
-    ax.set_ylabel("TFLOP/s (ncu duration)")
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, ncu), log scale")
+    ax.set_ylabel("TFLOP/s (ncu duration), log scale")
     ax.set_title("Roofline: kernels placed from ncu DRAM bytes and duration")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
     return _png(fig)
+
+
+def roofline_order(c: BackendTable) -> list[Any]:
+    """The roofline points in the order they are numbered (plot labels and the table under it)."""
+    return sorted(c.roofline, key=lambda p: (p.shape_key or "", p.pass_, BACKEND_ORDER.index(p.backend)
+                                             if p.backend in BACKEND_ORDER else len(BACKEND_ORDER), p.kernel))
+
+
+def _number_points(ax: Any, ordered: list[Any]) -> None:
+    """Every point gets its number (its row in the table under the plot). Points drawn on top of each other
+    share one label listing their numbers; each label goes at the first spot around its point (in screen
+    pixels) where it covers no other label and no other point."""
+    import math
+
+    fig = ax.figure
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    fig.canvas.draw()  # fixes the axes' limits, so data -> pixel transforms hold
+    to_px = ax.transData.transform
+    order = {id(p): i + 1 for i, p in enumerate(ordered)}
+    pix = {id(p): tuple(to_px((p.ai, p.tflops))) for p in ordered}
+    clusters: list[list[Any]] = []
+    for p in ordered:
+        for cl in clusters:
+            if math.dist(pix[id(cl[0])], pix[id(p)]) < 5:
+                cl.append(p)
+                break
+        else:
+            clusters.append([p])
+    scale = fig.dpi / 72.0
+    boxes: list[tuple[float, float, float, float]] = [(x - 4, y - 4, x + 4, y + 4) for x, y in pix.values()]
+    for cl in clusters:
+        text = ",".join(str(order[id(p)]) for p in cl)
+        w, h = (4.3 * len(text) + 2) * scale, 8 * scale
+        x0, y0 = pix[id(cl[0])]
+        spots = [(dx, dy) for r in (5, 14, 24, 34, 46) for dx, dy in
+                 ((r, r * 0.3), (r, -r * 0.3 - 6), (-r - w / scale, r * 0.3), (-r - w / scale, -r * 0.3 - 6),
+                  (0, r), (0, -r - 8))]
+        for dx, dy in spots:
+            bx, by = x0 + dx * scale, y0 + dy * scale
+            box = (bx, by, bx + w, by + h)
+            if not any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in boxes):
+                break
+        boxes.append(box)
+        ax.annotate(text, (cl[0].ai, cl[0].tflops), xytext=(dx, dy), textcoords="offset points", fontsize=7,
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#777"} if abs(dx) + abs(dy) > 12 else None)
+
+
+def roofline_rows(c: BackendTable) -> list[dict[str, Any]]:
+    """The table keyed to the roofline's numbers: which kernel each point is and where it sits."""
+    from profctl.render.tables import kernel_cell
+    from profctl.shapes import label_of_key
+
+    out: list[dict[str, Any]] = []
+    for i, p in enumerate(roofline_order(c), 1):
+        shown, full = kernel_cell(p.name, p.kernel)
+        out.append({"#": str(i), "backend": p.backend, "pass": p.pass_, "shape": label_of_key(p.shape_key),
+                    "kernel": shown, "class": p.kernel_class, "FLOP/B": f"{p.ai:,.0f}",
+                    "TFLOP/s": f"{p.tflops:,.1f}", "us": f"{p.time_ns / 1e3:,.1f}",
+                    **({"_full": {"kernel": full}} if full else {})})
+    return out
 
 
 def breakdown_plot(c: BackendTable) -> bytes | None:

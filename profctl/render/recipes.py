@@ -24,15 +24,16 @@ def render_list(rows: list[dict[str, str]], fmt: str, title: str) -> str | None:
 
     if fmt == "markdown":
         return markdown(rows)
-    from rich.console import Console
     from rich.table import Table
+
+    from profctl.render.tables import console
 
     t = Table(title=title, header_style="bold")
     for c in rows[0] if rows else ["recipe"]:
         t.add_column(c, overflow="fold", no_wrap=c in ("recipe", "metrics"))
     for row in rows:
         t.add_row(*row.values())
-    Console().print(t)
+    console().print(t)
     return None
 
 

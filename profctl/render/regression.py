@@ -56,7 +56,7 @@ def footer_lines(cmp: RegressionReport) -> list[str]:
     return out
 
 
-def render(cmp: RegressionReport, fmt: str) -> str | None:
+def render(cmp: RegressionReport, fmt: str, con: Any = None) -> str | None:
     """Text for markdown/csv/json; for 'table' print to the terminal and return None."""
     if fmt == "json":
         return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
@@ -71,22 +71,20 @@ def render(cmp: RegressionReport, fmt: str) -> str | None:
             w.writeheader()
             w.writerows(rows)
         return buf.getvalue()
-    from profctl.render.tables import markdown, rich_table
+    from profctl.render.tables import markdown
 
     if fmt == "markdown":
         head = "\n".join(f"- {x}" for x in header_lines(cmp))
         foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
         return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
-    from rich.console import Console
     from rich.markup import escape
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=200)
+    from profctl.render.tables import console, print_table
+
+    con = con or console()
     for line in header_lines(cmp):
         con.print(escape(line))
-    t = rich_table("profctl compare", display_rows(cmp))
-    con.print(t)
+    print_table(con, "profctl compare", display_rows(cmp))
     colours = {"slower": "red", "failed": "red", "faster": "green", "inconclusive": "yellow"}
     for line in footer_lines(cmp):
         style = "yellow" if line.startswith(("warning", "forced")) else None

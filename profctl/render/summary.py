@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profctl.render.tables import FORMATS, fmt_ns, markdown, rich_table
+from profctl.render.tables import FORMATS, display_path, fmt_ns, limited, markdown, print_table, rich_table
 from profctl.schema import Summary
 
 __all__ = ["FORMATS", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render", "rich_table"]
@@ -13,12 +13,16 @@ __all__ = ["FORMATS", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
     ks = sorted(s.kernels, key=lambda k: (-k.total_ns, k.name))
     total = sum(k.total_ns for k in ks) or 1.0
+    from profctl.render.tables import kernel_cell
+
     rows = []
     for k in ks[:limit] if limit else ks:
+        shown, full = kernel_cell(k.name, k.short_name)
         rows.append({
-            "tool": k.tool, "class": k.kernel_class, "kernel": k.short_name, "range": k.nvtx_range or "",
+            "tool": k.tool, "class": k.kernel_class, "kernel": shown, "range": k.nvtx_range or "",
             "count": k.count, "total": fmt_ns(k.total_ns), "share": f"{100 * k.total_ns / total:.1f}%",
             "avg": fmt_ns(k.avg_ns), "med": fmt_ns(k.med_ns), "min": fmt_ns(k.min_ns), "max": fmt_ns(k.max_ns),
+            **({"_full": {"kernel": full}} if full else {}),
         })
     return rows
 
@@ -34,23 +38,29 @@ def range_rows(s: Summary) -> list[dict[str, Any]]:
     return rows
 
 
-def render(s: Summary, fmt: str, *, limit: int | None = None) -> str | None:
-    """Text for `fmt` (markdown/csv/json); for 'table' print rich tables and return None."""
+def sources_line(s: Summary) -> str:
+    return ", ".join(f"{display_path(x.path)} ({x.tool} {x.tool_version or ''})".replace(" )", ")")
+                     for x in s.sources)
+
+
+def render(s: Summary, fmt: str, *, limit: int | None = None, con: Any = None) -> str | None:
+    """Text for `fmt` (markdown/csv/json: every kernel; `limit` shortens the table and Markdown, and a line says
+    how many rows were left out); for 'table' print rich tables and return None."""
     if fmt == "json":
         return s.to_json()
     if fmt == "csv":
         return s.kernels_df().to_csv(index=False)
-    krows, rrows = kernel_rows(s, limit), range_rows(s)
+    krows, more = limited(kernel_rows(s), limit)
+    rrows, rmore = limited(range_rows(s), limit)
     if fmt == "markdown":
-        out = "## Kernels\n\n" + markdown(krows)
+        out = f"## Kernels\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
         if rrows:
-            out += "\n## NVTX ranges\n\n" + markdown(rrows)
+            out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
         return out
-    from rich.console import Console
+    from profctl.render.tables import console
 
-    con = Console()
-    srcs = ", ".join(f"{x.path} ({x.tool} {x.tool_version or ''})".strip() for x in s.sources)
-    con.print(rich_table(f"Kernels — {srcs}", krows))
+    con = con or console()
+    print_table(con, f"Kernels — {sources_line(s)}", krows, more=more)
     if rrows:
-        con.print(rich_table("NVTX ranges", rrows))
+        print_table(con, "NVTX ranges", rrows, more=rmore)
     return None

@@ -1,13 +1,28 @@
-"""Table building blocks every renderer shares: number formats, a rich table, Markdown, CSV, and the console
-(full width when the output is not a terminal, so a pipe or a file gets whole lines)."""
+"""Table building blocks every renderer shares: number formats, a rich table, Markdown, CSV, the console (full
+width when the output is not a terminal, so a pipe or a file gets whole lines), long names elided in the middle
+with the full name kept, and paths shown relative to where the reader stands.
+
+Display rows are dicts of column -> text, with names whole (Markdown and CSV show them so). A key starting with
+``_`` is not a column: ``_full`` maps a column to a longer form of its text (a kernel's demangled name), which the
+HTML page puts in a tooltip and the terminal in the footnote of a name it had to elide.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import re
+from pathlib import Path
 from typing import Any
 
 FORMATS = ("table", "markdown", "csv", "json")
+#: the columns that hold names long enough to elide (kernel names)
+NAME_COLUMNS = ("kernel", "main kernel")
+#: terminal width of a name column; longer names are elided in the middle and given a footnote
+NAME_WIDTH = 48
+#: columns whose text reads left to right (everything else that looks like a number is right-aligned)
+_NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(%|x|ms|us|ns|s|min|B|KB|MB|GB|MiB|GiB|MHz)?( \(!\)| FAIL)?$")
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -22,6 +37,62 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+def kernel_cell(name: str | None, short: str | None = None) -> tuple[str, str | None]:
+    """(the name a table shows, the whole name for its tooltip/footnote): the base function name, whole (the
+    renderer elides it to its column), and the demangled name with its template arguments when it differs."""
+    if not name:
+        return short or "-", None
+    from profctl.kernels import display_name
+
+    shown = display_name(name, width=10**6)
+    return shown, (name if name != shown else None)
+
+
+def elide(text: str, width: int = NAME_WIDTH) -> str:
+    """`text` cut to `width` characters in the middle (``head…tail``): kernel names of one family share their
+    start and differ in their template arguments and suffixes, so both ends stay."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 3 // 5
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    return [c for c in rows[0] if not c.startswith("_")] if rows else []
+
+
+def numeric_columns(rows: list[dict[str, Any]]) -> set[str]:
+    """Columns whose every value is a number or '-' (right-aligned)."""
+    out = set()
+    for c in columns(rows):
+        vals = [str(r.get(c, "")).strip() for r in rows]
+        if any(v not in ("-", "") for v in vals) and all(v in ("-", "") or _NUMBER.match(v) for v in vals):
+            out.add(c)
+    return out
+
+
+def full_text(row: dict[str, Any], col: str) -> str:
+    """The full text of a cell (the `_full` entry when the row carries one)."""
+    return str((row.get("_full") or {}).get(col, row.get(col, "")))
+
+
+def elide_rows(rows: list[dict[str, Any]], width: int = NAME_WIDTH) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows with long names elided in the middle and a footnote mark; the footnotes ('[n] full name'), one per
+    distinct full name."""
+    notes: dict[str, int] = {}
+    out = []
+    for r in rows:
+        r2 = dict(r)
+        for c in NAME_COLUMNS:
+            if c not in r:
+                continue
+            if len(str(r[c])) > width:
+                n = notes.setdefault(full_text(r, c), len(notes) + 1)
+                r2[c] = f"{elide(str(r[c]), width - len(str(n)) - 3)} [{n}]"
+        out.append(r2)
+    return out, [f"[{n}] {name}" for name, n in notes.items()]
+
+
 def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
     from rich.markup import escape
     from rich.table import Table
@@ -30,32 +101,54 @@ def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
     if not rows:
         t.add_column("(none)")
         return t
-    for c in rows[0]:
-        t.add_column(c, justify="right" if c not in ("kernel", "range", "class", "tool", "domain", "style",
-                                                     "backend", "status", "reason", "shape") else "left",
-                     overflow="fold")
+    nums = numeric_columns(rows)
+    for c in columns(rows):
+        t.add_column(c, justify="right" if c in nums else "left", overflow="fold",
+                     no_wrap=c in NAME_COLUMNS)
     for r in rows:
-        t.add_row(*[escape(str(v)) for v in r.values()])
+        t.add_row(*[escape(str(r.get(c, ""))) for c in columns(rows)])
     return t
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def print_table(con: Any, title: str, rows: list[dict[str, Any]], *, more: int = 0) -> None:
+    """A rich table with long names elided and their full names as footnotes under it; `more` rows left out
+    (by --limit) are said under it too."""
+    from rich.markup import escape
+
+    shown, notes = elide_rows(rows)
+    con.print(rich_table(title, shown))
+    for n in notes:
+        con.print(escape(f"  {n}"), soft_wrap=True, style="dim")
+    if more > 0:
+        con.print(f"  ({more} more row(s) not shown; --limit 0 shows all)", style="dim")
+
+
+def markdown(rows: list[dict[str, Any]], *, more: int = 0) -> str:
     if not rows:
         return "_(none)_\n"
-    cols = list(rows[0])
+    cols = columns(rows)
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for r in rows:
-        out.append("| " + " | ".join(str(r[c]).replace("|", "\\|") for c in cols) + " |")
+        out.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in cols) + " |")
+    if more > 0:
+        out += ["", f"_{more} more row(s) not shown; --limit 0 shows all_"]
     return "\n".join(out) + "\n"
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+        w = csv.DictWriter(buf, fieldnames=columns(rows), extrasaction="ignore")
         w.writeheader()
-        w.writerows(rows)
+        w.writerows({c: r.get(c, "") for c in columns(rows)} for r in rows)
     return buf.getvalue()
+
+
+def limited(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[dict[str, Any]], int]:
+    """(the first `limit` rows, how many were left out); all of them for limit None or 0."""
+    if not limit or len(rows) <= limit:
+        return rows, 0
+    return rows[:limit], len(rows) - limit
 
 
 def console(width: int = 200, *, stderr: bool = False) -> Any:
@@ -64,3 +157,41 @@ def console(width: int = 200, *, stderr: bool = False) -> Any:
 
     con = Console(stderr=stderr)
     return con if con.is_terminal else Console(width=width, stderr=stderr)
+
+
+def text_console(width: int = 240) -> tuple[Any, io.StringIO]:
+    """A rich Console that writes plain text (no colour, `width` columns) into a buffer: a terminal table for a
+    file (`-f table -o FILE`)."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    return Console(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False), buf
+
+
+_RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+-[0-9a-f]{6}$")
+
+
+def display_path(p: str | Path | None, *, cwd: Path | None = None) -> str:
+    """A path as a reader of this output can use it: relative to the current directory when it lies under it;
+    else, for a file in a run directory (maybe of another machine), ``<run-id>/<file>``; else its name. Never the
+    absolute path of the machine a summary was made on."""
+    if p is None or str(p) == "":
+        return "-"
+    path = Path(str(p))
+    if not path.is_absolute():
+        return str(path)
+    try:
+        here = (cwd or Path.cwd()).resolve()
+        real = path.resolve() if path.exists() else path
+    except OSError:
+        return _run_relative(path)
+    if real.is_relative_to(here):
+        return os.path.relpath(real, here)
+    return _run_relative(path)
+
+
+def _run_relative(path: Path) -> str:
+    for i in range(len(path.parts) - 2, 0, -1):
+        if _RUN_DIR.match(path.parts[i]):
+            return str(Path(*path.parts[i:]))
+    return path.name

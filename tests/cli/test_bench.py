@@ -94,3 +94,29 @@ def test_python_api(tmp_path: Path) -> None:
                         warmup=0, reports=tmp_path)
     df = res.to_dataframe()
     assert list(df["backend"]) == ["eager", "sdpa-math"] and set(df["status"]) == {"ok"}
+
+
+def test_bench_says_what_it_did(runner: CliRunner, tmp_path: Path) -> None:
+    """A newcomer reads which backends ran where, that eager was added as the baseline, and which backends
+    cannot run here -- in a line each, not as rows of a table; the data formats keep every row."""
+    r = runner.invoke(app, ["bench", "--device", "cpu", "-s", "32", "--heads", "2", "-d", "16", "-n", "2",
+                            "--warmup", "0", "-b", "sdpa-math,sdpa-cudnn", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "ran sdpa-math, eager on cpu: 2 of 3 points" in r.stderr
+    assert "eager was added as the baseline for the speedup column (--baseline none leaves it out" in r.stderr
+    assert "not run here: sdpa-cudnn (1 point(s)): sdpa-cudnn runs on CUDA only, not on cpu" in r.stderr
+    table = [ln for ln in r.stdout.splitlines() if ln.startswith("│")]
+    assert any("sdpa-math" in ln for ln in table) and not any("sdpa-cudnn" in ln for ln in table)
+    run = next(tmp_path.iterdir())
+    assert {x["backend"] for x in json.loads((run / "bench.json").read_text())} == {"sdpa-math", "sdpa-cudnn",
+                                                                                    "eager"}
+
+
+def test_bench_table_to_a_file_is_the_table(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "table.txt"
+    r = runner.invoke(app, ["bench", "--device", "cpu", "-s", "32", "--heads", "2", "-d", "16", "-n", "2",
+                            "--warmup", "0", "-b", "eager", "--baseline", "none", "-o", str(out), "--reports",
+                            str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "profctl bench — cpu" in text and "│ eager" in text and "\x1b[" not in text

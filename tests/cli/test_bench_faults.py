@@ -8,14 +8,14 @@ from typer.testing import CliRunner
 
 from profctl.cli import app
 
-TINY = ["--device", "cpu", "--seqlen", "16,32", "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "0",
-        "--json", "-", "--baseline", "none"]
+TINY = ["--device", "cpu", "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "0", "-f", "json",
+        "--baseline", "none"]
 
 
 def test_crash_becomes_a_row_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFCTL_FAULT", "crash:sdpa-math")
-    r = CliRunner().invoke(app, ["bench", *TINY, "--backend", "eager,sdpa-math,sdpa-flash", "--reports",
-                                 str(tmp_path)])
+    r = CliRunner().invoke(app, ["bench", *TINY, "--seqlen", "16,32", "--backend", "eager,sdpa-math,sdpa-flash",
+                                 "--reports", str(tmp_path)])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
     assert [(x["backend"], x["seqlen_q"], x["status"]) for x in rows] == [
@@ -28,7 +28,7 @@ def test_crash_becomes_a_row_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: 
 def test_hang_is_killed_at_the_point_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROFCTL_FAULT", "hang:eager")
     r = CliRunner().invoke(app, ["bench", *TINY, "--seqlen", "16", "--backend", "eager,sdpa-math",
-                                 "--point-timeout", "8", "--reports", str(tmp_path)])
+                                 "--timeout", "8", "--reports", str(tmp_path)])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
     assert [(x["backend"], x["status"]) for x in rows] == [("eager", "timeout"), ("sdpa-math", "ok")]

@@ -159,13 +159,20 @@ def test_compare_summary_files_threshold_only(runner: CliRunner, tmp_path: Path)
 def test_compare_real_cpu_benches(runner: CliRunner, tmp_path: Path) -> None:
     """End to end on the CPU: bench, then compare the run with itself and with a copy four times slower (a busy
     CPU's times can be bimodal, so a smaller factor could honestly come out inconclusive)."""
-    r = runner.invoke(app, ["bench", "--device", "cpu", "--seqlen", "64", "--heads", "2", "--head-dim", "16",
-                            "--iters", "50", "--warmup", "2", "--backend", "eager", "--baseline", "none", "-q",
-                            "--reports", str(tmp_path)])
-    assert r.exit_code == 0, r.output
-    (a,) = list(tmp_path.iterdir())
-    rows = json.loads((a / "bench.json").read_text())
-    slow = runs.new_run("bench", root=tmp_path, env=False, extra={"device": runs.read_manifest(a)["device"]})
+    for attempt in range(3):  # a CPU shared with other jobs can make one run's times bimodal: try again
+        store = tmp_path / f"try{attempt}"
+        r = runner.invoke(app, ["bench", "--device", "cpu", "--seqlen", "64", "--heads", "2", "--head-dim", "16",
+                                "--iters", "50", "--warmup", "2", "--backend", "eager", "--baseline", "none", "-q",
+                                "--reports", str(store)])
+        assert r.exit_code == 0, r.output
+        (a,) = list(store.iterdir())
+        rows = json.loads((a / "bench.json").read_text())
+        t = sorted(rows[0]["times_ms"])
+        steady = t[3 * len(t) // 4] < 1.5 * t[len(t) // 4]
+        if steady:
+            break
+    slow = runs.new_run("bench", root=tmp_path / "slow", env=False,
+                        extra={"device": runs.read_manifest(a)["device"]})
     for x in rows:
         x["times_ms"] = [t * 4 for t in x["times_ms"]]
         x["median_ms"] *= 4
@@ -174,4 +181,8 @@ def test_compare_real_cpu_benches(runner: CliRunner, tmp_path: Path) -> None:
     r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "5%", "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["verdict"] in ("unchanged", "inconclusive")
     r = runner.invoke(app, ["compare", str(a), str(slow), "--fail-if-slower", "5%", "--format", "json"])
-    assert r.exit_code == 1 and json.loads(r.stdout)["rows"][0]["verdict"] == "slower", r.output
+    verdict = json.loads(r.stdout)["rows"][0]["verdict"]
+    if steady:
+        assert r.exit_code == 1 and verdict == "slower", r.output
+    else:  # times spread over more than 1.5x between quartiles: the interval may honestly be too wide to call
+        assert verdict in ("slower", "inconclusive") and r.exit_code == (1 if verdict == "slower" else 0), r.output

@@ -24,9 +24,9 @@ def _fake_nsys(tmp_path: Path) -> Path:
 def test_doctor_json_lists_nsys_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = _fake_nsys(tmp_path)
     monkeypatch.setenv("PROFCTL_NSYS", str(exe))
-    r = CliRunner().invoke(app, ["doctor", "--json"])
-    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["doctor", "--format", "json"])
     d = json.loads(r.stdout)
+    assert r.exit_code == (1 if d["problems"] else 0), r.output  # a problem is a non-zero exit
     nsys = next(t for t in d["tools"] if t["name"] == "nsys")
     assert nsys["path"] == str(exe) and nsys["version"] == "2025.3.1.90" and nsys["found_via"] == "$PROFCTL_NSYS"
     assert "driver" in d["gpu"] or d["problems"]
@@ -43,7 +43,7 @@ def test_doctor_reports_missing_nsys_with_fix(tmp_path: Path, monkeypatch: pytes
         pytest.skip("a real nsys is installed here")
     monkeypatch.delenv("PROFCTL_NSYS", raising=False)
     r = CliRunner().invoke(app, ["doctor"])
-    assert r.exit_code == 0
+    assert r.exit_code == 1  # it found a problem: a script running `profctl doctor && ...` stops
     assert "nsys (Nsight Systems) was not found" in r.stdout and "PROFCTL_NSYS" in r.stdout
 
 

@@ -19,8 +19,7 @@ def run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
     fake_ncu = tmp_path / "ncu"  # answers --version only: gets `profctl ncu` past finding ncu on this machine
     fake_ncu.write_text("#!/bin/sh\necho 'Version 2025.3.1.0'\n")
     fake_ncu.chmod(0o755)
-    flag = "--reports-dir" if args[0] == "ncu" else "--reports"
-    r = CliRunner().invoke(app, [args[0], flag, str(tmp_path / "runs"), *args[1:]],
+    r = CliRunner().invoke(app, [args[0], "--reports", str(tmp_path / "runs"), *args[1:]],
                            env={"PROFCTL_NCU": str(fake_ncu), "PROFCTL_NSYS": str(fake_ncu)})
     return r.exit_code, r.stdout, r.stderr
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 def test_bench_gpu_rows(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "sdpa-flash,sdpa-cudnn,eager",
                                  "--seqlen", "2048", "--heads", "16", "--head-dim", "128", "--dtype", "bf16",
-                                 "--causal", "false,true", "--iters", "10", "--json", "-", "--reports", str(tmp_path)])
+                                 "--causal", "false,true", "--iters", "10", "-f", "json", "--reports", str(tmp_path)])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
     ok = [x for x in rows if x["status"] == "ok"]
@@ -33,7 +33,7 @@ def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
     # sdpa-math materialises the score matrix: 8 x 32 x 65536^2 bf16 is 2 TiB, far beyond any GPU
     r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "sdpa-math,sdpa-flash", "--batch", "8",
                                  "--seqlen", "65536", "--heads", "32", "--head-dim", "64", "--iters", "2",
-                                 "--warmup", "0", "--no-check", "--baseline", "none", "--json", "-",
+                                 "--warmup", "0", "--no-check", "--baseline", "none", "-f", "json",
                                  "--reports", str(tmp_path)])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)

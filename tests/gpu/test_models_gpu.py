@@ -17,14 +17,13 @@ SMALL = ["--model", "llama-7b", "--layers", "1", "--seqlen", "1024", "--batch", 
 
 
 def invoke(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    flag = "--reports-dir" if args[0] == "ncu" else "--reports"
-    r = CliRunner().invoke(app, [args[0], flag, str(tmp_path), *args[1:]])
+    r = CliRunner().invoke(app, [args[0], "--reports", str(tmp_path), *args[1:]])
     return r.exit_code, r.stdout, r.stderr
 
 
 def test_bench_model_rows(tmp_path: Path) -> None:
     rc, out, err = invoke(["bench", *SMALL, "--mode", "train,prefill,decode", "-b", "sdpa-cudnn,eager",
-                           "--iters", "3", "--json", "-"], tmp_path)
+                           "--iters", "3", "-f", "json"], tmp_path)
     assert rc == 0, err
     rows = json.loads(out)
     assert all(r["status"] == "ok" for r in rows), [(r["backend"], r["mode"], r.get("reason")) for r in rows]
@@ -36,7 +35,7 @@ def test_bench_model_rows(tmp_path: Path) -> None:
 
 def test_memory_limit_makes_oom_rows(tmp_path: Path) -> None:
     rc, out, err = invoke(["bench", "--model", "llama-7b", "--layers", "2", "--seqlen", "16384", "--mode", "train",
-                           "-b", "eager,sdpa-flash", "--memory-limit", "24", "--iters", "2", "--json", "-"], tmp_path)
+                           "-b", "eager,sdpa-flash", "--memory-limit", "24", "--iters", "2", "-f", "json"], tmp_path)
     assert rc == 0, err  # one point ran
     rows = {r["backend"]: r for r in json.loads(out)}
     assert rows["eager"]["status"] == "oom", rows["eager"]  # the score matrices do not fit 24 GiB

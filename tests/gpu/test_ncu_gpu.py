@@ -37,7 +37,7 @@ def _runner() -> CliRunner:
 
 
 def _run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    r = _runner().invoke(app, ["ncu", *args, "--reports-dir", str(tmp_path / "reports")])
+    r = _runner().invoke(app, ["ncu", *args, "--reports", str(tmp_path / "reports")])
     return r.exit_code, r.stdout, r.stderr
 
 

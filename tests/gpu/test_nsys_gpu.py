@@ -37,7 +37,7 @@ def _stats_csv(exe: Path, report: Path, name: str, tmp: Path) -> list[dict[str, 
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("nsys")
     res = CliRunner().invoke(app, ["nsys", "--backend", "sdpa-flash,eager", "--seqlen", "512", "--heads", "8",
-                                   "--pass", "fwd+bwd", "--warmup", "2", "--iters", "3", "--reports-dir", str(tmp),
+                                   "--pass", "fwd+bwd", "--warmup", "2", "--iters", "3", "--reports", str(tmp),
                                    "--format", "markdown"])
     assert res.exit_code == 0, res.output
     dirs = [d for d in tmp.iterdir() if d.is_dir()]

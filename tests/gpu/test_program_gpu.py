@@ -19,8 +19,7 @@ PROGRAM = [sys.executable, str(ROOT / "examples" / "my_program.py"), "--steps", 
 
 
 def invoke(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    flag = "--reports-dir" if args[0] == "ncu" else "--reports"
-    r = CliRunner().invoke(app, [args[0], flag, str(tmp_path), *args[1:]])
+    r = CliRunner().invoke(app, [args[0], "--reports", str(tmp_path), *args[1:]])
     return r.exit_code, r.stdout, r.stderr
 
 

@@ -47,7 +47,7 @@ def two_args(q, k):
 not_callable = 3
 '''
 TINY = ["--device", "cpu", "--seqlen", "32", "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "1",
-        "--baseline", "none", "--json", "-"]
+        "--baseline", "none", "-f", "json"]
 
 
 @pytest.fixture

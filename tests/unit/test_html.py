@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import html
 import io
 import json
 import re
@@ -203,3 +204,51 @@ def test_plots_need_matplotlib(monkeypatch):
         plots.require()
     assert "pip install 'profctl[plot]'" in e.value.one_line()
     assert "\n" not in e.value.one_line()
+
+
+def test_page_fits_a_laptop_screen(fixture_page):
+    """Text at most 1280 px wide; every table in a box that scrolls on its own; long cells wrap."""
+    text, _, _ = fixture_page
+    css = re.search(r"<style>(.*?)</style>", text, re.S)[1]
+    assert "max-width:1280px" in css and ".tbl{max-width:100%;overflow-x:auto" in css
+    assert "td.w{white-space:normal" in css
+    assert text.count('<div class="tbl"><table') == text.count("<table")
+
+
+def test_kernel_names_keep_their_full_name(fixture_page):
+    """The kernel table shows the short name; the cell's tooltip holds the whole demangled name."""
+    text, _, _ = fixture_page
+    cells = re.findall(r'<td class="l" title="([^"]+)">([^<]+)</td>', text)
+    full = {html.unescape(t): html.unescape(s) for t, s in cells}
+    flash = [t for t, s in full.items() if s == "flash_fwd_kernel"]
+    assert flash and all("flash_fwd_kernel<Flash_fwd_kernel_traits<" in t and len(t) > 60 for t in flash)
+
+
+def test_roofline_points_are_numbered_and_tabled(fixture_page):
+    text, p, c = fixture_page
+    rows = table_dicts(p.tables["roofline"])
+    assert [r["#"] for r in rows] == [str(i) for i in range(1, len(c.roofline) + 1)]
+    assert len({r["kernel"] for r in rows}) >= 2 and all(r["kernel"] and r["kernel"] != "-" for r in rows)
+    assert "each point is numbered" in text
+
+
+def test_sources_are_never_absolute(tmp_path):
+    """A summary made on another machine names its report there; the page shows <run-id>/<file>."""
+    from profctl.schema import KernelRow, Source, Summary
+
+    rng = "sdpa-flash[b1,sq1024,skv1024,h8,kv8,d64,bf16,full,bhsd]/measure/sdpa-flash.fwd"
+    k = KernelRow(tool="nsys", name="flash_fwd_kernel", short_name="flash_fwd_kernel", kernel_class="flash_fwd",
+                  nvtx_range=rng, count=1, total_ns=1e5, avg_ns=1e5, med_ns=1e5, min_ns=1e5, max_ns=1e5, std_ns=0)
+    s = Summary(sources=(Source("/tmp/pr/20261121T201340Z-nsys-cb98e6/profile.sqlite", "nsys", "2025.3"),),
+                kernels=(k,))
+    view = merge_view([s])
+    text = rhtml.render(compare(view), view)
+    p = Page()
+    p.feed(text)
+    assert table_dicts(p.tables["sources"])[0]["path"] == "20261121T201340Z-nsys-cb98e6/profile.sqlite"
+    assert "/tmp/pr" not in text
+
+
+def test_bound_is_explained_on_the_page(fixture_page):
+    text, _, _ = fixture_page
+    assert "launch-bound when the launch gap is over 50%" in text
