@@ -8,6 +8,7 @@ names the log.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -154,9 +155,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+#: lines the profilers' own libraries print on their way out (Kineto's USDT probes, nsys/ncu banners): never
+#: the reason a program failed
+_NOISE = re.compile(r"^(USDT:|STAGE:|==PROF==|\[W\w* [\d:.]+ )|SyncActivityProfilerHandler|ActivityProfilerController")
+
+
 def last_line(text: str) -> str:
+    """The line of a log most likely to say why a process failed: the last that is not the profiler's noise
+    (preferring one that names an error)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
-    return lines[-1][:300] if lines else "(no output)"
+    real = [ln for ln in lines if not _NOISE.search(ln)] or lines
+    errors = [ln for ln in real if re.search(r"(?i)\berror\b|^[\w.]*(Error|Exception)\b", ln)]
+    return (errors or real)[-1][:300] if real else "(no output)"
 
 
 def _quote(a: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl import proc, runs
-from profctl.errors import NothingMatched, UsageError, WorkloadFailed
+from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result
 from profctl.pipelines.targets import Model, Program
 from profctl.schema import Summary
@@ -72,8 +72,14 @@ def run(req: TorchRequest) -> TorchResult:
             why = _why(rows) or proc.last_line(res.log_text(20_000))
             raise WorkloadFailed(f"no torch.profiler trace was written (exit status {res.returncode}): {why}", log=log)
         notes: list[str] = []
-        summary = summarize(trace, run_dir, rows, device, by_range=req.by_range or req.range is not None,
-                            notes=notes)
+        try:
+            summary = summarize(trace, run_dir, rows, device, by_range=req.by_range or req.range is not None,
+                                notes=notes)
+        except BadReport:
+            if not exit_status:
+                raise
+            raise ProgramFailed(f"the program exited with status {exit_status} before anything was profiled: "
+                                f"{proc.last_line(res.log_text(20_000))}", log=log) from None
         if req.range is not None:
             summary = _within(summary, req.range)
         status = "complete" if res.returncode == 0 else "incomplete"

@@ -66,6 +66,24 @@ def test_the_programs_failure_is_reported_and_its_trace_kept(tmp_path: Path) -> 
     assert json.loads(out)["kernels"]  # the summary of what ran before the exit
 
 
+def test_a_program_that_fails_before_profiling_says_why(tmp_path: Path) -> None:
+    """Its own error line (argparse's here), not the profiler's exit noise nor "a trace without events"."""
+    rc, _, err = run(["torch", "--", "python", str(EXAMPLE), "--no-such-flag"], tmp_path)
+    assert rc == 8
+    (line,) = err.strip().splitlines()
+    assert "status 2 before anything was profiled" in line and "unrecognized arguments: --no-such-flag" in line
+    assert "torch.log" in line
+
+
+def test_the_reason_a_log_gives_is_not_the_profilers_noise() -> None:
+    from profctl.proc import last_line
+
+    assert last_line("Traceback (most recent call last):\n  File 'x'\nValueError: bad shape\n"
+                     "USDT:2026-11-23 SyncActivityProfilerHandler.cpp:59] profiler_stop\n") == "ValueError: bad shape"
+    assert last_line("$ python x.py\nstep 1\nstep 2\n") == "step 2"
+    assert last_line("") == "(no output)"
+
+
 def test_a_program_module_runs_as_main(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg_prog"
     pkg.mkdir()
