@@ -10,6 +10,8 @@ echo "== profctl doctor"; "$P" doctor || true
 echo "== profctl bench (defaults for this machine)"; "$P" bench -f markdown -o reports/quickstart-bench.md
 echo "== profctl torch (torch.profiler, measured iterations only)"
 "$P" torch --seqlen 512 --iters 3 || echo "(profctl torch failed; see above)"
+echo "== profctl bench --model (a whole model step with the attention backend inside: train and decode)"
+"$P" bench --model gpt-tiny --mode train,decode --iters 3 || echo "(profctl bench --model failed; see above)"
 echo "== profctl report on a recorded H100 nsys export (tests/data/h100-sm90)"
 "$P" report tests/data/h100-sm90/attn.sqlite.gz --limit 12
 echo "done: runs are under reports/"
