@@ -108,10 +108,17 @@ def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
     """What the sweep did, in words: which backends ran where, a baseline added, backends that could not run."""
     ran = list(dict.fromkeys(str(r["backend"]) for r in res.rows if r.get("status") == "ok"))
     ok = sum(1 for r in res.rows if r.get("status") == "ok")
-    shapes = len({shape_label(r) for r in res.rows})
-    passes = ", ".join(dict.fromkeys(str(r.get("pass")) for r in res.rows))
+    if any(r.get("workload") == "model" for r in res.rows):  # model steps: which models, in which modes
+        cases = len({(r.get("model"), r.get("layers"), r.get("batch"), r.get("seqlen"), r.get("dtype"))
+                     for r in res.rows})
+        what = (f"{', '.join(dict.fromkeys(str(r.get('model')) for r in res.rows))}, {cases} size"
+                f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.get('mode')) for r in res.rows))}")
+    else:
+        shapes = len({shape_label(r) for r in res.rows})
+        what = (f"{shapes} shape{'s' if shapes != 1 else ''}, "
+                f"{', '.join(dict.fromkeys(str(r.get('pass')) for r in res.rows))}")
     lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} point"
-             f"{'s' if len(res.rows) != 1 else ''} ({shapes} shape{'s' if shapes != 1 else ''}, {passes})"
+             f"{'s' if len(res.rows) != 1 else ''} ({what})"
              + ("" if requested else "; backends: the defaults for "
                 f"{res.rows[0].get('device') if res.rows else 'this device'}")]
     if res.baseline and requested and res.baseline not in requested:

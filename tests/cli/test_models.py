@@ -26,6 +26,7 @@ def test_every_mode_gives_a_row_with_throughput_and_attention_share(tmp_path: Pa
     assert rc == 0, err
     assert [(r["backend"], r["mode"], r["status"]) for r in rows] == [
         (b, m, "ok") for m in ("train", "prefill", "decode") for b in ("sdpa-math", "eager")]
+    assert "6 of 6 points (gpt-tiny, 1 size, train, prefill, decode)" in err  # what ran, in the model's words
     for r in rows:
         assert r["workload"] == "model" and r["median_ms"] > 0 and r["tokens_per_s"] > 0
         assert 0 < r["attn_share"] < 1 and r["flops"] == r["model_flops"] > 0
