@@ -9,9 +9,11 @@ from typing import Any
 import typer
 
 from profctl.cli._common import command_line, emit, guard, workload_options
+from profctl.cli._executors import executor_options
 
 
 @guard
+@executor_options(progress=False)
 @workload_options
 def bench(
     wl: Any,
@@ -45,8 +47,7 @@ def bench(
         task = bar.add_task("starting", total=None)
 
         def progress(p: Any) -> None:
-            bar.update(task, total=p.total, completed=p.index + (1 if p.row is not None else 0),
-                       description=f"{p.case.backend} {p.case.shape_key} {p.case.pass_}")
+            bar.update(task, total=p.total, completed=p.done, description=p.describe())
 
         res = pipeline.run(req, on_progress=progress)
     if show:
