@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
+from profctl.cli._executors import executor_options
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -22,6 +23,7 @@ _PANEL = "Nsight Compute"
 
 
 @guard
+@executor_options
 @workload_options
 def ncu(
     ctx: typer.Context,

@@ -8,9 +8,11 @@ from typing import Any
 import typer
 
 from profctl.cli._common import PROGRAM_HELP, command_line, guard, target_of, workload_options
+from profctl.cli._executors import executor_options
 
 
 @guard
+@executor_options
 @workload_options
 def nsys(
     wl: Any,

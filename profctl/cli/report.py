@@ -9,9 +9,11 @@ from typing import Any
 import typer
 
 from profctl.cli._common import emit, guard, note
+from profctl.cli._executors import by_gpu_option
 
 
 @guard
+@by_gpu_option
 def report(
     paths: list[Path] = typer.Argument(..., help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, torch trace .json[.gz], "
                                                  "profctl bench --json files, run directories (reports/<run-id>/) "

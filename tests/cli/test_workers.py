@@ -133,3 +133,21 @@ def test_bad_worker_options_are_one_line(tmp_path: Path, args: list[str], needle
     assert r.exit_code == 2, r.output
     assert needle in r.output and len(r.output.strip().splitlines()) == 1
     assert not tmp_path.exists() or not list(tmp_path.iterdir())  # no run was started
+
+
+def test_torch_profiles_each_part_and_joins_their_summaries(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["torch", "--device", "cpu", "--backend", "eager,sdpa-math", "--seqlen", "16",
+                                 "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "0", "--workers", "2",
+                                 "--format", "json", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    (run,) = tmp_path.iterdir()
+    traces = sorted(run.glob("part-*-cpu/trace.json.gz"))
+    assert len(traces) == 2 and sorted(x["path"] for x in s["sources"]) == sorted(map(str, traces))
+    assert s["meta"]["merged"] == 2 and len(s["meta"]["workload_rows"]) == 2
+    m = runs.read_manifest(run)
+    assert m["status"] == "complete" and len(m["parts"]) == 2 and m["trace"].startswith("part-")
+    assert json.loads((run / "summary.json").read_text())["sources"] == s["sources"]
+    r = CliRunner().invoke(app, ["report", str(run), "--view", "summary", "--format", "json"])  # reads the parts
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)["sources"]) == 2
