@@ -93,7 +93,7 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         try:
             with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
                 outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
-                                        on_event=sweep.on_event, weights=[flops.flops(s) for s in sweep.specs])
+                                        on_event=sweep.on_event, weights=target.costs())
                 with contextlib.closing(outcomes):
                     for out in outcomes:
                         sweep.take(out)

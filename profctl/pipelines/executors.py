@@ -226,17 +226,24 @@ OnEvent = Callable[[Part, dict[str, Any]], None]
 
 
 def split(cases: Sequence[int], n_parts: int, weights: Sequence[float] | None = None) -> list[tuple[int, ...]]:
-    """`cases` dealt into at most `n_parts` groups of about equal weight: heaviest first, in a snake order
-    (0, 1, .., n-1, n-1, .., 0, ...) so that cases of equal weight (one shape's backends) spread over the groups
-    instead of lining up by backend; each group in case order."""
+    """`cases` dealt into at most `n_parts` groups of about equal weight: heaviest first, each to the least
+    loaded group; between groups loaded alike, in a snake order (0, 1, .., n-1, n-1, .., 0, ...) so that cases of
+    equal weight (one shape's backends) spread over the groups instead of lining up by backend. Each group in
+    case order."""
     cases = list(cases)
     n = max(1, min(n_parts, len(cases)))
-    w = {c: (weights[c] if weights is not None and c < len(weights) else 1.0) for c in cases}
+    w = {c: (float(weights[c]) if weights is not None and c < len(weights) else 1.0) for c in cases}
     order = sorted(cases, key=lambda c: -w[c])  # stable: equal weights keep their order
     groups: list[list[int]] = [[] for _ in range(n)]
+    loads = [0.0] * n
     for k, c in enumerate(order):
         lap, pos = divmod(k, n)
-        groups[pos if lap % 2 == 0 else n - 1 - pos].append(c)
+        prefer = pos if lap % 2 == 0 else n - 1 - pos
+        low = min(loads)
+        tied = [i for i in range(n) if loads[i] <= low * (1 + 1e-9)]
+        g = prefer if prefer in tied else tied[0]
+        groups[g].append(c)
+        loads[g] += w[c]
     return [tuple(sorted(g)) for g in groups if g]
 
 

@@ -138,7 +138,7 @@ def run(req: NcuRequest) -> NcuResult:
                                      sections=sections)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
                                                     device="cuda", on_event=lambda p, e: None,
-                                                    weights=[1.0] * len(target.cases())))
+                                                    weights=target.costs() if hasattr(target, "costs") else None))
             res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:

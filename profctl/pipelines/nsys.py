@@ -114,9 +114,8 @@ def run(req: NsysRequest) -> NsysResult:
 
 
 def _weights(target: Any) -> list[float] | None:
-    from profctl import flops
-
-    return [flops.flops(s) for s in target.cases()] if isinstance(target, Workload) else None
+    costs = getattr(target, "costs", None)
+    return list(costs()) if costs is not None else None
 
 
 def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture: str) -> dict[str, Any]:

@@ -94,6 +94,10 @@ class Workload:
     def backends(self) -> tuple[str, ...]:
         return self.sweep.backends
 
+    def costs(self) -> list[float]:
+        """A rough guess of each case's seconds (see case_cost), to deal cases into parts of equal work."""
+        return [case_cost(s, self.sweep.warmup + self.sweep.iters) for s in self.cases()]
+
     def with_backends(self, backends: Sequence[str]) -> Workload:
         return replace(self, sweep=self.sweep.with_backends(backends))
 
@@ -116,6 +120,30 @@ class Workload:
 
     def manifest(self) -> dict[str, Any]:
         return {"workload": self.sweep.manifest_dict()}
+
+
+#: backends that work on the whole score matrix: their time per FLOP relative to a flash kernel, and how much a
+#: causal mask adds (benchmarks/RESULTS.md, H100 bf16: eager 3.2 ms vs 0.78 for sdpa-flash, 5.8 ms causal)
+_DENSE_BACKENDS = {"eager": (4.0, 1.8), "sdpa-math": (15.0, 1.2)}
+_FLOP_RATE = 3e14  # FLOP/s of a flash kernel, roughly
+_RANDN_RATE = 1e8  # input elements per second drawn on the CPU
+
+
+def case_cost(spec: AttentionSpec, iterations: int) -> float:
+    """A rough guess of a case's seconds -- its iterations at a flash kernel's rate (dense backends slower, and
+    slower again with a causal mask, which flash kernels halve), plus drawing its inputs on the CPU. Only used to
+    deal cases into parts of about equal work; a wrong guess costs balance, never correctness."""
+    from profctl import flops
+
+    factor, causal_extra = _DENSE_BACKENDS.get(spec.backend, (1.0, 0.0))
+    if causal_extra:
+        work = flops.flops(spec.with_(causal=False)) * factor * (causal_extra if spec.causal else 1.0)
+    else:
+        work = flops.flops(spec)
+    bwd = spec.pass_ != "fwd"
+    elements = spec.batch * spec.head_dim * ((2 if bwd else 1) * spec.heads * spec.seqlen_q
+                                             + 2 * spec.kv_heads * spec.seqlen_kv)
+    return iterations * work / _FLOP_RATE + elements / _RANDN_RATE
 
 
 #: environment variables a program run records in its manifest (they change what it does)

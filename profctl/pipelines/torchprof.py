@@ -65,7 +65,8 @@ def run(req: TorchRequest) -> TorchResult:
         with runs.recording(run_dir):
             part = functools.partial(_part, req=req, target=target)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
-                                                    device=target.device, on_event=lambda p, e: None))
+                                                    device=target.device, on_event=lambda p, e: None,
+                                                    weights=target.costs() if hasattr(target, "costs") else None))
             res = _combine(outs, run_dir, parallel=ex.parallel, interrupted=interrupted)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:

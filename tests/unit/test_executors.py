@@ -66,3 +66,12 @@ def test_gpus_option_parses() -> None:
     for bad in ("0,0", "-1", "a", ","):
         with pytest.raises(UsageError):
             parse_gpus(bad)
+
+
+def test_case_costs_know_dense_backends_and_masks() -> None:
+    import profctl
+
+    w = profctl.workload(backend=["sdpa-flash", "eager"], seqlen=4096, causal=[False, True], device="cuda",
+                         heads=32, head_dim=128, dtype="bf16", iters=200)
+    (flash, eager, flash_c, eager_c) = w.costs()
+    assert eager > 1.5 * flash and eager_c > eager and flash_c < flash
