@@ -48,7 +48,12 @@ from profctl.pipelines.executors import (
 EXTRA = "pip install 'profctl[cluster]'"
 #: scheduler settings of the local cluster: a lost worker fails its task at once, so profctl retries point by
 #: point (a scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
+#: what a Nanny sets in its worker's environment by default (distributed.nanny.pre-spawn-environ): one thread
+#: for OpenMP/MKL/OpenBLAS and an aggressive malloc trim, good for Dask's own compute, not for the workload
+#: child; the child gets the submitting process's values of these instead
+WORKER_ENV_KEYS = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _CONFIG = {"distributed.scheduler.allowed-failures": 0, "distributed.worker.daemon": True,
+           "distributed.nanny.pre-spawn-environ": {},
            "distributed.admin.system-monitor.gil.enabled": False}
 CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and answer
 
@@ -157,6 +162,8 @@ class DaskSession:
         self.workers: list[dict[str, Any]] = []
         self.started_s: float | None = None
         self.lost: list[dict[str, Any]] = []  # parts whose worker died
+        #: the workload children's values of WORKER_ENV_KEYS (None: unset), whatever the worker has
+        self.child_env: dict[str, str | None] = {k: os.environ.get(k) for k in WORKER_ENV_KEYS}
         self._log_levels: dict[str, int] = {}
 
     # ---- the cluster
@@ -203,6 +210,7 @@ class DaskSession:
                 raise UsageError("--gpus: the workload runs on the CPU here (--device cpu, or no GPU is visible)")
             n = self.ex.workers or 1
             threads = str(max(1, (os.cpu_count() or 1) // n))  # the workers share the cores, as CPUs do
+            self.child_env["OMP_NUM_THREADS"] = threads
             for i in range(n):
                 specs[f"cpu{i}"] = {"cls": Nanny, "options": {
                     **common, "env": {"OMP_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""}}}
@@ -323,7 +331,7 @@ class _Run:
         self.parts[part.index] = part
         key = f"profctl-{self.run_id}-part{part.index}"
         fut = self.client.submit(_run_part, self.fn, part, str(self.run_dir), self.device, self.topic,
-                                 self.cancel_name, key=key, pure=False,
+                                 self.cancel_name, self.session.child_env, key=key, pure=False,
                                  resources={"GPU": 1} if self.session.cluster is not None and self.device == "cuda"
                                  else None)
         self.pending[fut] = part
@@ -457,13 +465,18 @@ def _shared(run_dir: Path) -> bool:
         return False
 
 
-def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, cancel_name: str
-              ) -> dict[str, Any]:
+def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, cancel_name: str,
+              child_env: dict[str, str | None] | None = None) -> dict[str, Any]:
     """One part on a worker: its folder (in the run directory when shared, else a temporary one whose files go
     back as bytes), its events as worker events, the run's cancel flag polled at most once a second."""
     from distributed import Event, get_worker
 
     worker = get_worker()
+    for k, v in (child_env or {}).items():  # what the children inherit: the worker runs one part at a time
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     run_dir = Path(run_dir_s)
     where: dict[str, Any] = {**nvml.here(device), "worker": str(worker.name)}
     name = part.dirname(where)

@@ -75,3 +75,24 @@ def test_case_costs_know_dense_backends_and_masks() -> None:
                          heads=32, head_dim=128, dtype="bf16", iters=200)
     (flash, eager, flash_c, eager_c) = w.costs()
     assert eager > 1.5 * flash and eager_c > eager and flash_c < flash
+
+
+def test_a_workers_children_get_this_processes_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not Dask's worker settings (one OpenMP thread, an aggressive malloc trim); CPU workers split the cores."""
+    pytest.importorskip("distributed")
+    import os
+
+    from profctl import runs
+    from profctl.pipelines.dask_executor import DaskExecutor
+
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    run_dir = runs.new_run("test", root=tmp_path, env=False)
+    keys = ("MKL_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    with DaskExecutor(workers=1).session() as ex:
+        (out,) = ex.map_parts(lambda ctx: {k: os.environ.get(k) for k in keys}, [0], run_dir=run_dir,
+                              device="cpu", on_event=lambda p, e: None)
+    assert out.error is None and out.dir == run_dir / "part-0-cpu"
+    assert out.value == {"MKL_NUM_THREADS": "7", "MALLOC_TRIM_THRESHOLD_": None,
+                         "OMP_NUM_THREADS": str(os.cpu_count()), "OPENBLAS_NUM_THREADS": os.environ.get(
+                             "OPENBLAS_NUM_THREADS")}
