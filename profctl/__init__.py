@@ -55,13 +55,15 @@ _REQUEST = ("reports", "timeout_s", "executor")
 
 
 def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, label: str | None = None,
-          point_timeout_s: float = 900.0, **options: Any) -> BenchResult:
-    """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas)."""
+          point_timeout_s: float = 900.0, executor: Any = None, **options: Any) -> BenchResult:
+    """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas). `executor`: where
+    (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md)."""
     from profctl.pipelines import bench as pipeline
 
+    more = {"executor": executor} if executor is not None else {}
     return pipeline.run(pipeline.BenchRequest(target=workload(**options), baseline=baseline,
                                               reports=Path(reports) if reports else None, label=label,
-                                              point_timeout_s=point_timeout_s))
+                                              point_timeout_s=point_timeout_s, **more))
 
 
 def nsys(**options: Any) -> NsysResult:

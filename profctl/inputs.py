@@ -89,14 +89,24 @@ def file_input(p: Path) -> Input:
 
 
 def run_inputs(d: Path) -> list[Input]:
-    """The report files of one run directory (bench rows, nsys export, ncu report, torch trace)."""
+    """The report files of one run directory (bench rows, nsys export, ncu report, torch trace); a run spread
+    over workers keeps each part's reports in its ``part-<i>-gpu<k>/`` folder (read as a run of its own: its
+    workload events name its first case)."""
     out = []
     for tool, name in RUN_FILES:
         f = d / name
         if f.is_file():
             kind = {"bench": "bench-json", "nsys": "nsys-sqlite", "ncu": "ncu-rep", "torch": "torch-trace"}[tool]
             out.append(Input(path=f, kind=kind, run_dir=d))
+    if (d / runs.MANIFEST).is_file():
+        for part in sorted((p for p in d.glob("part-*") if p.is_dir()), key=_part_number):
+            out += [i for i in run_inputs(part) if i.kind != "bench-json"]
     return out
+
+
+def _part_number(p: Path) -> tuple[int, str]:
+    num = p.name.split("-")[1] if p.name.count("-") >= 2 else ""
+    return (int(num) if num.isdigit() else 1 << 30, p.name)
 
 
 # ------------------------------------------------------------------------------------------------ reading

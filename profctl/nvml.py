@@ -63,6 +63,7 @@ class Sampler:
         self.max_sm_mhz: int | None = None
         self.name: str | None = None
         self.driver: str | None = None
+        self.util: int | None = None  # the GPU's utilisation at the last sample, percent (progress bars)
         self._cur = Samples()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -106,6 +107,7 @@ class Sampler:
             except Exception:
                 time.sleep(self.interval_s)
                 continue
+            self.util = int(util)
             if util > 0:  # only samples while the GPU works describe the measurement
                 with self._lock:
                     self._cur.sm_mhz.append(sm)
@@ -191,6 +193,42 @@ def gpus() -> list[Gpu] | None:
             nv.nvmlShutdown()
         except Exception:
             pass
+    return out
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (NVML), None without NVML or a driver."""
+    try:
+        import pynvml as nv
+
+        nv.nvmlInit()
+    except Exception:
+        return None
+    try:
+        d = nv.nvmlSystemGetDriverVersion()
+        return d.decode() if isinstance(d, bytes) else str(d)
+    except Exception:
+        return None
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def here(device: str) -> dict[str, object]:
+    """Where a workload started now runs: this host and, on `device` 'cuda', the first visible GPU (the one a
+    child with this environment uses as cuda:0) with its NVML index, name, UUID and the driver. Bench rows and
+    run parts record it, so runs gathered on different machines and GPUs can be told apart."""
+    import platform
+
+    out: dict[str, object] = {"host": platform.node()}
+    if device != "cuda":
+        return out
+    vis = visible_gpus()
+    if vis:
+        g = vis[0]
+        out.update(gpu_index=g.index, gpu_name=g.name, gpu_uuid=g.uuid, driver=driver_version())
     return out
 
 

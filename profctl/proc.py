@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from profctl.errors import ToolFailed, ToolNotFound, ToolTimeout
 
@@ -46,11 +47,17 @@ def run(
     cwd: Path | None = None,
     check: bool = True,
     classify: Callable[[ProcResult], Exception | None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    die_with_parent: bool = False,
 ) -> ProcResult:
     """Run `argv`, output to `log`; raise ToolTimeout/ToolFailed (or what `classify` returns) on failure.
 
     `classify` sees every finished result (even exit 0) and may return a more specific error, e.g. ncu's
-    ERR_NVGPUCTRPERM, which ncu reports with exit status 0 on some versions.
+    ERR_NVGPUCTRPERM, which ncu reports with exit status 0 on some versions. `cancelled`, asked about twice a
+    second while the process runs, stops it when it answers True (a part on a worker whose run was cancelled):
+    the process and everything it started are killed and KeyboardInterrupt is raised, as for Ctrl-C.
+    `die_with_parent`: the kernel kills the process when the thread that started it dies (Linux; a Dask worker
+    process that dies takes its children with it instead of leaving them on the GPU).
     """
     argv = [str(a) for a in argv]
     if not argv:
@@ -74,13 +81,14 @@ def run(
                 env=full_env,
                 cwd=cwd,
                 start_new_session=True,  # so a timeout can kill the tool and everything it started
+                preexec_fn=_die_with_parent if die_with_parent and _PRCTL is not None else None,
             )
         except FileNotFoundError as e:
             raise ToolNotFound(f"cannot run {argv[0]}: not found") from e
         except PermissionError as e:
             raise ToolNotFound(f"cannot run {argv[0]}: permission denied") from e
         try:
-            rc = proc.wait(timeout=timeout_s)
+            rc = _wait(proc, timeout_s, cancelled)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise ToolTimeout(f"{Path(argv[0]).name} ran past its {timeout_s:.0f} s timeout and was killed",
@@ -97,6 +105,21 @@ def run(
         tail = last_line(res.log_text(20_000))
         raise ToolFailed(f"{Path(argv[0]).name} exited with status {rc}: {tail}", log=log)
     return res
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancelled: Callable[[], bool] | None) -> int:
+    """The exit status; TimeoutExpired past `timeout_s`; KeyboardInterrupt once `cancelled()` says so."""
+    if cancelled is None:
+        return proc.wait(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return proc.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            if cancelled():
+                raise KeyboardInterrupt("cancelled") from None
 
 
 class Running:
@@ -123,7 +146,7 @@ class Running:
 
 
 def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
-          env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Running:
+          env: Mapping[str, str] | None = None, cwd: Path | None = None, die_with_parent: bool = False) -> Running:
     """Start `argv` without waiting (same rules as `run`: argv list, output to `log`, a deadline)."""
     argv = [str(a) for a in argv]
     log = Path(log)
@@ -135,12 +158,37 @@ def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_
     out.flush()
     try:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=full_env, cwd=cwd, start_new_session=True)
+                                env=full_env, cwd=cwd, start_new_session=True,
+                                preexec_fn=_die_with_parent if die_with_parent and _PRCTL is not None else None)
     except FileNotFoundError as e:
         raise ToolNotFound(f"cannot run {argv[0]}: not found") from e
     finally:
         out.close()
     return Running(argv, proc, log, time.perf_counter() + timeout_s)
+
+
+def _prctl() -> Any:
+    """libc's prctl, looked up before any fork (the child must not load anything between fork and exec)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+        fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -18,11 +18,13 @@ from profctl.cli._common import (
     validate_workload,
     workload_options,
 )
+from profctl.cli._executors import executor_options
 
 FORMATS = ("table", "markdown", "csv", "json")
 
 
 @guard
+@executor_options(progress=False)
 @workload_options
 def bench(
     wl: Any,
@@ -80,8 +82,7 @@ def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
         task = bar.add_task("starting", total=None)
 
         def progress(p: Any) -> None:
-            bar.update(task, total=p.total, completed=p.index + (1 if p.row is not None else 0),
-                       description=f"{p.case.case_id} {getattr(p.case, 'pass_', '')}".strip())
+            bar.update(task, total=p.total, completed=p.done, description=p.describe())
 
         return pipeline.run(req, on_progress=progress)
 

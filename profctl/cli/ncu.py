@@ -23,6 +23,7 @@ from profctl.cli._common import (
     validate_workload,
     workload_options,
 )
+from profctl.cli._executors import executor_options
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -32,6 +33,7 @@ FORMATS = ("table", "markdown", "csv", "json")
 
 
 @guard
+@executor_options
 @workload_options
 def ncu(
     ctx: typer.Context,

@@ -19,11 +19,13 @@ from profctl.cli._common import (
     note,
     typed_flags,
 )
+from profctl.cli._executors import by_gpu_option
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 
 
 @guard
+@by_gpu_option
 def report(
     paths: list[Path] = typer.Argument(..., help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, torch trace .json[.gz], "
                                                  "profctl bench rows (.json), run directories (reports/<run-id>/), a "

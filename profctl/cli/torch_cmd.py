@@ -20,9 +20,11 @@ from profctl.cli._common import (
     validate_workload,
     workload_options,
 )
+from profctl.cli._executors import executor_options
 
 
 @guard
+@executor_options
 @workload_options
 def torch_cmd(
     wl: Any,

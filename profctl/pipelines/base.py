@@ -1,15 +1,16 @@
 """The one pipeline shape: ``run(Request) -> Result``, for bench, nsys, ncu and torch alike.
 
-A request says *what* runs (its target: the built-in attention workload now; a user's program or a model next),
-*where* it runs (its executor: one local subprocess now; workers next), where the run directory goes and the
-command line to record. A pipeline launches the target under its tool, captures, exports, parses and summarizes
-into a result; it prints nothing (progress goes to an optional callback) and raises a profctl error for anything
-the user must fix. The CLI renders results and sets exit codes.
+A request says *what* runs (its target: the built-in attention workload, a user's program, a model), *where* it
+runs (its executor: one local subprocess, or worker processes on several GPUs and machines), where the run
+directory goes and the command line to record. A pipeline launches the target under its tool, captures, exports,
+parses and summarizes into a result; it prints nothing (progress goes to an optional callback) and raises a
+profctl error for anything the user must fix. The CLI renders results and sets exit codes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,10 +51,18 @@ class Target(Protocol):
 
 
 class Executor(Protocol):
-    """Where a target's processes run (profctl.pipelines.executors)."""
+    """Where a target's processes run (profctl.pipelines.executors): `Local`, or `DaskExecutor`
+    (profctl.pipelines.dask_executor). A pipeline opens a session, asks it small questions where the parts run
+    (the target resolved, a tool found) and has it run the part function over the target's cases."""
 
     @property
     def name(self) -> str: ...
+
+    def session(self) -> AbstractContextManager[Any]:
+        """A context whose value has ``prepare(device)``, ``ask(fn, *args)``, ``map_parts(fn, cases, run_dir=,
+        device=, on_event=, weights=)``, ``parallel`` and ``describe()`` (profctl.pipelines.executors.Local shows
+        the shape)."""
+        ...
 
     def spawn(self, argv: Sequence[str], *, log: Path, timeout_s: float, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> Any: ...
@@ -62,10 +71,11 @@ class Executor(Protocol):
             cwd: Path | None = None, check: bool = False, classify: Any = None) -> Any: ...
 
 
-def _local() -> Executor:
-    from profctl.pipelines.executors import Local
+def _default_executor() -> Executor:
+    """`Local`, unless the caller runs inside ``executors.using(...)`` (the CLI's --workers / --cluster)."""
+    from profctl.pipelines.executors import current
 
-    return Local()
+    return current()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +83,7 @@ class Request:
     """What every pipeline takes. Tool-specific requests add their options."""
 
     target: Target
-    executor: Executor = field(default_factory=_local)
+    executor: Executor = field(default_factory=_default_executor)
     reports: Path | None = None  # the run store's root; None: $PROFCTL_REPORTS or ./reports
     command: tuple[str, ...] | None = None  # the command line recorded in the manifest
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -91,12 +101,57 @@ class Result:
 
 @dataclass(frozen=True)
 class Progress:
-    """A pipeline's progress: case `index` of `total` started (row None) or finished (its row)."""
+    """A pipeline's progress: case `index` of `total` started (row None) or finished (its row); over all workers,
+    the cases `done` (failed ones included), `running` and `failed` so far, and where this case runs (`where`,
+    e.g. ``gpu1``) with each worker's last GPU utilisation in percent (`util`, {} on the serial path)."""
 
     index: int
     total: int
     case: Any
     row: dict[str, Any] | None = None
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+    where: str | None = None
+    util: dict[str, int] = field(default_factory=dict)
+    parallel: bool = False
+
+    def describe(self) -> str:
+        """One line for a progress bar: the case; spread over workers, also the counts and utilisation."""
+        case = self.case
+        what = f"{getattr(case, 'label', getattr(case, 'backend', case))} {getattr(case, 'shape_key', '')} " \
+               f"{getattr(case, 'pass_', '')}".strip()
+        if not self.parallel:
+            return what
+        util = " ".join(f"{k} {v}%" for k, v in sorted(self.util.items()))
+        return (f"{self.running} running, {self.failed} failed" + (f" | {util}" if util else "")
+                + f" | {what}" + (f" on {self.where}" if self.where else ""))
+
+
+class Tally:
+    """Cases started, finished and failed over every worker, turned into :class:`Progress`."""
+
+    def __init__(self, cases: Sequence[Any], parallel: bool) -> None:
+        self.cases, self.parallel = cases, parallel
+        self.running: dict[int, str] = {}
+        self.finished: set[int] = set()
+        self.failed: set[int] = set()
+        self.util: dict[str, int] = {}
+
+    def event(self, index: int, *, where: str | None, finished: bool = False, ok: bool = True,
+              util: int | None = None, row: dict[str, Any] | None = None) -> Progress:
+        if where is not None and util is not None:
+            self.util[where] = int(util)
+        if finished:
+            self.running.pop(index, None)
+            self.finished.add(index)
+            if not ok:
+                self.failed.add(index)
+        elif index not in self.finished:
+            self.running[index] = where or ""
+        case = self.cases[index] if 0 <= index < len(self.cases) else index
+        return Progress(index, len(self.cases), case, row, done=len(self.finished), running=len(self.running),
+                        failed=len(self.failed), where=where, util=dict(self.util), parallel=self.parallel)
 
 
 OnProgress = Callable[[Progress], None]

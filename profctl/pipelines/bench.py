@@ -9,6 +9,9 @@ interrupted sweep keeps what finished. NVML clocks, power and throttle reasons a
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from profctl import devices, flops, runs
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.nvml import Sampler, clock_warning
-from profctl.pipelines.base import OnProgress, Progress, Request, Result
+from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally
+from profctl.pipelines.executors import Part, PartContext, PartOutcome, where_label
 from profctl.pipelines.targets import Model, Workload
 from profctl.shapes import label_of_row
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, ModelSpec
@@ -82,75 +86,182 @@ def check(req: BenchRequest) -> None:
 def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult:
     """Run the sweep; return every point's row, failed ones included (a row per point, whatever happened)."""
     check(req)
-    target = req.target.resolve()
-    if not isinstance(target, (Workload, Model)):
-        raise UsageError(f"profctl bench times the attention and model workloads, not a {target.kind}")
-    backends = list(target.backends())
-    labels = parse_labels(req.label, backends)
-    if req.baseline and req.baseline not in backends:
-        target = target.with_backends([*backends, req.baseline])
-    run_dir = runs.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
-                           label=",".join(sorted(set(labels.values()))) or None,
-                           extra={**target.manifest(), "labels": labels or None})
-    sweep = _Sweep(req, target, run_dir, on_progress)
-    error: BaseException | None = None
-    try:
-        with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
-            sweep.run_all()
-    except KeyboardInterrupt:
-        sweep.interrupted = True
-        sweep.stop()
-    except BaseException as e:
-        error = e
-        sweep.stop()
-    finally:
-        sweep.sampler.stop()
+    with req.executor.session() as ex:
+        target = ex.ask(_resolve, req.target)
+        backends = list(target.backends())
+        labels = parse_labels(req.label, backends)
+        if req.baseline and req.baseline not in backends:
+            target = target.with_backends([*backends, req.baseline])
+        ex.prepare(target.device)
+        run_dir = runs.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
+                               label=",".join(sorted(set(labels.values()))) or None,
+                               extra={**target.manifest(), "labels": labels or None})
+        sweep = _Gather(target.cases(), run_dir, on_progress, parallel=ex.parallel)
+        part = functools.partial(_part, target=target, point_timeout_s=req.point_timeout_s)
+        error: BaseException | None = None
+        try:
+            with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
+                outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
+                                        on_event=sweep.on_event, weights=target.costs())
+                with contextlib.closing(outcomes):
+                    for out in outcomes:
+                        sweep.take(out)
+            error = sweep.error()
+        except KeyboardInterrupt:
+            sweep.interrupted = True
+        except BaseException as e:
+            error = e
+        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None)
     return _finish(req, sweep, run_dir, labels, error)
 
 
-class _Sweep:
-    """The state of one running sweep: its points, the child process running them, the rows so far."""
+def _resolve(target: Any) -> Workload | Model:
+    """The target resolved where the parts run (its device decided there); bench times the built-in workloads."""
+    t = target.resolve()
+    if not isinstance(t, (Workload, Model)):
+        raise UsageError(f"profctl bench times the attention and model workloads, not a {t.kind}")
+    return t
 
-    def __init__(self, req: BenchRequest, target: Workload | Model, run_dir: Path,
-                 on_progress: OnProgress | None) -> None:
-        self.req, self.target, self.run_dir, self.on_progress = req, target, run_dir, on_progress
+
+class _Gather:
+    """The sweep as the submitting process sees it: rows as the parts report them, progress, the parts' ends."""
+
+    def __init__(self, specs: list[Any], run_dir: Path, on_progress: OnProgress | None,
+                 parallel: bool) -> None:
+        self.specs, self.run_dir, self.on_progress = specs, run_dir, on_progress
+        self.tally = Tally(specs, parallel)
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.device: dict[str, Any] = {}
+        self.parts: list[dict[str, Any]] = []
+        self.errors: list[BaseException] = []
+        self.interrupted = False
+
+    def on_event(self, part: Part, ev: dict[str, Any]) -> None:
+        kind, i, where = ev.get("event"), ev.get("index"), ev.get("where") or {}
+        if kind == "device":
+            for k, v in (ev.get("device") or {}).items():
+                self.device.setdefault(k, v)
+        if i is None or not 0 <= int(i) < len(self.specs):
+            return
+        i = int(i)
+        label = where_label(where) if self.tally.parallel else None
+        if kind == "start" and i not in self.rows:
+            self._progress(self.tally.event(i, where=label, util=ev.get("util")))
+        elif kind == "row" and i not in self.rows:
+            self.rows[i] = ev["row"]
+            self._progress(self.tally.event(i, where=label, finished=True, ok=ev["row"].get("status") == "ok",
+                                            util=ev.get("util"), row=self.rows[i]))
+        elif kind == "lost" and i not in self.rows:
+            self.rows[i] = {**failed_row(self.specs[i], "crashed", ev["reason"]), **where_fields(where)}
+            self._progress(self.tally.event(i, where=label, finished=True, ok=False, row=self.rows[i]))
+
+    def _progress(self, p: Progress) -> None:
+        if self.on_progress is not None:
+            self.on_progress(p)
+
+    def take(self, out: PartOutcome) -> None:
+        """A part ended: its rows (those its events did not bring), its device, and what it says of itself."""
+        value = out.value or {}
+        for i, row in (value.get("rows") or {}).items():
+            self.on_event(out.part, {"event": "row", "index": int(i), "row": row, "where": out.where})
+        for k, v in (value.get("device") or {}).items():
+            self.device.setdefault(k, v)
+        cases = out.part.cases if out.part.cases is not None else range(len(self.specs))
+        info = {"part": out.part.index, "dir": out.dir.name if out.dir is not None and self.tally.parallel else None,
+                "cases": len(cases), **{k: v for k, v in out.where.items() if k != "worker"},
+                "worker": out.where.get("worker"), "retry": out.part.retry or None}
+        if out.error is not None:
+            self.errors.append(out.error)
+            info["error"] = _one_line(out.error)
+            if self.tally.parallel:  # the other parts' rows stand; this part's unfinished points say why
+                for i in cases:
+                    if i not in self.rows:
+                        self.on_event(out.part, {"event": "lost", "index": i, "where": out.where,
+                                                 "reason": f"its part failed on {where_label(out.where)}: "
+                                                           f"{_one_line(out.error)}"})
+        self.parts.append({k: v for k, v in info.items() if v is not None})
+
+    def error(self) -> BaseException | None:
+        """The error that fails the run: a part's, when no point produced a row (serially: the part's error)."""
+        if self.errors and (not self.tally.parallel or not any(r.get("status") == "ok" for r in self.rows.values())):
+            return self.errors[0]
+        return None
+
+
+def _one_line(e: BaseException) -> str:
+    return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
+
+
+def where_fields(where: dict[str, Any]) -> dict[str, Any]:
+    """What a row records of where it ran: host, GPU index, name, UUID and driver."""
+    return {k: where.get(k) for k in ("host", "gpu_index", "gpu_name", "gpu_uuid", "driver") if k in where}
+
+
+def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float) -> dict[str, Any]:
+    """One part: the serial loop over the part's cases, here or on a worker (rows as events while it runs)."""
+    sweep = _Sweep(ctx, ctx.localize(target), point_timeout_s)
+    try:
+        sweep.run_all()
+    except BaseException:
+        sweep.stop()
+        raise
+    finally:
+        sweep.sampler.stop()
+    return {"rows": sweep.rows, "device": sweep.device}
+
+
+class _Sweep:
+    """The state of one running part of a sweep: its points, the child process running them, the rows so far."""
+
+    def __init__(self, ctx: PartContext, target: Workload | Model, point_timeout_s: float) -> None:
+        self.ctx, self.target, self.point_timeout_s = ctx, target, point_timeout_s
         self.specs = target.cases()
-        self.events = runs.EventTail(run_dir / EVENTS)
-        self.log = run_dir / LOG
-        self.sampler = Sampler().start()
+        self.todo = list(ctx.part.cases) if ctx.part.cases is not None else list(range(len(self.specs)))
+        self.events = runs.EventTail(ctx.workdir / EVENTS)
+        self.log = ctx.workdir / LOG
+        self.sampler = Sampler(ctx.gpu_index or 0).start() if target.device == "cuda" else Sampler(-1)
         self.device: dict[str, Any] = {"nvml_name": self.sampler.name, "driver": self.sampler.driver}
+        self.where = where_fields(ctx.where)
         self.rows: dict[int, dict[str, Any]] = {}
         self.child: Any = None
         self.current: int | None = None
         self.started = 0.0
-        self.interrupted = False
 
     def run_all(self) -> None:
         """One child after another, each resuming after the last point seen, until every point has a row."""
-        next_index = 0
-        while next_index < len(self.specs):
-            argv = self.target.argv(jsonl=self.events.path, skip=next_index)
-            self.child = self.req.executor.spawn(
-                argv, log=self.log, env=self.target.env(),
-                timeout_s=self.req.point_timeout_s * (len(self.specs) - next_index) + 300)
-            runs.record_tool(self.run_dir, "workload", list(argv), log=LOG, skip=next_index)
+        last = -1
+        while True:
+            remaining = [i for i in self.todo if i > last]
+            if not remaining or self.ctx.cancelled():
+                return
+            first = remaining[0]
+            contiguous = remaining == list(range(first, len(self.specs)))
+            argv = self.target.argv(jsonl=self.events.path, skip=first if contiguous else 0,
+                                    only=None if contiguous else remaining)
+            self.child = self.ctx.spawn(argv, log=self.log, env=self.target.env(),
+                                        timeout_s=self.point_timeout_s * len(remaining) + 300)
+            self.ctx.record_tool("workload", list(argv), log=self.log, skip=first)
             self.current = None
-            next_index = self._follow(next_index)
+            last = self._follow(first) - 1
 
     def _follow(self, start: int) -> int:
-        """Follow the running child to its end (or kill it at a point's timeout); the next point to run."""
+        """Follow the running child to its end (or kill it at a point's timeout, or when the run is cancelled);
+        the next point to run."""
         while True:
             self._take(self.events.read())
             rc = self.child.proc.poll()
-            if self.current is not None and time.monotonic() - self.started > self.req.point_timeout_s:
+            if self.current is not None and time.monotonic() - self.started > self.point_timeout_s:
                 self.child.kill()
                 i = self.current
-                self.rows[i] = failed_row(self.specs[i], "timeout", f"no result after "
-                                          f"{self.req.point_timeout_s:.0f} s; killed (log: {self.log})")
-                self._progress(i, self.rows[i])
+                self._row(i, failed_row(self.specs[i], "timeout", f"no result after {self.point_timeout_s:.0f} s; "
+                                        f"killed (log: {self.ctx.final(self.log)})"))
                 return i + 1
             if rc is not None:
                 return self._on_exit(rc, start)
+            if self.ctx.cancelled():
+                self.child.kill()
+                self._take(self.events.read(final=True))
+                return len(self.specs)
             time.sleep(0.05)
 
     def _on_exit(self, rc: int, start: int) -> int:
@@ -158,35 +269,44 @@ class _Sweep:
         self._take(self.events.read(final=True))  # rows written just before exit
         i = self.current
         if i is not None and i not in self.rows:
-            self.rows[i] = failed_row(self.specs[i], "crashed",
-                                      f"workload process died (exit {rc}) during this point; see {self.log}")
-            self._progress(i, self.rows[i])
+            self._row(i, failed_row(self.specs[i], "crashed", f"workload process died (exit {rc}) during this "
+                                    f"point; see {self.ctx.final(self.log)}"))
             return i + 1
-        done = max(self.rows) + 1 if self.rows else start
-        if done <= start:
+        mine = [j for j in self.rows if j >= start]
+        if not mine:
             # ended before starting any point: a broken environment, not a backend failure
             how = f"exited with status {rc}" if rc not in _CLEAN_EXITS else f"ended (status {rc})"
-            raise WorkloadFailed(f"the workload process {how} before running any case", log=self.log)
-        return done
+            raise WorkloadFailed(f"the workload process {how} before running any case", log=self.ctx.final(self.log))
+        return max(mine) + 1
 
     def _take(self, evs: list[dict[str, Any]]) -> None:
         for ev in evs:
             kind = ev.get("event")
             if kind == "device":
                 self.device.update({k: v for k, v in ev.items() if k != "event"})
+                self.ctx.emit({"event": "device", "device": self.device})
             elif kind == "start":
                 self.current, self.started = int(ev["index"]), time.monotonic()
                 self.sampler.take()  # drop samples from between points
-                self._progress(self.current, None)
+                self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util})
+                self._inject_fault(self.specs[self.current])
             elif kind == "row":
                 i = int(ev["index"])
-                self.rows[i] = make_row(self.specs[i], ev, self.sampler.take(), self.device)
+                self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device))
                 self.current = None if self.current == i else self.current
-                self._progress(i, self.rows[i])
 
-    def _progress(self, i: int, row: dict[str, Any] | None) -> None:
-        if self.on_progress is not None:
-            self.on_progress(Progress(i, len(self.specs), self.specs[i], row))
+    def _inject_fault(self, spec: AttentionSpec | ModelSpec) -> None:
+        """For profctl's own tests: PROFCTL_FAULT=kill-worker:<backend> ends the Dask worker process running
+        this part when a point of that backend starts (a second after, as a real crash comes during the point)."""
+        kind, _, backend = os.environ.get("PROFCTL_FAULT", "").partition(":")
+        if kind == "kill-worker" and backend in (spec.backend, spec.label) and self.ctx.on_worker:
+            time.sleep(1.0)
+            os._exit(70)
+
+    def _row(self, i: int, row: dict[str, Any]) -> None:
+        row.update(self.where)
+        self.rows[i] = row
+        self.ctx.emit({"event": "row", "index": i, "row": row, "util": self.sampler.util})
 
     def stop(self) -> None:
         """Kill the child and keep every row it finished (read from the start: an interrupt may have come
@@ -205,13 +325,17 @@ class _Sweep:
                 for k, v in ev.items():
                     if k != "event":
                         self.device.setdefault(k, v)
+                self.ctx.emit({"event": "device", "device": self.device})
             elif ev.get("event") == "row":
                 i = int(ev.get("index", -1))
                 if 0 <= i < len(self.specs) and i not in self.rows:
-                    self.rows[i] = make_row(self.specs[i], ev, {}, self.device)
+                    try:
+                        self._row(i, make_row(self.specs[i], ev, {}, self.device))
+                    except BaseException:
+                        return
 
 
-def _finish(req: BenchRequest, sweep: _Sweep, run_dir: Path, labels: dict[str, str],
+def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, str],
             error: BaseException | None) -> BenchResult:
     """Speedups, clock warnings, bench.json and the manifest's end; re-raise the error that stopped the sweep."""
     from profctl.fsutil import atomic_write_json
@@ -227,8 +351,7 @@ def _finish(req: BenchRequest, sweep: _Sweep, run_dir: Path, labels: dict[str, s
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
                             "clocks": runs.clocks_seen(ordered)}
     if error is not None:
-        reason = error.one_line() if isinstance(error, ProfctlError) else f"{type(error).__name__}: {error}"
-        runs.finish(run_dir, "failed", reason=reason, **done)
+        runs.finish(run_dir, "failed", reason=_one_line(error), **done)
         raise error
     if sweep.interrupted:
         done["reason"] = "interrupted"

@@ -8,8 +8,10 @@ the ncu command line, the wall times and the diagnosis in ``meta``).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import Request, Result
+from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Program, Workload
 from profctl.recipes import Recipe
 from profctl.schema import Summary
@@ -101,89 +104,112 @@ def cases_of(target: Workload) -> list[tuple[str, str, str]]:
 MODEL_DEFAULT_PART = "attn.core"
 
 
-def model_filter(target: Model, part: str) -> str:
+def model_filter(target: Model, part: str, cases: Sequence[int] | None = None) -> str:
     """ONE regex selecting the launches of part `part` inside the measured steps of every case of a model
     sweep, on the main thread (forward; decode under ``decode.step``) and on autograd's (backward, where the
     runner pushes the case and phase again)."""
-    cases = sorted({re.escape(s.case_id) for s in target.cases()})
-    group = cases[0] if len(cases) == 1 else "(" + "|".join(cases) + ")"
+    specs = target.cases()
+    ids = sorted({re.escape(specs[i].case_id) for i in (range(len(specs)) if cases is None else cases)})
+    group = ids[0] if len(ids) == 1 else "(" + "|".join(ids) + ")"
     return f"regex:{nvtx.DOMAIN}@{group}/{nvtx.MEASURE}/(decode\\.step/)?{re.escape(part)}/"
 
 
-def filter_variants(req: NcuRequest, target: Any) -> list[list[str]]:
-    """The --nvtx-include expressions to try, in order. The workload: one regex over its measured ranges. A
-    program's --range: its push/pop form (``name/``), then its start/end form (``name``) -- ncu matches them
-    differently and a program may use either. No --range: no NVTX filter (the whole program)."""
+def filter_variants(req: NcuRequest, target: Any, cases: Sequence[int] | None = None) -> list[list[str]]:
+    """The --nvtx-include expressions to try, in order. The workload: one regex over its measured ranges (those
+    of `cases` only, when a part runs a subset). A program's --range: its push/pop form (``name/``), then its
+    start/end form (``name``) -- ncu matches them differently and a program may use either. No --range: no NVTX
+    filter (the whole program)."""
     if isinstance(target, Workload):
-        return [[nvtx.ncu_include(cases_of(target))]]
+        every = cases_of(target)
+        return [[nvtx.ncu_include(every if cases is None else [every[i] for i in cases])]]
     if isinstance(target, Model):
-        return [[model_filter(target, req.range or MODEL_DEFAULT_PART)]]
+        return [[model_filter(target, req.range or MODEL_DEFAULT_PART, cases)]]
     if req.range:
         return [[f"{req.range}/"], [req.range]]
     return [[]]
 
 
 def run(req: NcuRequest) -> NcuResult:
-    """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed)."""
+    """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed). On
+    workers (``--workers``) each part is profiled into its own folder; summaries and diagnoses are joined."""
     t0 = time.perf_counter()
     check(req)
-    exe = req.exe or tool.find()  # first: without ncu nothing else matters
-    target = req.target.resolve()
-    if isinstance(target, (Workload, Model)) and target.device != "cuda":
-        raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
-                         "(read existing reports with `profctl report`)")
-    rec = req.recipe
-    cc = req.cc or device_cc()
-    metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
-    if not metrics and not sections and not rec.set_name:
-        raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
-    variants = filter_variants(req, target)
-    run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
-                           extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
-                                  "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
-    with runs.recording(run_dir):
-        for i, filters in enumerate(variants):
-            try:
-                res, argv, ncu_wall = _profile(req, target, exe, run_dir, metrics, sections, filters)
-                break
-            except NothingMatched as e:
-                if i + 1 < len(variants):
-                    continue
-                if isinstance(target, Program):
-                    raise NothingMatched(f"{e.message}; {_seen(req, target, exe, run_dir)}", log=e.log) from None
-                raise
-        return _read(req, target, run_dir, res, cc, argv, filters, ncu_wall, t0)
+    with req.executor.session() as ex:
+        exe = req.exe or ex.ask(tool.find)  # first: without ncu nothing else matters
+        target = ex.ask(req.target.resolve)
+        if isinstance(target, (Workload, Model)) and target.device != "cuda":
+            raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
+                             "(read existing reports with `profctl report`)")
+        rec = req.recipe
+        cc = req.cc or ex.ask(device_cc)
+        metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
+        if not metrics and not sections and not rec.set_name:
+            raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
+        ex.prepare("cuda")
+        run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
+                               extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
+                                      "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
+        with runs.recording(run_dir):
+            part = functools.partial(_part, req=req, target=target, exe=exe, cc=cc, metrics=metrics,
+                                     sections=sections)
+            outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
+                                                    device="cuda", on_event=lambda p, e: None,
+                                                    weights=target.costs() if hasattr(target, "costs") else None))
+            res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted)
+            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            if interrupted:
+                raise KeyboardInterrupt
+    return res
 
 
-def _profile(req: NcuRequest, target: Any, exe: Path, run_dir: Path, metrics: tuple[str, ...],
+def _part(ctx: PartContext, *, req: NcuRequest, target: Any, exe: Path, cc: tuple[int, int],
+          metrics: tuple[str, ...], sections: tuple[str, ...]) -> dict[str, Any]:
+    """One part: ncu over this part's cases (each filter variant in turn), its report read back and checked."""
+    target = ctx.localize(target)
+    variants = filter_variants(req, target, ctx.part.cases)
+    for i, filters in enumerate(variants):
+        try:
+            res, argv, ncu_wall = _profile(ctx, req, target, exe, metrics, sections, filters)
+            break
+        except NothingMatched as e:
+            if i + 1 < len(variants):
+                continue
+            if isinstance(target, Program):
+                raise NothingMatched(f"{e.message}; {_seen(ctx, req, target, exe)}", log=e.log) from None
+            raise
+    return _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
+
+
+def _profile(ctx: PartContext, req: NcuRequest, target: Any, exe: Path, metrics: tuple[str, ...],
              sections: tuple[str, ...], filters: list[str]) -> tuple[proc.ProcResult, list[str], float]:
-    """One ncu run over the target with these NVTX filters: (its result, its argv, its wall time)."""
+    """One ncu run over the part's cases with these NVTX filters: (its result, its argv, its wall time)."""
     rec = req.recipe
-    report, log, jsonl = run_dir / "profile.ncu-rep", run_dir / "ncu.log", run_dir / "workload.jsonl"
-    workload_argv = target.argv(jsonl=jsonl)
+    report, log, jsonl = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", ctx.workdir / "workload.jsonl"
+    workload_argv = target.argv(jsonl=jsonl, only=ctx.part.cases)
     opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
                                kernel_regex=req.kernel, launch_skip=req.launch_skip, launch_count=req.launch_count,
                                replay_mode=req.replay_mode, clock_control=req.clock_control,
                                cache_control=req.cache_control)
     argv = tool.profile_argv(exe, report, opts, workload_argv)
-    runs.update_manifest(run_dir, ncu=str(exe), ncu_argv=argv, nvtx_include=filters, workload_argv=workload_argv)
+    ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
     t_ncu = time.perf_counter()
-    res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
-                           classify=lambda r: _classify(r, rec, filters, jsonl, req))
+    with ctx.follow(jsonl):
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+                      classify=lambda r: _classify(r, rec, filters, jsonl, req))
     return res, argv, time.perf_counter() - t_ncu
 
 
-def _seen(req: NcuRequest, target: Program, exe: Path, run_dir: Path) -> str:
+def _seen(ctx: PartContext, req: NcuRequest, target: Program, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
     from profctl.analysis.select import range_names
 
     opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
                                clock_control=req.clock_control)
-    scan = run_dir / "scan.ncu-rep"
+    scan = ctx.workdir / "scan.ncu-rep"
     try:
-        req.executor.run(tool.profile_argv(exe, scan, opts, target.argv()).copy(), log=run_dir / "scan.log",
-                         timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
+        ctx.run(tool.profile_argv(exe, scan, opts, target.argv()).copy(), log=ctx.workdir / "scan.log",
+                timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
         s = inputs.read_summary(inputs.file_input(scan), by_range=True)
     except ProfctlError as e:
         return f"a pass without filters to list what the program launched failed too ({e.one_line()})"
@@ -194,41 +220,74 @@ def _seen(req: NcuRequest, target: Program, exe: Path, run_dir: Path) -> str:
             f"launched kernels {', '.join(kernels[:10])}{' ...' if len(kernels) > 10 else ''}")
 
 
-def _read(req: NcuRequest, target: Any, run_dir: Path, res: proc.ProcResult, cc: tuple[int, int],
-          argv: list[str], filters: list[str], ncu_wall: float, t0: float) -> NcuResult:
-    """The report read back, checked (every metric present, every case profiled) and diagnosed."""
-    report, log, rec = run_dir / "profile.ncu-rep", run_dir / "ncu.log", req.recipe
+def _read(ctx: PartContext, req: NcuRequest, target: Any, res: proc.ProcResult, cc: tuple[int, int],
+          argv: list[str], filters: list[str], ncu_wall: float) -> dict[str, Any]:
+    """The part's report read back and checked (every metric present, every case of the part profiled)."""
+    report, log, rec = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", req.recipe
     warnings: list[str] = []
     if not report.exists():
-        raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=log)
+        raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=ctx.final(log))
     status = program_status(res) if isinstance(target, Program) else 0
     if res.returncode != 0:
         what = f"the program exited with status {status}" if status else f"ncu exited with status {res.returncode}"
-        warnings.append(f"{what}; the report was kept (see {log})")
-    summary = inputs.read_summary(inputs.file_input(report), by_range=True)
+        warnings.append(f"{what}; the report was kept (see {ctx.final(log)})")
+    summary = ctx.with_final_paths(inputs.read_summary(inputs.file_input(report), by_range=True))
     launches = summary.meta.get("launches", [])
-    _check_metrics(summary, tuple(rec.metric_names(cc)), rec, run_dir, log)
-    events = runs.read_events(run_dir / "workload.jsonl")
+    _check_metrics(summary, tuple(rec.metric_names(cc)), rec, ctx.final_dir, ctx.final(log))
+    events = runs.read_events(ctx.workdir / "workload.jsonl")
     rows = runs.rows_of(events)
     if isinstance(target, Workload):
-        warnings += _check_launches(launches, rows, target)
+        specs = target.cases()
+        warnings += _check_launches(launches, rows, specs if ctx.part.cases is None else
+                                    [specs[i] for i in ctx.part.cases])
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
-    diag = diagnose(summary, rec, cc, backend_order=target.backends() if isinstance(target, (Workload, Model))
-                    else ())
+    return {"summary": summary, "launches": launches, "warnings": warnings, "rows": rows, "status": status,
+            "argv": argv, "filters": filters, "ncu_wall_s": ncu_wall, "device": runs.device_of(events),
+            "report": report.name}
+
+
+def _combine(req: NcuRequest, target: Any, run_dir: Path, outs: list[PartOutcome], cc: tuple[int, int], t0: float,
+             *, parallel: bool, interrupted: bool) -> NcuResult:
+    """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
+    from profctl.schema import concat
+
+    ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
+    if not ok:
+        if outs and outs[0].error is not None:
+            raise outs[0].error
+        raise KeyboardInterrupt
+    rec, vals = req.recipe, [o.value for o in ok]
+    summary = vals[0]["summary"] if not parallel else concat(v["summary"] for v in vals)
+    launches = [ln for v in vals for ln in v["launches"]]
+    rows = [r for v in vals for r in v["rows"]]
+    warnings = [w for v in vals for w in v["warnings"]] + \
+        [f"part {o.part.index} failed: {o.error}" for o in outs if o.error is not None]
+    diag = diagnose(summary, rec, cc, backend_order=target.backends()
+                    if isinstance(target, (Workload, Model)) else ())
+    ncu_wall = max(v["ncu_wall_s"] for v in vals)
     total = time.perf_counter() - t0
     meta = dict(summary.meta)
-    meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": argv, "nvtx_include": filters,
-                 "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3), "run_dir": str(run_dir),
+    meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": vals[0]["argv"],
+                 "nvtx_include": vals[0]["filters"], "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3),
+                 "run_dir": str(run_dir), "launches": launches,
                  "workload": [{k: r.get(k) for k in ("index", "spec", "status", "reason")} for r in rows],
                  "diagnosis": [d.to_dict() for d in diag], "warnings": warnings})
+    if parallel:
+        meta["parts"] = [{"dir": o.dir.name, "ncu_argv": o.value["argv"], "nvtx_include": o.value["filters"]}
+                         for o in ok if o.dir is not None]
     summary = replace(summary, meta=meta)
     atomic_write_text(run_dir / "summary.json", summary.to_json() + "\n")
-    runs.finish(run_dir, "complete", launches=len(launches), ncu_wall_s=round(ncu_wall, 3),
-                total_wall_s=round(total, 3), warnings=warnings, device=runs.device_of(events) or None)
-    return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=report,
-                     launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings,
-                     failed_cases=[r for r in rows if r.get("status") != "ok"], returncode=status)
+    device = next((v["device"] for v in vals if v["device"]), None)
+    status = "complete" if len(ok) == len(outs) and not interrupted else "incomplete"
+    runs.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3), total_wall_s=round(total, 3),
+                warnings=warnings, device=device or None, **({"reason": "interrupted"} if interrupted else {}))
+    d = ok[0].dir
+    assert d is not None
+    return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0]["report"],
+                     launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings, status=status,
+                     failed_cases=[r for r in rows if r.get("status") != "ok"],
+                     returncode=max(v["status"] for v in vals))
 
 
 _APP_STATUS = re.compile(r"application returned an error code \((\d+)\)", re.I)
@@ -304,7 +363,7 @@ def _check_metrics(summary: Summary, metrics: tuple[str, ...], rec: Recipe, run_
         )
 
 
-def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], target: Workload) -> list[str]:
+def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], specs: Sequence[Any]) -> list[str]:
     """Every launch must sit in a measured range of a requested case; say which case profiled nothing."""
     if not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
@@ -314,7 +373,7 @@ def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], 
         warnings.append(f"{len(outside)} launch(es) outside the measured NVTX ranges "
                         f"(ids {', '.join(str(x['id']) for x in outside[:10])})")
     seen = {backend_of(ln.get("nvtx_range")) for ln in launches}
-    for spec in target.cases():
+    for spec in specs:
         for p in nvtx.passes_of(spec.pass_):
             if (spec.label, p, spec.shape_key) in seen:
                 continue

@@ -8,15 +8,17 @@ output), ``rows.jsonl`` (the workload's events), ``summary.json`` and the manife
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from profctl import nvtx, runs
 from profctl.errors import NothingMatched, UsageError
 from profctl.pipelines.base import Request, Result
+from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Program, Workload
 from profctl.schema import Summary
 from profctl.tools import nsys as tool
@@ -86,44 +88,101 @@ def check(req: NsysRequest) -> None:
 
 
 def run(req: NsysRequest) -> NsysResult:
-    """Profile, export, read; the run directory records each step (complete / incomplete / failed)."""
+    """Profile, export, read; the run directory records each step (complete / incomplete / failed). On workers
+    (``--workers``) each part is profiled into its own folder and the summaries are concatenated."""
     check(req)
-    target = req.target.resolve()
-    if isinstance(target, (Workload, Model)) and target.device != "cuda":
-        raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
-    exe = tool.find()  # before the run directory: a missing tool leaves no empty run behind
-    capture = req.capture or ("none" if isinstance(target, Program) else "cudaProfilerApi")
-    run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
-                           extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
-                                  "range": req.range, "sample": req.sample})
-    with runs.recording(run_dir):
-        return _profile(req, target, exe, run_dir, capture)
+    with req.executor.session() as ex:
+        target = ex.ask(req.target.resolve)
+        if isinstance(target, (Workload, Model)) and target.device != "cuda":
+            raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
+        exe = ex.ask(tool.find)  # before the run directory: a missing tool leaves no empty run behind
+        capture = req.capture or ("none" if isinstance(target, Program) else "cudaProfilerApi")
+        ex.prepare("cuda")
+        run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
+                               extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
+                                      "range": req.range, "sample": req.sample})
+        with runs.recording(run_dir):
+            part = functools.partial(_part, req=req, target=target, exe=exe, capture=capture)
+            outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir, device="cuda",
+                                                    on_event=lambda p, e: None, weights=_weights(target)))
+            res = _combine(outs, target, run_dir, exe, parallel=ex.parallel)
+            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            if interrupted or res.status != "complete":
+                runs.finish(run_dir, "incomplete", reason="interrupted" if interrupted else "; ".join(res.warnings))
+            if interrupted:
+                raise KeyboardInterrupt
+    return res
 
 
-def _profile(req: NsysRequest, target: Any, exe: Path, run_dir: Path, capture: str) -> NsysResult:
+def _weights(target: Any) -> list[float] | None:
+    costs = getattr(target, "costs", None)
+    return list(costs()) if costs is not None else None
+
+
+def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture: str) -> dict[str, Any]:
+    """One part: nsys over the target's cases of this part, exported and summarized in the part's folder."""
+    target = ctx.localize(target)
     version = tool.version(exe)
-    log, rows = run_dir / "nsys.log", run_dir / "rows.jsonl"
-    argv = tool.profile_argv(exe, run_dir / "profile", target.argv(jsonl=rows), trace=req.trace, capture=capture,
-                             sample=req.sample)
-    runs.record_tool(run_dir, "nsys", argv, version=version, log=log.name, exe=str(exe))
-    res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
-                           classify=tool.classify_profile(run_dir / "profile"))
-    rep = tool.report_path(run_dir / "profile")
-    sqlite = tool.export_sqlite(exe, rep, run_dir / "profile.sqlite", log=log, timeout_s=req.timeout_s)
-    summary = summarize(sqlite, req, capture)
+    log, rows = ctx.workdir / "nsys.log", ctx.workdir / "rows.jsonl"
+    argv = tool.profile_argv(exe, ctx.workdir / "profile", target.argv(jsonl=rows, only=ctx.part.cases),
+                             trace=req.trace, capture=capture, sample=req.sample)
+    ctx.record_tool("nsys", argv, version=version, log=log, exe=str(exe))
+    with ctx.follow(rows):
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+                      classify=tool.classify_profile(ctx.workdir / "profile"))
+    rep = tool.report_path(ctx.workdir / "profile")
+    sqlite = tool.export_sqlite(exe, rep, ctx.workdir / "profile.sqlite", log=log, timeout_s=req.timeout_s)
+    summary = ctx.with_final_paths(summarize(sqlite, req, capture))
     from profctl.fsutil import atomic_write_json
 
-    atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
-    events = runs.read_events(rows)
-    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=res.returncode)
+    atomic_write_json(ctx.workdir / "summary.json", json.loads(summary.to_json()))
+    return {"summary": summary, "version": version, "returncode": res.returncode,
+            "events": runs.read_events(rows), "report": rep.name}
+
+
+def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, parallel: bool) -> NsysResult:
+    """The run's result from its parts (one part's as it is; several concatenated, with the per-pass times of
+    all parts together); the first part's error when none finished."""
+    from profctl.schema import concat
+
+    ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
+    if not ok:
+        if outs and outs[0].error is not None:
+            raise outs[0].error
+        raise KeyboardInterrupt
+    vals = [o.value for o in ok]
+    summary = vals[0]["summary"] if not parallel else concat(v["summary"] for v in vals)
+    if parallel:
+        from profctl.fsutil import atomic_write_json
+
+        summary = replace(summary, meta={**summary.meta, "parts": [str(o.dir.name) for o in ok if o.dir]})
+        atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
+    events = [e for v in vals for e in v["events"]]
+    rc = max(v["returncode"] for v in vals)
+    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=rc)
     specs = target.cases()
-    one_shape = {s.label: s.shape_key for s in specs} if len({s.shape_key for s in specs}) == 1 else {}
-    warnings = [f"the program exited with status {res.returncode}; what nsys recorded was kept"] \
-        if res.returncode else []
-    return NsysResult(run_dir=run_dir, summary=summary, report=rep, sqlite=sqlite, log=log, tool_version=version,
-                      exe=exe, pass_times=pass_times(sqlite, one_shape) if specs else [], warnings=warnings,
-                      returncode=res.returncode,
+    per: dict[tuple[str, str, str], list[float]] = {}
+    if specs:
+        for o in ok:
+            assert o.dir is not None
+            first = specs[o.part.cases[0] if o.part.cases else 0]
+            for k, v in pass_samples(o.dir / "profile.sqlite", _shape_of(specs, first)).items():
+                per.setdefault(k, []).extend(v)
+    warnings = [f"the program exited with status {rc}; what nsys recorded was kept"] if rc else []
+    warnings += [f"part {o.part.index} failed: {o.error}" for o in outs if o.error is not None]
+    d = ok[0].dir
+    assert d is not None
+    return NsysResult(run_dir=run_dir, summary=summary, report=d / vals[0]["report"], sqlite=d / "profile.sqlite",
+                      log=d / "nsys.log", tool_version=vals[0]["version"], exe=exe, pass_times=pass_times_of(per),
+                      warnings=warnings, returncode=rc, status="complete" if len(ok) == len(outs) else "incomplete",
                       failed_cases=[r for r in runs.rows_of(events) if r.get("status") != "ok"])
+
+
+def _shape_of(specs: list[Any], first: Any) -> dict[str, str]:
+    """backend -> shape for ranges whose case range nsys did not see (pushed before the capture started): the
+    sweep's only shape, and the first case of the part."""
+    one = {s.label: s.shape_key for s in specs} if len({s.shape_key for s in specs}) == 1 else {}
+    return {**one, first.label: first.shape_key}
 
 
 def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
@@ -151,7 +210,12 @@ def pass_times(sqlite: Path, shape_of: dict[str, str] | None = None) -> list[Pas
     ranges inside ``measure``, and the speedup over the baseline (eager, else sdpa-math) of the same shape.
 
     The case is the enclosing ``<backend>[<shape>]`` range; the first case's is pushed before capture starts and
-    may be missing, then `shape_of` (backend -> the sweep's only shape) names it."""
+    may be missing, then `shape_of` (backend -> its shape) names it."""
+    return pass_times_of(pass_samples(sqlite, shape_of))
+
+
+def pass_samples(sqlite: Path, shape_of: dict[str, str] | None = None) -> dict[tuple[str, str, str], list[float]]:
+    """(backend, shape key, pass) -> the GPU time of each measured iteration, ns (see pass_times)."""
     from profctl.readers.nsys_sqlite import NsysExport
 
     with NsysExport(sqlite) as ex:  # all ranges: the case ranges open before the window too
@@ -167,6 +231,11 @@ def pass_times(sqlite: Path, shape_of: dict[str, str] | None = None) -> list[Pas
         if key is None or key.shape_key is None or key.pass_ is None:
             continue
         per.setdefault((key.backend, key.shape_key, key.pass_), []).append(float(i.proj_end - i.proj_start))
+    return per
+
+
+def pass_times_of(per: dict[tuple[str, str, str], list[float]]) -> list[PassTime]:
+    """Medians and speedups over the baseline of the same shape and pass (from one report, or several parts')."""
     med = {k: statistics.median(v) for k, v in per.items()}
     out = []
     for (backend, shape, p), v in sorted(med.items()):

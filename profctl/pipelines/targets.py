@@ -96,6 +96,16 @@ class _SweepProgram(Generic[SweepT]):
     def backends(self) -> tuple[str, ...]:
         return self.sweep.backends
 
+    def cases(self) -> list[Any]:
+        return list(self.sweep.specs())
+
+    def costs(self) -> list[float]:
+        """A rough guess of each case's seconds, to deal cases into parts of about equal work."""
+        return [self.case_cost(s, self.sweep.warmup + self.sweep.iters) for s in self.cases()]
+
+    def case_cost(self, spec: Any, iterations: int) -> float:
+        return float(iterations)
+
     def with_backends(self: T, backends: Sequence[str]) -> T:
         return replace(self, sweep=self.sweep.with_backends(backends))
 
@@ -130,6 +140,9 @@ class Workload(_SweepProgram[AttentionSweep]):
     def manifest(self) -> dict[str, Any]:
         return {"workload": self.sweep.manifest_dict()}
 
+    def case_cost(self, spec: Any, iterations: int) -> float:
+        return case_cost(spec, iterations)
+
 
 @dataclass(frozen=True)
 class Model(_SweepProgram[ModelSweep]):
@@ -144,6 +157,35 @@ class Model(_SweepProgram[ModelSweep]):
 
     def manifest(self) -> dict[str, Any]:
         return {"model_workload": self.sweep.manifest_dict()}
+
+    def case_cost(self, spec: Any, iterations: int) -> float:
+        """Tokens through the layers per step: a model step's work grows about so (balance only)."""
+        layers = getattr(spec, "layers", None) or 8
+        return iterations * spec.batch * spec.seqlen * layers * 1e-6
+
+
+#: backends that work on the whole score matrix: their time per FLOP relative to a flash kernel, and how much a
+#: causal mask adds (benchmarks/RESULTS.md, H100 bf16: eager 3.2 ms vs 0.78 for sdpa-flash, 5.8 ms causal)
+_DENSE_BACKENDS = {"eager": (4.0, 1.8), "sdpa-math": (15.0, 1.2)}
+_FLOP_RATE = 3e14  # FLOP/s of a flash kernel, roughly
+_RANDN_RATE = 1e8  # input elements per second drawn on the CPU
+
+
+def case_cost(spec: AttentionSpec, iterations: int) -> float:
+    """A rough guess of a case's seconds -- its iterations at a flash kernel's rate (dense backends slower, and
+    slower again with a causal mask, which flash kernels halve), plus drawing its inputs on the CPU. Only used to
+    deal cases into parts of about equal work; a wrong guess costs balance, never correctness."""
+    from profctl import flops
+
+    factor, causal_extra = _DENSE_BACKENDS.get(spec.backend, (1.0, 0.0))
+    if causal_extra:
+        work = flops.flops(spec.with_(causal=False)) * factor * (causal_extra if spec.causal else 1.0)
+    else:
+        work = flops.flops(spec)
+    bwd = spec.pass_ != "fwd"
+    elements = spec.batch * spec.head_dim * ((2 if bwd else 1) * spec.heads * spec.seqlen_q
+                                             + 2 * spec.kv_heads * spec.seqlen_kv)
+    return iterations * work / _FLOP_RATE + elements / _RANDN_RATE
 
 
 #: environment variables a program run records in its manifest (they change what it does)

@@ -8,6 +8,7 @@ workload's events), ``torch.log`` (the child's output), ``summary.json`` and the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from profctl import proc, runs
 from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result
+from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Program
 from profctl.schema import Summary
 from profctl.tools import torchprof as tool
@@ -48,49 +50,108 @@ class TorchResult(Result):
 
 
 def run(req: TorchRequest) -> TorchResult:
-    """Profile the target; WorkloadFailed (naming the log) when no trace comes out."""
+    """Profile the target; WorkloadFailed (naming the log) when no trace comes out. On workers
+    (``--workers``), each part writes its own trace in its folder and the summaries are concatenated."""
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
-    target = req.target.resolve()
-    if req.range is not None and not isinstance(target, (Program, Model)):
-        raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python ...) "
-                         "or a part of a model step (--model ... --range attn.core)")
-    run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
-                           extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
-    trace, log, jsonl = run_dir / tool.TRACE_NAME, run_dir / LOG_NAME, run_dir / JSONL_NAME
+    with req.executor.session() as ex:
+        target = ex.ask(req.target.resolve)
+        if req.range is not None and not isinstance(target, (Program, Model)):
+            raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python "
+                             "...) or a part of a model step (--model ... --range attn.core)")
+        ex.prepare(target.device)
+        run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
+                               extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
+        # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
+        with runs.recording(run_dir):
+            part = functools.partial(_part, req=req, target=target)
+            outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
+                                                    device=target.device, on_event=lambda p, e: None,
+                                                    weights=target.costs() if hasattr(target, "costs") else None))
+            res = _combine(outs, run_dir, parallel=ex.parallel, interrupted=interrupted)
+            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            if interrupted:
+                raise KeyboardInterrupt
+    return res
+
+
+def _part(ctx: PartContext, *, req: TorchRequest, target: Any) -> dict[str, Any]:
+    """One part: the target's cases of this part under torch.profiler, the trace read into a summary."""
+    target = ctx.localize(target)
+    trace, log, jsonl = ctx.workdir / tool.TRACE_NAME, ctx.workdir / LOG_NAME, ctx.workdir / JSONL_NAME
     argv = program_argv(target, trace, jsonl, req.options) if isinstance(target, Program) else \
-        target.argv(jsonl=jsonl, extra=tool.trace_argv(trace, req.options))
-    runs.record_tool(run_dir, "torch.profiler", argv, log=LOG_NAME)
-    # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
-    with runs.recording(run_dir):
-        res = req.executor.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(),
-                               cwd=getattr(target, "cwd", None))
-        events = runs.read_events(jsonl)
-        rows, device = runs.rows_of(events), runs.device_of(events)
-        exit_status = next((e.get("status") for e in events if e.get("event") == "exit"), None)
-        if not trace.exists():
-            why = _why(rows) or proc.last_line(res.log_text(20_000))
-            raise WorkloadFailed(f"no torch.profiler trace was written (exit status {res.returncode}): {why}", log=log)
-        notes: list[str] = []
-        try:
-            summary = summarize(trace, run_dir, rows, device, by_range=req.by_range or req.range is not None,
-                                notes=notes)
-        except BadReport:
-            if not exit_status:
-                raise
-            raise ProgramFailed(f"the program exited with status {exit_status} before anything was profiled: "
-                                f"{proc.last_line(res.log_text(20_000))}", log=log) from None
-        if req.range is not None:
-            summary = _within(summary, req.range)
-        status = "complete" if res.returncode == 0 else "incomplete"
-        runs.finish(run_dir, status, returncode=res.returncode, trace=tool.TRACE_NAME, table=tool.TABLE_NAME,
-                    device=device or None)
+        target.argv(jsonl=jsonl, only=ctx.part.cases, extra=tool.trace_argv(trace, req.options))
+    ctx.record_tool("torch.profiler", argv, log=log)
+    with ctx.follow(jsonl):
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None))
+    events = runs.read_events(jsonl)
+    rows, device = runs.rows_of(events), runs.device_of(events)
+    exit_status = next((e.get("status") for e in events if e.get("event") == "exit"), None)
+    if not trace.exists():
+        why = _why(rows) or proc.last_line(res.log_text(20_000))
+        raise WorkloadFailed(f"no torch.profiler trace was written (exit status {res.returncode}): {why}",
+                             log=ctx.final(log))
+    notes: list[str] = []
+    try:
+        summary = summarize(trace, ctx.final_dir, rows, device, by_range=req.by_range or req.range is not None,
+                            notes=notes, workdir=ctx.workdir)
+    except BadReport:
+        if not exit_status:
+            raise
+        raise ProgramFailed(f"the program exited with status {exit_status} before anything was profiled: "
+                            f"{proc.last_line(res.log_text(20_000))}", log=ctx.final(log)) from None
+    if req.range is not None:
+        summary = _within(summary, req.range)
+    return {"summary": ctx.with_final_paths(summary), "rows": rows, "device": device,
+            "returncode": res.returncode, "exit_status": exit_status, "notes": notes}
+
+
+def _combine(outs: list[PartOutcome], run_dir: Path, *, parallel: bool, interrupted: bool) -> TorchResult:
+    """The run's result from its parts: one part's as it is; several parts' summaries concatenated (each part's
+    trace stays in its folder), their rows and notes joined. Raises the first part's error when none finished."""
+    from profctl.schema import concat
+
+    ok = [o for o in outs if o.error is None and o.value]
+    if not ok:
+        if outs and outs[0].error is not None:
+            raise outs[0].error
+        raise KeyboardInterrupt if interrupted else WorkloadFailed("no part of the run finished")
+    vals = [o.value for o in ok]
+    rows = [r for v in vals for r in v["rows"]]
+    device: dict[str, Any] = next((v["device"] for v in vals if v["device"]), {})
+    summary = vals[0]["summary"] if not parallel else _concat(concat(v["summary"] for v in vals), run_dir, rows)
+    if parallel:
+        from profctl.fsutil import atomic_write_text
+
+        atomic_write_text(run_dir / SUMMARY_NAME, summary.to_json())
+    failed = [o for o in outs if o.error is not None]
+    rc = max(v["returncode"] for v in vals)
+    exit_status = next((v["exit_status"] for v in vals if v["exit_status"]), None)
+    status = "complete" if rc == 0 and not failed and not interrupted else "incomplete"
+    first = ok[0].dir or run_dir
+    runs.finish(run_dir, status, returncode=rc, trace=str((first / tool.TRACE_NAME).relative_to(run_dir)),
+                table=str((first / tool.TABLE_NAME).relative_to(run_dir)), device=device or None,
+                **({"reason": "interrupted"} if interrupted else {}))
     warnings = [f"the program exited with status {exit_status}; its trace up to then was kept"] if exit_status \
         else []
-    return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=trace,
-                       table=run_dir / tool.TABLE_NAME, log=log, returncode=res.returncode, rows=rows, device=device,
-                       notes=notes, failed_cases=[r for r in rows if r.get("status") != "ok"], warnings=warnings,
-                       program_status=exit_status)
+    warnings += [f"part {o.part.index} failed: {_one_line(o.error)}" for o in failed if o.error is not None]
+    return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=first / tool.TRACE_NAME,
+                       table=first / tool.TABLE_NAME, log=first / LOG_NAME, returncode=rc, rows=rows, device=device,
+                       notes=[n for v in vals for n in v["notes"]], warnings=warnings,
+                       failed_cases=[r for r in rows if r.get("status") != "ok"], program_status=exit_status)
+
+
+def _concat(s: Summary, run_dir: Path, rows: list[dict[str, Any]]) -> Summary:
+    meta = dict(s.meta)
+    meta["run_dir"] = str(run_dir)
+    meta["workload_rows"] = [{k: r.get(k) for k in ("spec", "status", "reason", "median_ms")} for r in rows]
+    return replace(s, meta=meta)
+
+
+def _one_line(e: BaseException) -> str:
+    from profctl.errors import ProfctlError
+
+    return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
 
 
 def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOptions) -> list[str]:
@@ -128,8 +189,9 @@ def _why(rows: list[dict[str, Any]]) -> str:
 
 
 def summarize(trace: Path, run_dir: Path, rows: list[dict[str, Any]], device: dict[str, Any], *, by_range: bool,
-              notes: list[str]) -> Summary:
-    """The trace as a Summary (its tool version = the child's torch) kept as summary.json."""
+              notes: list[str], workdir: Path | None = None) -> Summary:
+    """The trace as a Summary (its tool version = the child's torch) kept as summary.json in `workdir` (default:
+    `run_dir`, the folder the summary names as its run)."""
     from profctl.fsutil import atomic_write_text
     from profctl.readers import torch_trace
 
@@ -141,5 +203,5 @@ def summarize(trace: Path, run_dir: Path, rows: list[dict[str, Any]], device: di
     meta["run_dir"] = str(run_dir)
     meta["workload_rows"] = [{k: r.get(k) for k in ("spec", "status", "reason", "median_ms")} for r in rows]
     s = replace(s, meta=meta)
-    atomic_write_text(run_dir / SUMMARY_NAME, s.to_json())
+    atomic_write_text((workdir or run_dir) / SUMMARY_NAME, s.to_json())
     return s

@@ -1,0 +1,155 @@
+"""--workers: a sweep spread over Dask worker processes -- a real LocalCluster of CPU workers, no mocks -- gives
+the serial sweep's rows; a point that crashes its child or kills its worker is a row and the rest finishes; Ctrl-C
+keeps every finished row; without --workers Dask is never imported, and without Dask --workers is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl import runs
+from profctl.cli import app
+
+pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--device", "cpu", "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "0", "--baseline", "none",
+        "-f", "json"]
+SAME = ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass",
+        "layout", "device", "status", "flops")
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[list[dict], Path]:
+    r = CliRunner().invoke(app, ["bench", *TINY, "--reports", str(tmp_path), *args])
+    assert r.exit_code == 0, r.output
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    return json.loads(r.stdout), run
+
+
+def test_two_workers_give_the_serial_rows_and_a_crash_is_a_row(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFCTL_FAULT", "crash:sdpa-math")
+    sweep = ["--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16"]
+    serial, _ = _bench(tmp_path / "serial", *sweep)
+    spread, run = _bench(tmp_path / "spread", *sweep, "--workers", "2")
+    assert [{k: r[k] for k in SAME} for r in spread] == [{k: r[k] for k in SAME} for r in serial]
+    assert [r["status"] for r in spread] == ["ok", "crashed", "ok"]
+    m = runs.read_manifest(run)
+    assert m["status"] == "complete" and m["executor"]["name"] == "dask" and len(m["executor"]["workers"]) == 2
+    parts = m["parts"]
+    assert len(parts) == 2 and sum(p["cases"] for p in parts) == 3 and {p["dir"] for p in parts} == \
+        {d.name for d in run.iterdir() if d.is_dir()}
+    for r in spread:  # each row says where it ran; a crash names its part's log, which is there
+        assert r["host"] and "gpu_index" not in r
+        if r["status"] == "crashed":
+            log = Path(r["reason"].rsplit("see ", 1)[1])
+            assert log.parent.parent == run and log.name == "workload.log" and log.is_file()
+    assert all(t["log"].startswith("part-") for t in m["tools"])
+
+
+def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # the parts: (sdpa-math) and (eager, sdpa-flash) -- eager kills its worker before sdpa-flash has run
+    monkeypatch.setenv("PROFCTL_FAULT", "kill-worker:eager")
+    rows, run = _bench(tmp_path, "--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16", "--workers", "2")
+    assert [(r["backend"], r["status"]) for r in rows] == [("eager", "crashed"), ("sdpa-math", "ok"),
+                                                           ("sdpa-flash", "ok")]
+    assert "died twice" in rows[0]["reason"]
+    m = runs.read_manifest(run)
+    assert m["status"] == "complete" and len(m["executor"]["lost_parts"]) == 2
+    retried = [p for p in m["parts"] if p.get("retry")]
+    assert [p["cases"] for p in retried] == [1]  # sdpa-flash, left unfinished by the lost part, ran on a fresh worker
+
+
+def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> None:
+    """SIGINT to the whole process group (as a terminal sends it) while a point hangs on one worker."""
+    argv = [sys.executable, "-m", "profctl", "bench", *TINY[:-2], "-q", "--backend", "eager,sdpa-math",
+            "--seqlen", "16,32", "--workers", "2", "--reports", str(tmp_path)]
+    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PROFCTL_FAULT": "hang:sdpa-math"}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            evs = [e for f in tmp_path.glob("*/part-*/events.jsonl") for e in runs.read_events(f)]
+            if sum(e["event"] == "row" for e in evs) >= 1 and sum(e["event"] == "start" for e in evs) >= 3:
+                break  # one row, and both parts are in a hanging point
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.1)
+        else:
+            pytest.fail("no row within 120 s")
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    (run,) = tmp_path.iterdir()
+    m = runs.read_manifest(run)
+    assert m["status"] == "incomplete" and m["reason"] == "interrupted"
+    rows = json.loads((run / "bench.json").read_text())
+    assert [(r["backend"], r["status"]) for r in rows] == [("eager", "ok")] or \
+        sorted((r["backend"], r["seqlen_q"]) for r in rows) == [("eager", 16), ("eager", 32)]
+    time.sleep(1.0)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(run) not in ps  # the hanging workload children were killed with their parts
+
+
+def test_without_workers_dask_is_not_imported(tmp_path: Path) -> None:
+    code = ("import sys; from typer.testing import CliRunner; from profctl.cli import app; "
+            f"r = CliRunner().invoke(app, ['bench', '--device', 'cpu', '--backend', 'eager', '--seqlen', '16', "
+            f"'--heads', '2', '--head-dim', '8', '--iters', '2', '--warmup', '0', '-q', '--reports', "
+            f"{str(tmp_path)!r}]); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_workers_without_dask_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # what an install without the extra looks like
+    r = CliRunner().invoke(app, ["bench", *TINY, "--backend", "eager", "--seqlen", "16", "--workers", "2",
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == ["profctl: error: --workers/--gpus/--cluster need Dask, an optional "
+                                             "extra: pip install 'profctl[cluster]'"]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--workers", "2", "--cluster", "tcp://localhost:8786"], "give one or the other"),
+    (["--gpus", "0,x"], "--gpus '0,x'"),
+    (["--gpus", "0"], "the workload runs on the CPU"),
+])
+def test_bad_worker_options_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    r = CliRunner().invoke(app, ["bench", *TINY, "--backend", "eager", "--seqlen", "16", *args,
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and len(r.output.strip().splitlines()) == 1
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())  # no run was started
+
+
+def test_torch_profiles_each_part_and_joins_their_summaries(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["torch", "--device", "cpu", "--backend", "eager,sdpa-math", "--seqlen", "16",
+                                 "--heads", "2", "--head-dim", "8", "--iters", "2", "--warmup", "0", "--workers", "2",
+                                 "--format", "json", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    (run,) = tmp_path.iterdir()
+    traces = sorted(run.glob("part-*-cpu/trace.json.gz"))
+    assert len(traces) == 2 and sorted(x["path"] for x in s["sources"]) == sorted(map(str, traces))
+    assert s["meta"]["merged"] == 2 and len(s["meta"]["workload_rows"]) == 2
+    m = runs.read_manifest(run)
+    assert m["status"] == "complete" and len(m["parts"]) == 2 and m["trace"].startswith("part-")
+    assert json.loads((run / "summary.json").read_text())["sources"] == s["sources"]
+    r = CliRunner().invoke(app, ["report", str(run), "--view", "summary", "--format", "json"])  # reads the parts
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)["sources"]) == 2
