@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
-from profctl.nvtx import join_path
 from profctl.readers._ncu import (
     RULE_TYPES,
     SPEEDUP_TYPES,
@@ -112,68 +111,67 @@ def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
         raise BadReport(
             f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
         ) from None
-    IAction, IMetric = mod.IAction, mod.IMetric
-    numeric = {
-        IMetric.ValueKind_DOUBLE,
-        IMetric.ValueKind_FLOAT,
-        IMetric.ValueKind_UINT32,
-        IMetric.ValueKind_UINT64,
-    }
     launches: list[Launch] = []
-    idx = 0
-    for ri in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(ri)
-        for ai in range(rng.num_actions()):
-            a = rng.action_by_idx(ai)
-            ln = Launch(
-                id=idx,
-                name=a.name(IAction.NameBase_DEMANGLED),
-                base_name=a.name(IAction.NameBase_FUNCTION),
-                mangled=a.name(IAction.NameBase_MANGLED) or None,
-            )
-            idx += 1
-            for mname in a.metric_names():
-                m = a.metric_by_name(mname)
-                if m is None:
-                    continue
-                kind = m.kind()
-                if kind not in numeric:
-                    continue
-                v = (
-                    m.as_double()
-                    if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT)
-                    else m.as_uint64()
-                )
-                val, unit = to_base(float(v), m.unit())
-                ln.metrics[mname] = val
-                if unit:
-                    ln.units[mname] = unit
-            ln.nvtx = _nvtx(a)
-            dev = a.metric_by_name("device__attribute_display_name")
-            ln.device = dev.as_string() if dev is not None else None
-            ma = ln.metrics.get("device__attribute_compute_capability_major")
-            mi = ln.metrics.get("device__attribute_compute_capability_minor")
-            ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
-            ln.rules = _rules(a)
-            ln.fill_launch_fields()
-            launches.append(ln)
+    try:
+        for ri in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(ri)
+            for ai in range(rng.num_actions()):
+                launches.append(_launch(mod, rng.action_by_idx(ai), len(launches)))
+    except BadReport:
+        raise
+    except Exception as e:  # a damaged result the container check could not see
+        raise BadReport(f"{shown}: ncu_report fails on launch {len(launches)} ({type(e).__name__}: "
+                        f"{str(e).strip()[:120]})") from None
     return launches
 
 
-def _nvtx(a: Any) -> tuple[str, ...]:
+def _text(x: Any) -> str:
+    """A name the SWIG layer returned: None (an unreadable name) and non-strings become ''."""
+    return x.strip() if isinstance(x, str) else ""
+
+
+def _launch(mod: Any, a: Any, idx: int) -> Launch:
+    IAction, IMetric = mod.IAction, mod.IMetric
+    numeric = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT, IMetric.ValueKind_UINT32,
+               IMetric.ValueKind_UINT64}
+    ln = Launch(id=idx, name="", base_name=_text(a.name(IAction.NameBase_FUNCTION)))
+    ln.set_name(_text(a.name(IAction.NameBase_DEMANGLED)), _text(a.name(IAction.NameBase_MANGLED)) or None)
+    for mname in a.metric_names() or ():
+        m = a.metric_by_name(mname)
+        if m is None or m.kind() not in numeric:
+            continue
+        kind = m.kind()
+        v = m.as_double() if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT) else m.as_uint64()
+        if not isinstance(v, (int, float)) or v != v:
+            continue
+        val, unit = to_base(float(v), _text(m.unit()))
+        ln.metrics[str(mname)] = val
+        if unit:
+            ln.units[str(mname)] = unit
+    ln.set_nvtx(*_nvtx(a))
+    dev = a.metric_by_name("device__attribute_display_name")
+    ln.device = _text(dev.as_string()) or None if dev is not None else None
+    ma = ln.metrics.get("device__attribute_compute_capability_major")
+    mi = ln.metrics.get("device__attribute_compute_capability_minor")
+    ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
+    ln.rules = _rules(a)
+    ln.fill_launch_fields()
+    return ln
+
+
+def _nvtx(a: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(push/pop stack, open start/end ranges) per domain name, as ncu recorded them for the launch."""
     st = a.nvtx_state()
+    pp: dict[str, list[str]] = {}
+    se: dict[str, list[str]] = {}
     if st is None:
-        return ()
-    out = []
+        return pp, se
     for did in st.domains():
         d = st.domain_by_id(did)
-        pp = [str(x) for x in d.push_pop_ranges()]
-        se = [str(x) for x in d.start_end_ranges()]
-        if pp:
-            out.append(join_path(d.name(), pp))
-        for s in se:
-            out.append(join_path(d.name(), [s]))
-    return tuple(out)
+        name = _text(d.name())
+        pp.setdefault(name, []).extend(_text(x) for x in d.push_pop_ranges())
+        se.setdefault(name, []).extend(_text(x) for x in d.start_end_ranges())
+    return pp, se
 
 
 def _rules(a: Any) -> list[dict[str, Any]]:

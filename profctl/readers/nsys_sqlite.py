@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from profctl.errors import BadReport
-from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats
+from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -55,6 +55,7 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
         "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
         "globalPid?": ("globalPid", "globalProcessId"), "deviceId?": ("deviceId",), "streamId?": ("streamId",),
         "demangledName": ("demangledName", "name", "nameId"), "shortName?": ("shortName",),
+        "mangledName?": ("mangledName",),
         "gridX?": ("gridX",), "gridY?": ("gridY",), "gridZ?": ("gridZ",),
         "blockX?": ("blockX",), "blockY?": ("blockY",), "blockZ?": ("blockZ",),
         "registersPerThread?": ("registersPerThread", "registers"),
@@ -135,7 +136,8 @@ class Schema:
         self.con, self.path = con, path
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self._cols: dict[str, dict[str, str | None]] = {}
-        self.meta_export = self._kv("META_DATA_EXPORT")
+        # nsys 2024+ writes META_DATA_EXPORT; 2023.x exports keep the same pairs in EXPORT_META_DATA
+        self.meta_export = self._kv("META_DATA_EXPORT") or self._kv("EXPORT_META_DATA")
         self.version = self.meta_export.get("EXPORT_PRODUCT_VERSION")
         self.schema_version = self.meta_export.get("EXPORT_SCHEMA_VERSION")
 
@@ -252,6 +254,8 @@ class NsysExport:
             raise ValueError(f"unknown window {window!r}")
         self.window = window
         self._strings: dict[int, str] = {}
+        self._missing: set[int] = set()
+        self._generic: list[int] | None = None
         self._launches_ready = False
         self._windows: list[tuple[int, int, int | None]] | None = None
 
@@ -281,9 +285,44 @@ class NsysExport:
         if s is None:
             row = self.q(f'SELECT "{self.schema.cols(STRINGS)["value"]}" FROM {STRINGS} WHERE '
                          f'"{self.schema.cols(STRINGS)["id"]}" = ?', (sid,)).fetchone()
-            s = str(row[0]) if row else f"<string {sid}>"
+            if row is None or row[0] is None:
+                self._missing.add(int(sid) if isinstance(sid, int) else -1)
+            s = str(row[0]) if row and row[0] is not None else f"<string {sid}>"
             self._strings[sid] = s
         return s
+
+    def _generic_ids(self) -> list[int]:
+        """String ids of demangled kernel names that are only a generic base (CUTLASS ``Kernel``), when the export
+        also has mangled names to tell those kernels apart."""
+        if self._generic is None:
+            from profctl.kernels import is_generic
+
+            self._generic = []
+            if self.schema.cols(KERNEL)["mangledName"] is not None and self._name_is_string_id():
+                d = self.schema.col(KERNEL, "demangledName")
+                ids = [int(r[0]) for r in self.q(f"SELECT DISTINCT {d} FROM {KERNEL}") if isinstance(r[0], int)]
+                self._generic = [i for i in ids if is_generic(self.string(i))]
+        return self._generic
+
+    def _kname(self, alias: str = "") -> str:
+        """SQL for a kernel's name key: the demangled name's id, or -1 - the mangled name's id where the demangled
+        name is a generic base (:meth:`kernel_name` reads both)."""
+        d = self.schema.col(KERNEL, "demangledName", alias)
+        g = self._generic_ids()
+        if not g:
+            return d
+        m = self.schema.col(KERNEL, "mangledName", alias)
+        return f"(CASE WHEN {d} IN ({','.join(map(str, g))}) AND {m} IS NOT NULL THEN -1 - {m} ELSE {d} END)"
+
+    def kernel_name(self, nid: Any, by_id: bool) -> str:
+        """The name of a kernel name key (see :meth:`_kname`)."""
+        from profctl.kernels import readable
+
+        if not by_id:
+            return str(nid)
+        if isinstance(nid, int) and nid < 0:
+            return readable("", self.string(-1 - nid))
+        return readable(self.string(nid))
 
     def _name_is_string_id(self) -> bool:
         """Kernel names are StringIds references in every export seen; very old ones stored text."""
@@ -300,7 +339,25 @@ class NsysExport:
                                 if k in cols} for r in rows]
             except BadReport:
                 pass
+        names = sorted({str(g["name"]) for g in out.get("gpus", []) if g.get("name")})
+        if names:
+            out["devices"] = names
         return out
+
+    def _check(self, kernels: list[KernelRow], meta: dict[str, Any]) -> None:
+        """Warnings for what the export holds that is odd: records ending before they start (left out), string
+        ids missing from StringIds (names shown as ``<string N>``), no version."""
+        for t in (KERNEL, MEMCPY, MEMSET):
+            if not self.schema.has(t):
+                continue
+            c = self.schema.cols(t)
+            (n,) = self.q(f'SELECT count(*) FROM {t} WHERE "{c["end"]}" < "{c["start"]}"').fetchone()
+            if n:
+                warn(meta, f"{n} record(s) of {t} end before they start: left out")
+        if self._missing:
+            warn(meta, f"{len(self._missing)} string id(s) missing from StringIds (names shown as <string N>)")
+        if not self.schema.version:
+            warn(meta, "the export names no nsys version (no META_DATA_EXPORT/EXPORT_META_DATA)")
 
     # ------------------------------------------------------------------------------------------------ windows
     def windows(self) -> list[tuple[int, int, int | None]]:
@@ -361,7 +418,7 @@ class NsysExport:
         for kind, t in ((0, KERNEL), (1, MEMCPY), (2, MEMSET)):
             if not s.has(t):
                 continue
-            name = s.col(t, "demangledName") if t == KERNEL else (s.col(t, "copyKind") if t == MEMCPY else "NULL")
+            name = self._kname() if t == KERNEL else (s.col(t, "copyKind") if t == MEMCPY else "NULL")
             parts.append(f'SELECT {s.col(t, "correlationId")} AS corr, {s.col(t, "globalPid")} AS gpid, '
                          f'{s.col(t, "start")} AS gs, {s.col(t, "end")} AS ge, {kind} AS kind, {name} AS name, '
                          f'{s.col(t, "streamId")} AS stream, {s.col(t, "bytes") if t != KERNEL else "NULL"} AS bytes '
@@ -412,8 +469,8 @@ class NsysExport:
     def kernel_durations(self, source: str = KERNEL) -> Iterator[tuple[Any, list[float]]]:
         """(name id, ascending durations) per kernel name, one name at a time (SQLite sorts; Python streams)."""
         s = self.schema
-        name, start, end = s.col(KERNEL, "demangledName"), s.col(KERNEL, "start"), s.col(KERNEL, "end")
-        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} ORDER BY 1, 2")
+        name, start, end = self._kname(), s.col(KERNEL, "start"), s.col(KERNEL, "end")
+        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} WHERE {end} >= {start} ORDER BY 1, 2")
         cur_name: Any = None
         durs: list[float] = []
         try:
@@ -435,7 +492,7 @@ class NsysExport:
     def launch_configs(self, source: str = KERNEL) -> dict[Any, list[tuple[tuple[Any, ...], int]]]:
         """Name id -> [(grid xyz, block xyz, registers, static smem, dynamic smem), launches] (most used first)."""
         s = self.schema
-        name = s.col(KERNEL, "demangledName")
+        name = self._kname()
         cfg = ", ".join(s.col(KERNEL, c, "", "0") for c in self._CFG)
         distinct: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
         for r in self.q(f"SELECT DISTINCT {name}, {cfg} FROM {source}"):
@@ -463,14 +520,16 @@ class NsysExport:
         source = self._kernel_source()
         shorts: dict[Any, Any] = {}
         if s.cols(KERNEL)["shortName"] is not None:
-            shorts = dict(self.q(f'SELECT DISTINCT {s.col(KERNEL, "demangledName")}, {s.col(KERNEL, "shortName")} '
+            shorts = dict(self.q(f'SELECT DISTINCT {self._kname()}, {s.col(KERNEL, "shortName")} '
                                  f"FROM {source}").fetchall())
         configs = self.launch_configs(source)
         out = []
         for nid, durs in self.kernel_durations(source):
-            name = self.string(nid) if by_id else str(nid)
+            name = self.kernel_name(nid, by_id)
             sid = shorts.get(nid)
-            short = (self.string(sid) if by_id else str(sid)) if sid is not None else kn.short_name(name)
+            short = (self.string(sid) if by_id else str(sid)) if sid is not None else ""
+            if not short or kn.is_generic(short) or short.startswith("<string "):
+                short = kn.short_name(name)
             st = durations_stats(durs)
             cfgs = [(c, len(durs) if n < 0 else n) for c, n in configs.get(nid, [])]
             extra: dict[str, Any] = {"kind": "kernel", "launch_configs": [
@@ -503,10 +562,11 @@ class NsysExport:
                 self._build_launches()
                 kind = 1 if t == MEMCPY else 2
                 sql = (f"SELECT l.name, l.ge - l.gs, l.bytes FROM launches AS l WHERE l.kind = {kind} AND "
+                       "l.ge >= l.gs AND "
                        f"{self._window_sql('l.rs', 'l.re', 'l.gpid')} ORDER BY 1, 2")
             else:
                 sql = (f'SELECT {key}, m."{c["end"]}" - m."{c["start"]}", {s.col(t, "bytes", "m", "0")} '
-                       f"FROM {t} AS m ORDER BY 1, 2")
+                       f'FROM {t} AS m WHERE m."{c["end"]}" >= m."{c["start"]}" ORDER BY 1, 2')
             groups: dict[Any, tuple[list[float], int]] = {}
             for k, d, b in self.q(sql):
                 durs, nbytes = groups.get(k, ([], 0))
@@ -627,52 +687,40 @@ class NsysExport:
                                 gpu_ops=sum(r.ops for r in proj), extra=extra))
         return out
 
-    def kernels_by_range(self) -> list[KernelRow]:
-        """Per (range name, kernel name), as nvtx_kern_sum: a kernel counts for every range enclosing its launch."""
+    def kernels_by_range(self, meta: dict[str, Any] | None = None) -> list[KernelRow]:
+        """Per (canonical NVTX path, kernel name): each launch in the path of the ranges open at its API call, as
+        ncu records it (profctl.readers._nsys_paths; launches of autograd's worker thread outside any range take
+        the ranges of the thread that called backward()). How launches were attributed goes into `meta`."""
         from profctl import kernels as kn
+        from profctl.readers import _nsys_paths
 
-        if not self._build_ranges() or not self.schema.has(RUNTIME):
+        if not self.schema.has(NVTX) or not self.schema.has(RUNTIME):
             return []
         self._build_launches()
-        domains = self._domains()
         by_id = self._name_is_string_id()
         win = f"AND {self._window_sql('l.rs', 'l.re', 'l.gpid')}" if (self.window and self.windows()) else ""
-        cur = self.q(
-            f"SELECT n.did, n.tid & {DOMAIN_PID_MASK} AS proc, n.text, n.etype, l.name, l.ge - l.gs AS d, n.rid "
-            "FROM rng AS n JOIN launches AS l ON l.tid = n.tid AND l.rs >= n.start AND l.rs <= n.\"end\" "
-            f"AND l.re <= n.\"end\" WHERE l.kind = 0 {win} ORDER BY n.did, proc, n.text, n.etype, l.name, d")
+        rows, idx = _nsys_paths.kernel_paths(self, win)
         out = []
-        key: Any = None
-        durs: list[float] = []
-        rids: set[int] = set()
-
-        def flush() -> None:
-            if not durs:
-                return
-            did, proc, text, etype, nid = key
-            dom = domains.get((int(did or 0), int(proc or 0)), "") if did else ""
-            name = self.string(nid) if by_id else str(nid)
+        for (path, nid), durs in rows.durs.items():
+            name = self.kernel_name(nid, by_id)
             st = durations_stats(durs)
-            label = f"{dom}:{text}" if dom else str(text)
+            extra: dict[str, Any] = {"kind": "kernel", "nvtx_instances": len(rows.instances[(path, nid)])}
+            if rows.borrowed.get((path, nid)):
+                extra["borrowed_launches"] = rows.borrowed[(path, nid)]
             out.append(KernelRow(tool="nsys", name=name, short_name=kn.short_name(name),
-                                 kernel_class=kn.classify(name), nvtx_range=label, count=int(st["count"]),
+                                 kernel_class=kn.classify(name), nvtx_range=path, count=int(st["count"]),
                                  total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"],
-                                 min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-                                 extra={"kind": "kernel", "nvtx_instances": len(rids),
-                                        "style": STYLE[int(etype)]}))
-
-        while True:
-            rows = cur.fetchmany(8192)
-            if not rows:
-                break
-            for did, proc, text, etype, nid, d, rid in rows:
-                k = (did, proc, text, etype, nid)
-                if k != key:
-                    flush()
-                    key, durs, rids = k, [], set()
-                durs.append(float(d))
-                rids.add(int(rid))
-        flush()
+                                 min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"], extra=extra))
+        if meta is not None:
+            if rows.borrowed_from:
+                meta["nvtx_borrowed"] = [
+                    {"launches": n, "thread": idx.names.get(t, str(t)), "from_thread": idx.names.get(u, str(u))}
+                    for (t, u), n in sorted(rows.borrowed_from.items())]
+                meta.setdefault("notes", []).append(
+                    f"{sum(rows.borrowed_from.values())} kernel launch(es) on autograd's worker thread, outside "
+                    "any range there, are placed in the ranges open on the thread that called backward()")
+            if idx.inverted:
+                warn(meta, f"{idx.inverted} NVTX range(s) end before they start; left out of the ranges")
         return out
 
     def api_rows(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -702,15 +750,20 @@ class NsysExport:
     def _finish(self, kernels: list[KernelRow], ranges: list[RangeRow], *, by_range: bool,
                 api: bool) -> Summary:
         if not any(k.extra.get("kind") == "kernel" for k in kernels):
+            c = self.schema.cols(KERNEL)
+            (n,) = self.q(f'SELECT count(*) FROM {KERNEL} WHERE "{c["end"]}" < "{c["start"]}"').fetchone()
+            if n:
+                raise BadReport(f"{self.path}: every kernel record ends before it starts ({n}): damaged timestamps")
             if self.window and self.windows():
                 raise BadReport(f"{self.path}: no GPU kernel was launched between cudaProfilerStart and "
                                 "cudaProfilerStop (an empty measured range)")
             raise BadReport(f"{self.path}: the kernel table is empty: no GPU kernel ran inside the captured range")
-        if by_range:
-            kernels += self.kernels_by_range()
         meta: dict[str, Any] = {"reader": "nsys_sqlite", "export_schema": self.schema.schema_version,
                                 "traces": [TRACE_OPTION.get(t, t) for t in self.schema.capture_traces()]}
+        if by_range:
+            kernels += self.kernels_by_range(meta)
         meta.update(self.gpu_info())
+        self._check(kernels, meta)
         if self.window:
             meta["window"] = self.window
             meta["windows"] = len(self.windows())
@@ -831,7 +884,7 @@ def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
             k = (leaf_path[ls[j].rid], nid)
             durs[k].append(float(d))
             rids[k].add(ls[j].rid)
-        names = {nid: (ex.string(nid) if by_id else str(nid)) for _, nid in durs}
+        names = {nid: ex.kernel_name(nid, by_id) for _, nid in durs}
         version = ex.schema.version
         gpus = ex.gpu_info()
     from profctl.kernels import classify, short_name
