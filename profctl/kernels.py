@@ -228,6 +228,13 @@ def base_name(name: str) -> str:
     return b or (name.strip() if isinstance(name, str) else "")
 
 
+def base_key(name: str) -> str:
+    """The join's last fallback key: the base function name, with the template arguments for generic names
+    (every CUTLASS ``Kernel`` would otherwise be one kernel)."""
+    b = base_name(readable(name))
+    return b + _template_args(name) if is_generic(b) else b
+
+
 def _template_args(name: str) -> str:
     """The first template argument list of the kernel, namespaces dropped (``<cutlass_80_simt_sgemm_...>``)."""
     k = kernel_id(name)

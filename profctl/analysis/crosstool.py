@@ -14,11 +14,16 @@ Where the group comes from:
 Backend names are made canonical (``naive`` -> eager, ``sdpa_mem_eff`` -> sdpa-efficient, ...; profctl.spec).
 
 How kernels are matched (names differ between tools: nsys and ncu write ``(int)128``, ``(bool)0``,
-``<unnamed>``, ``[lambda() (instance 1)]``; torch writes ``128``, ``false``, ``(anonymous namespace)``,
-``{lambda()#1}``; ncu may print only the base name), in order:
-  1. exact: profctl.kernels.match_key, the demangled name with those spellings made equal;
-  2. loose: profctl.kernels.loose_key, the match key cut before its first ``(`` (a lambda's signature);
-  3. base: the base function name, pairing several same-named kernels by nearest per-launch duration.
+``<unnamed>``, ``[lambda() (instance 1)]`` and ``T1`` placeholders; torch writes ``128``, ``false``,
+``(anonymous namespace)``, ``{lambda()#1}`` and spells parameters out; ncu's CSV drops namespaces or prints only
+the base name), in order:
+  1. exact: profctl.kernels.kernel_id, the canonical identity (every reader writes it in ``KernelRow.kernel_id``);
+  2. loose: profctl.kernels.loose_key, the identity with template arguments below the first level emptied;
+  3. base: profctl.kernels.base_key, the base function name (with its template arguments for generic CUTLASS
+     names), pairing several same-named kernels by nearest per-launch duration.
+How each tool's row was matched is kept per joined kernel (``JoinedKernel.matches``, tool -> exact/loose/base;
+``match`` is the weakest of them, ``only`` for a kernel one tool saw), so an output can say when a match was not
+exact.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.kernels import base_name, display_name, loose_key, match_key
+from profctl.kernels import base_key, display_name, loose_key, match_key
 from profctl.nvtx import RangeKey, parse_range
 from profctl.schema import KernelRow, Summary
 from profctl.shapes import key_of_row, sort_key
@@ -66,7 +71,8 @@ class JoinedKernel:
     kernel_class: str
     key: str
     tools: dict[str, ToolKernel] = field(default_factory=dict)
-    match: str = "only"  # how the tools were matched: exact, loose, base, only
+    match: str = "only"  # how the tools were matched: exact, loose, base (the weakest), only (one tool)
+    matches: dict[str, str] = field(default_factory=dict)  # tool -> how its row met the first tool's
 
     def time_ns(self, prefer: Sequence[str] = TOOL_ORDER) -> float | None:
         """Per-iteration time from the first tool in `prefer` that saw it (timelines before ncu's replay)."""
@@ -172,8 +178,15 @@ class _Placed:
 
 
 def _kernel_rows(s: Summary) -> list[KernelRow]:
-    return [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel" and k.kernel_class not in
+    """The GPU kernels of `s`; for a CPU-only torch trace (no kernels), its CPU ops (self times), which stand in
+    for kernels in a comparison of CPU runs."""
+    rows = [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel" and k.kernel_class not in
             ("memcpy", "memset")]
+    if rows or not s.cpu_ops:
+        return rows
+    return [KernelRow(tool=c.tool, name=c.name, short_name=c.name, kernel_class=c.op_class, nvtx_range=c.nvtx_range,
+                      count=c.count, total_ns=c.total_ns, avg_ns=c.avg_ns, med_ns=c.med_ns, min_ns=c.min_ns,
+                      max_ns=c.max_ns, std_ns=c.std_ns, extra=dict(c.extra, device="cpu")) for c in s.cpu_ops]
 
 
 def place(s: Summary, notes: list[str]) -> list[_Placed]:
@@ -309,13 +322,14 @@ def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) ->
                 m, how = _find(merged, tk)
                 if m is None:
                     merged.append(JoinedKernel(backend, pass_, shape, tk.name, display_name(tk.name), tk.kernel_class,
-                                               match_key(tk.name), {tk.tool: tk}, "only"))
+                                               match_key(tk.name), {tk.tool: tk}, "only", {tk.tool: "exact"}))
                     continue
                 if tk.tool in m.tools:  # a second report of the same tool (e.g. two ncu recipes): add metrics
                     for k, v in tk.metrics.items():
                         m.tools[tk.tool].metrics.setdefault(k, v)
                 else:
                     m.tools[tk.tool] = tk
+                    m.matches[tk.tool] = how
                 m.match = how if m.match in ("only", "exact") or how == "base" else m.match
         out += merged
     return out
@@ -323,7 +337,7 @@ def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) ->
 
 def _find(merged: list[JoinedKernel], tk: ToolKernel) -> tuple[JoinedKernel | None, str]:
     """The merged kernel `tk` is, by exact key, loose key, then base name (nearest per-launch time)."""
-    k, lk, bn = match_key(tk.name), loose_key(tk.name), base_name(tk.name)
+    k, lk, bn = match_key(tk.name), loose_key(tk.name), base_key(tk.name)
 
     def free(m: JoinedKernel) -> bool:
         return tk.tool not in m.tools or tk.tool == "ncu"
@@ -332,7 +346,7 @@ def _find(merged: list[JoinedKernel], tk: ToolKernel) -> tuple[JoinedKernel | No
         cands = [m for m in merged if test(m) and (free(m) or m.tools.get(tk.tool, tk).name == tk.name)]
         if cands:
             return cands[0], how
-    cands = [m for m in merged if base_name(m.name) == bn and tk.tool not in m.tools]
+    cands = [m for m in merged if base_key(m.name) == bn and tk.tool not in m.tools]
     if not cands:
         return None, "only"
 

@@ -17,17 +17,18 @@ and raises BadReport with one line for anything it cannot read.
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
 from profctl.schema import SCHEMA_ID, Summary
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
+NCU_REP_MAGIC = b"NVR\x00"
+__all__ = ["GZIP_MAGIC", "NeedsTool", "read", "sniff"]
 
 
 def sniff(path: Path) -> str:
@@ -44,21 +45,17 @@ def sniff(path: Path) -> str:
     if not head:
         raise BadReport(f"{path}: empty file")
     name = path.name.lower()
+    if compression(head):
+        name = plain_name(Path(name))
+        head = read_head(path)
+        if not head:
+            raise BadReport(f"{path}: empty once decompressed")
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     if name.endswith(".nsys-rep") or name.endswith(".qdrep"):
         return "nsys-rep"
-    if name.endswith(".ncu-rep") or name.endswith(".ncu-rep.gz"):
+    if name.endswith(".ncu-rep") or head.startswith(NCU_REP_MAGIC):
         return "ncu-rep"
-    if head.startswith(GZIP_MAGIC):
-        try:
-            with gzip.open(path, "rb") as g:
-                inner = g.read(4096)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{path}: gzip file that cannot be read ({e})") from None
-        if inner.startswith(SQLITE_MAGIC):
-            return "nsys-sqlite"
-        return _sniff_text(path, inner)
     return _sniff_text(path, head)
 
 
@@ -73,7 +70,7 @@ def _sniff_text(path: Path, head: bytes) -> str:
     first = text.splitlines()[0] if text else ""
     if first.startswith('"ID"') or first.startswith('"Process ID"') or "Kernel Name" in first:
         return "ncu-csv"
-    if text.startswith("==PROF==") or "==PROF==" in text[:200]:
+    if text.startswith("==PROF==") or "==PROF==" in text[:200] or '\n"ID","Process ID"' in text:
         return "ncu-csv"
     raise BadReport(f"{path}: not a report profctl knows (nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, "
                     "torch.profiler .json[.gz], or a profctl summary)")
@@ -104,40 +101,39 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
         raise BadReport(f"{p}: bench rows, not a kernel report: they have no per-kernel summary "
                         "(profctl report shows them as the backend comparison)")
     mod = importlib.import_module(_READERS[kind])
-    if kind == "nsys-sqlite" and _is_gzip(p):
-        return _read_gunzipped(p, mod, **options)
+    if kind == "nsys-sqlite":
+        return _read_unpacked(p, mod, **options)
     summary: Summary = mod.read(p, **options)
     return summary
 
 
-def _is_gzip(p: Path) -> bool:
-    with open(p, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
-
-
-def _read_gunzipped(p: Path, mod: Any, **options: Any) -> Summary:
-    """SQLite reads a file in place: a ``.sqlite.gz`` is decompressed into a temporary directory first (the
-    user's file untouched); the summary names the file the user gave."""
+def _read_unpacked(p: Path, mod: Any, **options: Any) -> Summary:
+    """SQLite reads a file in place: a ``.sqlite.gz``/``.xz`` is decompressed into a temporary directory first
+    (the user's file untouched); the summary names the file the user gave."""
     import dataclasses
-    import shutil
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="profctl-gz-") as td:
-        plain = Path(td) / (p.name[:-3] if p.name.endswith(".gz") else p.name)
-        try:
-            with gzip.open(p, "rb") as fi, open(plain, "wb") as fo:
-                shutil.copyfileobj(fi, fo, 1 << 20)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{p}: truncated or corrupt gzip file ({e})") from None
+    with plain_copy(p, default_name="report.sqlite") as plain:
         s: Summary = mod.read(plain, **options)
+    if plain == p:
+        return s
     sources = tuple(dataclasses.replace(x, path=str(p)) if x.path == str(plain) else x for x in s.sources)
     return dataclasses.replace(s, sources=sources)
 
 
+MAX_SUMMARY_BYTES = 1 << 30
+
+
 def _read_summary_json(p: Path) -> Summary:
-    opener: Any = gzip.open if p.read_bytes()[:2] == GZIP_MAGIC else open
     try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            return Summary.from_dict(json.load(f))
-    except (ValueError, TypeError, KeyError) as e:
-        raise BadReport(f"{p}: not a valid {SCHEMA_ID} document: {e}") from None
+        with open_bytes(p) as f:
+            raw = f.read(MAX_SUMMARY_BYTES + 1)
+    except DAMAGED as e:
+        raise BadReport(f"{p}: truncated or corrupt compressed file ({e})") from None
+    if len(raw) > MAX_SUMMARY_BYTES:
+        raise BadReport(f"{p}: a summary over {MAX_SUMMARY_BYTES >> 30} GiB; not read")
+    try:
+        return Summary.from_dict(json.loads(raw.decode("utf-8")))
+    except RecursionError:
+        raise BadReport(f"{p}: JSON nested too deeply to be a {SCHEMA_ID} document") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise BadReport(f"{p}: not a valid {SCHEMA_ID} document: {str(e)[:200]}") from None

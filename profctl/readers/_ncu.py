@@ -491,6 +491,11 @@ def _devices(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
     names = sorted({d for d, _ in info if d and not d.isdigit()})
     if names:
         meta["devices"] = names
+    elif any(d for d, _ in info):
+        from profctl.schema import warn
+
+        warn(meta, "the report names its GPU only by index (Device column); no peak figures without the model "
+                   "(the raw page's device__attribute_display_name, or the report itself, names it)")
     if info:
         meta["device_info"] = [{"name": d or None, "cc": c or None} for d, c in sorted(info)]
 

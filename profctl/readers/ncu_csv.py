@@ -15,7 +15,6 @@ NVTX cells through profctl.nvtx.canonical_parts, so the CSV and its report give 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import re
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from profctl.errors import BadReport
 from profctl.nvtx import DEFAULT_DOMAIN
+from profctl.readers._compressed import DAMAGED, open_bytes
 from profctl.readers._ncu import (
     DETAILS_LABELS,
     Launch,
@@ -85,16 +85,10 @@ def read_launches(path: Path, *, shown_as: Path | None = None) -> list[Launch]:
 
 def _text_of(path: Path, shown: Path) -> str:
     try:
-        with open(path, "rb") as f:
+        with open_bytes(path) as f:
             raw = f.read(MAX_CSV_BYTES + 1)
-    except OSError as e:
-        raise BadReport(f"{shown}: cannot read: {e.strerror}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
-                raw = g.read(MAX_CSV_BYTES + 1)
-        except (OSError, EOFError, ValueError) as e:
-            raise BadReport(f"{shown}: truncated or corrupt gzip file ({e})") from None
+    except DAMAGED as e:
+        raise BadReport(f"{shown}: cannot read, or a truncated or corrupt compressed file ({e})") from None
     if len(raw) > MAX_CSV_BYTES:
         raise BadReport(f"{shown}: an ncu CSV over {MAX_CSV_BYTES >> 30} GiB; export fewer launches or metrics")
     if b"\x00" in raw[:65536]:

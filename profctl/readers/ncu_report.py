@@ -7,12 +7,11 @@ truncated file silently. Without the module this reader raises ReaderMissing; pr
 
 from __future__ import annotations
 
-import gzip
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.readers._compressed import plain_copy
 from profctl.readers._ncu import (
     RULE_TYPES,
     SPEEDUP_TYPES,
@@ -23,8 +22,6 @@ from profctl.readers._ncu import (
     to_base,
 )
 from profctl.schema import Summary
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 class ReaderMissing(BadReport):
@@ -39,36 +36,12 @@ def read(path: str | Path, *, by_range: bool = True, **_: Any) -> Summary:
     return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
 
-class plain_report:
-    """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original
+class plain_report(plain_copy):
+    """Context manager: the report as an uncompressed file (a temporary copy for .gz/.xz; the original
     untouched)."""
 
     def __init__(self, p: Path) -> None:
-        self.p = p
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Path:
-        try:
-            with open(self.p, "rb") as f:
-                head = f.read(2)
-        except OSError as e:
-            raise BadReport(f"{self.p}: cannot read: {e.strerror}") from None
-        if head != GZIP_MAGIC:
-            return self.p
-        self._tmp = tempfile.TemporaryDirectory(prefix="profctl-ncu-")
-        name = self.p.name[:-3] if self.p.name.endswith(".gz") else self.p.name + ".ncu-rep"
-        out = Path(self._tmp.name) / name
-        try:
-            with gzip.open(self.p, "rb") as fi, open(out, "wb") as fo:
-                while chunk := fi.read(1 << 20):
-                    fo.write(chunk)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{self.p}: truncated or corrupt gzip file ({e})") from None
-        return out
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        super().__init__(p, default_name=p.name + ".ncu-rep")
 
 
 def module_version() -> str | None:
