@@ -22,13 +22,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport
+from profctl.errors import BadReport, ProfctlError
 from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
-from profctl.schema import SCHEMA_ID, Summary
+from profctl.schema import SCHEMA_ID, Summary, validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"
-__all__ = ["GZIP_MAGIC", "NeedsTool", "read", "sniff"]
+__all__ = ["GZIP_MAGIC", "NeedsTool", "ReaderFault", "read", "sniff"]
 
 
 def sniff(path: Path) -> str:
@@ -80,6 +80,11 @@ class NeedsTool(BadReport):
     """A report that must be converted by its tool before a reader can read it (an .nsys-rep)."""
 
 
+class ReaderFault(BadReport):
+    """A report that made a reader fail in a way it does not name: still one line for the user, never a
+    traceback (the fuzz tests require that no damaged report of theirs ends here)."""
+
+
 _READERS = {
     "nsys-sqlite": "profctl.readers.nsys_sqlite",
     "ncu-rep": "profctl.readers.ncu_report",
@@ -101,9 +106,17 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
         raise BadReport(f"{p}: bench rows, not a kernel report: they have no per-kernel summary "
                         "(profctl report shows them as the backend comparison)")
     mod = importlib.import_module(_READERS[kind])
-    if kind == "nsys-sqlite":
-        return _read_unpacked(p, mod, **options)
-    summary: Summary = mod.read(p, **options)
+    try:
+        if kind == "nsys-sqlite":
+            return _read_unpacked(p, mod, **options)
+        summary: Summary = mod.read(p, **options)
+    except ProfctlError:
+        raise
+    except RecursionError:
+        raise BadReport(f"{p}: nested too deeply to be read") from None
+    except Exception as e:
+        raise ReaderFault(f"{p}: cannot be read ({type(e).__name__}: {str(e)[:160]}); the file is damaged in a way "
+                          "profctl does not recognise") from None
     return summary
 
 
@@ -132,8 +145,16 @@ def _read_summary_json(p: Path) -> Summary:
     if len(raw) > MAX_SUMMARY_BYTES:
         raise BadReport(f"{p}: a summary over {MAX_SUMMARY_BYTES >> 30} GiB; not read")
     try:
-        return Summary.from_dict(json.loads(raw.decode("utf-8")))
+        s = Summary.from_dict(json.loads(raw.decode("utf-8"), parse_constant=_no_constant))
+        validate(s)
     except RecursionError:
         raise BadReport(f"{p}: JSON nested too deeply to be a {SCHEMA_ID} document") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise BadReport(f"{p}: not a valid {SCHEMA_ID} document: {str(e)[:200]}") from None
+    if not s.kernels and not s.cpu_ops and not s.warnings:
+        s.meta["warnings"] = ["the summary holds no kernels and no CPU ops"]
+    return s
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a summary may hold")

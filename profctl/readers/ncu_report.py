@@ -58,22 +58,73 @@ def module_version() -> str | None:
     return None
 
 
-def read_launches(rep: Path, *, shown_as: Path | None = None) -> tuple[list[Launch], str | None, str]:
-    """(launches, version of the ncu that wrote the report, which reader read it)."""
+def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = True
+                  ) -> tuple[list[Launch], str | None, str]:
+    """(launches, version of the ncu that wrote the report, which reader read it).
+
+    ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check failed``,
+    seen by tests/unit/test_reader_fuzz.py). So it runs in a child Python (`isolate`, profctl.readers._ncu_child)
+    and its abort becomes a one-line BadReport; the launches come back as JSON.
+    """
+    import importlib.util
+
     shown = shown_as or rep
     info = check_rep(rep)
-    try:
-        import ncu_report as mod
-    except ImportError:
-        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
-                            ) from None
+    if importlib.util.find_spec("ncu_report") is None:
+        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
     reader_version = module_version()
     if newer_than(info.tool_version, reader_version):
         raise BadReport(
             f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
             f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
         )
-    return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
+    if isolate:
+        launches = _read_in_child(rep, shown)
+    else:
+        import ncu_report as mod
+
+        launches = _read_with_module(mod, rep, shown)
+    return launches, info.tool_version, f"ncu_report {reader_version or '?'}"
+
+
+def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
+    """The launches of `rep`, read by ncu_report in a child process (see :func:`read_launches`)."""
+    import json
+    import signal
+    import sys
+    import tempfile
+
+    from profctl import proc
+    from profctl.errors import ToolFailed
+    from profctl.readers._ncu_child import launch_from_dict
+
+    with tempfile.TemporaryDirectory(prefix="profctl-ncu-read-") as td:
+        out, log = Path(td) / "launches.json", Path(td) / "child.log"
+        try:
+            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown)],
+                           log=log, timeout_s=CHILD_TIMEOUT_S, check=False)
+        except ToolFailed as e:  # a timeout
+            raise BadReport(f"{shown}: ncu_report did not finish reading it in {CHILD_TIMEOUT_S:.0f} s") from e
+        try:
+            doc = json.loads(out.read_text()) if out.exists() else None
+        except ValueError:
+            doc = None
+        if res.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get("launches"), list):
+            return [launch_from_dict(d) for d in doc["launches"]]
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            raise BadReport(doc["error"])
+        rc = res.returncode
+        how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.Signals._value2member_map_
+               else f"exit status {rc}")
+        text = res.log_text(8000)
+        tail = next((ln.strip() for ln in reversed(text.splitlines()) if "Check failed" in ln or "rror" in ln),
+                    proc.last_line(text))
+        raise BadReport(f"{shown}: ncu_report stopped reading it ({how}{': ' + tail[:160] if tail else ''}): a "
+                        "damaged report")
+
+
+#: how long the child reading a report may take (ncu_report reads large reports slowly)
+CHILD_TIMEOUT_S = 1800.0
 
 
 # ------------------------------------------------------------ ncu_report

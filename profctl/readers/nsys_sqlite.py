@@ -107,12 +107,17 @@ def connect(path: Path) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True)
+        con.text_factory = _text  # a damaged export may hold text that is not UTF-8
         con.execute("PRAGMA temp_store=FILE")
         con.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache, whatever the file's size
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise BadReport(f"{path}: unreadable SQLite file ({e})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a damaged schema's text may not even decode
+        raise BadReport(f"{path}: unreadable SQLite file ({str(e)[:200]})") from None
     return con
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")
 
 
 def _check_not_truncated(path: Path, head: bytes) -> None:
@@ -244,9 +249,9 @@ class NsysExport:
             for t in (KERNEL, RUNTIME):
                 if self.schema.has(t):
                     self.schema.cols(t)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.close()
-            raise BadReport(f"{self.path}: damaged SQLite file ({e})") from None
+            raise BadReport(f"{self.path}: damaged SQLite file ({str(e)[:200]})") from None
         except BaseException:
             self.close()
             raise
@@ -275,7 +280,7 @@ class NsysExport:
     def q(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self.con.execute(sql, params)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(self.path, e) from None
 
     def string(self, sid: int | None) -> str:
@@ -290,6 +295,12 @@ class NsysExport:
             s = str(row[0]) if row and row[0] is not None else f"<string {sid}>"
             self._strings[sid] = s
         return s
+
+    def valid_times(self, table: str, alias: str = "") -> str:
+        """SQL: the row's start and end are integers and the end is not before the start (a damaged export may
+        hold anything; such rows are left out and counted in a warning)."""
+        a, b = self.schema.col(table, "start", alias), self.schema.col(table, "end", alias)
+        return f"(typeof({a}) = 'integer' AND typeof({b}) = 'integer' AND {b} >= {a})"
 
     def _generic_ids(self) -> list[int]:
         """String ids of demangled kernel names that are only a generic base (CUTLASS ``Kernel``), when the export
@@ -350,10 +361,10 @@ class NsysExport:
         for t in (KERNEL, MEMCPY, MEMSET):
             if not self.schema.has(t):
                 continue
-            c = self.schema.cols(t)
-            (n,) = self.q(f'SELECT count(*) FROM {t} WHERE "{c["end"]}" < "{c["start"]}"').fetchone()
+            (n,) = self.q(f"SELECT count(*) FROM {t} WHERE NOT ({self.valid_times(t)})").fetchone()
             if n:
-                warn(meta, f"{n} record(s) of {t} end before they start: left out")
+                warn(meta, f"{n} record(s) of {t} have no valid times (not numbers, or the end before the start): "
+                           "left out")
         if self._missing:
             warn(meta, f"{len(self._missing)} string id(s) missing from StringIds (names shown as <string N>)")
         if not self.schema.version:
@@ -368,11 +379,13 @@ class NsysExport:
         if self.schema.has(RUNTIME):
             rc = self.schema.cols(RUNTIME)
             ids = {int(i): str(v) for i, v in self.q(
-                f'SELECT id, value FROM {STRINGS} WHERE value LIKE "cudaProfilerSt%" OR value LIKE "cuProfilerSt%"')}
+                f'SELECT id, value FROM {STRINGS} WHERE typeof(id) = \'integer\' AND '
+                f'(value LIKE "cudaProfilerSt%" OR value LIKE "cuProfilerSt%")')}
             if ids:
                 marks = ",".join(str(i) for i in ids)
                 rows = self.q(f'SELECT "{rc["start"]}", "{rc["end"]}", "{rc["globalTid"]}", "{rc["nameId"]}" '
-                              f'FROM {RUNTIME} WHERE "{rc["nameId"]}" IN ({marks}) ORDER BY 1').fetchall()
+                              f'FROM {RUNTIME} WHERE "{rc["nameId"]}" IN ({marks}) AND {self.valid_times(RUNTIME)} '
+                              f"AND typeof(\"{rc['globalTid']}\") IN ('integer', 'null') ORDER BY 1").fetchall()
                 open_at: dict[int | None, int] = {}
                 seen: set[int | None] = set()
                 lo, hi = -(2**62), 2**62
@@ -422,20 +435,22 @@ class NsysExport:
             parts.append(f'SELECT {s.col(t, "correlationId")} AS corr, {s.col(t, "globalPid")} AS gpid, '
                          f'{s.col(t, "start")} AS gs, {s.col(t, "end")} AS ge, {kind} AS kind, {name} AS name, '
                          f'{s.col(t, "streamId")} AS stream, {s.col(t, "bytes") if t != KERNEL else "NULL"} AS bytes '
-                         f"FROM {t}")
+                         f"FROM {t} WHERE {self.valid_times(t)}")
         self.q("DROP TABLE IF EXISTS temp.ops")
         self.q("DROP TABLE IF EXISTS temp.launches")
         self.q("CREATE TEMP TABLE ops AS " + " UNION ALL ".join(parts))
         self.q("CREATE INDEX temp.ops_corr ON ops(corr)")
         rc = s.cols(RUNTIME)
         cand = [int(r[0]) for r in self.q(
-            f"SELECT id FROM {STRINGS} WHERE " + " OR ".join("value LIKE ?" for _ in LAUNCH_LIKE), LAUNCH_LIKE)]
+            f"SELECT id FROM {STRINGS} WHERE typeof(id) = 'integer' AND (" +
+            " OR ".join("value LIKE ?" for _ in LAUNCH_LIKE) + ")", LAUNCH_LIKE)]
         in_cand = f'r."{rc["nameId"]}" IN ({",".join(map(str, cand)) or "NULL"})'
         same_pid = f'AND (o.gpid IS NULL OR o.gpid = (r."{rc["globalTid"]}" & {PID_MASK_SQL}))'
         select = (f'SELECT r."{rc["globalTid"]}" AS tid, r."{rc["start"]}" AS rs, r."{rc["end"]}" AS re, '
                   f"o.corr AS corr, o.gpid AS gpid, o.gs AS gs, o.ge AS ge, o.kind AS kind, o.name AS name, "
                   f"o.stream AS stream, o.bytes AS bytes "
-                  f'FROM {RUNTIME} AS r CROSS JOIN ops AS o ON o.corr = r."{rc["correlationId"]}" {same_pid}')
+                  f'FROM {RUNTIME} AS r CROSS JOIN ops AS o ON o.corr = r."{rc["correlationId"]}" {same_pid} '
+                  f'AND typeof(r."{rc["start"]}") = \'integer\' AND typeof(r."{rc["end"]}") = \'integer\'')
         self.q(f"CREATE TEMP TABLE launches AS {select} WHERE {in_cand}")
         n_ops = self.q("SELECT count(*) FROM ops WHERE corr IS NOT NULL").fetchone()[0]
         n_l = self.q("SELECT count(*) FROM launches").fetchone()[0]
@@ -470,7 +485,8 @@ class NsysExport:
         """(name id, ascending durations) per kernel name, one name at a time (SQLite sorts; Python streams)."""
         s = self.schema
         name, start, end = self._kname(), s.col(KERNEL, "start"), s.col(KERNEL, "end")
-        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} WHERE {end} >= {start} ORDER BY 1, 2")
+        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} WHERE {self.valid_times(KERNEL)} "
+                     "ORDER BY 1, 2")
         cur_name: Any = None
         durs: list[float] = []
         try:
@@ -484,7 +500,7 @@ class NsysExport:
                             yield cur_name, durs
                         cur_name, durs = nm, []
                     durs.append(float(d))
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(self.path, e) from None
         if durs:
             yield cur_name, durs
@@ -566,7 +582,7 @@ class NsysExport:
                        f"{self._window_sql('l.rs', 'l.re', 'l.gpid')} ORDER BY 1, 2")
             else:
                 sql = (f'SELECT {key}, m."{c["end"]}" - m."{c["start"]}", {s.col(t, "bytes", "m", "0")} '
-                       f'FROM {t} AS m WHERE m."{c["end"]}" >= m."{c["start"]}" ORDER BY 1, 2')
+                       f"FROM {t} AS m WHERE {self.valid_times(t, 'm')} ORDER BY 1, 2")
             groups: dict[Any, tuple[list[float], int]] = {}
             for k, d, b in self.q(sql):
                 durs, nbytes = groups.get(k, ([], 0))
@@ -632,8 +648,8 @@ class NsysExport:
                f'e."{n["start"]}" AS start, e."{n["end"]}" AS "end", e."{n["eventType"]}" AS etype, '
                f'{self.schema.col(NVTX, "domainId", "e", "0")} AS did, {self._text_expr("e")} AS text '
                f'FROM {NVTX} AS e {self._text_join("e")} '
-               f'WHERE e."{n["eventType"]}" IN ({",".join(map(str, RANGE_EVENTS))}) AND e."{n["start"]}" IS NOT NULL '
-               f'AND e."{n["end"]}" IS NOT NULL {same} {win}')
+               f'WHERE e."{n["eventType"]}" IN ({",".join(map(str, RANGE_EVENTS))}) AND {self.valid_times(NVTX, "e")} '
+               f"AND typeof(e.\"{n['globalTid']}\") IN ('integer', 'null') {same} {win}")
         return True
 
     def range_instances(self) -> list[RangeInstance]:
@@ -750,10 +766,10 @@ class NsysExport:
     def _finish(self, kernels: list[KernelRow], ranges: list[RangeRow], *, by_range: bool,
                 api: bool) -> Summary:
         if not any(k.extra.get("kind") == "kernel" for k in kernels):
-            c = self.schema.cols(KERNEL)
-            (n,) = self.q(f'SELECT count(*) FROM {KERNEL} WHERE "{c["end"]}" < "{c["start"]}"').fetchone()
+            (n,) = self.q(f"SELECT count(*) FROM {KERNEL} WHERE NOT ({self.valid_times(KERNEL)})").fetchone()
             if n:
-                raise BadReport(f"{self.path}: every kernel record ends before it starts ({n}): damaged timestamps")
+                raise BadReport(f"{self.path}: no kernel record has valid times ({n} end before they start or are "
+                                "not numbers): damaged timestamps")
             if self.window and self.windows():
                 raise BadReport(f"{self.path}: no GPU kernel was launched between cudaProfilerStart and "
                                 "cudaProfilerStop (an empty measured range)")
@@ -773,8 +789,10 @@ class NsysExport:
                        kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
 
 
-def _db_error(path: Path, e: sqlite3.DatabaseError) -> BadReport:
-    msg = str(e)
+def _db_error(path: Path, e: Exception) -> BadReport:
+    msg = str(e)[:300]
+    if isinstance(e, UnicodeDecodeError):
+        return BadReport(f"{path}: damaged SQLite file (text that is not UTF-8 where SQLite keeps its own)")
     if any(w in msg for w in ("malformed", "not a database", "disk I/O", "file is")):
         return BadReport(f"{path}: damaged or truncated SQLite file ({msg})")
     return BadReport(f"{path}: this export cannot be read ({msg}); its schema may come from an nsys version "
@@ -839,7 +857,7 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
     with NsysExport(path, window=window) as ex:
         try:
             return ex.summary(by_range=by_range, api=api)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(ex.path, e) from None
 
 

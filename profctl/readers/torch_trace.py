@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import math
 import re
 import zlib
 from array import array
@@ -82,6 +83,8 @@ def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = 
         raise BadReport(f"{p}: not JSON: {e.msg} at character {e.offset}") from None
     except _NotTrace as e:
         raise BadReport(f"{p}: JSON, but not a torch.profiler/Chrome trace: {e}") from None
+    except RecursionError:
+        raise BadReport(f"{p}: JSON nested too deeply to be a trace (after {col.n_events} events)") from None
     except (EOFError, zlib.error, lzma.LZMAError) as e:
         raise BadReport(f"{p}: truncated or damaged compressed file after {col.n_events} events ({e})") from None
     except gzip.BadGzipFile as e:
@@ -291,7 +294,7 @@ class _Collector:
         return i
 
     def thread_id(self, pid: Any, tid: Any) -> int:
-        key = (pid, tid)
+        key = (_key(pid), _key(tid))
         i = self.threads.get(key)
         if i is None:
             i = self.threads[key] = len(self.thread_keys)
@@ -312,10 +315,8 @@ class _Collector:
             self.cats[cat if isinstance(cat, str) else str(cat)] += 1
             if k in (OTHER, GPU_ANN, PYFN):
                 return
-            try:
-                ts = float(e["ts"])
-                dur = float(e.get("dur", 0.0))
-            except (KeyError, TypeError, ValueError):
+            ts, dur = _time(e.get("ts")), _time(e.get("dur", 0.0))
+            if ts is None or dur is None or dur < 0 or dur > MAX_TIME_US:
                 self.skipped += 1
                 return
             if k in (OP, ANN):
@@ -327,7 +328,7 @@ class _Collector:
             elif k == RT:
                 args = e.get("args")
                 corr = args.get("correlation") if isinstance(args, dict) else None
-                if isinstance(corr, int) and corr > 0:
+                if isinstance(corr, int) and _is_corr(corr) and corr > 0:
                     self.rt_corr.append(corr)
                     self.rt_tid.append(self.thread_id(e.get("pid"), e.get("tid")))
                     self.rt_ts.append(ts)
@@ -337,7 +338,7 @@ class _Collector:
                 self.g_name.append(self.name_id(e.get("name", "")))
                 self.g_ts.append(ts)
                 self.g_dur.append(dur)
-                self.g_corr.append(corr if isinstance(corr, int) else -1)
+                self.g_corr.append(corr if _is_corr(corr) else -1)
                 self.g_kind.append(k)
                 self.g_stream.append(self.thread_id(e.get("pid"), e.get("tid")))
                 if ts < self.ts_min:
@@ -346,19 +347,51 @@ class _Collector:
                     self.ts_max = ts + dur
         elif ph == "s" or ph == "f":
             if cat == "fwdbwd":
-                try:
-                    self.flows.setdefault(e["id"], {})[ph] = (self.thread_id(e.get("pid"), e.get("tid")),
-                                                             float(e["ts"]))
-                except (KeyError, TypeError, ValueError):
+                fid, ts = e.get("id"), _time(e.get("ts"))
+                if ts is None or not isinstance(fid, (int, str)):
                     self.skipped += 1
+                    return
+                self.flows.setdefault(fid, {})[ph] = (self.thread_id(e.get("pid"), e.get("tid")), ts)
         elif ph == "M":
             if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
-                self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+                self.thread_names[(_key(e.get("pid")), _key(e.get("tid")))] = str(e["args"].get("name", ""))
         elif (ph == "i" or ph == "I") and e.get("name") == "[memory]":
             args = e.get("args")
-            if isinstance(args, dict) and isinstance(args.get("Total Allocated"), (int, float)):
+            if isinstance(args, dict) and _time(args.get("Total Allocated")) is not None:
                 dev = f"{args.get('Device Type', '?')}:{args.get('Device Id', '?')}"
                 self.mem_peak[dev] = max(self.mem_peak.get(dev, 0.0), float(args["Total Allocated"]))
+
+
+#: a time (microseconds) beyond this is not one: ~300 years; a damaged number, whose products would overflow
+MAX_TIME_US = 1e16
+
+
+def _time(v: Any) -> float | None:
+    """A finite number of microseconds, or None (a string, NaN, infinity, a list, an absurd value: the event is
+    skipped and counted)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and abs(f) <= MAX_TIME_US else None
+
+
+def _plain(v: Any) -> bool:
+    """True when `v` is JSON without NaN or infinity (it goes into the summary as it is)."""
+    try:
+        json.dumps(v, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
+def _is_corr(v: Any) -> bool:
+    """A correlation id that fits the 64-bit columns."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
+def _key(v: Any) -> Any:
+    """A process or thread id usable as a key (Kineto writes ints or strings; anything else, as text)."""
+    return v if isinstance(v, (int, str)) or v is None else repr(v)[:80]
 
 
 # ---------------------------------------------------------------------------------------------- analysis
@@ -729,11 +762,13 @@ class _Analysis:
             meta["peak_allocated_bytes"] = col.mem_peak
         devs = header.get("deviceProperties")
         if isinstance(devs, list):
-            meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
+            names = [d.get("name") for d in devs if isinstance(d, dict)]
+            meta["devices"] = [n for n in names if isinstance(n, str) and n]
         for hk in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
                    "torch_version", "profctl"):
-            if hk in header:
-                meta[hk] = header[hk]
+            v = header.get(hk)
+            if isinstance(v, (str, int)) or (isinstance(v, dict) and hk == "profctl" and _plain(v)):
+                meta[hk] = v
         if notes:
             meta["notes"] = notes
         return meta

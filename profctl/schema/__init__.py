@@ -237,6 +237,54 @@ def _merged_meta(ss: Sequence[Summary]) -> dict[str, Any]:
     return meta
 
 
+_NUM = (int, float)
+
+
+def validate(s: Summary) -> None:
+    """ValueError naming the first field of `s` whose value has the wrong type or is not a finite number: what a
+    summary read from someone's JSON must pass before renderers see it."""
+    import math
+
+    def num(where: str, v: Any, *, none: bool = False, integer: bool = False) -> None:
+        if v is None and none:
+            return
+        ok = isinstance(v, int if integer else _NUM) and not isinstance(v, bool)
+        if not ok or (isinstance(v, float) and not math.isfinite(v)):
+            raise ValueError(f"{where} is {v!r}, not a finite number")
+
+    def text(where: str, v: Any, *, none: bool = False) -> None:
+        if not (isinstance(v, str) or (v is None and none)):
+            raise ValueError(f"{where} is {v!r}, not text")
+
+    if not isinstance(s.meta, dict):
+        raise ValueError("meta is not an object")
+    for i, src in enumerate(s.sources):
+        text(f"sources[{i}].path", src.path)
+        text(f"sources[{i}].tool", src.tool)
+        text(f"sources[{i}].tool_version", src.tool_version, none=True)
+    rows: list[Any] = [*s.kernels, *s.cpu_ops]
+    for i, r in enumerate(rows):
+        w = f"kernels[{i}]" if i < len(s.kernels) else f"cpu_ops[{i - len(s.kernels)}]"
+        for f in ("tool", "name"):
+            text(f"{w}.{f}", getattr(r, f))
+        text(f"{w}.nvtx_range", r.nvtx_range, none=True)
+        num(f"{w}.count", r.count, integer=True)
+        for f in ("total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"):
+            num(f"{w}.{f}", getattr(r, f))
+        metrics = getattr(r, "metrics", {})
+        if not isinstance(metrics, dict) or not isinstance(getattr(r, "extra", {}), dict):
+            raise ValueError(f"{w}.metrics or .extra is not an object")
+        for k, v in metrics.items():
+            num(f"{w}.metrics[{k!r}]", v)
+    for i, g in enumerate(s.ranges):
+        text(f"ranges[{i}].name", g.name)
+        text(f"ranges[{i}].domain", g.domain, none=True)
+        num(f"ranges[{i}].count", g.count, integer=True)
+        num(f"ranges[{i}].range_total_ns", g.range_total_ns)
+        num(f"ranges[{i}].gpu_proj_total_ns", g.gpu_proj_total_ns, none=True)
+        num(f"ranges[{i}].gpu_ops", g.gpu_ops, none=True, integer=True)
+
+
 def warn(meta: dict[str, Any], message: str) -> None:
     """Add a warning to a summary's meta (``meta["warnings"]``): something odd in the report, named."""
     meta.setdefault("warnings", []).append(message)
@@ -259,5 +307,5 @@ def durations_stats(durations_ns: Sequence[float]) -> dict[str, float]:
 
 __all__ = [
     "KERNEL_CLASSES", "SCHEMA_ID", "CpuOpRow", "KernelRow", "RangeRow", "Source", "Summary", "concat",
-    "durations_stats", "warn",
+    "durations_stats", "validate", "warn",
 ]
