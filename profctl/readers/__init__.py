@@ -9,10 +9,14 @@
 | profctl summary JSON                 | profctl.schema.Summary         |
 | profctl bench rows (JSON list)       | profctl.readers.bench_json     |
 
+Every format may also be gzip- or xz-compressed (profctl.readers._compressed), found by content.
+
 Readers read files and nothing else: they never run a tool. A format that needs one first (an .nsys-rep is
 exported to SQLite by nsys; an .ncu-rep without the ncu_report module is exported to CSV by ncu) is handled by
 profctl.inputs, which every command and the Python API read through. Every reader opens users' files read-only
-and raises BadReport with one line for anything it cannot read.
+and raises BadReport with one line for anything it cannot read; what a reader does not name becomes a one-line
+ReaderFault here, never a traceback (tests/unit/test_reader_fuzz.py). Every reader writes the same kernel identity
+(profctl.kernels.kernel_id) and NVTX path (profctl.nvtx.canonical_path); docs/summary-schema.md.
 """
 
 from __future__ import annotations

@@ -862,14 +862,15 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
 
 
 def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
-    """An export summarised per range *path* ``<backend>[<shape>]/measure/<backend>.<pass>`` (profctl's NVTX
-    scheme), measured iterations only, so several shapes and passes of one run stay apart.
+    """An export of a profctl run summarised per measured range path ``profctl@<backend>[<shape>]/measure/
+    <backend>.<pass>`` (the profctl domain's part of the canonical path), measured iterations only, so several
+    shapes and passes of one run stay apart.
 
-    The per-range rows of :func:`read` name one range each (as nvtx_kern_sum does), which loses the shape of the
-    leaf ranges. Here each kernel launch is placed in the innermost ``<backend>.fwd|bwd`` range around its launch
-    on the launching thread, and that range in its enclosing ``measure`` and case ranges (the workload pushes the
-    same stack on autograd's thread). With capture by cudaProfilerStart the first case's range was pushed before
-    the capture began: `first_case` (``<backend>[<shape>]``) names it (profctl.nvtx.measured_leaf_path).
+    Unlike the per-path rows of :func:`read`, other domains are left out and a launch is placed in the innermost
+    ``<backend>.fwd|bwd`` range around it on the launching thread, within its ``measure`` and case ranges (the
+    workload pushes the same stack on autograd's thread). With capture by cudaProfilerStart the first case's
+    range was pushed before the capture began: `first_case` (``<backend>[<shape>]``) names it
+    (profctl.nvtx.measured_leaf_path).
     """
     import bisect
 
@@ -882,7 +883,7 @@ def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
         for i, parents in nvtx.nest(insts):
             p = nvtx.measured_leaf_path(i, parents, first_case)
             if p is not None:
-                leaf_path[i.rid] = p
+                leaf_path[i.rid] = nvtx.join_path(nvtx.DOMAIN, p.split("/"))
                 leaves[i.tid].append(i)
         starts: dict[int, list[int]] = {}
         for tid, ls in leaves.items():

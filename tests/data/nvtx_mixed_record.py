@@ -1,4 +1,4 @@
-"""A small NVTX-annotated torch script for profctl's reader tests (tests/data/nvtx_mixed/README.md says how it ran).
+"""A small NVTX-annotated torch script for profctl's reader tests (tests/data/README.md, nvtx_mixed_*, says how it ran).
 
 NVTX, on purpose varied: push/pop ranges in the default domain and nested in a custom domain `attnbench`,
 start/end ranges in both domains overlapping the push/pop ranges, launches outside any range, a backward pass

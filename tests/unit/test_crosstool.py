@@ -198,7 +198,7 @@ def test_read_nsys_paths_keeps_shape_and_measure_only(data_file):
     s = read_paths(data_file("profctl_bwd_nvtx.sqlite"))
     shape = "b1,sq1024,skv1024,h8,kv8,d128,bf16,full,bhsd"
     paths = {k.nvtx_range for k in s.kernels}
-    assert paths == {f"{b}[{shape}]/measure/{b}.{p}" for b in ("eager", "sdpa-flash") for p in ("fwd", "bwd")}
+    assert paths == {f"profctl@{b}[{shape}]/measure/{b}.{p}" for b in ("eager", "sdpa-flash") for p in ("fwd", "bwd")}
     dq = next(k for k in s.kernels if "dq_dk_dv" in k.name)
     assert dq.count == 3 and dq.extra["nvtx_instances"] == 3
     view = merge_view([s])
