@@ -21,6 +21,7 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from profctl.nvtx import canonical_path
@@ -33,6 +34,7 @@ PUSH_POP_EVENTS = (59, 70)
 START_END_EVENTS = (60, 71)
 PID_MASK = 0xFFFFFFFFFF000000
 DOMAIN_PID_MASK = 0x0000FFFFFF000000
+INF = float("inf")
 
 
 @dataclass
@@ -43,6 +45,7 @@ class _Stack:
     ends: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
+    _chains: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def finish(self, items: list[tuple[int, int, str]]) -> None:
         items.sort(key=lambda x: (x[0], -x[1]))
@@ -56,19 +59,27 @@ class _Stack:
             self.parents.append(open_[-1] if open_ else -1)
             open_.append(i)
 
-    def innermost(self, t: int) -> int:
-        """The innermost range open at `t` (-1 for none): an ancestor of the last range begun by `t`."""
-        i = bisect.bisect_right(self.starts, t) - 1
+    def innermost(self, t: int) -> tuple[int, float]:
+        """(the innermost range open at `t` or -1, the last time the answer holds for): an ancestor of the last
+        range begun by `t`; it holds until the next range begins or it ends."""
+        j = bisect.bisect_right(self.starts, t)
+        i = j - 1
         while i >= 0 and self.ends[i] < t:
             i = self.parents[i]
-        return i
+        until: float = self.starts[j] - 1 if j < len(self.starts) else INF
+        if i >= 0 and self.ends[i] < until:
+            until = self.ends[i]
+        return i, until
 
-    def chain(self, i: int) -> list[str]:
-        out = []
-        while i >= 0:
-            out.append(self.texts[i])
-            i = self.parents[i]
-        return out[::-1]
+    def chain(self, i: int) -> tuple[str, ...]:
+        """The texts from the outermost range to `i` (memoised per range: a parent's chain plus one)."""
+        memo = self._chains
+        if i in memo:
+            return memo[i]
+        p = self.parents[i]
+        c = (self.chain(p) if p >= 0 else ()) + (self.texts[i],)
+        memo[i] = c
+        return c
 
 
 @dataclass
@@ -79,34 +90,44 @@ class PathIndex:
     start_end: dict[int, list[tuple[int, int, str, str]]]      # pid -> (start, end, domain, text), by start
     names: dict[int, str]                                      # tid -> thread name
     inverted: int = 0                                          # ranges skipped: end before start
+    threads_of: dict[int, list[int]] = field(default_factory=dict)  # pid -> threads with push/pop ranges
+
+    def __post_init__(self) -> None:
+        for t in self.stacks:
+            self.threads_of.setdefault(t & PID_MASK, []).append(t)
 
     def eligible(self, tid: int) -> bool:
         name = self.names.get(tid)
         return name is None or name.startswith(AUTOGRAD_THREAD_PREFIX)
 
-    def open_on(self, tid: int, t: int) -> tuple[dict[str, list[str]], tuple[tuple[int, str, int], ...], int]:
-        """(domain -> push/pop stack, identity of the innermost instances, start of the innermost one)."""
-        pp: dict[str, list[str]] = {}
+    def open_on(self, tid: int, t: int) -> tuple[tuple[tuple[int, str, int], ...], int, float]:
+        """(identity of the innermost open instance per domain, start of the innermost one, until when it holds)."""
         ident: list[tuple[int, str, int]] = []
-        last = -1
+        last, until = -1, INF
         for dom, st in self.stacks.get(tid, {}).items():
-            i = st.innermost(t)
+            i, u = st.innermost(t)
+            until = min(until, u)
             if i >= 0:
-                pp[dom] = st.chain(i)
                 ident.append((tid, dom, i))
                 last = max(last, st.starts[i])
-        return pp, tuple(sorted(ident)), last
+        return tuple(ident), last, until
 
-    def borrow(self, tid: int, t: int) -> tuple[int, dict[str, list[str]], tuple[tuple[int, str, int], ...]] | None:
-        """The push/pop ranges of the process's thread whose innermost open range began last, if any."""
-        best: tuple[int, int, dict[str, list[str]], tuple[tuple[int, str, int], ...]] | None = None
-        for u in self.stacks:
-            if u == tid or (u & PID_MASK) != (tid & PID_MASK):
+    def borrow(self, tid: int, t: int) -> tuple[int | None, tuple[tuple[int, str, int], ...], float]:
+        """(the thread of the process whose innermost open range began last, its open instances, until when the
+        choice holds); (None, (), ...) when no other thread has a range open."""
+        best: tuple[int, int | None, tuple[tuple[int, str, int], ...]] = (-1, None, ())
+        until = INF
+        for u in self.threads_of.get(tid & PID_MASK, ()):
+            if u == tid:
                 continue
-            pp, ident, last = self.open_on(u, t)
-            if pp and (best is None or last > best[0]):
-                best = (last, u, pp, ident)
-        return (best[1], best[2], best[3]) if best else None
+            ident, last, hold = self.open_on(u, t)
+            until = min(until, hold)
+            if ident and last > best[0]:
+                best = (last, u, ident)
+        return best[1], best[2], until
+
+    def stacks_of(self, ident: tuple[tuple[int, str, int], ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple((dom, self.stacks[tid][dom].chain(i)) for tid, dom, i in ident)
 
 
 def load(ex: NsysExport) -> PathIndex:
@@ -173,17 +194,21 @@ class _OpenStartEnd:
         self.ranges, self.i = ranges, 0
         self.heap: list[tuple[int, int]] = []
 
-    def at(self, t: int) -> tuple[dict[str, list[str]], tuple[int, ...]]:
+    def at(self, t: int) -> tuple[tuple[int, ...], float]:
+        """(the open ranges' indices, until when the set holds)."""
         rs = self.ranges
         while self.i < len(rs) and rs[self.i][0] <= t:
             heapq.heappush(self.heap, (rs[self.i][1], self.i))
             self.i += 1
         while self.heap and self.heap[0][0] < t:
             heapq.heappop(self.heap)
-        out: dict[str, list[str]] = defaultdict(list)
-        for _, j in self.heap:
-            out[rs[j][2]].append(rs[j][3])
-        return dict(out), tuple(sorted(j for _, j in self.heap))
+        until: float = rs[self.i][0] - 1 if self.i < len(rs) else INF
+        if self.heap and self.heap[0][0] < until:
+            until = self.heap[0][0]
+        return tuple(sorted(j for _, j in self.heap)), until
+
+    def named(self, ident: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((self.ranges[j][2], self.ranges[j][3]) for j in ident))
 
 
 @dataclass
@@ -196,13 +221,50 @@ class PathRows:
     borrowed_from: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
 
 
+@lru_cache(maxsize=65536)
+def _path(push_pop: tuple[tuple[str, tuple[str, ...]], ...], start_end: tuple[tuple[str, str], ...]) -> str | None:
+    """profctl.nvtx.canonical_path of a hashable NVTX state (many range instances share their texts)."""
+    se: dict[str, list[str]] = defaultdict(list)
+    for dom, text in start_end:
+        se[dom].append(text)
+    return canonical_path(dict(push_pop), se)
+
+
+class _Cursor:
+    """One launching thread's launches, in time order: the path at each, recomputed only when a range begins or
+    ends (most launches reuse the last answer)."""
+
+    def __init__(self, idx: PathIndex, tid: int, cache: dict[tuple[Any, ...], str | None]) -> None:
+        self.idx, self.tid, self.cache = idx, tid, cache
+        self.sweep = _OpenStartEnd(idx.start_end.get(tid & PID_MASK, []))
+        self.eligible = idx.eligible(tid)
+        self.until: float = -INF
+        self.state: tuple[str | None, tuple[Any, ...], int | None] = (None, (), None)
+
+    def at(self, t: int) -> tuple[str | None, tuple[Any, ...], int | None]:
+        """(canonical path, identity of the open range instances, thread the ranges were borrowed from)."""
+        if t <= self.until:
+            return self.state
+        se, until = self.sweep.at(t)
+        ident, _, hold = self.idx.open_on(self.tid, t)
+        until = min(until, hold)
+        src = None
+        if not ident and self.eligible:
+            src, ident, hold = self.idx.borrow(self.tid, t)
+            until = min(until, hold)
+        key = (ident, se)
+        if key not in self.cache:
+            self.cache[key] = _path(self.idx.stacks_of(ident), self.sweep.named(se))
+        self.until, self.state = until, (self.cache[key], key, src if ident else None)
+        return self.state
+
+
 def kernel_paths(ex: NsysExport, window_sql: str = "") -> tuple[PathRows, PathIndex]:
     """Every kernel launch of `ex` (optionally only those `window_sql` keeps) with its canonical path."""
     idx = load(ex)
     out = PathRows()
     cache: dict[tuple[Any, ...], str | None] = {}
-    cur_tid: int | None = None
-    sweep = _OpenStartEnd([])
+    cursor: _Cursor | None = None
     cur = ex.q(f"SELECT l.tid, l.rs, l.name, l.ge - l.gs FROM launches AS l WHERE l.kind = 0 {window_sql} "
                "ORDER BY l.tid, l.rs")
     while rows := cur.fetchmany(8192):
@@ -210,19 +272,9 @@ def kernel_paths(ex: NsysExport, window_sql: str = "") -> tuple[PathRows, PathIn
             if not isinstance(rs, int) or not isinstance(d, (int, float)) or d < 0:
                 continue
             tid = int(tid or 0)
-            if tid != cur_tid:
-                cur_tid, sweep = tid, _OpenStartEnd(idx.start_end.get(tid & PID_MASK, []))
-            se, se_ident = sweep.at(rs)
-            pp, ident, _ = idx.open_on(tid, rs)
-            src = None
-            if not pp and idx.eligible(tid):
-                got = idx.borrow(tid, rs)
-                if got is not None:
-                    src, pp, ident = got
-            key = (ident, se_ident)
-            if key not in cache:
-                cache[key] = canonical_path(pp, se)
-            path = cache[key]
+            if cursor is None or cursor.tid != tid:
+                cursor = _Cursor(idx, tid, cache)
+            path, key, src = cursor.at(rs)
             if path is None:
                 continue
             k = (path, nid)
