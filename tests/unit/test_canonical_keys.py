@@ -272,3 +272,19 @@ def test_join_falls_back_and_says_so() -> None:
     assert by["k"].matches == {"nsys": "exact", "torch": "loose"} and by["k"].match == "loose"
     assert by["my_kernel_v2"].matches == {"nsys": "exact", "torch": "exact"}  # namespaces do not count
     assert by["my_kernel_v1"].match == "only"
+
+
+def test_profctl_pair_eager_copy_kernel_meets(data_file: Get) -> None:
+    """issue 10 part 2's case: a profctl nsys export and a profctl torch trace of the eager workload; nsys writes
+    the copy kernel's template parameter as `gpu_kernel_impl_nocast<...>(at::TensorIteratorBase &, const T1 &)`,
+    torch spells T1 out in full. The identities meet (the two runs had other shapes, so the flash kernels' template
+    arguments differ; the shape-independent kernels all meet)."""
+    nsys = read(data_file("nsys_profctl_fwdbwd.sqlite"))
+    torch = read(data_file("torch_profctl_gpu_nvtx.json"))
+    ids = {k.kernel_id for k in nsys.kernels}
+    copies = [k for k in torch.kernels if "direct_copy_kernel_cuda" in k.name]
+    assert copies and all(k.kernel_id in ids for k in copies)
+    assert "const T1 &" in next(k.name for k in nsys.kernels if k.kernel_id == copies[0].kernel_id)
+    shape_free = [k for k in torch.kernels if k.extra.get("kind") == "kernel" and not k.short_name.startswith(
+        ("flash_", "nvjet", "softmax"))]
+    assert shape_free and all(k.kernel_id in ids for k in shape_free)
