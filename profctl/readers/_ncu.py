@@ -8,6 +8,7 @@ differ between the two formats of one report; the tests compare them on the shar
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -270,9 +271,10 @@ def parse_number(text: str) -> float | None:
     if not t or not any(c.isdigit() for c in t) or not _NUM_RE.match(t):
         return None
     try:
-        return float(t.replace(",", ""))
+        v = float(t.replace(",", ""))
     except ValueError:
         return None
+    return v if math.isfinite(v) else None  # '1e999' is a damaged cell, not a number
 
 
 # ------------------------------------------------------------ container

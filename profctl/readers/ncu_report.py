@@ -1,12 +1,14 @@
-"""Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary, through NVIDIA's ``ncu_report``
-module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines without a GPU
-or ncu. The container is checked first (truncation, a writer newer than the reader), because the library loads a
-truncated file silently. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
+"""Read an Nsight Compute report (.ncu-rep, or gzip/xz-compressed) into a Summary, through NVIDIA's
+``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines
+without a GPU or ncu. The container is checked first (truncation, a writer newer than the reader), because the
+library loads a truncated file silently; the library then runs in a child process, because some damaged reports
+make it abort. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
 (``ncu --import``) for the raw CSV page and reads that.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,7 @@ def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = Tr
 def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
     """The launches of `rep`, read by ncu_report in a child process (see :func:`read_launches`)."""
     import json
+    import os
     import signal
     import sys
     import tempfile
@@ -98,11 +101,14 @@ def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
     from profctl.errors import ToolFailed
     from profctl.readers._ncu_child import launch_from_dict
 
+    # the child imports this very profctl, however the parent found it (installed, PYTHONPATH, sys.path)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     with tempfile.TemporaryDirectory(prefix="profctl-ncu-read-") as td:
         out, log = Path(td) / "launches.json", Path(td) / "child.log"
         try:
             res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown)],
-                           log=log, timeout_s=CHILD_TIMEOUT_S, check=False)
+                           log=log, timeout_s=CHILD_TIMEOUT_S, check=False, env=env)
         except ToolFailed as e:  # a timeout
             raise BadReport(f"{shown}: ncu_report did not finish reading it in {CHILD_TIMEOUT_S:.0f} s") from e
         try:
@@ -166,7 +172,7 @@ def _launch(mod: Any, a: Any, idx: int) -> Launch:
             continue
         kind = m.kind()
         v = m.as_double() if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT) else m.as_uint64()
-        if not isinstance(v, (int, float)) or v != v:
+        if not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             continue
         val, unit = to_base(float(v), _text(m.unit()))
         ln.metrics[str(mname)] = val

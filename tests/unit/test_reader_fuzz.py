@@ -216,6 +216,7 @@ def csv_structured(raw: bytes, details: bytes, cmdline: bytes) -> Iterator[Mutat
     yield "BOM", b"\xef\xbb\xbf" + raw
     yield "non-numeric IDs", raw.replace(b'\n"0",', b'\n"zero",', 1)
     yield "values NaN and inf", raw.replace(b'"3,', b'"nan', 5).replace(b'"4,', b'"inf', 5)
+    yield "values out of range", raw.replace(b'"1,980,000"', b'"1e999"').replace(b'"5,120"', b'"-1e999"')
     yield "a huge field", header.encode() + b'"0","' + b"9" * (2 << 20) + b'"\n'
     yield "durations all zero", cmdline.replace(b'"ns","', b'"ns","0",  "')
 
