@@ -111,17 +111,29 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
                         "(profctl report shows them as the backend comparison)")
     mod = importlib.import_module(_READERS[kind])
     try:
-        if kind == "nsys-sqlite":
-            return _read_unpacked(p, mod, **options)
-        summary: Summary = mod.read(p, **options)
+        summary: Summary = _read_unpacked(p, mod, **options) if kind == "nsys-sqlite" else mod.read(p, **options)
     except ProfctlError:
         raise
     except RecursionError:
         raise BadReport(f"{p}: nested too deeply to be read") from None
-    except Exception as e:
+    except Exception as e:  # no report may end in a traceback
         raise ReaderFault(f"{p}: cannot be read ({type(e).__name__}: {str(e)[:160]}); the file is damaged in a way "
                           "profctl does not recognise") from None
+    _say_when_empty_or_zero(summary)
     return summary
+
+
+def _say_when_empty_or_zero(s: Summary) -> None:
+    """The checks every format shares: a summary with no kernels and no CPU ops, or whose kernels all took 0 ns,
+    says so in ``meta["warnings"]`` (a reader may have said it already, in its own words)."""
+    from profctl.schema import warn
+
+    said = " ".join(s.warnings)
+    kernels = [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel"]
+    if not s.kernels and not s.cpu_ops and not said:
+        warn(s.meta, "the report holds no kernels and no CPU ops")
+    elif kernels and not any(k.total_ns for k in kernels) and "kernel times are 0" not in said:
+        warn(s.meta, "every kernel's time is 0: kernel times are 0 in this report")
 
 
 def _read_unpacked(p: Path, mod: Any, **options: Any) -> Summary:

@@ -230,3 +230,16 @@ def test_old_summary_json_still_reads(tmp_path: Path) -> None:
     p.write_text(json.dumps(d))
     s = read(p)
     assert s.kernels[0].kernel_id == "k<1>" and s.cpu_ops == ()
+
+
+def test_zero_kernel_times_are_said_for_every_format(data_file: Get, tmp_path: Path) -> None:
+    """A trace whose kernels all took 0 ns reads, with a warning (the check every reader shares)."""
+    d = json.loads(data_file("nvtx_mixed_torch.json").read_text())
+    for e in d["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["dur"] = 0
+    p = tmp_path / "zero.json"
+    p.write_text(json.dumps(d))
+    s = read(p)
+    assert s.kernels and any("kernel times are 0" in w for w in s.warnings)
+    assert not any("kernel times are 0" in w for w in read(data_file("nvtx_mixed_torch.json")).warnings)
