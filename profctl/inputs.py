@@ -199,9 +199,10 @@ def device_of(inp: Input) -> str | None:
 def _read_nsys_rep(p: Path, **options: Any) -> Summary:
     """A fresh .sqlite beside the report, else an export by nsys into a temporary folder."""
     from profctl.readers import nsys_sqlite
+    from profctl.readers._compressed import plain_name
     from profctl.tools import nsys as tool
 
-    beside = p.with_suffix(".sqlite")
+    beside = p.with_name(Path(plain_name(p)).stem + ".sqlite")
     if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
         return nsys_sqlite.read(beside, **options)
     try:
@@ -210,9 +211,12 @@ def _read_nsys_rep(p: Path, **options: Any) -> Summary:
         raise ToolNotFound(f"{p}: reading an .nsys-rep needs nsys to export it to SQLite, and {e.message}",
                            hint="export it where nsys is installed (nsys export --type sqlite FILE.nsys-rep) and "
                                 "pass the .sqlite") from None
+    from profctl.readers._compressed import plain_copy
+
     tmp = Path(tempfile.mkdtemp(prefix="profctl-nsys-"))
-    out = tmp / (p.stem + ".sqlite")
-    tool.export_sqlite(exe, p, out, log=tmp / "export.log")  # on failure the folder stays, with its log
+    out = tmp / (Path(plain_name(p)).stem + ".sqlite")
+    with plain_copy(p, default_name="report.nsys-rep") as rep:  # an .nsys-rep.gz: nsys reads it decompressed
+        tool.export_sqlite(exe, rep, out, log=tmp / "export.log")  # on failure the folder stays, with its log
     try:
         s = nsys_sqlite.read(out, **options)
     finally:

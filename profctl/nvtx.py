@@ -14,13 +14,15 @@ bracketed by cudaProfilerStart/Stop, for capture ranges. docs/nvtx.md has the de
 
 A *path* is one domain's push/pop stack, outermost first, written as ncu's filter syntax writes it:
 ``domain@outer/inner/leaf`` (no ``domain@`` for the default domain); several domains are joined with `` | ``.
+The *canonical path* of a launch (:func:`canonical_path`, docs/summary-schema.md) is what every reader writes in
+``nvtx_range``: every domain's push/pop stack and its open start/end ranges (``domain@~text``), in one order.
 No dependencies: profctl builds filters without importing torch.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -52,6 +54,57 @@ def join_path(domain: str | None, ranges: Sequence[str]) -> str:
     if not domain or domain == DEFAULT_DOMAIN:
         return body
     return f"{domain}@{body}"
+
+
+START_END = "~"
+
+
+def domain_key(domain: str | None) -> str:
+    """'' for the default domain (None, '', ``<default domain>``), else the domain's name."""
+    return "" if not domain or domain == DEFAULT_DOMAIN else str(domain)
+
+
+def canonical_parts(push_pop: Mapping[str, Sequence[str]],
+                    start_end: Mapping[str, Iterable[str]] | None = None) -> tuple[str, ...]:
+    """The parts of a canonical path (see :func:`canonical_path`), in order."""
+    doms: dict[str, tuple[list[str], set[str]]] = {}
+    for d, stack in push_pop.items():
+        doms.setdefault(domain_key(d), ([], set()))[0].extend(str(x) for x in stack)
+    for d, names in (start_end or {}).items():
+        doms.setdefault(domain_key(d), ([], set()))[1].update(str(x) for x in names)
+    out: list[str] = []
+    for d in sorted(doms, key=lambda x: (x != "", x)):
+        stack, se = doms[d]
+        if stack:
+            out.append(join_path(d, stack))
+        out += [join_path(d, [START_END + x]) for x in sorted(se)]
+    return tuple(out)
+
+
+def canonical_path(push_pop: Mapping[str, Sequence[str]],
+                   start_end: Mapping[str, Iterable[str]] | None = None) -> str | None:
+    """The one NVTX path every reader writes for a launch (None when no range was open).
+
+    `push_pop` maps a domain ('' or ``<default domain>`` for the default one) to its push/pop stack on the
+    launching thread, outermost first; `start_end` a domain to the start/end ranges open at the launch (any
+    thread). Domains in order: the default domain first, then the others by name; per domain its push/pop stack
+    ``domain@outer/inner`` and then each open start/end range ``domain@~text``, by text (no report keeps their
+    start order). The default domain has no ``domain@`` prefix; parts are joined with `` | ``.
+    Example: ``outer | ~step 0 | attnbench@attention[fa4]/scale | attnbench@~epoch 1``.
+    """
+    return PATH_SEP.join(canonical_parts(push_pop, start_end)) or None
+
+
+def split_canonical(path: str | None) -> list[tuple[str, str, list[str]]]:
+    """The inverse of :func:`canonical_path`: (domain or '', 'push_pop' or 'start_end', ranges) per part."""
+    out: list[tuple[str, str, list[str]]] = []
+    for part in (path or "").split(PATH_SEP) if path else []:
+        dom, ranges = split_path(part)
+        if len(ranges) == 1 and ranges[0].startswith(START_END):
+            out.append((dom or "", "start_end", [ranges[0][len(START_END):]]))
+        else:
+            out.append((dom or "", "push_pop", ranges))
+    return out
 
 
 def split_path(path: str | None) -> tuple[str | None, list[str]]:
@@ -108,7 +161,7 @@ def _parse_one(text: str) -> RangeKey | None:
     s = _DOMAIN_RX.sub("", text, count=1)
     backend = pass_ = shape = phase = None
     it: int | None = None
-    for c in (c for c in s.split("/") if c):
+    for c in (c.removeprefix(START_END) for c in s.split("/") if c):
         m = _CASE_RX.match(c)
         if m:
             backend, shape = canonical_backend(m["b"]), m["s"]

@@ -14,11 +14,16 @@ Where the group comes from:
 Backend names are made canonical (``naive`` -> eager, ``sdpa_mem_eff`` -> sdpa-efficient, ...; profctl.spec).
 
 How kernels are matched (names differ between tools: nsys and ncu write ``(int)128``, ``(bool)0``,
-``<unnamed>``, ``[lambda() (instance 1)]``; torch writes ``128``, ``false``, ``(anonymous namespace)``,
-``{lambda()#1}``; ncu may print only the base name), in order:
-  1. exact: profctl.kernels.match_key, the demangled name with those spellings made equal;
-  2. loose: profctl.kernels.loose_key, the match key cut before its first ``(`` (a lambda's signature);
-  3. base: the base function name, pairing several same-named kernels by nearest per-launch duration.
+``<unnamed>``, ``[lambda() (instance 1)]`` and ``T1`` placeholders; torch writes ``128``, ``false``,
+``(anonymous namespace)``, ``{lambda()#1}`` and spells parameters out; ncu's CSV drops namespaces or prints only
+the base name), in order:
+  1. exact: profctl.kernels.kernel_id, the canonical identity (every reader writes it in ``KernelRow.kernel_id``);
+  2. loose: profctl.kernels.loose_key, the identity with template arguments below the first level emptied;
+  3. base: profctl.kernels.base_key, the base function name (with its template arguments for generic CUTLASS
+     names), pairing several same-named kernels by nearest per-launch duration.
+How each tool's row was matched is kept per joined kernel (``JoinedKernel.matches``, tool -> exact/loose/base;
+``match`` is the weakest of them, ``only`` for a kernel one tool saw), so an output can say when a match was not
+exact.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl.kernels import base_name, display_name, loose_key, match_key
+from profctl.kernels import base_key, display_name, loose_key, match_key
 from profctl.nvtx import RangeKey, parse_range
-from profctl.schema import KernelRow, Summary
+from profctl.schema import KernelRow, Summary, timed_rows
 from profctl.shapes import key_of_row, label_of_key, sort_key
 from profctl.spec import canonical_backend
 
@@ -67,7 +72,8 @@ class JoinedKernel:
     kernel_class: str
     key: str
     tools: dict[str, ToolKernel] = field(default_factory=dict)
-    match: str = "only"  # how the tools were matched: exact, loose, base, only
+    match: str = "only"  # how the tools were matched: exact, loose, base (the weakest), only (one tool)
+    matches: dict[str, str] = field(default_factory=dict)  # tool -> how its row met the first tool's
 
     def time_ns(self, prefer: Sequence[str] = TOOL_ORDER) -> float | None:
         """Per-iteration time from the first tool in `prefer` that saw it (timelines before ncu's replay)."""
@@ -172,14 +178,9 @@ class _Placed:
     weight: float = 1.0  # share of the row's time in this pass (a torch row split over passes)
 
 
-def _kernel_rows(s: Summary) -> list[KernelRow]:
-    return [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel" and k.kernel_class not in
-            ("memcpy", "memset")]
-
-
 def place(s: Summary, notes: list[str]) -> list[_Placed]:
     """Each kernel row of `s` in its (backend, pass, shape) group; rows no range or op places are left out."""
-    rows = _kernel_rows(s)
+    rows = timed_rows(s)
     tool = s.sources[0].tool if s.sources else (rows[0].tool if rows else "?")
     ranged: list[tuple[KernelRow, RangeKey]] = []
     for k in rows:
@@ -310,13 +311,14 @@ def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) ->
                 m, how = _find(merged, tk)
                 if m is None:
                     merged.append(JoinedKernel(backend, pass_, shape, tk.name, display_name(tk.name), tk.kernel_class,
-                                               match_key(tk.name), {tk.tool: tk}, "only"))
+                                               match_key(tk.name), {tk.tool: tk}, "only", {tk.tool: "exact"}))
                     continue
                 if tk.tool in m.tools:  # a second report of the same tool (e.g. two ncu recipes): add metrics
                     for k, v in tk.metrics.items():
                         m.tools[tk.tool].metrics.setdefault(k, v)
                 else:
                     m.tools[tk.tool] = tk
+                    m.matches[tk.tool] = how
                 m.match = how if m.match in ("only", "exact") or how == "base" else m.match
         out += merged
     return out
@@ -324,7 +326,7 @@ def _match(groups: dict[tuple[str, str, str | None], list[list[ToolKernel]]]) ->
 
 def _find(merged: list[JoinedKernel], tk: ToolKernel) -> tuple[JoinedKernel | None, str]:
     """The merged kernel `tk` is, by exact key, loose key, then base name (nearest per-launch time)."""
-    k, lk, bn = match_key(tk.name), loose_key(tk.name), base_name(tk.name)
+    k, lk, bn = match_key(tk.name), loose_key(tk.name), base_key(tk.name)
 
     def free(m: JoinedKernel) -> bool:
         return tk.tool not in m.tools or tk.tool == "ncu"
@@ -333,7 +335,7 @@ def _find(merged: list[JoinedKernel], tk: ToolKernel) -> tuple[JoinedKernel | No
         cands = [m for m in merged if test(m) and (free(m) or m.tools.get(tk.tool, tk).name == tk.name)]
         if cands:
             return cands[0], how
-    cands = [m for m in merged if base_name(m.name) == bn and tk.tool not in m.tools]
+    cands = [m for m in merged if base_key(m.name) == bn and tk.tool not in m.tools]
     if not cands:
         return None, "only"
 

@@ -503,9 +503,10 @@ def _clock_check(rr: RowResult, b: dict[str, Any], n: dict[str, Any], threshold:
 def _summary_index(s: Any) -> dict[tuple[str, str], dict[str, Any]]:
     """(match key, NVTX range) -> median and count; duplicates (merged summaries) combine count-weighted."""
     from profctl.kernels import match_key
+    from profctl.schema import timed_rows
 
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for k in s.kernels:
+    for k in timed_rows(s):
         key = (match_key(k.name), k.nvtx_range or "")
         cur = out.get(key)
         if cur is None:

@@ -41,14 +41,21 @@ def range_names(s: Summary, limit: int = 12) -> list[str]:
     seen: dict[str, None] = {}
     for r in s.ranges:
         seen.setdefault(f"{r.domain}@{r.name}" if r.domain else r.name)
-    for k in s.kernels:
-        for d, rng in _components(k.nvtx_range or ""):
+    for path in [k.nvtx_range for k in s.kernels] + [c.nvtx_range for c in s.cpu_ops]:
+        for d, rng in _components(path or ""):
             seen.setdefault(f"{d}@{rng}" if d else rng)
     return list(seen)[:limit]
 
 
 def within_range(s: Summary, name: str) -> Summary:
-    """The kernel rows launched inside range `name` (the summary must have been read by range), the range
-    table kept whole. Empty kernels when nothing matched: the caller says which ranges were seen."""
+    """The kernel rows launched inside range `name` (the summary must have been read by range) and the CPU ops
+    run inside it, the range table kept whole. Empty when nothing matched (`is_empty`): the caller says which
+    ranges were seen."""
     kernels = tuple(k for k in s.kernels if names_range(k.nvtx_range, name))
-    return replace(s, kernels=kernels, meta={**s.meta, "range": name})
+    cpu = tuple(c for c in s.cpu_ops if names_range(c.nvtx_range, name))
+    return replace(s, kernels=kernels, cpu_ops=cpu, meta={**s.meta, "range": name})
+
+
+def is_empty(s: Summary) -> bool:
+    """Nothing timed: no kernel and no CPU op."""
+    return not s.kernels and not s.cpu_ops

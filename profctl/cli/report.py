@@ -18,6 +18,7 @@ from profctl.cli._common import (
     guard,
     note,
     typed_flags,
+    warn,
 )
 from profctl.cli._executors import by_gpu_option
 
@@ -153,6 +154,9 @@ def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, outp
     for s in summaries:
         for n in s.meta.get("notes", []):
             note(f"note: {n}")
+        for w in s.warnings:
+            if w not in s.meta.get("notes", []):  # said once, as a note
+                warn(w)
     if format == "table" and output is not None:
         con, buf = text_console()
         render(concat(summaries), format, limit=limit or None, con=con)

@@ -18,6 +18,7 @@ from profctl.cli._common import (
     note,
     target_of,
     validate_workload,
+    warn,
     workload_options,
 )
 from profctl.cli._executors import executor_options
@@ -64,6 +65,9 @@ def torch_cmd(
     res = pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")
+    for w in res.summary.warnings:
+        if w not in res.notes:  # said once, as a note
+            warn(w)
     text = render(res.summary, format, limit=limit or None)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")

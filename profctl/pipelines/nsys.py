@@ -189,7 +189,7 @@ def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
     """The unified summary of the export: the cudaProfilerStart/Stop window only unless --all-work or no
     capture range; with `range`, only the kernels launched inside that NVTX range (NothingMatched naming the
     ranges seen when there are none)."""
-    from profctl.analysis.select import range_names, within_range
+    from profctl.analysis.select import is_empty, range_names, within_range
     from profctl.readers import nsys_sqlite
 
     window = None if (req.all_work or capture == "none") else "profiler-api"
@@ -198,7 +198,7 @@ def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
     if req.range is None:
         return s
     sel = within_range(s, req.range)
-    if not sel.kernels:
+    if is_empty(sel):
         seen = range_names(s)
         raise NothingMatched(f"no kernel was launched inside an NVTX range named {req.range!r}; ranges seen: "
                              f"{', '.join(seen) or 'none (did the program push any?)'}")

@@ -171,10 +171,10 @@ def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOpti
 
 
 def _within(s: Summary, name: str) -> Summary:
-    from profctl.analysis.select import range_names, within_range
+    from profctl.analysis.select import is_empty, range_names, within_range
 
     sel = within_range(s, name)
-    if not sel.kernels:
+    if is_empty(sel):
         raise NothingMatched(f"nothing ran inside a range named {name!r}; ranges seen: "
                              f"{', '.join(range_names(s)) or 'none'}")
     return sel

@@ -9,25 +9,30 @@
 | profctl summary JSON                 | profctl.schema.Summary         |
 | profctl bench rows (JSON list)       | profctl.readers.bench_json     |
 
+Every format may also be gzip- or xz-compressed (profctl.readers._compressed), found by content.
+
 Readers read files and nothing else: they never run a tool. A format that needs one first (an .nsys-rep is
 exported to SQLite by nsys; an .ncu-rep without the ncu_report module is exported to CSV by ncu) is handled by
 profctl.inputs, which every command and the Python API read through. Every reader opens users' files read-only
-and raises BadReport with one line for anything it cannot read.
+and raises BadReport with one line for anything it cannot read; what a reader does not name becomes a one-line
+ReaderFault here, never a traceback (tests/unit/test_reader_fuzz.py). Every reader writes the same kernel identity
+(profctl.kernels.kernel_id) and NVTX path (profctl.nvtx.canonical_path); docs/summary-schema.md.
 """
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport
-from profctl.schema import SCHEMA_ID, Summary
+from profctl.errors import BadReport, ProfctlError
+from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
+from profctl.schema import SCHEMA_ID, Summary, validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
+NCU_REP_MAGIC = b"NVR\x00"
+__all__ = ["GZIP_MAGIC", "NeedsTool", "ReaderFault", "read", "sniff"]
 
 
 def sniff(path: Path) -> str:
@@ -44,21 +49,17 @@ def sniff(path: Path) -> str:
     if not head:
         raise BadReport(f"{path}: empty file")
     name = path.name.lower()
+    if compression(head):
+        name = plain_name(Path(name))
+        head = read_head(path)
+        if not head:
+            raise BadReport(f"{path}: empty once decompressed")
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     if name.endswith(".nsys-rep") or name.endswith(".qdrep"):
         return "nsys-rep"
-    if name.endswith(".ncu-rep") or name.endswith(".ncu-rep.gz"):
+    if name.endswith(".ncu-rep") or head.startswith(NCU_REP_MAGIC):
         return "ncu-rep"
-    if head.startswith(GZIP_MAGIC):
-        try:
-            with gzip.open(path, "rb") as g:
-                inner = g.read(4096)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{path}: gzip file that cannot be read ({e})") from None
-        if inner.startswith(SQLITE_MAGIC):
-            return "nsys-sqlite"
-        return _sniff_text(path, inner)
     return _sniff_text(path, head)
 
 
@@ -73,7 +74,7 @@ def _sniff_text(path: Path, head: bytes) -> str:
     first = text.splitlines()[0] if text else ""
     if first.startswith('"ID"') or first.startswith('"Process ID"') or "Kernel Name" in first:
         return "ncu-csv"
-    if text.startswith("==PROF==") or "==PROF==" in text[:200]:
+    if text.startswith("==PROF==") or "==PROF==" in text[:200] or '\n"ID","Process ID"' in text:
         return "ncu-csv"
     raise BadReport(f"{path}: not a report profctl knows (nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, "
                     "torch.profiler .json[.gz], or a profctl summary)")
@@ -81,6 +82,11 @@ def _sniff_text(path: Path, head: bytes) -> str:
 
 class NeedsTool(BadReport):
     """A report that must be converted by its tool before a reader can read it (an .nsys-rep)."""
+
+
+class ReaderFault(BadReport):
+    """A report that made a reader fail in a way it does not name: still one line for the user, never a
+    traceback (the fuzz tests require that no damaged report of theirs ends here)."""
 
 
 _READERS = {
@@ -104,40 +110,67 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
         raise BadReport(f"{p}: bench rows, not a kernel report: they have no per-kernel summary "
                         "(profctl report shows them as the backend comparison)")
     mod = importlib.import_module(_READERS[kind])
-    if kind == "nsys-sqlite" and _is_gzip(p):
-        return _read_gunzipped(p, mod, **options)
-    summary: Summary = mod.read(p, **options)
+    try:
+        summary: Summary = _read_unpacked(p, mod, **options) if kind == "nsys-sqlite" else mod.read(p, **options)
+    except ProfctlError:
+        raise
+    except RecursionError:
+        raise BadReport(f"{p}: nested too deeply to be read") from None
+    except Exception as e:  # no report may end in a traceback
+        raise ReaderFault(f"{p}: cannot be read ({type(e).__name__}: {str(e)[:160]}); the file is damaged in a way "
+                          "profctl does not recognise") from None
+    _say_when_empty_or_zero(summary)
     return summary
 
 
-def _is_gzip(p: Path) -> bool:
-    with open(p, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
+def _say_when_empty_or_zero(s: Summary) -> None:
+    """The checks every format shares: a summary with no kernels and no CPU ops, or whose kernels all took 0 ns,
+    says so in ``meta["warnings"]`` (a reader may have said it already, in its own words)."""
+    from profctl.schema import warn
+
+    said = " ".join(s.warnings)
+    kernels = [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel"]
+    if not s.kernels and not s.cpu_ops and not said:
+        warn(s.meta, "the report holds no kernels and no CPU ops")
+    elif kernels and not any(k.total_ns for k in kernels) and "kernel times are 0" not in said:
+        warn(s.meta, "every kernel's time is 0: kernel times are 0 in this report")
 
 
-def _read_gunzipped(p: Path, mod: Any, **options: Any) -> Summary:
-    """SQLite reads a file in place: a ``.sqlite.gz`` is decompressed into a temporary directory first (the
-    user's file untouched); the summary names the file the user gave."""
+def _read_unpacked(p: Path, mod: Any, **options: Any) -> Summary:
+    """SQLite reads a file in place: a ``.sqlite.gz``/``.xz`` is decompressed into a temporary directory first
+    (the user's file untouched); the summary names the file the user gave."""
     import dataclasses
-    import shutil
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="profctl-gz-") as td:
-        plain = Path(td) / (p.name[:-3] if p.name.endswith(".gz") else p.name)
-        try:
-            with gzip.open(p, "rb") as fi, open(plain, "wb") as fo:
-                shutil.copyfileobj(fi, fo, 1 << 20)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{p}: truncated or corrupt gzip file ({e})") from None
+    with plain_copy(p, default_name="report.sqlite") as plain:
         s: Summary = mod.read(plain, **options)
+    if plain == p:
+        return s
     sources = tuple(dataclasses.replace(x, path=str(p)) if x.path == str(plain) else x for x in s.sources)
     return dataclasses.replace(s, sources=sources)
 
 
+MAX_SUMMARY_BYTES = 1 << 30
+
+
 def _read_summary_json(p: Path) -> Summary:
-    opener: Any = gzip.open if p.read_bytes()[:2] == GZIP_MAGIC else open
     try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            return Summary.from_dict(json.load(f))
-    except (ValueError, TypeError, KeyError) as e:
-        raise BadReport(f"{p}: not a valid {SCHEMA_ID} document: {e}") from None
+        with open_bytes(p) as f:
+            raw = f.read(MAX_SUMMARY_BYTES + 1)
+    except DAMAGED as e:
+        raise BadReport(f"{p}: truncated or corrupt compressed file ({e})") from None
+    if len(raw) > MAX_SUMMARY_BYTES:
+        raise BadReport(f"{p}: a summary over {MAX_SUMMARY_BYTES >> 30} GiB; not read")
+    try:
+        s = Summary.from_dict(json.loads(raw.decode("utf-8"), parse_constant=_no_constant))
+        validate(s)
+    except RecursionError:
+        raise BadReport(f"{p}: JSON nested too deeply to be a {SCHEMA_ID} document") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise BadReport(f"{p}: not a valid {SCHEMA_ID} document: {str(e)[:200]}") from None
+    if not s.kernels and not s.cpu_ops and not s.warnings:
+        s.meta["warnings"] = ["the summary holds no kernels and no CPU ops"]
+    return s
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a summary may hold")

@@ -8,6 +8,7 @@ differ between the two formats of one report; the tests compare them on the shar
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -121,7 +122,7 @@ class Launch:
     name: str  # demangled name as the source prints it
     base_name: str  # the function's base name (ncu's default display name)
     mangled: str | None = None
-    nvtx: tuple[str, ...] = ()  # one path per domain, e.g. "profctl@case/measure/sdpa-flash.fwd"
+    nvtx: tuple[str, ...] = ()  # the parts of the canonical NVTX path (profctl.nvtx.canonical_path)
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     registers: int | None = None
@@ -136,6 +137,24 @@ class Launch:
     @property
     def nvtx_range(self) -> str | None:
         return " | ".join(self.nvtx) if self.nvtx else None
+
+    def set_nvtx(self, push_pop: dict[str, list[str]], start_end: dict[str, list[str]]) -> None:
+        """The launch's NVTX state -> the parts of its canonical path."""
+        from profctl.nvtx import canonical_parts
+
+        self.nvtx = canonical_parts(push_pop, start_end)
+
+    def set_name(self, name: str | None, mangled: str | None = None) -> None:
+        """The kernel's name as shown and keyed: demangled when the tool printed a mangled one, from the mangled
+        name when the tool printed only a generic base (``Kernel``); `base_name` follows unless the tool named
+        the function itself."""
+        from profctl.kernels import base_name, readable
+
+        raw = name.strip() if isinstance(name, str) else ""
+        self.mangled = mangled or (raw if raw.startswith("_Z") else None) or self.mangled
+        self.name = readable(raw, self.mangled)
+        if not self.base_name or self.base_name == raw:
+            self.base_name = base_name(self.name)
 
     @property
     def duration_ns(self) -> float | None:
@@ -252,9 +271,10 @@ def parse_number(text: str) -> float | None:
     if not t or not any(c.isdigit() for c in t) or not _NUM_RE.match(t):
         return None
     try:
-        return float(t.replace(",", ""))
+        v = float(t.replace(",", ""))
     except ValueError:
         return None
+    return v if math.isfinite(v) else None  # '1e999' is a damaged cell, not a number
 
 
 # ------------------------------------------------------------ container
@@ -393,79 +413,113 @@ def newer_than(report: str | None, reader: str | None) -> bool:
 def summarize(
     launches: Sequence[Launch], *, path: Path, tool_version: str | None, by_range: bool = True, reader: str
 ) -> Any:
-    """Group launches per (kernel, NVTX range) into a Summary: metrics averaged over launches, count =
-    launches, times from gpu__time_duration.sum (0 when the report did not collect it)."""
-    from profctl.kernels import classify, short_name
-    from profctl.schema import KernelRow, Source, Summary, durations_stats
+    """Group launches per (kernel identity, canonical NVTX path) into a Summary: metrics averaged over launches,
+    count = launches, times from gpu__time_duration.sum (0, with a warning, when the report did not collect it).
+    The group key is profctl.kernels.kernel_id, so a report and its CSV (which spell names differently) give
+    the same rows."""
+    from profctl.kernels import kernel_id
+    from profctl.schema import Source, Summary
 
+    if not launches:
+        raise BadReport(f"{path}: no profiled kernel launch in the report (ncu's filters matched nothing?)")
     groups: dict[tuple[str, str | None], list[Launch]] = {}
     for ln in sorted(launches, key=lambda x: x.id):
-        key = (ln.name, ln.nvtx_range if by_range else None)
+        key = (kernel_id(ln.name) or f"<unnamed launch {ln.id}>", ln.nvtx_range if by_range else None)
         groups.setdefault(key, []).append(ln)
-    rows = []
-    for (name, rng), ls in groups.items():
-        durs = [x.duration_ns for x in ls if x.duration_ns is not None]
-        st = durations_stats(durs)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        for x in ls:
-            for k, v in x.metrics.items():
-                sums[k] = sums.get(k, 0.0) + v
-                counts[k] = counts.get(k, 0) + 1
-        metrics = {k: sums[k] / counts[k] for k in sums}
-        first = ls[0]
-        units: dict[str, str] = {}
-        for x in ls:
-            units.update(x.units)
-        extra: dict[str, Any] = {
-            "base_name": first.base_name,
-            "ids": [x.id for x in ls],
-            "grid": list(first.grid) if first.grid else None,
-            "block": list(first.block) if first.block else None,
-            "registers": first.registers,
-            "shared_mem_bytes": first.shared_mem_bytes,
-            "units": units,
-        }
-        if first.mangled:
-            extra["mangled"] = first.mangled
-        if not by_range:
-            extra["nvtx_ranges"] = sorted({x.nvtx_range for x in ls if x.nvtx_range})
-        rules = _merge_rules(ls)
-        if rules:
-            extra["rules"] = rules
-        details = {k: v for x in ls for k, v in x.details.items()}
-        if details:
-            extra["details"] = details
-        rows.append(
-            KernelRow(
-                tool="ncu",
-                name=name,
-                short_name=short_name(first.base_name),
-                kernel_class=classify(name),
-                nvtx_range=rng,
-                count=len(ls),
-                total_ns=st["total_ns"],
-                avg_ns=st["avg_ns"],
-                med_ns=st["med_ns"],
-                min_ns=st["min_ns"],
-                max_ns=st["max_ns"],
-                std_ns=st["std_ns"],
-                metrics=metrics,
-                extra=extra,
-            )
-        )
-    devices = sorted({(x.device or "", x.cc or "") for x in launches})
+    rows = [_row(kid, rng, ls, by_range) for (kid, rng), ls in groups.items()]
     meta: dict[str, Any] = {
         "reader": reader,
         "launches": [x.identity() for x in sorted(launches, key=lambda x: x.id)],
     }
-    if devices:
-        meta["devices"] = [{"device": d, "cc": c} for d, c in devices]
+    _devices(launches, meta)
+    _check_launches(launches, meta)
     return Summary(
         sources=(Source(path=str(path), tool="ncu", tool_version=tool_version),),
         kernels=tuple(rows),
         meta=meta,
     )
+
+
+def _row(kid: str, rng: str | None, ls: list[Launch], by_range: bool) -> Any:
+    """One KernelRow from the launches of one kernel (in one range)."""
+    from profctl.kernels import classify, is_generic, short_name
+    from profctl.schema import KernelRow, durations_stats
+
+    first = ls[0]
+    name = first.name or kid
+    st = durations_stats([x.duration_ns for x in ls if x.duration_ns is not None])
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    units: dict[str, str] = {}
+    for x in ls:
+        units.update(x.units)
+        for k, v in x.metrics.items():
+            sums[k] = sums.get(k, 0.0) + v
+            counts[k] = counts.get(k, 0) + 1
+    extra: dict[str, Any] = {
+        "base_name": first.base_name,
+        "ids": [x.id for x in ls],
+        "grid": list(first.grid) if first.grid else None,
+        "block": list(first.block) if first.block else None,
+        "registers": first.registers,
+        "shared_mem_bytes": first.shared_mem_bytes,
+        "units": units,
+    }
+    if first.mangled:
+        extra["mangled"] = first.mangled
+    if not by_range:
+        extra["nvtx_ranges"] = sorted({x.nvtx_range for x in ls if x.nvtx_range})
+    rules = _merge_rules(ls)
+    if rules:
+        extra["rules"] = rules
+    details = {k: v for x in ls for k, v in x.details.items()}
+    if details:
+        extra["details"] = details
+    return KernelRow(
+        tool="ncu", name=name,
+        short_name=short_name(name if is_generic(first.base_name) or not first.base_name else first.base_name),
+        kernel_class=classify(name), nvtx_range=rng, count=len(ls), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
+        med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
+        metrics={k: sums[k] / counts[k] for k in sums}, extra=extra, kernel_id=kid)
+
+
+def _devices(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
+    """``meta["devices"]``: the GPU names the launches name (``device__attribute_display_name``, or a CSV's
+    ``Device`` column when it holds a name rather than an index); ``meta["device_info"]`` with the compute
+    capability."""
+    info: dict[tuple[str, str], None] = {}
+    for x in launches:
+        info[(x.device or "", x.cc or "")] = None
+    names = sorted({d for d, _ in info if d and not d.isdigit()})
+    if names:
+        meta["devices"] = names
+    elif any(d for d, _ in info):
+        from profctl.schema import warn
+
+        warn(meta, "the report names its GPU only by index (Device column); no peak figures without the model "
+                   "(the raw page's device__attribute_display_name, or the report itself, names it)")
+    if info:
+        meta["device_info"] = [{"name": d or None, "cc": c or None} for d, c in sorted(info)]
+
+
+def _check_launches(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
+    """Warnings for what would otherwise read silently wrong: no duration metric, all times zero, unnamed
+    launches."""
+    from profctl.schema import warn
+
+    durs = [x.duration_ns for x in launches]
+    if all(d is None for d in durs):
+        warn(meta, "no launch has gpu__time_duration.sum: kernel times are 0 (collect it, e.g. --metrics "
+                   "gpu__time_duration.sum or --section SpeedOfLight)")
+    elif not any(d for d in durs if d is not None):
+        warn(meta, "every launch's gpu__time_duration.sum is 0: kernel times are 0 (units not read?)")
+    elif any(d is None for d in durs):
+        n = sum(1 for d in durs if d is None)
+        warn(meta, f"{n} of {len(durs)} launches have no gpu__time_duration.sum: their time counts as 0")
+    unnamed = [x.id for x in launches if not x.name]
+    if unnamed:
+        warn(meta, f"{len(unnamed)} launch(es) without a kernel name (IDs {', '.join(map(str, unnamed[:5]))}"
+                   f"{', ...' if len(unnamed) > 5 else ''})")
 
 
 def _merge_rules(ls: Sequence[Launch]) -> list[dict[str, Any]]:

@@ -3,14 +3,13 @@ one reader every command uses for them (report, compare, show, the Python API)."
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.readers._compressed import DAMAGED, open_bytes
 
-GZIP_MAGIC = b"\x1f\x8b"
 #: the fields a row must have to be placed in a table (its case): an attention row, a model row
 REQUIRED = ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "pass")
 REQUIRED_MODEL = ("backend", "model", "mode", "batch", "seqlen", "dtype")
@@ -19,12 +18,9 @@ REQUIRED_MODEL = ("backend", "model", "mode", "batch", "seqlen", "dtype")
 def looks_like(path: Path) -> bool:
     """A JSON list of rows with a backend and a status (a cheap look at the first 4 KiB)."""
     try:
-        with open(path, "rb") as f:
+        with open_bytes(path) as f:
             head = f.read(4096)
-        if head[:2] == GZIP_MAGIC:
-            with gzip.open(path, "rb") as g:
-                head = g.read(4096)
-    except (OSError, EOFError):
+    except (*DAMAGED, BadReport):
         return False
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff").lstrip()
     return text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text)
@@ -35,12 +31,13 @@ def read(path: str | Path, *, strict: bool = True) -> list[dict[str, Any]]:
     case field (REQUIRED) in every row."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
-        if raw[:2] == GZIP_MAGIC:
-            raw = gzip.decompress(raw)
+        with open_bytes(p) as f:
+            raw = f.read()
         rows = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, EOFError, UnicodeDecodeError) as e:
-        raise BadReport(f"{p}: not a readable bench JSON file: {e}") from None
+    except RecursionError:
+        raise BadReport(f"{p}: JSON nested too deeply to be bench rows") from None
+    except (*DAMAGED, ValueError, UnicodeDecodeError) as e:
+        raise BadReport(f"{p}: not a readable bench JSON file: {str(e)[:200]}") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "backend" in r for r in rows):
         raise BadReport(f"{p}: a bench JSON file is a list of rows (profctl bench --json)")
     if strict:

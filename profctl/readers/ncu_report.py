@@ -1,19 +1,19 @@
-"""Read an Nsight Compute report (.ncu-rep, or .ncu-rep.gz) into a Summary, through NVIDIA's ``ncu_report``
-module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines without a GPU
-or ncu. The container is checked first (truncation, a writer newer than the reader), because the library loads a
-truncated file silently. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
+"""Read an Nsight Compute report (.ncu-rep, or gzip/xz-compressed) into a Summary, through NVIDIA's
+``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines
+without a GPU or ncu. The container is checked first (truncation, a writer newer than the reader), because the
+library loads a truncated file silently; the library then runs in a child process, because some damaged reports
+make it abort. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
 (``ncu --import``) for the raw CSV page and reads that.
 """
 
 from __future__ import annotations
 
-import gzip
-import tempfile
+import math
 from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
-from profctl.nvtx import join_path
+from profctl.readers._compressed import plain_copy
 from profctl.readers._ncu import (
     RULE_TYPES,
     SPEEDUP_TYPES,
@@ -24,8 +24,6 @@ from profctl.readers._ncu import (
     to_base,
 )
 from profctl.schema import Summary
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 class ReaderMissing(BadReport):
@@ -40,36 +38,12 @@ def read(path: str | Path, *, by_range: bool = True, **_: Any) -> Summary:
     return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
 
-class plain_report:
-    """Context manager: the report as an uncompressed file (a temporary copy for .gz; the original
+class plain_report(plain_copy):
+    """Context manager: the report as an uncompressed file (a temporary copy for .gz/.xz; the original
     untouched)."""
 
     def __init__(self, p: Path) -> None:
-        self.p = p
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Path:
-        try:
-            with open(self.p, "rb") as f:
-                head = f.read(2)
-        except OSError as e:
-            raise BadReport(f"{self.p}: cannot read: {e.strerror}") from None
-        if head != GZIP_MAGIC:
-            return self.p
-        self._tmp = tempfile.TemporaryDirectory(prefix="profctl-ncu-")
-        name = self.p.name[:-3] if self.p.name.endswith(".gz") else self.p.name + ".ncu-rep"
-        out = Path(self._tmp.name) / name
-        try:
-            with gzip.open(self.p, "rb") as fi, open(out, "wb") as fo:
-                while chunk := fi.read(1 << 20):
-                    fo.write(chunk)
-        except (OSError, EOFError) as e:
-            raise BadReport(f"{self.p}: truncated or corrupt gzip file ({e})") from None
-        return out
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        super().__init__(p, default_name=p.name + ".ncu-rep")
 
 
 def module_version() -> str | None:
@@ -86,22 +60,77 @@ def module_version() -> str | None:
     return None
 
 
-def read_launches(rep: Path, *, shown_as: Path | None = None) -> tuple[list[Launch], str | None, str]:
-    """(launches, version of the ncu that wrote the report, which reader read it)."""
+def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = True
+                  ) -> tuple[list[Launch], str | None, str]:
+    """(launches, version of the ncu that wrote the report, which reader read it).
+
+    ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check failed``,
+    seen by tests/unit/test_reader_fuzz.py). So it runs in a child Python (`isolate`, profctl.readers._ncu_child)
+    and its abort becomes a one-line BadReport; the launches come back as JSON.
+    """
+    import importlib.util
+
     shown = shown_as or rep
     info = check_rep(rep)
-    try:
-        import ncu_report as mod
-    except ImportError:
-        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'"
-                            ) from None
+    if importlib.util.find_spec("ncu_report") is None:
+        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
     reader_version = module_version()
     if newer_than(info.tool_version, reader_version):
         raise BadReport(
             f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
             f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
         )
-    return _read_with_module(mod, rep, shown), info.tool_version, f"ncu_report {reader_version or '?'}"
+    if isolate:
+        launches = _read_in_child(rep, shown)
+    else:
+        import ncu_report as mod
+
+        launches = _read_with_module(mod, rep, shown)
+    return launches, info.tool_version, f"ncu_report {reader_version or '?'}"
+
+
+def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
+    """The launches of `rep`, read by ncu_report in a child process (see :func:`read_launches`)."""
+    import json
+    import os
+    import signal
+    import sys
+    import tempfile
+
+    from profctl import proc
+    from profctl.errors import ToolFailed
+    from profctl.readers._ncu_child import launch_from_dict
+
+    # the child imports this very profctl, however the parent found it (installed, PYTHONPATH, sys.path)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    with tempfile.TemporaryDirectory(prefix="profctl-ncu-read-") as td:
+        out, log = Path(td) / "launches.json", Path(td) / "child.log"
+        try:
+            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown)],
+                           log=log, timeout_s=CHILD_TIMEOUT_S, check=False, env=env)
+        except ToolFailed as e:  # a timeout
+            raise BadReport(f"{shown}: ncu_report did not finish reading it in {CHILD_TIMEOUT_S:.0f} s") from e
+        try:
+            doc = json.loads(out.read_text()) if out.exists() else None
+        except ValueError:
+            doc = None
+        if res.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get("launches"), list):
+            return [launch_from_dict(d) for d in doc["launches"]]
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+            raise BadReport(doc["error"])
+        rc = res.returncode
+        how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.Signals._value2member_map_
+               else f"exit status {rc}")
+        text = res.log_text(8000)
+        tail = next((ln.strip() for ln in reversed(text.splitlines()) if "Check failed" in ln or "rror" in ln),
+                    proc.last_line(text))
+        raise BadReport(f"{shown}: ncu_report stopped reading it ({how}{': ' + tail[:160] if tail else ''}): a "
+                        "damaged report")
+
+
+#: how long the child reading a report may take (ncu_report reads large reports slowly)
+CHILD_TIMEOUT_S = 1800.0
 
 
 # ------------------------------------------------------------ ncu_report
@@ -112,68 +141,67 @@ def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
         raise BadReport(
             f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
         ) from None
-    IAction, IMetric = mod.IAction, mod.IMetric
-    numeric = {
-        IMetric.ValueKind_DOUBLE,
-        IMetric.ValueKind_FLOAT,
-        IMetric.ValueKind_UINT32,
-        IMetric.ValueKind_UINT64,
-    }
     launches: list[Launch] = []
-    idx = 0
-    for ri in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(ri)
-        for ai in range(rng.num_actions()):
-            a = rng.action_by_idx(ai)
-            ln = Launch(
-                id=idx,
-                name=a.name(IAction.NameBase_DEMANGLED),
-                base_name=a.name(IAction.NameBase_FUNCTION),
-                mangled=a.name(IAction.NameBase_MANGLED) or None,
-            )
-            idx += 1
-            for mname in a.metric_names():
-                m = a.metric_by_name(mname)
-                if m is None:
-                    continue
-                kind = m.kind()
-                if kind not in numeric:
-                    continue
-                v = (
-                    m.as_double()
-                    if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT)
-                    else m.as_uint64()
-                )
-                val, unit = to_base(float(v), m.unit())
-                ln.metrics[mname] = val
-                if unit:
-                    ln.units[mname] = unit
-            ln.nvtx = _nvtx(a)
-            dev = a.metric_by_name("device__attribute_display_name")
-            ln.device = dev.as_string() if dev is not None else None
-            ma = ln.metrics.get("device__attribute_compute_capability_major")
-            mi = ln.metrics.get("device__attribute_compute_capability_minor")
-            ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
-            ln.rules = _rules(a)
-            ln.fill_launch_fields()
-            launches.append(ln)
+    try:
+        for ri in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(ri)
+            for ai in range(rng.num_actions()):
+                launches.append(_launch(mod, rng.action_by_idx(ai), len(launches)))
+    except BadReport:
+        raise
+    except Exception as e:  # a damaged result the container check could not see
+        raise BadReport(f"{shown}: ncu_report fails on launch {len(launches)} ({type(e).__name__}: "
+                        f"{str(e).strip()[:120]})") from None
     return launches
 
 
-def _nvtx(a: Any) -> tuple[str, ...]:
+def _text(x: Any) -> str:
+    """A name the SWIG layer returned: None (an unreadable name) and non-strings become ''."""
+    return x.strip() if isinstance(x, str) else ""
+
+
+def _launch(mod: Any, a: Any, idx: int) -> Launch:
+    IAction, IMetric = mod.IAction, mod.IMetric
+    numeric = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT, IMetric.ValueKind_UINT32,
+               IMetric.ValueKind_UINT64}
+    ln = Launch(id=idx, name="", base_name=_text(a.name(IAction.NameBase_FUNCTION)))
+    ln.set_name(_text(a.name(IAction.NameBase_DEMANGLED)), _text(a.name(IAction.NameBase_MANGLED)) or None)
+    for mname in a.metric_names() or ():
+        m = a.metric_by_name(mname)
+        if m is None or m.kind() not in numeric:
+            continue
+        kind = m.kind()
+        v = m.as_double() if kind in (IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT) else m.as_uint64()
+        if not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+            continue
+        val, unit = to_base(float(v), _text(m.unit()))
+        ln.metrics[str(mname)] = val
+        if unit:
+            ln.units[str(mname)] = unit
+    ln.set_nvtx(*_nvtx(a))
+    dev = a.metric_by_name("device__attribute_display_name")
+    ln.device = _text(dev.as_string()) or None if dev is not None else None
+    ma = ln.metrics.get("device__attribute_compute_capability_major")
+    mi = ln.metrics.get("device__attribute_compute_capability_minor")
+    ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
+    ln.rules = _rules(a)
+    ln.fill_launch_fields()
+    return ln
+
+
+def _nvtx(a: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(push/pop stack, open start/end ranges) per domain name, as ncu recorded them for the launch."""
     st = a.nvtx_state()
+    pp: dict[str, list[str]] = {}
+    se: dict[str, list[str]] = {}
     if st is None:
-        return ()
-    out = []
+        return pp, se
     for did in st.domains():
         d = st.domain_by_id(did)
-        pp = [str(x) for x in d.push_pop_ranges()]
-        se = [str(x) for x in d.start_end_ranges()]
-        if pp:
-            out.append(join_path(d.name(), pp))
-        for s in se:
-            out.append(join_path(d.name(), [s]))
-    return tuple(out)
+        name = _text(d.name())
+        pp.setdefault(name, []).extend(_text(x) for x in d.push_pop_ranges())
+        se.setdefault(name, []).extend(_text(x) for x in d.start_end_ranges())
+    return pp, se
 
 
 def _rules(a: Any) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from profctl.errors import BadReport
-from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats
+from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -55,6 +55,7 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
         "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
         "globalPid?": ("globalPid", "globalProcessId"), "deviceId?": ("deviceId",), "streamId?": ("streamId",),
         "demangledName": ("demangledName", "name", "nameId"), "shortName?": ("shortName",),
+        "mangledName?": ("mangledName",),
         "gridX?": ("gridX",), "gridY?": ("gridY",), "gridZ?": ("gridZ",),
         "blockX?": ("blockX",), "blockY?": ("blockY",), "blockZ?": ("blockZ",),
         "registersPerThread?": ("registersPerThread", "registers"),
@@ -106,12 +107,17 @@ def connect(path: Path) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True)
+        con.text_factory = _text  # a damaged export may hold text that is not UTF-8
         con.execute("PRAGMA temp_store=FILE")
         con.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache, whatever the file's size
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise BadReport(f"{path}: unreadable SQLite file ({e})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a damaged schema's text may not even decode
+        raise BadReport(f"{path}: unreadable SQLite file ({str(e)[:200]})") from None
     return con
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")
 
 
 def _check_not_truncated(path: Path, head: bytes) -> None:
@@ -135,7 +141,8 @@ class Schema:
         self.con, self.path = con, path
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self._cols: dict[str, dict[str, str | None]] = {}
-        self.meta_export = self._kv("META_DATA_EXPORT")
+        # nsys 2024+ writes META_DATA_EXPORT; 2023.x exports keep the same pairs in EXPORT_META_DATA
+        self.meta_export = self._kv("META_DATA_EXPORT") or self._kv("EXPORT_META_DATA")
         self.version = self.meta_export.get("EXPORT_PRODUCT_VERSION")
         self.schema_version = self.meta_export.get("EXPORT_SCHEMA_VERSION")
 
@@ -242,9 +249,9 @@ class NsysExport:
             for t in (KERNEL, RUNTIME):
                 if self.schema.has(t):
                     self.schema.cols(t)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             self.close()
-            raise BadReport(f"{self.path}: damaged SQLite file ({e})") from None
+            raise BadReport(f"{self.path}: damaged SQLite file ({str(e)[:200]})") from None
         except BaseException:
             self.close()
             raise
@@ -252,6 +259,8 @@ class NsysExport:
             raise ValueError(f"unknown window {window!r}")
         self.window = window
         self._strings: dict[int, str] = {}
+        self._missing: set[int] = set()
+        self._generic: list[int] | None = None
         self._launches_ready = False
         self._windows: list[tuple[int, int, int | None]] | None = None
 
@@ -271,7 +280,7 @@ class NsysExport:
     def q(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self.con.execute(sql, params)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(self.path, e) from None
 
     def string(self, sid: int | None) -> str:
@@ -281,9 +290,50 @@ class NsysExport:
         if s is None:
             row = self.q(f'SELECT "{self.schema.cols(STRINGS)["value"]}" FROM {STRINGS} WHERE '
                          f'"{self.schema.cols(STRINGS)["id"]}" = ?', (sid,)).fetchone()
-            s = str(row[0]) if row else f"<string {sid}>"
+            if row is None or row[0] is None:
+                self._missing.add(int(sid) if isinstance(sid, int) else -1)
+            s = str(row[0]) if row and row[0] is not None else f"<string {sid}>"
             self._strings[sid] = s
         return s
+
+    def valid_times(self, table: str, alias: str = "") -> str:
+        """SQL: the row's start and end are integers and the end is not before the start (a damaged export may
+        hold anything; such rows are left out and counted in a warning)."""
+        a, b = self.schema.col(table, "start", alias), self.schema.col(table, "end", alias)
+        return f"(typeof({a}) = 'integer' AND typeof({b}) = 'integer' AND {b} >= {a})"
+
+    def _generic_ids(self) -> list[int]:
+        """String ids of demangled kernel names that are only a generic base (CUTLASS ``Kernel``), when the export
+        also has mangled names to tell those kernels apart."""
+        if self._generic is None:
+            from profctl.kernels import is_generic
+
+            self._generic = []
+            if self.schema.cols(KERNEL)["mangledName"] is not None and self._name_is_string_id():
+                d = self.schema.col(KERNEL, "demangledName")
+                ids = [int(r[0]) for r in self.q(f"SELECT DISTINCT {d} FROM {KERNEL}") if isinstance(r[0], int)]
+                self._generic = [i for i in ids if is_generic(self.string(i))]
+        return self._generic
+
+    def _kname(self, alias: str = "") -> str:
+        """SQL for a kernel's name key: the demangled name's id, or -1 - the mangled name's id where the demangled
+        name is a generic base (:meth:`kernel_name` reads both)."""
+        d = self.schema.col(KERNEL, "demangledName", alias)
+        g = self._generic_ids()
+        if not g:
+            return d
+        m = self.schema.col(KERNEL, "mangledName", alias)
+        return f"(CASE WHEN {d} IN ({','.join(map(str, g))}) AND {m} IS NOT NULL THEN -1 - {m} ELSE {d} END)"
+
+    def kernel_name(self, nid: Any, by_id: bool) -> str:
+        """The name of a kernel name key (see :meth:`_kname`)."""
+        from profctl.kernels import readable
+
+        if not by_id:
+            return str(nid)
+        if isinstance(nid, int) and nid < 0:
+            return readable("", self.string(-1 - nid))
+        return readable(self.string(nid))
 
     def _name_is_string_id(self) -> bool:
         """Kernel names are StringIds references in every export seen; very old ones stored text."""
@@ -300,7 +350,25 @@ class NsysExport:
                                 if k in cols} for r in rows]
             except BadReport:
                 pass
+        names = sorted({str(g["name"]) for g in out.get("gpus", []) if g.get("name")})
+        if names:
+            out["devices"] = names
         return out
+
+    def _check(self, kernels: list[KernelRow], meta: dict[str, Any]) -> None:
+        """Warnings for what the export holds that is odd: records ending before they start (left out), string
+        ids missing from StringIds (names shown as ``<string N>``), no version."""
+        for t in (KERNEL, MEMCPY, MEMSET):
+            if not self.schema.has(t):
+                continue
+            (n,) = self.q(f"SELECT count(*) FROM {t} WHERE NOT ({self.valid_times(t)})").fetchone()
+            if n:
+                warn(meta, f"{n} record(s) of {t} have no valid times (not numbers, or the end before the start): "
+                           "left out")
+        if self._missing:
+            warn(meta, f"{len(self._missing)} string id(s) missing from StringIds (names shown as <string N>)")
+        if not self.schema.version:
+            warn(meta, "the export names no nsys version (no META_DATA_EXPORT/EXPORT_META_DATA)")
 
     # ------------------------------------------------------------------------------------------------ windows
     def windows(self) -> list[tuple[int, int, int | None]]:
@@ -311,11 +379,13 @@ class NsysExport:
         if self.schema.has(RUNTIME):
             rc = self.schema.cols(RUNTIME)
             ids = {int(i): str(v) for i, v in self.q(
-                f'SELECT id, value FROM {STRINGS} WHERE value LIKE "cudaProfilerSt%" OR value LIKE "cuProfilerSt%"')}
+                f'SELECT id, value FROM {STRINGS} WHERE typeof(id) = \'integer\' AND '
+                f'(value LIKE "cudaProfilerSt%" OR value LIKE "cuProfilerSt%")')}
             if ids:
                 marks = ",".join(str(i) for i in ids)
                 rows = self.q(f'SELECT "{rc["start"]}", "{rc["end"]}", "{rc["globalTid"]}", "{rc["nameId"]}" '
-                              f'FROM {RUNTIME} WHERE "{rc["nameId"]}" IN ({marks}) ORDER BY 1').fetchall()
+                              f'FROM {RUNTIME} WHERE "{rc["nameId"]}" IN ({marks}) AND {self.valid_times(RUNTIME)} '
+                              f"AND typeof(\"{rc['globalTid']}\") IN ('integer', 'null') ORDER BY 1").fetchall()
                 open_at: dict[int | None, int] = {}
                 seen: set[int | None] = set()
                 lo, hi = -(2**62), 2**62
@@ -361,24 +431,26 @@ class NsysExport:
         for kind, t in ((0, KERNEL), (1, MEMCPY), (2, MEMSET)):
             if not s.has(t):
                 continue
-            name = s.col(t, "demangledName") if t == KERNEL else (s.col(t, "copyKind") if t == MEMCPY else "NULL")
+            name = self._kname() if t == KERNEL else (s.col(t, "copyKind") if t == MEMCPY else "NULL")
             parts.append(f'SELECT {s.col(t, "correlationId")} AS corr, {s.col(t, "globalPid")} AS gpid, '
                          f'{s.col(t, "start")} AS gs, {s.col(t, "end")} AS ge, {kind} AS kind, {name} AS name, '
                          f'{s.col(t, "streamId")} AS stream, {s.col(t, "bytes") if t != KERNEL else "NULL"} AS bytes '
-                         f"FROM {t}")
+                         f"FROM {t} WHERE {self.valid_times(t)}")
         self.q("DROP TABLE IF EXISTS temp.ops")
         self.q("DROP TABLE IF EXISTS temp.launches")
         self.q("CREATE TEMP TABLE ops AS " + " UNION ALL ".join(parts))
         self.q("CREATE INDEX temp.ops_corr ON ops(corr)")
         rc = s.cols(RUNTIME)
         cand = [int(r[0]) for r in self.q(
-            f"SELECT id FROM {STRINGS} WHERE " + " OR ".join("value LIKE ?" for _ in LAUNCH_LIKE), LAUNCH_LIKE)]
+            f"SELECT id FROM {STRINGS} WHERE typeof(id) = 'integer' AND (" +
+            " OR ".join("value LIKE ?" for _ in LAUNCH_LIKE) + ")", LAUNCH_LIKE)]
         in_cand = f'r."{rc["nameId"]}" IN ({",".join(map(str, cand)) or "NULL"})'
         same_pid = f'AND (o.gpid IS NULL OR o.gpid = (r."{rc["globalTid"]}" & {PID_MASK_SQL}))'
         select = (f'SELECT r."{rc["globalTid"]}" AS tid, r."{rc["start"]}" AS rs, r."{rc["end"]}" AS re, '
                   f"o.corr AS corr, o.gpid AS gpid, o.gs AS gs, o.ge AS ge, o.kind AS kind, o.name AS name, "
                   f"o.stream AS stream, o.bytes AS bytes "
-                  f'FROM {RUNTIME} AS r CROSS JOIN ops AS o ON o.corr = r."{rc["correlationId"]}" {same_pid}')
+                  f'FROM {RUNTIME} AS r CROSS JOIN ops AS o ON o.corr = r."{rc["correlationId"]}" {same_pid} '
+                  f'AND typeof(r."{rc["start"]}") = \'integer\' AND typeof(r."{rc["end"]}") = \'integer\'')
         self.q(f"CREATE TEMP TABLE launches AS {select} WHERE {in_cand}")
         n_ops = self.q("SELECT count(*) FROM ops WHERE corr IS NOT NULL").fetchone()[0]
         n_l = self.q("SELECT count(*) FROM launches").fetchone()[0]
@@ -412,8 +484,9 @@ class NsysExport:
     def kernel_durations(self, source: str = KERNEL) -> Iterator[tuple[Any, list[float]]]:
         """(name id, ascending durations) per kernel name, one name at a time (SQLite sorts; Python streams)."""
         s = self.schema
-        name, start, end = s.col(KERNEL, "demangledName"), s.col(KERNEL, "start"), s.col(KERNEL, "end")
-        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} ORDER BY 1, 2")
+        name, start, end = self._kname(), s.col(KERNEL, "start"), s.col(KERNEL, "end")
+        cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} WHERE {self.valid_times(KERNEL)} "
+                     "ORDER BY 1, 2")
         cur_name: Any = None
         durs: list[float] = []
         try:
@@ -427,7 +500,7 @@ class NsysExport:
                             yield cur_name, durs
                         cur_name, durs = nm, []
                     durs.append(float(d))
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(self.path, e) from None
         if durs:
             yield cur_name, durs
@@ -435,7 +508,7 @@ class NsysExport:
     def launch_configs(self, source: str = KERNEL) -> dict[Any, list[tuple[tuple[Any, ...], int]]]:
         """Name id -> [(grid xyz, block xyz, registers, static smem, dynamic smem), launches] (most used first)."""
         s = self.schema
-        name = s.col(KERNEL, "demangledName")
+        name = self._kname()
         cfg = ", ".join(s.col(KERNEL, c, "", "0") for c in self._CFG)
         distinct: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
         for r in self.q(f"SELECT DISTINCT {name}, {cfg} FROM {source}"):
@@ -463,14 +536,16 @@ class NsysExport:
         source = self._kernel_source()
         shorts: dict[Any, Any] = {}
         if s.cols(KERNEL)["shortName"] is not None:
-            shorts = dict(self.q(f'SELECT DISTINCT {s.col(KERNEL, "demangledName")}, {s.col(KERNEL, "shortName")} '
+            shorts = dict(self.q(f'SELECT DISTINCT {self._kname()}, {s.col(KERNEL, "shortName")} '
                                  f"FROM {source}").fetchall())
         configs = self.launch_configs(source)
         out = []
         for nid, durs in self.kernel_durations(source):
-            name = self.string(nid) if by_id else str(nid)
+            name = self.kernel_name(nid, by_id)
             sid = shorts.get(nid)
-            short = (self.string(sid) if by_id else str(sid)) if sid is not None else kn.short_name(name)
+            short = (self.string(sid) if by_id else str(sid)) if sid is not None else ""
+            if not short or kn.is_generic(short) or short.startswith("<string "):
+                short = kn.short_name(name)
             st = durations_stats(durs)
             cfgs = [(c, len(durs) if n < 0 else n) for c, n in configs.get(nid, [])]
             extra: dict[str, Any] = {"kind": "kernel", "launch_configs": [
@@ -503,10 +578,11 @@ class NsysExport:
                 self._build_launches()
                 kind = 1 if t == MEMCPY else 2
                 sql = (f"SELECT l.name, l.ge - l.gs, l.bytes FROM launches AS l WHERE l.kind = {kind} AND "
+                       "l.ge >= l.gs AND "
                        f"{self._window_sql('l.rs', 'l.re', 'l.gpid')} ORDER BY 1, 2")
             else:
                 sql = (f'SELECT {key}, m."{c["end"]}" - m."{c["start"]}", {s.col(t, "bytes", "m", "0")} '
-                       f"FROM {t} AS m ORDER BY 1, 2")
+                       f"FROM {t} AS m WHERE {self.valid_times(t, 'm')} ORDER BY 1, 2")
             groups: dict[Any, tuple[list[float], int]] = {}
             for k, d, b in self.q(sql):
                 durs, nbytes = groups.get(k, ([], 0))
@@ -572,8 +648,8 @@ class NsysExport:
                f'e."{n["start"]}" AS start, e."{n["end"]}" AS "end", e."{n["eventType"]}" AS etype, '
                f'{self.schema.col(NVTX, "domainId", "e", "0")} AS did, {self._text_expr("e")} AS text '
                f'FROM {NVTX} AS e {self._text_join("e")} '
-               f'WHERE e."{n["eventType"]}" IN ({",".join(map(str, RANGE_EVENTS))}) AND e."{n["start"]}" IS NOT NULL '
-               f'AND e."{n["end"]}" IS NOT NULL {same} {win}')
+               f'WHERE e."{n["eventType"]}" IN ({",".join(map(str, RANGE_EVENTS))}) AND {self.valid_times(NVTX, "e")} '
+               f"AND typeof(e.\"{n['globalTid']}\") IN ('integer', 'null') {same} {win}")
         return True
 
     def range_instances(self) -> list[RangeInstance]:
@@ -627,52 +703,40 @@ class NsysExport:
                                 gpu_ops=sum(r.ops for r in proj), extra=extra))
         return out
 
-    def kernels_by_range(self) -> list[KernelRow]:
-        """Per (range name, kernel name), as nvtx_kern_sum: a kernel counts for every range enclosing its launch."""
+    def kernels_by_range(self, meta: dict[str, Any] | None = None) -> list[KernelRow]:
+        """Per (canonical NVTX path, kernel name): each launch in the path of the ranges open at its API call, as
+        ncu records it (profctl.readers._nsys_paths; launches of autograd's worker thread outside any range take
+        the ranges of the thread that called backward()). How launches were attributed goes into `meta`."""
         from profctl import kernels as kn
+        from profctl.readers import _nsys_paths
 
-        if not self._build_ranges() or not self.schema.has(RUNTIME):
+        if not self.schema.has(NVTX) or not self.schema.has(RUNTIME):
             return []
         self._build_launches()
-        domains = self._domains()
         by_id = self._name_is_string_id()
         win = f"AND {self._window_sql('l.rs', 'l.re', 'l.gpid')}" if (self.window and self.windows()) else ""
-        cur = self.q(
-            f"SELECT n.did, n.tid & {DOMAIN_PID_MASK} AS proc, n.text, n.etype, l.name, l.ge - l.gs AS d, n.rid "
-            "FROM rng AS n JOIN launches AS l ON l.tid = n.tid AND l.rs >= n.start AND l.rs <= n.\"end\" "
-            f"AND l.re <= n.\"end\" WHERE l.kind = 0 {win} ORDER BY n.did, proc, n.text, n.etype, l.name, d")
+        rows, idx = _nsys_paths.kernel_paths(self, win)
         out = []
-        key: Any = None
-        durs: list[float] = []
-        rids: set[int] = set()
-
-        def flush() -> None:
-            if not durs:
-                return
-            did, proc, text, etype, nid = key
-            dom = domains.get((int(did or 0), int(proc or 0)), "") if did else ""
-            name = self.string(nid) if by_id else str(nid)
+        for (path, nid), durs in rows.durs.items():
+            name = self.kernel_name(nid, by_id)
             st = durations_stats(durs)
-            label = f"{dom}:{text}" if dom else str(text)
+            extra: dict[str, Any] = {"kind": "kernel", "nvtx_instances": len(rows.instances[(path, nid)])}
+            if rows.borrowed.get((path, nid)):
+                extra["borrowed_launches"] = rows.borrowed[(path, nid)]
             out.append(KernelRow(tool="nsys", name=name, short_name=kn.short_name(name),
-                                 kernel_class=kn.classify(name), nvtx_range=label, count=int(st["count"]),
+                                 kernel_class=kn.classify(name), nvtx_range=path, count=int(st["count"]),
                                  total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"],
-                                 min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-                                 extra={"kind": "kernel", "nvtx_instances": len(rids),
-                                        "style": STYLE[int(etype)]}))
-
-        while True:
-            rows = cur.fetchmany(8192)
-            if not rows:
-                break
-            for did, proc, text, etype, nid, d, rid in rows:
-                k = (did, proc, text, etype, nid)
-                if k != key:
-                    flush()
-                    key, durs, rids = k, [], set()
-                durs.append(float(d))
-                rids.add(int(rid))
-        flush()
+                                 min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"], extra=extra))
+        if meta is not None:
+            if rows.borrowed_from:
+                meta["nvtx_borrowed"] = [
+                    {"launches": n, "thread": idx.names.get(t, str(t)), "from_thread": idx.names.get(u, str(u))}
+                    for (t, u), n in sorted(rows.borrowed_from.items())]
+                meta.setdefault("notes", []).append(
+                    f"{sum(rows.borrowed_from.values())} kernel launch(es) on autograd's worker thread, outside "
+                    "any range there, are placed in the ranges open on the thread that called backward()")
+            if idx.inverted:
+                warn(meta, f"{idx.inverted} NVTX range(s) end before they start; left out of the ranges")
         return out
 
     def api_rows(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -702,15 +766,20 @@ class NsysExport:
     def _finish(self, kernels: list[KernelRow], ranges: list[RangeRow], *, by_range: bool,
                 api: bool) -> Summary:
         if not any(k.extra.get("kind") == "kernel" for k in kernels):
+            (n,) = self.q(f"SELECT count(*) FROM {KERNEL} WHERE NOT ({self.valid_times(KERNEL)})").fetchone()
+            if n:
+                raise BadReport(f"{self.path}: no kernel record has valid times ({n} end before they start or are "
+                                "not numbers): damaged timestamps")
             if self.window and self.windows():
                 raise BadReport(f"{self.path}: no GPU kernel was launched between cudaProfilerStart and "
                                 "cudaProfilerStop (an empty measured range)")
             raise BadReport(f"{self.path}: the kernel table is empty: no GPU kernel ran inside the captured range")
-        if by_range:
-            kernels += self.kernels_by_range()
         meta: dict[str, Any] = {"reader": "nsys_sqlite", "export_schema": self.schema.schema_version,
                                 "traces": [TRACE_OPTION.get(t, t) for t in self.schema.capture_traces()]}
+        if by_range:
+            kernels += self.kernels_by_range(meta)
         meta.update(self.gpu_info())
+        self._check(kernels, meta)
         if self.window:
             meta["window"] = self.window
             meta["windows"] = len(self.windows())
@@ -720,8 +789,10 @@ class NsysExport:
                        kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
 
 
-def _db_error(path: Path, e: sqlite3.DatabaseError) -> BadReport:
-    msg = str(e)
+def _db_error(path: Path, e: Exception) -> BadReport:
+    msg = str(e)[:300]
+    if isinstance(e, UnicodeDecodeError):
+        return BadReport(f"{path}: damaged SQLite file (text that is not UTF-8 where SQLite keeps its own)")
     if any(w in msg for w in ("malformed", "not a database", "disk I/O", "file is")):
         return BadReport(f"{path}: damaged or truncated SQLite file ({msg})")
     return BadReport(f"{path}: this export cannot be read ({msg}); its schema may come from an nsys version "
@@ -786,19 +857,20 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
     with NsysExport(path, window=window) as ex:
         try:
             return ex.summary(by_range=by_range, api=api)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise _db_error(ex.path, e) from None
 
 
 def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
-    """An export summarised per range *path* ``<backend>[<shape>]/measure/<backend>.<pass>`` (profctl's NVTX
-    scheme), measured iterations only, so several shapes and passes of one run stay apart.
+    """An export of a profctl run summarised per measured range path ``profctl@<backend>[<shape>]/measure/
+    <backend>.<pass>`` (the profctl domain's part of the canonical path), measured iterations only, so several
+    shapes and passes of one run stay apart.
 
-    The per-range rows of :func:`read` name one range each (as nvtx_kern_sum does), which loses the shape of the
-    leaf ranges. Here each kernel launch is placed in the innermost ``<backend>.fwd|bwd`` range around its launch
-    on the launching thread, and that range in its enclosing ``measure`` and case ranges (the workload pushes the
-    same stack on autograd's thread). With capture by cudaProfilerStart the first case's range was pushed before
-    the capture began: `first_case` (``<backend>[<shape>]``) names it (profctl.nvtx.measured_leaf_path).
+    Unlike the per-path rows of :func:`read`, other domains are left out and a launch is placed in the innermost
+    ``<backend>.fwd|bwd`` range around it on the launching thread, within its ``measure`` and case ranges (the
+    workload pushes the same stack on autograd's thread). With capture by cudaProfilerStart the first case's
+    range was pushed before the capture began: `first_case` (``<backend>[<shape>]``) names it
+    (profctl.nvtx.measured_leaf_path).
     """
     import bisect
 
@@ -811,7 +883,7 @@ def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
         for i, parents in nvtx.nest(insts):
             p = nvtx.measured_leaf_path(i, parents, first_case)
             if p is not None:
-                leaf_path[i.rid] = p
+                leaf_path[i.rid] = nvtx.join_path(nvtx.DOMAIN, p.split("/"))
                 leaves[i.tid].append(i)
         starts: dict[int, list[int]] = {}
         for tid, ls in leaves.items():
@@ -831,7 +903,7 @@ def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
             k = (leaf_path[ls[j].rid], nid)
             durs[k].append(float(d))
             rids[k].add(ls[j].rid)
-        names = {nid: (ex.string(nid) if by_id else str(nid)) for _, nid in durs}
+        names = {nid: ex.kernel_name(nid, by_id) for _, nid in durs}
         version = ex.schema.version
         gpus = ex.gpu_info()
     from profctl.kernels import classify, short_name

@@ -10,8 +10,9 @@ Attribution, per GPU activity: correlation -> the launching runtime call -> by t
 launching thread, the CPU ops and ranges open around it. Backward kernels are launched by autograd's worker
 thread, where the caller's ranges are not open; the ``fwdbwd`` flow from the backward node to its forward op
 names the forward thread, and the ranges open on that thread at the launch time are used (the thread that
-called ``backward()`` waits inside its own range meanwhile). A trace without GPU activity is summarised by its
-CPU ops (self time), and says so.
+called ``backward()`` waits inside its own range meanwhile). CPU ops (self time, per name and range path) go to
+``Summary.cpu_ops``, never among the kernels; a trace without GPU activity has no kernels and says that it holds
+CPU ops only (``meta.holds``, a warning).
 
 The file is streamed: ``traceEvents`` is decoded one event at a time (``json.JSONDecoder.raw_decode`` over a
 sliding window of the text), and only compact columns (``array``) of what the summary needs are kept, so memory
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
+import math
 import re
 import zlib
 from array import array
@@ -32,7 +35,8 @@ from typing import IO, Any
 
 from profctl.errors import BadReport
 from profctl.kernels import classify, short_name
-from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats
+from profctl.readers._compressed import open_bytes
+from profctl.schema import CpuOpRow, KernelRow, RangeRow, Source, Summary, durations_stats
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_CHARS = 1 << 20
@@ -79,8 +83,10 @@ def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = 
         raise BadReport(f"{p}: not JSON: {e.msg} at character {e.offset}") from None
     except _NotTrace as e:
         raise BadReport(f"{p}: JSON, but not a torch.profiler/Chrome trace: {e}") from None
-    except (EOFError, zlib.error) as e:
-        raise BadReport(f"{p}: truncated or damaged gzip file after {col.n_events} events ({e})") from None
+    except RecursionError:
+        raise BadReport(f"{p}: JSON nested too deeply to be a trace (after {col.n_events} events)") from None
+    except (EOFError, zlib.error, lzma.LZMAError) as e:
+        raise BadReport(f"{p}: truncated or damaged compressed file after {col.n_events} events ({e})") from None
     except gzip.BadGzipFile as e:
         raise BadReport(f"{p}: damaged gzip file ({e})") from None
     except UnicodeDecodeError:
@@ -111,11 +117,10 @@ class _NotTrace(Exception):
 
 
 def _open_text(p: Path) -> IO[str]:
-    with open(p, "rb") as f:
-        magic = f.read(2)
-    if magic == GZIP_MAGIC:
-        return gzip.open(p, "rt", encoding="utf-8")  # read-only
-    return open(p, encoding="utf-8")
+    """The trace as text, decompressed on the fly when gzip- or xz-compressed (read-only)."""
+    import io
+
+    return io.TextIOWrapper(open_bytes(p), encoding="utf-8")
 
 
 class _Stream:
@@ -289,7 +294,7 @@ class _Collector:
         return i
 
     def thread_id(self, pid: Any, tid: Any) -> int:
-        key = (pid, tid)
+        key = (_key(pid), _key(tid))
         i = self.threads.get(key)
         if i is None:
             i = self.threads[key] = len(self.thread_keys)
@@ -310,10 +315,8 @@ class _Collector:
             self.cats[cat if isinstance(cat, str) else str(cat)] += 1
             if k in (OTHER, GPU_ANN, PYFN):
                 return
-            try:
-                ts = float(e["ts"])
-                dur = float(e.get("dur", 0.0))
-            except (KeyError, TypeError, ValueError):
+            ts, dur = _time(e.get("ts")), _time(e.get("dur", 0.0))
+            if ts is None or dur is None or dur < 0 or dur > MAX_TIME_US:
                 self.skipped += 1
                 return
             if k in (OP, ANN):
@@ -325,7 +328,7 @@ class _Collector:
             elif k == RT:
                 args = e.get("args")
                 corr = args.get("correlation") if isinstance(args, dict) else None
-                if isinstance(corr, int) and corr > 0:
+                if isinstance(corr, int) and _is_corr(corr) and corr > 0:
                     self.rt_corr.append(corr)
                     self.rt_tid.append(self.thread_id(e.get("pid"), e.get("tid")))
                     self.rt_ts.append(ts)
@@ -335,7 +338,7 @@ class _Collector:
                 self.g_name.append(self.name_id(e.get("name", "")))
                 self.g_ts.append(ts)
                 self.g_dur.append(dur)
-                self.g_corr.append(corr if isinstance(corr, int) else -1)
+                self.g_corr.append(corr if _is_corr(corr) else -1)
                 self.g_kind.append(k)
                 self.g_stream.append(self.thread_id(e.get("pid"), e.get("tid")))
                 if ts < self.ts_min:
@@ -344,19 +347,51 @@ class _Collector:
                     self.ts_max = ts + dur
         elif ph == "s" or ph == "f":
             if cat == "fwdbwd":
-                try:
-                    self.flows.setdefault(e["id"], {})[ph] = (self.thread_id(e.get("pid"), e.get("tid")),
-                                                             float(e["ts"]))
-                except (KeyError, TypeError, ValueError):
+                fid, ts = e.get("id"), _time(e.get("ts"))
+                if ts is None or not isinstance(fid, (int, str)):
                     self.skipped += 1
+                    return
+                self.flows.setdefault(fid, {})[ph] = (self.thread_id(e.get("pid"), e.get("tid")), ts)
         elif ph == "M":
             if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
-                self.thread_names[(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
+                self.thread_names[(_key(e.get("pid")), _key(e.get("tid")))] = str(e["args"].get("name", ""))
         elif (ph == "i" or ph == "I") and e.get("name") == "[memory]":
             args = e.get("args")
-            if isinstance(args, dict) and isinstance(args.get("Total Allocated"), (int, float)):
+            if isinstance(args, dict) and _time(args.get("Total Allocated")) is not None:
                 dev = f"{args.get('Device Type', '?')}:{args.get('Device Id', '?')}"
                 self.mem_peak[dev] = max(self.mem_peak.get(dev, 0.0), float(args["Total Allocated"]))
+
+
+#: a time (microseconds) beyond this is not one: ~300 years; a damaged number, whose products would overflow
+MAX_TIME_US = 1e16
+
+
+def _time(v: Any) -> float | None:
+    """A finite number of microseconds, or None (a string, NaN, infinity, a list, an absurd value: the event is
+    skipped and counted)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and abs(f) <= MAX_TIME_US else None
+
+
+def _plain(v: Any) -> bool:
+    """True when `v` is JSON without NaN or infinity (it goes into the summary as it is)."""
+    try:
+        json.dumps(v, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
+def _is_corr(v: Any) -> bool:
+    """A correlation id that fits the 64-bit columns."""
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
+def _key(v: Any) -> Any:
+    """A process or thread id usable as a key (Kineto writes ints or strings; anything else, as text)."""
+    return v if isinstance(v, (int, str)) or v is None else repr(v)[:80]
 
 
 # ---------------------------------------------------------------------------------------------- analysis
@@ -370,18 +405,25 @@ def _summarise(p: Path, col: _Collector, header: dict[str, Any], *, by_range: bo
     kernels = a.kernel_rows(groups)
     cpu_rows, cpu_top = a.cpu_rows()
     notes: list[str] = []
+    warnings: list[str] = []
     if not a.gpu:
-        notes.append(f"{p.name}: no GPU activity in this trace (no kernel, memcpy or memset events); "
-                     "summarising its CPU ops by self time instead")
-        kernels += cpu_rows
+        notes.append(f"{p.name}: no GPU activity in this trace (no kernel, memcpy or memset events): it holds "
+                     f"CPU ops only, {len(cpu_rows)} op row(s) by self time in cpu_ops, no kernels")
+        warnings.append(notes[-1])
     elif unattributed:
         notes.append(f"{p.name}: {unattributed} of {a.n_gpu} GPU activities have no launching call in the trace "
                      "(CPU activity not recorded?); they count per kernel but not per range")
     kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
     meta = a.meta(header, cpu_top, unattributed, notes)
+    meta["holds"] = "gpu_and_cpu" if a.gpu else "cpu_ops_only"
+    if col.skipped:
+        warnings.append(f"{col.skipped} event(s) that are not trace events (wrong types or fields) were skipped")
+    if warnings:
+        meta["warnings"] = warnings
     tv = header.get("torch_version")
+    cpu_rows.sort(key=lambda c: (-c.total_ns, c.name, c.nvtx_range or ""))
     return Summary(sources=(Source(path=str(p), tool="torch", tool_version=str(tv) if tv else None),),
-                   kernels=tuple(kernels), ranges=tuple(a.range_rows(inst_iv)), meta=meta)
+                   kernels=tuple(kernels), ranges=tuple(a.range_rows(inst_iv)), meta=meta, cpu_ops=tuple(cpu_rows))
 
 
 class _Analysis:
@@ -641,17 +683,19 @@ class _Analysis:
         return out
 
     # ---- CPU ops (self time), per name (and range path)
-    def cpu_rows(self) -> tuple[list[KernelRow], list[dict[str, Any]]]:
+    def cpu_rows(self) -> tuple[list[CpuOpRow], list[dict[str, Any]]]:
         """Per CPU op name (and range path): self times as rows; and the ops with most self time overall."""
         col, names = self.col, self.names
         groups: dict[tuple[int, int], list[float]] = defaultdict(list)
         total: Counter[int] = Counter()
+        total_path: Counter[tuple[int, int]] = Counter()
         for x in range(self.n_iv):
             if col.iv_ann[x]:
                 continue
-            groups[(col.iv_name[x], self.path_of[x] if self.by_range else -1)].append(
-                max(self.self_us[x], 0.0) * 1000.0)
+            key = (col.iv_name[x], self.path_of[x] if self.by_range else -1)
+            groups[key].append(max(self.self_us[x], 0.0) * 1000.0)
             total[col.iv_name[x]] += int(col.iv_dur[x] * 1000.0)
+            total_path[key] += int(col.iv_dur[x] * 1000.0)
         by_name: Counter[int] = Counter()
         calls: Counter[int] = Counter()
         rows = []
@@ -660,12 +704,12 @@ class _Analysis:
             calls[nid] += len(xs)
             nm = names[nid]
             st = durations_stats(xs)
-            rows.append(KernelRow(
-                tool="torch", name=nm, short_name=short_name(nm), kernel_class=_cpu_class(nm),
+            rows.append(CpuOpRow(
+                tool="torch", name=nm, op_class=_cpu_class(nm),
                 nvtx_range=self.path_names[path] if path > 0 else None, count=int(st["count"]),
                 total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
-                max_ns=st["max_ns"], std_ns=st["std_ns"],
-                extra={"device": "cpu", "time": "self", "cpu_total_ns": total[nid]}))
+                max_ns=st["max_ns"], std_ns=st["std_ns"], cpu_total_ns=float(total_path[(nid, path)]),
+                extra={"device": "cpu", "time": "self"}))
         top = [{"name": names[n], "calls": calls[n], "self_ns": s, "total_ns": total[n]}
                for n, s in by_name.most_common(15)]
         self.cpu_calls = sum(calls.values())
@@ -718,11 +762,13 @@ class _Analysis:
             meta["peak_allocated_bytes"] = col.mem_peak
         devs = header.get("deviceProperties")
         if isinstance(devs, list):
-            meta["devices"] = [d.get("name") for d in devs if isinstance(d, dict)]
+            names = [d.get("name") for d in devs if isinstance(d, dict)]
+            meta["devices"] = [n for n in names if isinstance(n, str) and n]
         for hk in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
                    "torch_version", "profctl"):
-            if hk in header:
-                meta[hk] = header[hk]
+            v = header.get(hk)
+            if isinstance(v, (str, int)) or (isinstance(v, dict) and hk == "profctl" and _plain(v)):
+                meta[hk] = v
         if notes:
             meta["notes"] = notes
         return meta

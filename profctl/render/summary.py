@@ -7,7 +7,7 @@ from typing import Any
 from profctl.render.tables import FORMATS, display_path, fmt_ns, limited, markdown, print_table, rich_table
 from profctl.schema import Summary
 
-__all__ = ["FORMATS", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render", "rich_table"]
+__all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render", "rich_table"]
 
 
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
@@ -25,6 +25,16 @@ def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
             **({"_full": {"kernel": full}} if full else {}),
         })
     return rows
+
+
+def cpu_op_rows(s: Summary) -> list[dict[str, Any]]:
+    """CPU ops by self time (a CPU-only torch trace: where the time went, there being no kernel)."""
+    ops = sorted(s.cpu_ops, key=lambda c: (-c.total_ns, c.name))
+    total = sum(c.total_ns for c in ops) or 1.0
+    return [{"tool": c.tool, "class": c.op_class, "op": c.name, "range": c.nvtx_range or "", "count": c.count,
+             "self total": fmt_ns(c.total_ns), "share": f"{100 * c.total_ns / total:.1f}%",
+             "self avg": fmt_ns(c.avg_ns), "self med": fmt_ns(c.med_ns), "incl. total": fmt_ns(c.cpu_total_ns or None)}
+            for c in ops]
 
 
 def range_rows(s: Summary) -> list[dict[str, Any]]:
@@ -48,19 +58,21 @@ def render(s: Summary, fmt: str, *, limit: int | None = None, con: Any = None) -
     how many rows were left out); for 'table' print rich tables and return None."""
     if fmt == "json":
         return s.to_json()
+    cpu_only = not s.kernels and bool(s.cpu_ops)  # a CPU-only trace: its ops stand where kernels would
     if fmt == "csv":
-        return s.kernels_df().to_csv(index=False)
-    krows, more = limited(kernel_rows(s), limit)
+        return (s.cpu_ops_df() if cpu_only else s.kernels_df()).to_csv(index=False)
+    title = "CPU ops (self time)" if cpu_only else "Kernels"
+    krows, more = limited(cpu_op_rows(s) if cpu_only else kernel_rows(s), limit)
     rrows, rmore = limited(range_rows(s), limit)
     if fmt == "markdown":
-        out = f"## Kernels\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
+        out = f"## {title}\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
         if rrows:
             out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
         return out
     from profctl.render.tables import console
 
     con = con or console()
-    print_table(con, f"Kernels — {sources_line(s)}", krows, more=more)
+    print_table(con, f"{title} — {sources_line(s)}", krows, more=more)
     if rrows:
         print_table(con, "NVTX ranges", rrows, more=rmore)
     return None

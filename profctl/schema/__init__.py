@@ -58,12 +58,52 @@ class KernelRow:
     std_ns: float
     metrics: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the canonical kernel identity (profctl.kernels.kernel_id): equal for the same kernel in every tool;
+    #: filled from ``name`` when not given (summaries written before it existed)
+    kernel_id: str = ""
 
     def __post_init__(self) -> None:
         if self.kernel_class not in KERNEL_CLASSES:
             raise ValueError(f"kernel_class {self.kernel_class!r} is not one of {', '.join(KERNEL_CLASSES)}")
         if self.count < 0:
             raise ValueError("count must be >= 0")
+        if not self.kernel_id:
+            from profctl.kernels import kernel_id
+
+            object.__setattr__(self, "kernel_id", kernel_id(self.name))
+
+
+@dataclass(frozen=True)
+class CpuOpRow:
+    """One CPU operator (``aten::mm``, a backward node; optionally within one range path), aggregated over its
+    calls: the times are its *self* times (children's time left out), in nanoseconds. torch.profiler traces give
+    them; a trace without GPU activity gives nothing else."""
+
+    tool: str
+    name: str
+    op_class: str
+    nvtx_range: str | None
+    count: int
+    total_ns: float
+    avg_ns: float
+    med_ns: float
+    min_ns: float
+    max_ns: float
+    std_ns: float
+    cpu_total_ns: float = 0.0  # inclusive time (children included), summed
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def timed_rows(s: Summary) -> list[KernelRow]:
+    """The rows a comparison times: the GPU kernels (memcpy/memset left out); for a CPU-only torch trace (no
+    kernels), its CPU ops by self time, standing in for kernels (their ``extra['device']`` says cpu)."""
+    rows = [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel" and k.kernel_class not in
+            ("memcpy", "memset")]
+    if rows or not s.cpu_ops:
+        return rows
+    return [KernelRow(tool=c.tool, name=c.name, short_name=c.name, kernel_class=c.op_class, nvtx_range=c.nvtx_range,
+                      count=c.count, total_ns=c.total_ns, avg_ns=c.avg_ns, med_ns=c.med_ns, min_ns=c.min_ns,
+                      max_ns=c.max_ns, std_ns=c.std_ns, extra=dict(c.extra, device="cpu")) for c in s.cpu_ops]
 
 
 @dataclass(frozen=True)
@@ -94,6 +134,13 @@ class Summary:
     ranges: tuple[RangeRow, ...] = ()
     schema: str = SCHEMA_ID
     meta: dict[str, Any] = field(default_factory=dict)
+    cpu_ops: tuple[CpuOpRow, ...] = ()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the reader found odd in the report (``meta["warnings"]``): the summary is still valid."""
+        w = self.meta.get("warnings")
+        return [str(x) for x in w] if isinstance(w, list) else []
 
     # ---- conversions -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -103,6 +150,8 @@ class Summary:
             "kernels": [asdict(k) for k in self.kernels],
             "ranges": [asdict(r) for r in self.ranges],
         }
+        if self.cpu_ops:
+            d["cpu_ops"] = [asdict(c) for c in self.cpu_ops]
         if self.meta:
             d["meta"] = self.meta
         return d
@@ -115,11 +164,18 @@ class Summary:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
             got = d.get("schema") if isinstance(d, dict) else None
             raise ValueError(f"not a {SCHEMA_ID} document (schema={got!r})")
+        kernels, cpu = [], [CpuOpRow(**_known(CpuOpRow, c)) for c in d.get("cpu_ops", [])]
+        for k in d.get("kernels", []):
+            if isinstance(k, dict) and isinstance(k.get("extra"), dict) and k["extra"].get("device") == "cpu":
+                cpu.append(_cpu_from_kernel(k))  # written before cpu_ops existed: CPU ops listed as kernels
+            else:
+                kernels.append(KernelRow(**_known(KernelRow, k)))
         return cls(
             sources=tuple(Source(**_known(Source, s)) for s in d.get("sources", [])),
-            kernels=tuple(KernelRow(**_known(KernelRow, k)) for k in d.get("kernels", [])),
+            kernels=tuple(kernels),
             ranges=tuple(RangeRow(**_known(RangeRow, r)) for r in d.get("ranges", [])),
             meta=dict(d.get("meta", {})),
+            cpu_ops=tuple(cpu),
         )
 
     def kernels_df(self) -> pd.DataFrame:
@@ -133,6 +189,13 @@ class Summary:
             rows.append(r)
         cols = [f.name for f in fields(KernelRow) if f.name not in ("metrics", "extra")]
         return pd.DataFrame(rows, columns=None if rows else cols)
+
+    def cpu_ops_df(self) -> pd.DataFrame:
+        """CPU ops as a DataFrame (self times)."""
+        import pandas as pd
+
+        cols = [f.name for f in fields(CpuOpRow) if f.name != "extra"]
+        return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in self.cpu_ops], columns=cols)
 
     def ranges_df(self) -> pd.DataFrame:
         import pandas as pd
@@ -150,6 +213,17 @@ def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k in names}
 
 
+def _cpu_from_kernel(k: dict[str, Any]) -> CpuOpRow:
+    x = dict(k.get("extra") or {})
+    return CpuOpRow(tool=str(k.get("tool", "torch")), name=str(k.get("name", "")),
+                    op_class=str(k.get("kernel_class", "other")), nvtx_range=k.get("nvtx_range"),
+                    count=int(k.get("count", 0)), total_ns=float(k.get("total_ns", 0.0)),
+                    avg_ns=float(k.get("avg_ns", 0.0)), med_ns=float(k.get("med_ns", 0.0)),
+                    min_ns=float(k.get("min_ns", 0.0)), max_ns=float(k.get("max_ns", 0.0)),
+                    std_ns=float(k.get("std_ns", 0.0)), cpu_total_ns=float(x.pop("cpu_total_ns", 0.0) or 0.0),
+                    extra=x)
+
+
 def concat(summaries: Iterable[Summary]) -> Summary:
     """Concatenate summaries (e.g. several reports given to ``profctl report``): sources, kernels and ranges
     one after the other, nothing joined (profctl.analysis.crosstool joins the same kernel across tools)."""
@@ -158,8 +232,74 @@ def concat(summaries: Iterable[Summary]) -> Summary:
         sources=tuple(s for x in ss for s in x.sources),
         kernels=tuple(k for x in ss for k in x.kernels),
         ranges=tuple(r for x in ss for r in x.ranges),
-        meta={"merged": len(ss)} if len(ss) > 1 else (ss[0].meta if ss else {}),
+        meta=_merged_meta(ss) if len(ss) > 1 else (ss[0].meta if ss else {}),
+        cpu_ops=tuple(c for x in ss for c in x.cpu_ops),
     )
+
+
+def _merged_meta(ss: Sequence[Summary]) -> dict[str, Any]:
+    """The meta of concatenated summaries: their count, and the warnings and devices of all of them."""
+    meta: dict[str, Any] = {"merged": len(ss)}
+    warnings = [w for x in ss for w in x.warnings]
+    if warnings:
+        meta["warnings"] = warnings
+    devices = [d for x in ss for d in (x.meta.get("devices") or []) if isinstance(d, str)]
+    if devices:
+        meta["devices"] = sorted(set(devices))
+    return meta
+
+
+_NUM = (int, float)
+
+
+def validate(s: Summary) -> None:
+    """ValueError naming the first field of `s` whose value has the wrong type or is not a finite number: what a
+    summary read from someone's JSON must pass before renderers see it."""
+    import math
+
+    def num(where: str, v: Any, *, none: bool = False, integer: bool = False) -> None:
+        if v is None and none:
+            return
+        ok = isinstance(v, int if integer else _NUM) and not isinstance(v, bool)
+        if not ok or (isinstance(v, float) and not math.isfinite(v)):
+            raise ValueError(f"{where} is {v!r}, not a finite number")
+
+    def text(where: str, v: Any, *, none: bool = False) -> None:
+        if not (isinstance(v, str) or (v is None and none)):
+            raise ValueError(f"{where} is {v!r}, not text")
+
+    if not isinstance(s.meta, dict):
+        raise ValueError("meta is not an object")
+    for i, src in enumerate(s.sources):
+        text(f"sources[{i}].path", src.path)
+        text(f"sources[{i}].tool", src.tool)
+        text(f"sources[{i}].tool_version", src.tool_version, none=True)
+    rows: list[Any] = [*s.kernels, *s.cpu_ops]
+    for i, r in enumerate(rows):
+        w = f"kernels[{i}]" if i < len(s.kernels) else f"cpu_ops[{i - len(s.kernels)}]"
+        for f in ("tool", "name"):
+            text(f"{w}.{f}", getattr(r, f))
+        text(f"{w}.nvtx_range", r.nvtx_range, none=True)
+        num(f"{w}.count", r.count, integer=True)
+        for f in ("total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"):
+            num(f"{w}.{f}", getattr(r, f))
+        metrics = getattr(r, "metrics", {})
+        if not isinstance(metrics, dict) or not isinstance(getattr(r, "extra", {}), dict):
+            raise ValueError(f"{w}.metrics or .extra is not an object")
+        for k, v in metrics.items():
+            num(f"{w}.metrics[{k!r}]", v)
+    for i, g in enumerate(s.ranges):
+        text(f"ranges[{i}].name", g.name)
+        text(f"ranges[{i}].domain", g.domain, none=True)
+        num(f"ranges[{i}].count", g.count, integer=True)
+        num(f"ranges[{i}].range_total_ns", g.range_total_ns)
+        num(f"ranges[{i}].gpu_proj_total_ns", g.gpu_proj_total_ns, none=True)
+        num(f"ranges[{i}].gpu_ops", g.gpu_ops, none=True, integer=True)
+
+
+def warn(meta: dict[str, Any], message: str) -> None:
+    """Add a warning to a summary's meta (``meta["warnings"]``): something odd in the report, named."""
+    meta.setdefault("warnings", []).append(message)
 
 
 def durations_stats(durations_ns: Sequence[float]) -> dict[str, float]:
@@ -178,5 +318,6 @@ def durations_stats(durations_ns: Sequence[float]) -> dict[str, float]:
 
 
 __all__ = [
-    "KERNEL_CLASSES", "SCHEMA_ID", "KernelRow", "RangeRow", "Source", "Summary", "concat", "durations_stats",
+    "KERNEL_CLASSES", "SCHEMA_ID", "CpuOpRow", "KernelRow", "RangeRow", "Source", "Summary", "concat",
+    "durations_stats", "validate", "warn",
 ]

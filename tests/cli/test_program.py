@@ -32,7 +32,8 @@ def test_torch_profiles_a_python_program_with_its_own_ranges(tmp_path: Path) -> 
     ranges = {r["name"]: r for r in s["ranges"]}
     assert {"step", "attention", "mlp", "loss", "warmup"} <= set(ranges)
     assert ranges["step"]["count"] == 2 and ranges["warmup"]["count"] == 1  # push/pop and start/end mirrored
-    flash = [k for k in s["kernels"] if "flash_attention" in k["name"]]
+    assert not s["kernels"]  # a CPU run: its ops are CPU ops (self times), not kernels
+    flash = [k for k in s["cpu_ops"] if "flash_attention" in k["name"]]
     assert flash and {k["nvtx_range"] for k in flash} == {"warmup", "step/attention"}  # the CPU op, in its ranges
     (run_dir,) = (tmp_path / "runs").iterdir()
     m = json.loads((run_dir / "manifest.json").read_text())
@@ -45,7 +46,7 @@ def test_range_keeps_only_what_ran_inside_it(tmp_path: Path) -> None:
     rc, out, err = run(["torch", "-f", "json", "--range", "mlp", "--", "python", str(EXAMPLE), "--steps", "1",
                         "--seqlen", "64"], tmp_path)
     assert rc == 0, err
-    ks = json.loads(out)["kernels"]
+    ks = json.loads(out)["cpu_ops"]
     assert ks and all("mlp" in k["nvtx_range"].split("/") for k in ks)
     assert not any("flash_attention" in k["name"] for k in ks)
 
@@ -63,7 +64,7 @@ def test_the_programs_failure_is_reported_and_its_trace_kept(tmp_path: Path) -> 
                         "--exit-status", "3"], tmp_path)
     assert rc == 8
     assert "exited with status 3" in err.strip().splitlines()[-1]
-    assert json.loads(out)["kernels"]  # the summary of what ran before the exit
+    assert json.loads(out)["cpu_ops"]  # the summary of what ran before the exit
 
 
 def test_a_program_that_fails_before_profiling_says_why(tmp_path: Path) -> None:

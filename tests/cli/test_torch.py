@@ -44,15 +44,26 @@ def test_torch_cpu_end_to_end(tmp_path: Path) -> None:
     assert len(fwd_ranges) == ITERS
     assert any("Input Dims" in e.get("args", {}) for e in ev if e.get("cat") == "cpu_op")  # --shapes
 
-    rows = {(k["name"], k["nvtx_range"]): k for k in s["kernels"]}
-    case = next(k["nvtx_range"].split("/")[0] for k in s["kernels"]
+    # a CPU run: no kernels, its CPU ops (self times) in cpu_ops
+    assert s["kernels"] == [] and s["meta"]["holds"] == "cpu_ops_only"
+    rows = {(k["name"], k["nvtx_range"]): k for k in s["cpu_ops"]}
+    case = next(k["nvtx_range"].split("/")[0] for k in s["cpu_ops"]
                 if (k["nvtx_range"] or "").startswith("eager["))
     bmm = rows[("aten::bmm", f"{case}/measure/eager.fwd")]
     assert bmm["count"] == 2 * ITERS  # two matmuls per forward
-    sdpa = [k for k in s["kernels"] if k["kernel_class"] == "flash_fwd" and "sdpa-flash.fwd" in k["nvtx_range"]]
+    sdpa = [k for k in s["cpu_ops"] if k["op_class"] == "flash_fwd" and "sdpa-flash.fwd" in k["nvtx_range"]]
     assert sdpa and all(k["count"] == ITERS for k in sdpa)
     names = {r["name"]: r for r in s["ranges"]}
     assert names["eager.fwd"]["count"] == ITERS and names["measure"]["count"] == 2
+
+    # read back: the table and the CSV show the CPU ops (there being no kernel), the note said once
+    r = CliRunner().invoke(app, ["report", str(run_dir / "trace.json.gz"), "--limit", "5"])
+    assert r.exit_code == 0, r.output
+    assert "CPU ops (self time)" in r.stdout and "aten::bmm" in r.stdout
+    assert r.stderr.count("no GPU activity") <= 1
+    r = CliRunner().invoke(app, ["report", str(run_dir / "trace.json.gz"), "-f", "csv"])
+    header, *lines = r.stdout.splitlines()
+    assert header.startswith("tool,name,op_class") and any(ln.startswith("torch,aten::bmm,gemm,") for ln in lines)
 
 
 def test_report_reads_a_foreign_trace(shared_fixture: Callable[[str], Path]) -> None:

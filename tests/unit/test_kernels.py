@@ -49,3 +49,54 @@ def test_base_name() -> None:
     assert base_name(NSYS_FLASH) == "flash_fwd_kernel"
     assert base_name("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)") == "reduce_kernel"
     assert base_name("nvjet_sm90_tst_256x128") == "nvjet_sm90_tst_256x128"
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", 5, "(", "<<<>", "void (", "_Z", "operator()"])
+def test_names_no_report_should_hold_do_not_raise(bad) -> None:
+    """A launch without a readable name (ncu_report returns None) once ended in AttributeError in
+    strip_signature; every name function takes anything."""
+    from profctl.kernels import kernel_id, loose_key, readable, short_name, strip_signature
+
+    for fn in (strip_signature, readable, kernel_id, loose_key, short_name, classify):
+        assert isinstance(fn(bad), str)  # type: ignore[arg-type]
+
+
+def test_generic_names() -> None:
+    from profctl.kernels import is_generic
+
+    assert [is_generic(n) for n in ("Kernel", "Kernel2", "device_kernel", "flash_fwd_kernel", "kernel_foo")] == [
+        True, True, True, False, False]
+
+
+def test_ncu_launch_without_a_name_is_a_warning() -> None:
+    """A stand-in for ncu_report's objects: a launch whose names are None reads as an unnamed launch, and the
+    summary says so."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from profctl.readers import _ncu, ncu_report
+
+    class Metric:
+        def kind(self) -> int:
+            return 1
+
+        def as_double(self) -> float:
+            return 1000.0
+
+        def unit(self) -> None:
+            return None
+
+        def as_string(self) -> None:
+            return None
+
+    action = SimpleNamespace(
+        name=lambda base: None, metric_names=lambda: ["gpu__time_duration.sum"],
+        metric_by_name=lambda m: Metric() if m == "gpu__time_duration.sum" else None,
+        nvtx_state=lambda: None, rule_results_as_dicts=lambda: None)
+    mod = SimpleNamespace(IAction=SimpleNamespace(NameBase_FUNCTION=0, NameBase_DEMANGLED=1, NameBase_MANGLED=2),
+                          IMetric=SimpleNamespace(ValueKind_DOUBLE=1, ValueKind_FLOAT=2, ValueKind_UINT32=3,
+                                                  ValueKind_UINT64=4))
+    ln = ncu_report._launch(mod, action, 0)
+    assert ln.name == "" and ln.duration_ns == 1000.0
+    s = _ncu.summarize([ln], path=Path("x.ncu-rep"), tool_version=None, reader="stub")
+    assert s.kernels[0].count == 1 and any("without a kernel name" in w for w in s.warnings)

@@ -131,37 +131,66 @@ def test_nvtx_projection_equals_nvtx_gpu_proj_sum_definition(attn: Path) -> None
     assert got["cublasCreate_v2"].domain == "cuBLAS"
 
 
-def test_backward_kernels_counted_but_not_projected_into_bwd_ranges_of_a_plain_script(attn: Path) -> None:
+def test_backward_kernels_of_a_plain_script_take_the_callers_bwd_range(attn: Path) -> None:
     """The fixture's script pushes `<name>.bwd.itN` on the main thread; autograd launches the backward kernels
-    from its worker thread, so nsys' definition projects none of them into those ranges. They are still in the
-    kernel table, where the launching thread does not matter."""
+    from its worker thread (`pt_autograd_0`). nsys' own projection puts none of them in those ranges, and the
+    range rows keep nsys' definition; the per-range kernel rows place them in the range open on the thread that
+    called backward() at the launch (profctl.readers._nsys_paths), and say so."""
     c = _ro(attn)
     bwd_threads = {t for (t,) in c.execute(
         "SELECT DISTINCT r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
         "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = k.shortName "
         "WHERE s.value LIKE 'flash_bwd%'")}
     push_threads = {t for (t,) in c.execute("SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE text LIKE '%.bwd.%'")}
+    # every kernel launched on autograd's thread, with the main thread's .bwd. range open at its launch
+    expected: dict[str, int] = defaultdict(int)
+    for text, _name in c.execute(
+            "SELECT n.text, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = k.demangledName "
+            "JOIN ThreadNames tn ON tn.globalTid = r.globalTid JOIN StringIds ts ON ts.id = tn.nameId "
+            "JOIN NVTX_EVENTS n ON n.eventType = 59 AND n.start <= r.start AND r.start <= n.end "
+            "AND (n.globalTid & -16777216) = (r.globalTid & -16777216) "
+            "WHERE ts.value LIKE 'pt_autograd%' AND n.text LIKE '%.bwd.%'"):
+        expected[text] += 1
     c.close()
     assert bwd_threads and push_threads and not (bwd_threads & push_threads)
+    assert sum(expected.values()) == 42  # naive: 9 per iteration, flash: 5 (2 copies + 3 flash kernels), x 3
 
     s = nsys_sqlite.read(attn, by_range=True)
     table = {k.short_name: k.count for k in s.kernels if k.nvtx_range is None}
     assert table["flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel"] == 3
-    for r in s.ranges:
+    for r in s.ranges:  # nsys' projection: launches on the pushing thread only
         if ".bwd." in r.name:
             assert r.gpu_ops == 0 and r.extra["proj_instances"] == 0, r
-    in_bwd = [k for k in s.kernels if k.nvtx_range and ".bwd." in k.nvtx_range]
-    assert in_bwd == []
-    # the forward ranges do project their kernels (launched on the pushing thread)
-    fwd = next(r for r in s.ranges if r.name == "sdpa_flash.fwd.it1")
-    assert fwd.gpu_ops == 1 and fwd.gpu_proj_total_ns and fwd.gpu_proj_total_ns > 0
+    got: dict[str, int] = defaultdict(int)
+    for k in s.kernels:
+        if k.nvtx_range and ".bwd." in k.nvtx_range:
+            got[k.nvtx_range] += k.count
+            assert k.extra["borrowed_launches"] == k.count
+    assert dict(got) == dict(expected)
+    dq = [k for k in s.kernels if k.nvtx_range == "sdpa_flash.bwd.it1" and "dq_dk_dv" in k.name]
+    assert len(dq) == 1 and dq[0].count == 1
+    assert s.meta["nvtx_borrowed"] == [{"launches": 42, "thread": "pt_autograd_0", "from_thread": "python3"}]
+    # the forward kernels, launched on the pushing thread, borrow nothing
+    fwd = next(k for k in s.kernels if k.nvtx_range == "sdpa_flash.fwd.it1")
+    assert fwd.short_name == "flash_fwd_kernel" and "borrowed_launches" not in fwd.extra
+    r = next(r for r in s.ranges if r.name == "sdpa_flash.fwd.it1")
+    assert r.gpu_ops == 1 and r.gpu_proj_total_ns and r.gpu_proj_total_ns > 0
 
 
 def test_profctl_capture_projects_backward_kernels_into_bwd_range(profctl_capture: Path) -> None:
-    """profctl's workload pushes `<backend>.bwd` on autograd's thread too: the backward kernels project there."""
+    """profctl's workload pushes `<backend>.bwd` on autograd's thread too: the backward kernels project there,
+    on their own thread, with nothing borrowed."""
+    from profctl.nvtx import parse_range
+
     s = nsys_sqlite.read(profctl_capture, by_range=True)
-    bwd = {k.short_name: k.count for k in s.kernels if k.nvtx_range == "profctl:sdpa-flash.bwd"}
-    assert bwd.get("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel") == 4  # 1 warm-up + 3 measured
+    bwd: dict[str, int] = defaultdict(int)
+    for k in s.kernels:
+        key = parse_range(k.nvtx_range)
+        if key is not None and (key.backend, key.pass_) == ("sdpa-flash", "bwd"):
+            assert k.nvtx_range.startswith("profctl@sdpa-flash[") and "borrowed_launches" not in k.extra
+            bwd[k.short_name] += k.count
+    assert bwd["flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel"] == 4  # 1 warm-up + 3 measured
     r = next(r for r in s.ranges if r.name == "sdpa-flash.bwd" and r.domain == "profctl")
     assert r.extra["proj_instances"] == 4 and r.gpu_ops is not None and r.gpu_ops >= 12
 

@@ -151,7 +151,9 @@ def test_array_format_without_closing_bracket(fixture_trace: Path, tmp_path: Pat
     assert sum(k.count for k in s.kernels) == 69
 
 
-def test_cpu_only_trace_is_summarised_with_a_note(tmp_path: Path) -> None:
+def test_cpu_only_trace_holds_cpu_ops_not_kernels(tmp_path: Path) -> None:
+    """issue 17: a CPU-only trace's ops go to Summary.cpu_ops, never among the kernels, and the summary says
+    what the trace holds; old summary JSON with CPU ops listed as kernels still reads, into cpu_ops."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -164,13 +166,33 @@ def test_cpu_only_trace_is_summarised_with_a_note(tmp_path: Path) -> None:
     prof.export_chrome_trace(str(path))
     notes: list[str] = []
     s = torch_trace.read(path, by_range=True, notes=notes)
-    assert len(notes) == 1 and "no GPU activity" in notes[0]
-    assert s.meta["gpu_activity"] is False
-    mm = [k for k in s.kernels if k.name == "aten::mm"]
-    assert [(k.nvtx_range, k.count) for k in mm] == [("outer/inner", 3)]
-    assert mm[0].extra["device"] == "cpu" and mm[0].kernel_class == "gemm"
+    assert len(notes) == 1 and "no GPU activity" in notes[0] and "CPU ops only" in notes[0]
+    assert s.meta["gpu_activity"] is False and s.meta["holds"] == "cpu_ops_only"
+    assert any("CPU ops only" in w for w in s.warnings)
+    assert s.kernels == ()
+    mm = [c for c in s.cpu_ops if c.name == "aten::mm"]
+    assert [(c.nvtx_range, c.count) for c in mm] == [("outer/inner", 3)]
+    assert mm[0].op_class == "gemm" and mm[0].cpu_total_ns >= mm[0].total_ns > 0
     assert {r.name: r.count for r in s.ranges} == {"outer": 1, "inner": 3}
     assert all(r.gpu_proj_total_ns is None for r in s.ranges)
+    # JSON round trip; and a summary written before cpu_ops existed (CPU ops as kernels) reads into cpu_ops
+    import json
+
+    from profctl.schema import Summary
+
+    d = json.loads(s.to_json())
+    assert Summary.from_dict(d) == s
+    old = dict(d)
+    old["kernels"] = [{"tool": "torch", "name": c["name"], "short_name": c["name"], "kernel_class": c["op_class"],
+                       "nvtx_range": c["nvtx_range"], "count": c["count"], "total_ns": c["total_ns"],
+                       "avg_ns": c["avg_ns"], "med_ns": c["med_ns"], "min_ns": c["min_ns"], "max_ns": c["max_ns"],
+                       "std_ns": c["std_ns"], "metrics": {},
+                       "extra": {"device": "cpu", "time": "self", "cpu_total_ns": c["cpu_total_ns"]}}
+                      for c in d["cpu_ops"]]
+    del old["cpu_ops"]
+    back = Summary.from_dict(old)
+    assert back.kernels == () and [(c.name, c.nvtx_range, c.count, c.cpu_total_ns) for c in back.cpu_ops] == [
+        (c.name, c.nvtx_range, c.count, c.cpu_total_ns) for c in s.cpu_ops]
 
 
 @pytest.mark.parametrize(("content", "message"), [
