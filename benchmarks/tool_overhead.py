@@ -36,7 +36,8 @@ def ncu_pair(work: Path) -> tuple[float, float]:
     root = work / "ncu"
     wall = timed([sys.executable, "-m", "profctl", "ncu", "--recipe", "tensor-core", "--clock-control", "none",
                   *WORKLOAD, "--reports", str(root), "-f", "json"])
-    argv = list(newest_run(root)["ncu_argv"])
+    tools = newest_run(root)["tools"]
+    argv = list(next(t["argv"] for t in tools if t["name"] == "ncu"))
     out = work / "alone.ncu-rep"
     argv[argv.index("--export") + 1] = str(out)
     return wall, timed(argv)

@@ -35,10 +35,13 @@ class Samples:
     temp_c: list[int] = field(default_factory=list)
     reasons: set[str] = field(default_factory=set)
 
-    def summary(self, max_sm_mhz: int | None) -> dict[str, Any]:
+    def summary(self, max_sm_mhz: int | None, *, busy: bool = True) -> dict[str, Any]:
+        """The samples' medians and extremes; `busy` False: taken while NVML read the GPU as idle (a point too
+        short for NVML's utilisation window), so a low clock there says nothing about the measurement."""
         if not self.sm_mhz:
             return {}
         out: dict[str, Any] = {
+            "gpu_busy": busy,
             "sm_clock_mhz_median": statistics.median(self.sm_mhz),
             "sm_clock_mhz_min": min(self.sm_mhz),
             "sm_clock_mhz_max": max(self.sm_mhz),
@@ -65,6 +68,7 @@ class Sampler:
         self.driver: str | None = None
         self.util: int | None = None  # the GPU's utilisation at the last sample, percent (progress bars)
         self._cur = Samples()
+        self._idle = Samples()  # samples while NVML read 0 % utilisation: kept for points too short to show as busy
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -108,19 +112,23 @@ class Sampler:
                 time.sleep(self.interval_s)
                 continue
             self.util = int(util)
-            if util > 0:  # only samples while the GPU works describe the measurement
-                with self._lock:
-                    self._cur.sm_mhz.append(sm)
-                    self._cur.mem_mhz.append(mem)
-                    self._cur.power_w.append(pw)
-                    self._cur.temp_c.append(tc)
-                    self._cur.reasons.update(n for b, n in _REASONS.items() if bits & b)
+            with self._lock:  # samples while the GPU works describe the measurement; idle ones are the fallback
+                into = self._cur if util > 0 else self._idle
+                into.sm_mhz.append(sm)
+                into.mem_mhz.append(mem)
+                into.power_w.append(pw)
+                into.temp_c.append(tc)
+                into.reasons.update(n for b, n in _REASONS.items() if bits & b)
             time.sleep(self.interval_s)
 
     def take(self) -> dict[str, Any]:
+        """The samples since the last take (and reset): those taken while the GPU was busy, else -- a point
+        shorter than NVML's utilisation window -- the idle-looking ones, marked ``gpu_busy: False``."""
         with self._lock:
-            cur, self._cur = self._cur, Samples()
-        return cur.summary(self.max_sm_mhz)
+            cur, idle, self._cur, self._idle = self._cur, self._idle, Samples(), Samples()
+        if cur.sm_mhz:
+            return cur.summary(self.max_sm_mhz)
+        return idle.summary(self.max_sm_mhz, busy=False)
 
     def stop(self) -> None:
         self._stop.set()
@@ -136,7 +144,7 @@ class Sampler:
 def clock_warning(clk: dict[str, Any], sweep_max_mhz: float | None = None) -> str | None:
     """A warning when the SM clock fell during a point: a slowdown reason, or a minimum below 90 % of the
     highest clock seen in the sweep."""
-    if not clk:
+    if not clk or clk.get("gpu_busy") is False:  # idle-looking samples: a low clock there is the idle clock
         return None
     slow = sorted(set(clk.get("throttle_reasons", [])) & SLOWDOWN)
     ref = sweep_max_mhz or clk.get("sm_clock_mhz_max")

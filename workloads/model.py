@@ -8,7 +8,9 @@ Same protocol as workloads/attention.py: every option a comma list, one case at 
 (device, start, row), cudaProfilerStart/Stop around the measured iterations, NVTX ranges in profctl's domain:
 
     <backend>[<model key>] / warmup | measure / embed, norm, attn.qkv, attn.core, attn.out, mlp, head, loss,
-                                                backward, optimizer, decode.step
+                                                backward, optimizer
+
+(decode.step, the whole decode iteration, is part-timed but not an NVTX level: STEP_RANGES).
 
 ``attn.core`` is the attention call itself: the part a faster flash kernel changes. Backward parts are pushed on
 autograd's worker thread under the same case and phase ranges, so `profctl ncu --range attn.core` finds the
@@ -32,6 +34,11 @@ from profctl.spec import AttentionSpec, ModelSpec, ModelSweep, SpecError
 from workloads.hooks import Hooks
 from workloads.ranges import Nvtx
 from workloads.torch_profile import make_hooks
+
+#: ranges the model code opens around a whole step: timed by the part timer, but not NVTX levels, so every part
+#: sits at ``<case>/<phase>/<part>`` in every mode -- the one shape an ncu --nvtx-include regex can select (ncu
+#: splits its expression at '/', so an optional level cannot be written)
+STEP_RANGES = frozenset({"decode.step"})
 
 
 class CaseRanges:
@@ -57,6 +64,9 @@ class CaseRanges:
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
+        if name in STEP_RANGES:  # the whole step: the measured iteration already says it (and see STEP_RANGES)
+            yield
+            return
         prefix = [] if threading.get_ident() == self.main else list(self.stack)
         for p in prefix:
             self.nv.push(p)

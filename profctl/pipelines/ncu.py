@@ -106,12 +106,12 @@ MODEL_DEFAULT_PART = "attn.core"
 
 def model_filter(target: Model, part: str, cases: Sequence[int] | None = None) -> str:
     """ONE regex selecting the launches of part `part` inside the measured steps of every case of a model
-    sweep, on the main thread (forward; decode under ``decode.step``) and on autograd's (backward, where the
-    runner pushes the case and phase again)."""
+    sweep, on the main thread (forward) and on autograd's (backward, where the runner pushes the case and phase
+    again): ``<case>/measure/<part>/`` in every mode. No '/' inside a group: ncu splits the expression there."""
     specs = target.cases()
     ids = sorted({re.escape(specs[i].case_id) for i in (range(len(specs)) if cases is None else cases)})
     group = ids[0] if len(ids) == 1 else "(" + "|".join(ids) + ")"
-    return f"regex:{nvtx.DOMAIN}@{group}/{nvtx.MEASURE}/(decode\\.step/)?{re.escape(part)}/"
+    return f"regex:{nvtx.DOMAIN}@{group}/{nvtx.MEASURE}/{re.escape(part)}/"
 
 
 def filter_variants(req: NcuRequest, target: Any, cases: Sequence[int] | None = None) -> list[list[str]]:

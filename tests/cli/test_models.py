@@ -85,3 +85,31 @@ def test_the_python_api_runs_the_model_workload(tmp_path: Path) -> None:
     df = res.to_dataframe()
     assert list(df["mode"]) == ["prefill", "decode"] and set(df["status"]) == {"ok"}
     assert (df["tokens_per_s"] > 0).all()
+
+
+def test_every_mode_puts_a_part_at_case_measure_part(tmp_path: Path) -> None:
+    """The NVTX shape ncu's filter relies on, seen in a real torch.profiler trace of train and decode steps:
+    ``<case>/measure/attn.core`` (decode.step is not a level); and the filter ncu gets has no '/' in a group."""
+    from profctl.pipelines.ncu import model_filter
+    from profctl.pipelines.targets import Model
+    from profctl.spec import ModelSweep
+
+    r = CliRunner().invoke(app, ["torch", "--model", "gpt-tiny", "--device", "cpu", "--seqlen", "32", "--mode",
+                                 "train,decode", "-b", "eager", "--iters", "1", "--warmup", "0", "-f", "json",
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    paths = {c["nvtx_range"] for c in json.loads(r.stdout)["cpu_ops"] if c["nvtx_range"]}
+    assert not any("decode.step" in p for p in paths), paths
+    # between the decode case and its attention: nothing but the phase (torch's trace starts inside 'measure',
+    # so there the phase range itself is not recorded)
+    decode = {p.split("/", 1)[1] for p in paths if p.startswith("eager[gpt-tiny,decode") and p.endswith("attn.core")}
+    assert decode and decode <= {"attn.core", "measure/attn.core"}, decode
+
+    target = Model(ModelSweep.from_strings(model="gpt-tiny", mode="train,decode", backend="eager", device="cpu"))
+    rx = model_filter(target.resolve(), "attn.core")
+    assert rx.startswith("regex:profctl@(") and rx.endswith("/measure/attn\\.core/")
+    depth = 0
+    for ch in rx:
+        depth += ch == "("
+        depth -= ch == ")"
+        assert not (ch == "/" and depth), f"'/' inside a group: {rx}"
