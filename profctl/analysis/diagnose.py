@@ -105,7 +105,14 @@ def _first(m: dict[str, float], names: Sequence[str]) -> float | None:
 def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | None]:
     """(backend, pass, shape key) a launch's NVTX path names (profctl.nvtx.parse_range)."""
     k = parse_range(nvtx_range)
-    return (k.backend, k.pass_, k.shape_key) if k else (None, None, None)
+    if k is None:
+        return (None, None, None)
+    pass_ = k.pass_
+    if pass_ is None and k.shape_key:  # a model step's case (no <backend>.<pass> leaf): its mode stands for the pass
+        from profctl.spec import MODES
+
+        pass_ = next((t for t in k.shape_key.split(",") if t in MODES), None)
+    return (k.backend, pass_, k.shape_key)
 
 
 def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int] | None = None) -> Diagnosis:

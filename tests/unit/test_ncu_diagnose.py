@@ -87,6 +87,9 @@ def test_backend_of_paths() -> None:
         == ("sdpa-flash", "bwd", "b1,sq2048,skv2048,h32,kv32,d128,bf16,full,bhsd")
     assert backend_of("naive.fwd.it1") == ("eager", "fwd", None)  # canonical names, as every reader
     assert backend_of(None) == (None, None, None)
+    # a model step's attention (ncu --model): the case's mode stands for the pass, so modes are told apart
+    assert backend_of("profctl@sdpa-flash[llama-7b,l2,decode,b1,s2048,bf16]/measure/attn.core")[:2] == \
+        ("sdpa-flash", "decode")
 
 
 def test_render_tables(shared_fixture: Callable[[str], Path]) -> None:
