@@ -28,15 +28,7 @@ step 330 "GPU tests" bash -c "python3 -m pytest -m gpu tests/gpu tests/unit/test
   -p no:cacheprovider --durations=15 > '$OUT/gpu_tests.txt' 2>&1"
 tail -30 "$OUT/gpu_tests.txt"
 
-programs() {
-  $P nsys --reports runs -f markdown --limit 8 -- python3 examples/my_program.py --steps 3 --seqlen 2048
-  $P nsys --reports runs -f markdown --range myapp@attention -- python3 examples/my_program.py --steps 3 --seqlen 2048
-  $P ncu --reports runs --clock-control none --range myapp@attention -f markdown -- \
-    python3 examples/my_program.py --steps 2 --seqlen 2048
-  $P ncu --reports runs --clock-control none --kernel _scale_add --launch-count 1 -f markdown -- \
-    python3 examples/my_program.py --steps 2
-  $P torch --reports runs -f markdown --limit 10 --range mlp -- python3 examples/my_program.py --steps 3 --seqlen 2048
-}
+source benchmarks/gpu_programs.sh
 export -f programs; export P
 step 110 "examples: your own program under each profiler" bash -c "programs > '$OUT/programs.txt' 2>&1"
 grep -E "error|launch\(es\) profiled|^## " "$OUT/programs.txt" | head -20

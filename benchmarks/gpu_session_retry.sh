@@ -13,14 +13,9 @@ timeout -s INT 240 python3 -m pytest -m gpu -q -rs -p no:cacheprovider --duratio
   tests/gpu/test_program_gpu.py::test_program_failure_keeps_the_report > "$OUT/gpu_tests_retry.txt" 2>&1
 tail -12 "$OUT/gpu_tests_retry.txt"
 echo "== examples ($(( $(date +%s) - T0 ))s in)"
+source benchmarks/gpu_programs.sh
 {
-  $P nsys --reports runs -f markdown --limit 8 -- python3 examples/my_program.py --steps 3 --seqlen 2048
-  $P nsys --reports runs -f markdown --range myapp@attention -- python3 examples/my_program.py --steps 3 --seqlen 2048
-  $P ncu --reports runs --clock-control none --range myapp@attention -f markdown -- \
-    python3 examples/my_program.py --steps 2 --seqlen 2048
-  $P ncu --reports runs --clock-control none --kernel _scale_add --launch-count 1 -f markdown -- \
-    python3 examples/my_program.py --steps 2
-  $P torch --reports runs -f markdown --limit 10 --range mlp -- python3 examples/my_program.py --steps 3 --seqlen 2048
+  programs
   $P ncu --reports runs --clock-control none --model llama-7b --layers 2 --mode train,decode -s 2048 -b sdpa-flash \
     -f markdown
 } > "$OUT/programs.txt" 2>&1
