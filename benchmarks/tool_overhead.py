@@ -32,12 +32,18 @@ def newest_run(root: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())
 
 
+#: where a profctl run's time went, as its manifest says (seconds)
+TIMINGS: dict[str, float] = {}
+
+
 def ncu_pair(work: Path) -> tuple[float, float]:
     root = work / "ncu"
-    wall = timed([sys.executable, "-m", "profctl", "ncu", "--recipe", "tensor-core", "--clock-control", "none",
-                  *WORKLOAD, "--reports", str(root), "-f", "json"])
-    tools = newest_run(root)["tools"]
-    argv = list(next(t["argv"] for t in tools if t["name"] == "ncu"))
+    profctl = [sys.executable, "-m", "profctl", "ncu", "--recipe", "tensor-core", "--clock-control", "none",
+               *WORKLOAD, "--reports", str(root), "-f", "json"]
+    wall = timed(profctl)
+    m = newest_run(root)
+    TIMINGS.update({k: float(v) for k, v in m.items() if k.endswith("_s") and isinstance(v, (int, float))})
+    argv = list(next(t["argv"] for t in m["tools"] if t["name"] == "ncu"))
     out = work / "alone.ncu-rep"
     argv[argv.index("--export") + 1] = str(out)
     return wall, timed(argv)
@@ -46,7 +52,9 @@ def ncu_pair(work: Path) -> tuple[float, float]:
 def nsys_pair(work: Path) -> tuple[float, float]:
     root = work / "nsys"
     wall = timed([sys.executable, "-m", "profctl", "nsys", *WORKLOAD, "--reports", str(root), "-f", "json"])
-    tools = newest_run(root)["tools"]
+    m = newest_run(root)
+    TIMINGS.update({k: float(v) for k, v in m.items() if k.endswith("_s") and isinstance(v, (int, float))})
+    tools = m["tools"]
     prof = next(t["argv"] for t in tools if t["name"] == "nsys")
     prof = [a if not a.startswith("--output=") else f"--output={work / 'alone'}" for a in prof]
 
@@ -70,6 +78,7 @@ def main() -> int:
                                               "nsys": {"profctl": [], "alone": []}}
     for tool, pair in (("ncu", ncu_pair), ("nsys", nsys_pair)):
         for _ in range(a.rounds):
+            TIMINGS.clear()
             work = Path(tempfile.mkdtemp(prefix=f"ovh-{tool}-"))
             try:
                 p, t = pair(work)
@@ -77,13 +86,18 @@ def main() -> int:
                 shutil.rmtree(work, ignore_errors=True)
             res[tool]["profctl"].append(p)
             res[tool]["alone"].append(t)
-            print(f"{tool}: profctl {p:.2f} s, alone {t:.2f} s", flush=True)
-    summary = {tool: {"profctl_median_s": statistics.median(v["profctl"]),
+            res.setdefault(f"{tool}_manifest", {}).setdefault("rounds", []).append(dict(TIMINGS))  # type: ignore
+            print(f"{tool}: profctl {p:.2f} s, alone {t:.2f} s; manifest {TIMINGS}", flush=True)
+    manifests = {k: res.pop(k) for k in list(res) if k.endswith("_manifest")}
+    summary: dict = {tool: {"profctl_median_s": statistics.median(v["profctl"]),
                       "alone_median_s": statistics.median(v["alone"]),
                       "ratio": statistics.median(v["profctl"]) / statistics.median(v["alone"]), **v}
                for tool, v in res.items()}
+    summary.update(manifests)
     Path(a.out).write_text(json.dumps(summary, indent=1))
     for tool, s in summary.items():
+        if tool.endswith("_manifest"):
+            continue
         print(f"{tool}: profctl {s['profctl_median_s']:.2f} s / alone {s['alone_median_s']:.2f} s = "
               f"{s['ratio']:.3f}x")
     return 0

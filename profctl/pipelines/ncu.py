@@ -231,7 +231,10 @@ def _read(ctx: PartContext, req: NcuRequest, target: Any, res: proc.ProcResult, 
     if res.returncode != 0:
         what = f"the program exited with status {status}" if status else f"ncu exited with status {res.returncode}"
         warnings.append(f"{what}; the report was kept (see {ctx.final(log)})")
-    summary = ctx.with_final_paths(inputs.read_summary(inputs.file_input(report), by_range=True))
+    # a report ncu finished just now is read in this process (no child: ~0.6 s); one it may have left half-written
+    # (ncu or the program failed) in a child, where a damaged file cannot abort profctl
+    summary = ctx.with_final_paths(inputs.read_summary(inputs.file_input(report), by_range=True,
+                                                       isolate=res.returncode != 0))
     launches = summary.meta.get("launches", [])
     _check_metrics(summary, tuple(rec.metric_names(cc)), rec, ctx.final_dir, ctx.final(log))
     events = runs.read_events(ctx.workdir / "workload.jsonl")

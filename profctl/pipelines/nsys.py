@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import statistics
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -122,22 +123,29 @@ def _weights(target: Any) -> list[float] | None:
 def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture: str) -> dict[str, Any]:
     """One part: nsys over the target's cases of this part, exported and summarized in the part's folder."""
     target = ctx.localize(target)
+    t0 = time.perf_counter()
     version = tool.version(exe)
     log, rows = ctx.workdir / "nsys.log", ctx.workdir / "rows.jsonl"
     argv = tool.profile_argv(exe, ctx.workdir / "profile", target.argv(jsonl=rows, only=ctx.part.cases),
                              trace=req.trace, capture=capture, sample=req.sample)
     ctx.record_tool("nsys", argv, version=version, log=log, exe=str(exe))
+    t1 = time.perf_counter()
     with ctx.follow(rows):
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
                       classify=tool.classify_profile(ctx.workdir / "profile"))
+    t2 = time.perf_counter()
     rep = tool.report_path(ctx.workdir / "profile")
     sqlite = tool.export_sqlite(exe, rep, ctx.workdir / "profile.sqlite", log=log, timeout_s=req.timeout_s)
+    t3 = time.perf_counter()
     summary = ctx.with_final_paths(summarize(sqlite, req, capture))
     from profctl.fsutil import atomic_write_json
 
     atomic_write_json(ctx.workdir / "summary.json", json.loads(summary.to_json()))
+    # where the part's time went (benchmarks/tool_overhead.py reads these: profctl's cost over nsys alone)
+    walls = {"version_wall_s": t1 - t0, "profile_wall_s": t2 - t1, "export_wall_s": t3 - t2,
+             "read_wall_s": time.perf_counter() - t3}
     return {"summary": summary, "version": version, "returncode": res.returncode,
-            "events": runs.read_events(rows), "report": rep.name}
+            "events": runs.read_events(rows), "report": rep.name, "walls": walls}
 
 
 def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, parallel: bool) -> NsysResult:
@@ -159,7 +167,8 @@ def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, 
         atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
     events = [e for v in vals for e in v["events"]]
     rc = max(v["returncode"] for v in vals)
-    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=rc)
+    walls = {k: round(max(v["walls"][k] for v in vals), 3) for k in vals[0]["walls"]}
+    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=rc, **walls)
     specs = target.cases()
     per: dict[tuple[str, str, str], list[float]] = {}
     if specs:

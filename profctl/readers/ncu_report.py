@@ -30,11 +30,12 @@ class ReaderMissing(BadReport):
     """The ncu_report module is not installed (another way to read the report may exist: ncu --import)."""
 
 
-def read(path: str | Path, *, by_range: bool = True, **_: Any) -> Summary:
-    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel."""
+def read(path: str | Path, *, by_range: bool = True, isolate: bool = True, **_: Any) -> Summary:
+    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel. `isolate` False
+    reads in this process: for a report ncu has just written here (a damaged one is what needs the child)."""
     p = Path(path)
     with plain_report(p) as rep:
-        launches, version, reader = read_launches(rep, shown_as=p)
+        launches, version, reader = read_launches(rep, shown_as=p, isolate=isolate)
     return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
 
