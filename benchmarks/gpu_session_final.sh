@@ -2,7 +2,8 @@
 # The second call of the final GPU session (carry [".gpu"]), after benchmarks/gpu_session.sh: the GPU test that
 # gpu_session.sh's own time limit interrupted, decode with and without part timing (twice each, interleaved),
 # the users'-code examples, and profctl's overhead over ncu and nsys with more rounds. At most 8 files under $OUT.
-#   STEPS="decode overhead" bash benchmarks/gpu_session_final.sh     (default: tests decode examples overhead)
+#   STEPS="decode overhead" bash benchmarks/gpu_session_final.sh     (default: tests decode examples overhead;
+#   also: models, the model GPU tests)
 set -u
 T0=$(date +%s)
 source .gpu/on-gpu.sh >/dev/null 2>&1
@@ -17,6 +18,12 @@ timeout -s INT 120 python3 -m pytest -m gpu -q -rs -p no:cacheprovider --duratio
   > "$OUT/gpu_tests_final.txt" 2>&1
 tail -4 "$OUT/gpu_tests_final.txt"
 fi
+if want models; then
+at "model GPU tests"
+timeout -s INT 150 python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 tests/gpu/test_models_gpu.py \
+  > "$OUT/gpu_tests_models.txt" 2>&1
+tail -4 "$OUT/gpu_tests_models.txt"
+fi
 if want decode; then
 at "decode: part timing on and off"
 D="$P bench --reports runs -q --baseline eager --model llama-7b --layers 4 --mode decode --batch 1 -s 512,4096,32768
@@ -25,7 +32,7 @@ D="$P bench --reports runs -q --baseline eager --model llama-7b --layers 4 --mod
   for round in 1 2; do
     for pt in --part-timing --no-part-timing; do
       echo "### round $round $pt"
-      timeout -s INT 60 $D $pt -f markdown 2>&1 | grep '^|'
+      timeout -s INT 60 $D $pt -f markdown --json "$OUT/decode_r${round}${pt#--}.json" 2>&1 | grep '^|'
     done
   done
 } > "$OUT/decode_part_timing.md" 2>&1

@@ -16,6 +16,7 @@ from profctl.cli._common import (
     guard,
     note,
     validate_workload,
+    warn,
     workload_options,
 )
 from profctl.cli._executors import executor_options
@@ -101,6 +102,9 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
     for _, fmt, path in outputs:
         if path is not None:
             emit(renderers[fmt](res), path)
+    if not show:  # the table printed them; without it they still belong on stderr
+        for w in [*res.clock_warnings, *res.noise_warnings]:
+            warn(w)
     for line in rb.what_ran(res, requested):
         note(line)
     note(f"run: {res.run_dir}")

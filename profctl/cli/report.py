@@ -237,8 +237,14 @@ def _models(rows: list[dict[str, Any]], format: str, output: Path | None, title:
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
     import json
 
+    from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
+    from profctl.shapes import label_of_row
 
+    add_noise_warnings(rows)  # rows recorded before profctl flagged them get the same check
+    for r in rows:
+        if r.get("noise_warning"):
+            warn(f"{r['backend']} {label_of_row(r)}: {r['noise_warning']}")
     if format == "html":
         emit(rm.to_html(rows, title), output)
     elif format == "json":

@@ -72,6 +72,11 @@ class BenchResult(Result):
         return [f"{r['backend']} {label_of_row(r)}: {r['clock_warning']}" for r in self.rows
                 if r.get("clock_warning")]
 
+    @property
+    def noise_warnings(self) -> list[str]:
+        return [f"{r['backend']} {label_of_row(r)}: {r['noise_warning']}" for r in self.rows
+                if r.get("noise_warning")]
+
 
 def check(req: BenchRequest) -> None:
     """UsageError for options the sweep cannot honour, found before anything runs (or torch is imported)."""
@@ -337,7 +342,8 @@ class _Sweep:
 
 def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, str],
             error: BaseException | None) -> BenchResult:
-    """Speedups, clock warnings, bench.json and the manifest's end; re-raise the error that stopped the sweep."""
+    """Speedups, clock and noise warnings, bench.json and the manifest's end; re-raise the error that stopped
+    the sweep."""
     from profctl.fsutil import atomic_write_json
 
     ordered = [sweep.rows[i] for i in sorted(sweep.rows)]
@@ -347,6 +353,7 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
             r["label"] = name
     add_speedups(ordered, req.baseline)
     _add_clock_warnings(ordered)
+    add_noise_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
                             "clocks": runs.clocks_seen(ordered)}
@@ -459,6 +466,30 @@ def add_speedups(rows: list[dict[str, Any]], baseline: str | None) -> None:
         r["baseline"] = baseline
         r["speedup"] = (b["median_ms"] / r["median_ms"]) if (b and r.get("status") == "ok" and r["median_ms"]) \
             else None
+
+
+#: a row whose measured steps spread wider than this (interquartile range / median) gets a noise_warning
+NOISE_IQR = 0.10
+
+
+def add_noise_warnings(rows: list[dict[str, Any]], limit: float = NOISE_IQR) -> None:
+    """A ``noise_warning`` on each ok row whose middle half of measured steps spans more than `limit` of the
+    median: such a median moves from run to run (host-bound steps, a shared GPU), so a speedup between rows can be
+    noise. Kernel-bound attention points spread under 3 % on the H100; a host-bound decode step 2-23 %."""
+    import statistics
+
+    for r in rows:
+        t = [x for x in (r.get("times_ms") or []) if isinstance(x, (int, float))]
+        med = r.get("median_ms")
+        if r.get("status") != "ok" or len(t) < 4 or not med:
+            continue
+        q1, _, q3 = statistics.quantiles(t, n=4)
+        spread = (q3 - q1) / med
+        r["iqr_ratio"] = spread
+        if spread > limit:
+            r["noise_warning"] = (f"timings spread: the middle half of {len(t)} steps spans {q1:.4g}-{q3:.4g} ms "
+                                  f"({spread:.0%} of the median); the median may move between runs (a host-bound "
+                                  f"step, a busy machine): more --iters, or profile it")
 
 
 def _add_clock_warnings(rows: list[dict[str, Any]]) -> None:

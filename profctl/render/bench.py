@@ -16,6 +16,7 @@ CSV_COLUMNS = (
     "pass", "layout", "device", "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
     "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
     "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
+    "iqr_ratio", "noise_warning",
 )
 
 
@@ -161,7 +162,7 @@ def print_table(res: BenchResult, con: Any = None) -> None:
             style = "red"
         t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
-    for w in [*res.clock_warnings, *res.warnings]:
+    for w in [*res.clock_warnings, *res.noise_warnings, *res.warnings]:
         con.print(f"[yellow]warning:[/] {escape(w)}")
     for raw in res.rows:
         if raw.get("suspect"):
