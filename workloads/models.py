@@ -912,7 +912,7 @@ def run_model_case(cfg: ModelConfig, *, mode: str, batch: int, seqlen: int, dtyp
     for this point; a real CUDA OOM becomes status oom too. ``part_timing`` adds per-part ms and attention's
     share of the step (PartTimer; off by default). Parts are timed in ``iters`` steps of their own between the
     warm-up and the measured steps (still inside the warm-up phase, so no profiler sees them): the timer's host
-    cost per range (about 30 % of a host-bound decode step on the H100) never reaches the measured step times,
+    cost per range (a third or more of a host-bound decode step on the H100) never reaches the measured step times,
     and ``part_timing_cost`` says what it was. ``hooks`` (optional methods
     ``warmup_begin()``, ``measure_begin()``, ``iteration_end()``, ``measure_end()``) let a profiler bracket the
     warm-up and the measured iterations (NVTX phases, cudaProfilerStart/Stop, torch.profiler).

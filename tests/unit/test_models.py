@@ -429,8 +429,9 @@ def test_part_timing_and_attention_share() -> None:
 
 @pytest.mark.parametrize("mode", ["train", "decode"])
 def test_part_timer_stays_out_of_the_measured_steps(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The headline step time is measured without the part timer: its host cost per range (30 % of a host-bound
-    decode step on the H100) would otherwise be in it. Parts are timed in steps of their own before measuring."""
+    """The headline step time is measured without the part timer: its host cost per range (a third or more of a
+    host-bound decode step on the H100) would otherwise be in it. Parts are timed in steps of their own before
+    measuring."""
     phase = {"now": "build"}
     stamped: list[str] = []
     real = M.PartTimer._stamp
