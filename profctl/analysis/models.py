@@ -1,6 +1,7 @@
 """The tables the design's model benchmarks print, from model bench rows (profctl bench --model):
 
-- step time per model x backend, OOM rows kept (seed 003: GPT sm/md/lg forward and forward+backward);
+- step time per model x backend, OOM rows kept, and the training step split into forward, backward and optimizer
+  (seed 003: GPT sm/md/lg forward and forward+backward);
 - memory against context, with whether it fits a 24 / 40 / 80 GB card (seed 004);
 - tokens/s against context (prefill, decode with a KV cache) (seed 004);
 - samples/s against batch x context for training (seed 004).
@@ -96,6 +97,30 @@ def samples_by_batch_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]
     return pivot(train, ("model", "layers", "batch", "seqlen"), lambda r: f"{r['samples_per_s']:,.2f}")
 
 
+#: above this part_timing_cost the split's cell says what the timer added (its steps ran that much slower than the
+#: measured ones: +1 % on a GPU-bound GPT-lg step with eager attention, +22 % to +57 % with SDPA on the H100)
+TIMER_NOTE = 0.05
+
+
+def train_split(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Seed 003's forward / backward (/ optimizer) time per training step, ms, from the part-timed steps (their
+    means; the measured median is the step-time table's), with what the timer added where it slowed those steps.
+    Rows without part timing are left out."""
+    def v(r: dict[str, Any]) -> str:
+        if r.get("forward_ms") is None:
+            return "-"
+        cell = f"{r['forward_ms']:.2f} / {r.get('backward_ms') or 0:.2f} / {r.get('optimizer_ms') or 0:.2f}"
+        cost = r.get("part_timing_cost")
+        if isinstance(cost, (int, float)) and cost > TIMER_NOTE:  # the split of a slowed step: say by how much
+            cell += f" (timer {100 * cost:+.0f}%)"
+        return cell
+
+    train = [r for r in rows if r.get("mode") == "train"]
+    if not any(r.get("forward_ms") is not None for r in train):
+        return []
+    return pivot(train, ("model", "layers", "batch", "seqlen", "dtype"), v)
+
+
 def mfu_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """MFU (model FLOPs / time / the device's dense peak) and attention's share of the step, per backend."""
     def v(r: dict[str, Any]) -> str:
@@ -109,6 +134,7 @@ def mfu_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 TABLES: tuple[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, str]]]], ...] = (
     ("Step time (ms, median)", step_times),
     ("MFU and attention's share of the step", mfu_table),
+    ("Training step: forward / backward / optimizer (ms, part-timed steps)", train_split),
     ("Peak memory (GiB) against context", memory_by_context),
     ("Tokens/s against context (prefill, decode)", tokens_by_context),
     ("Training samples/s per batch x context", samples_by_batch_context),

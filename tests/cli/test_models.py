@@ -58,6 +58,11 @@ def test_the_seeds_tables_come_out_of_the_rows(tmp_path: Path) -> None:
         assert title in out
     step = out.split("## Step time")[1].split("##")[0]
     assert "| gpt-tiny | - | train | 2 | 64 | fp32 |" in step and "sdpa-math" in step
+    split = out.split("## Training step: forward / backward / optimizer")[1].split("##")[0]
+    train = {(r["backend"], r["seqlen"]): r for r in rows if r["mode"] == "train"}
+    t = train[("eager", 64)]
+    assert f"{t['forward_ms']:.2f} / {t['backward_ms']:.2f} / {t['optimizer_ms']:.2f}" in split
+    assert "decode" not in split and t["forward_ms"] > 0 and t["backward_ms"] > 0
     r = CliRunner().invoke(app, ["report", str(f), "-f", "html", "-o", str(tmp_path / "m.html")])
     assert r.exit_code == 0, r.stderr
     page = (tmp_path / "m.html").read_text()
