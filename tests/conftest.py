@@ -65,3 +65,12 @@ def shared_fixture(tmp_path: Path) -> Callable[[str], Path]:
 def data_file(tmp_path: Path) -> Callable[[str], Path]:
     """A temporary copy of tests/data/<name> (decompressed when asked without `.gz`/`.xz`)."""
     return lambda name: copy_data(DATA, name, tmp_path)
+
+
+def sigint_as_in_a_terminal() -> None:
+    """preexec_fn for a child that a test interrupts with SIGINT: a shell running a job in the background (`cmd &`
+    without job control, as in some CI runners) starts it with SIGINT ignored, and Python keeps an ignored SIGINT
+    ignored; a terminal's Ctrl-C reaches a foreground program with the default action."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

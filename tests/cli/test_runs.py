@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from profctl import runs
 from profctl.cli import app
+from tests.conftest import sigint_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--device", "cpu", "--seqlen", "32", "--heads", "2", "--head-dim", "16", "--iters", "5", "--warmup", "1",
@@ -96,7 +97,8 @@ def test_interrupted_bench_keeps_finished_rows_and_is_incomplete(tmp_path: Path)
     argv = [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "--backend", "eager",
             "--seqlen", "64,128,256,512,1024,2048", "--heads", "4", "--head-dim", "32", "--iters", "400",
             "--warmup", "1", "--baseline", "none", "-q", "--reports", str(tmp_path)]
-    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 120
         events: list[Path] = []

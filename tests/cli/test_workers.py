@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from profctl import runs
 from profctl.cli import app
+from tests.conftest import sigint_as_in_a_terminal
 
 pytest.importorskip("distributed")
 
@@ -74,7 +75,8 @@ def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> Non
     argv = [sys.executable, "-m", "profctl", "bench", *TINY[:-2], "-q", "--backend", "eager,sdpa-math",
             "--seqlen", "16,32", "--workers", "2", "--reports", str(tmp_path)]
     p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PROFCTL_FAULT": "hang:sdpa-math"}, start_new_session=True)
+                         env={**os.environ, "PROFCTL_FAULT": "hang:sdpa-math"}, start_new_session=True,
+                         preexec_fn=sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
