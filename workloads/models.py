@@ -462,8 +462,9 @@ class PartTimer:
     """Per-part time without a profiler: CUDA events (perf_counter on CPU) at entry and exit of every range,
     forward and (through the autograd markers) backward, read after one synchronize.
 
-    Cost: two events per range entry (``events`` counts them); each record is a few microseconds of host
-    time and no GPU work, but a step that is host-bound gets slower; keep it off for the headline numbers.
+    Cost: two events per range entry (``events`` counts them) plus the autograd markers of backward parts; a few
+    microseconds of host time each and no GPU work, but a host-bound step gets slower (+34 % to +73 % for a
+    batch-1 decode step on the H100), so run_model_case times parts in steps of their own, never the measured ones.
     A part's time is the GPU time between its two events: kernels of other streams or idle gaps inside
     the bracket count too. Nested ranges (``backward`` holds the parts' backward) are each timed whole.
     """
@@ -1156,7 +1157,8 @@ def _fill_row(row: dict[str, Any], st: _Point, fl: dict[str, int], times: list[f
     row["part_events_per_step"] = timer.events / len(part_times)
     step = statistics.fmean(part_times)
     row["part_step_ms"] = step
-    row["part_timing_cost"] = step / statistics.fmean(times) - 1 if times and statistics.fmean(times) > 0 else None
+    measured = statistics.fmean(times)
+    row["part_timing_cost"] = step / measured - 1 if measured > 0 else None
     core = parts.get("attn.core", 0.0)
     block = core + parts.get("attn.qkv", 0.0) + parts.get("attn.out", 0.0)
     row["attn_share"] = core / step if step > 0 else None
