@@ -22,24 +22,37 @@ class DevicePeak:
     measured_tflops_bf16: float | None = None
     measured_source: str | None = None
     variant: tuple[str, ...] = ()   # words naming this variant of the model ("pcie", "nvl"); () = the default one
+    sms: int | None = None          # streaming multiprocessors
+    boost_mhz: float | None = None  # the SM clock the datasheet peaks assume (max boost)
+    sfu_per_clk_sm: int = 16        # special-function (MUFU: exp2, rcp, ...) results per clock per SM
+    sfu_source: str = ("CUDA C++ Programming Guide, arithmetic instruction throughput: 16 results per clock per "
+                       "SM for exp2/log2/rcp/rsqrt/sin/cos on compute capability 8.x and 9.x; x SMs x boost clock")
+
+    @property
+    def sfu_tops(self) -> float | None:
+        """Special-function results per second, in 1e12 (one exponential each): SMs x 16 x boost clock."""
+        if self.sms is None or self.boost_mhz is None:
+            return None
+        return self.sms * self.sfu_per_clk_sm * self.boost_mhz * 1e6 / 1e12
 
 
 PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak("H100 SXM5", ("h100",), {"bf16": 989.4, "fp16": 989.4, "fp32": 494.7}, 3.35,
+    DevicePeak("H100 SXM5", ("h100",), {"bf16": 989.4, "fp16": 989.4, "fp32": 494.7, "fp8": 1978.9}, 3.35,
                "NVIDIA H100 Tensor Core GPU datasheet (SXM5; dense, i.e. half the sparsity figure)",
                800.0, "bf16 8192^3 torch.matmul on the project's GPU test machine, 2026-11-21 (shared/device)",
-               variant=("sxm", "sxm5", "hbm3")),
-    DevicePeak("H100 PCIe", ("h100",), {"bf16": 756.5, "fp16": 756.5, "fp32": 378.0}, 2.0,
-               "NVIDIA H100 Tensor Core GPU datasheet (PCIe; dense)", variant=("pcie",)),
-    DevicePeak("H100 NVL", ("h100",), {"bf16": 835.0, "fp16": 835.0, "fp32": 417.5}, 3.9,
-               "NVIDIA H100 NVL datasheet (dense)", variant=("nvl",)),
-    DevicePeak("H200", ("h200",), {"bf16": 989.4, "fp16": 989.4, "fp32": 494.7}, 4.8,
-               "NVIDIA H200 Tensor Core GPU datasheet (SXM; dense)"),
+               variant=("sxm", "sxm5", "hbm3"), sms=132, boost_mhz=1980),
+    DevicePeak("H100 PCIe", ("h100",), {"bf16": 756.5, "fp16": 756.5, "fp32": 378.0, "fp8": 1513.0}, 2.0,
+               "NVIDIA H100 Tensor Core GPU datasheet (PCIe; dense)", variant=("pcie",), sms=114, boost_mhz=1755),
+    DevicePeak("H100 NVL", ("h100",), {"bf16": 835.0, "fp16": 835.0, "fp32": 417.5, "fp8": 1670.5}, 3.9,
+               "NVIDIA H100 NVL datasheet (dense)", variant=("nvl",), sms=132, boost_mhz=1785),
+    DevicePeak("H200", ("h200",), {"bf16": 989.4, "fp16": 989.4, "fp32": 494.7, "fp8": 1978.9}, 4.8,
+               "NVIDIA H200 Tensor Core GPU datasheet (SXM; dense)", sms=132, boost_mhz=1980),
     DevicePeak("A100", ("a100",), {"bf16": 312.0, "fp16": 312.0, "fp32": 156.0}, 2.039,
-               "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB; dense; 40GB: 1.555 TB/s)"),
-    DevicePeak("L40S", ("l40s",), {"bf16": 362.05, "fp16": 362.05, "fp32": 183.0}, 0.864,
-               "NVIDIA L40S datasheet (dense)"),
-    DevicePeak("B200", ("b200",), {"bf16": 2250.0, "fp16": 2250.0, "fp32": 1100.0}, 8.0,
+               "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB; dense; 40GB: 1.555 TB/s; no FP8)",
+               sms=108, boost_mhz=1410),
+    DevicePeak("L40S", ("l40s",), {"bf16": 362.05, "fp16": 362.05, "fp32": 183.0, "fp8": 733.0}, 0.864,
+               "NVIDIA L40S datasheet (dense)", sms=142, boost_mhz=2520),
+    DevicePeak("B200", ("b200",), {"bf16": 2250.0, "fp16": 2250.0, "fp32": 1100.0, "fp8": 4500.0}, 8.0,
                "NVIDIA HGX B200 datasheet, per GPU (dense)"),
 )
 

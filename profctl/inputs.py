@@ -137,6 +137,24 @@ def read_summary(inp: Input, **options: Any) -> Summary:
     return readers.read(inp.path, kind=inp.kind, **options)
 
 
+def read_profiles(ref: str | Path, *, root: Path | str | None = None) -> list[Any]:
+    """Every kernel launch of the Nsight Compute report(s) `ref` names, in depth (warp samples per instruction,
+    source lines, ncu's findings): profctl.schema.profile.KernelProfile. Only an .ncu-rep holds them; any other
+    input is a BadReport saying what to give instead."""
+    from profctl.readers.ncu_source import read_profiles as read_rep
+
+    inps = resolve(ref, root=root)
+    reps = [i for i in inps if i.kind == "ncu-rep"]
+    if not reps:
+        kinds = ", ".join(sorted({i.kind for i in inps})) or "nothing readable"
+        raise BadReport(f"{ref}: holds {kinds}, not an Nsight Compute report (.ncu-rep): source lines, warp stalls "
+                        "and explain need one (profctl ncu --recipe stalls, or ncu -o FILE)")
+    out: list[Any] = []
+    for i in reps:
+        out += read_rep(i.path)
+    return out
+
+
 def read_rows(inp: Input) -> list[dict[str, Any]]:
     """The bench rows of a bench input."""
     return bench_json.read(inp.path)

@@ -47,6 +47,7 @@ COMMANDS = [
     ("runs", "profctl.cli.runs", "runs"),
     ("show", "profctl.cli.runs", "show"),
     ("compare", "profctl.cli.compare", "compare"),
+    ("explain", "profctl.cli.explain", "explain"),
 ]
 
 for _name, _mod, _fn in COMMANDS:

@@ -37,8 +37,11 @@ def report(
                                                  "all]"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
     view: str = typer.Option("auto", "--view",
-                             help="summary (per-kernel, one list), compare (backends across tools) or auto: compare "
-                                  "for html, bench rows, run directories or reports of several tools"),
+                             help="summary (per-kernel, one list), compare (backends across tools), source (hot "
+                                  "source lines of .ncu-rep kernels), stalls (their warp-stall breakdown) or auto: "
+                                  "compare for html, bench rows, run directories or reports of several tools"),
+    kernel: str | None = typer.Option(None, "--kernel", "-k",
+                                      help="regex: only these kernels (name or NVTX path; source and stalls views)"),
     baseline: str = typer.Option("eager", "--baseline", help="backend speedups are against (compare view)"),
     shape: str | None = typer.Option(None, "--shape",
                                      help="shape key for inputs that name none, e.g. "
@@ -64,9 +67,22 @@ def report(
         baseline = canonical_backend(baseline)
         if baseline not in BUILTIN_BACKENDS and not is_function_ref(baseline):
             raise UsageError(f"--baseline {baseline!r}: choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
-    if view not in ("auto", "summary", "compare"):
-        raise UsageError(f"--view {view!r}: choose auto, summary or compare")
+    if view not in ("auto", "summary", "compare", "source", "stalls"):
+        raise UsageError(f"--view {view!r}: choose auto, summary, compare, source or stalls")
     check_limit(limit, format)
+    if view in ("source", "stalls"):
+        for opt in ("by_range", "baseline", "gpu", "pivot", "tokens", "shape"):
+            if given(opt):
+                flag = typed_flags().get(opt, f"--{opt.replace('_', '-')}")
+                raise conflict(flag, f"--view {view}", f"{flag} applies to the summary or comparison views")
+        check_outputs(("-o", output))
+        from profctl.cli._source_view import source_view
+
+        source_view(paths, view, format=format, limit=limit, output=output, reports=reports, kernel=kernel,
+                    title=title)
+        return
+    if kernel is not None:
+        raise conflict("--kernel", f"--view {view}", "--kernel picks kernels for --view source or stalls")
     fields = _check_options(format, view, pivot, tokens, title, shape, limit)
     check_outputs(("-o", output))
     from profctl import inputs as resolver

@@ -1,8 +1,9 @@
 """The child process that reads an .ncu-rep with ncu_report for profctl.readers.ncu_report (which see): native
 code that may abort on a damaged report runs here, not in profctl's own process.
 
-Usage: ``python -m profctl.readers._ncu_child REPORT OUT.json SHOWN_NAME``; writes ``{"launches": [...]}`` or
-``{"error": "one line"}`` to OUT.json.
+Usage: ``python -m profctl.readers._ncu_child REPORT OUT.json SHOWN_NAME [launches|profiles]``; writes
+``{"launches": [...]}`` (or ``{"profiles": [...]}``, profctl.readers.ncu_source) or ``{"error": "one line"}`` to
+OUT.json.
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ def launch_from_dict(d: dict[str, Any]) -> Launch:
 
 def main(argv: list[str]) -> int:
     rep, out, shown = Path(argv[0]), Path(argv[1]), Path(argv[2])
+    mode = argv[3] if len(argv) > 3 else "launches"
     from profctl.readers.ncu_report import _read_with_module
+    from profctl.readers.ncu_source import profiles_with_module
 
     try:
         import ncu_report as mod
 
-        doc: dict[str, Any] = {"launches": [launch_to_dict(x) for x in _read_with_module(mod, rep, shown)]}
+        if mode == "profiles":
+            doc: dict[str, Any] = {"profiles": [p.to_dict() for p in profiles_with_module(mod, rep, shown)]}
+        else:
+            doc = {"launches": [launch_to_dict(x) for x in _read_with_module(mod, rep, shown)]}
         code = 0
     except BadReport as e:
         doc, code = {"error": e.one_line()}, 3

@@ -90,8 +90,9 @@ def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = Tr
     return launches, info.tool_version, f"ncu_report {reader_version or '?'}"
 
 
-def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
-    """The launches of `rep`, read by ncu_report in a child process (see :func:`read_launches`)."""
+def _read_in_child(rep: Path, shown: Path, mode: str = "launches") -> list[Any]:
+    """What the child read from `rep` (see :func:`read_launches`): Launches for mode ``launches``, the kernel
+    profiles' plain dicts for ``profiles`` (profctl.readers.ncu_source)."""
     import json
     import os
     import signal
@@ -108,7 +109,7 @@ def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
     with tempfile.TemporaryDirectory(prefix="profctl-ncu-read-") as td:
         out, log = Path(td) / "launches.json", Path(td) / "child.log"
         try:
-            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown)],
+            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown), mode],
                            log=log, timeout_s=CHILD_TIMEOUT_S, check=False, env=env)
         except ToolFailed as e:  # a timeout
             raise BadReport(f"{shown}: ncu_report did not finish reading it in {CHILD_TIMEOUT_S:.0f} s") from e
@@ -116,8 +117,8 @@ def _read_in_child(rep: Path, shown: Path) -> list[Launch]:
             doc = json.loads(out.read_text()) if out.exists() else None
         except ValueError:
             doc = None
-        if res.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get("launches"), list):
-            return [launch_from_dict(d) for d in doc["launches"]]
+        if res.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get(mode), list):
+            return [launch_from_dict(d) for d in doc[mode]] if mode == "launches" else doc[mode]
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             raise BadReport(doc["error"])
         rc = res.returncode

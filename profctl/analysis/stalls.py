@@ -1,0 +1,101 @@
+"""Warp stall reasons: what each one means to a kernel engineer and what usually fixes it, in one place.
+
+Nsight Compute samples, at a fixed interval, what each warp on an SM sub-partition is doing: issuing an instruction
+(``selected``) or waiting, and why. The names are ncu's (``smsp__pcsamp_warps_issue_stalled_<reason>`` per
+instruction, ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`` per kernel: cycles a warp spends
+in that state per instruction issued). The words below are profctl's own summary of the Nsight Compute Profiling
+Guide's descriptions (docs/diagnosis.md has the longer version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StallReason:
+    key: str
+    label: str
+    means: str
+    fix: str
+    is_stall: bool = True  # False for `selected` (issuing) and `not_selected` (ready, another warp issued)
+
+
+_R = StallReason
+REASONS: dict[str, StallReason] = {r.key: r for r in (
+    _R("long_scoreboard", "long scoreboard",
+       "waiting for data from global or local memory (an L1TEX load: a cache miss goes to L2/DRAM)",
+       "coalesce the loads, issue them earlier (more pipeline stages, cp.async/TMA prefetch), keep reused data in "
+       "shared memory or registers, raise occupancy to hide the latency; local memory here means register spills"),
+    _R("short_scoreboard", "short scoreboard",
+       "waiting for a result from the MIO units: shared memory, special math (MUFU: exp, rcp, rsqrt) or some "
+       "conversions",
+       "remove shared-memory bank conflicts, issue fewer MUFU instructions (exp2 with log2(e) folded into the "
+       "scale, or a polynomial on the FMA pipe), put independent work between the producer and its use"),
+    _R("mio_throttle", "MIO throttle",
+       "the MIO instruction queue is full: too many shared-memory, special-math (MUFU) or dynamic-branch "
+       "instructions in flight",
+       "fewer and wider shared-memory accesses (128-bit, ldmatrix), no bank conflicts, fewer MUFU instructions; "
+       "if this is the exp of a softmax, the special-function unit is the limiter (see the sfu roof)"),
+    _R("lg_throttle", "LG throttle",
+       "the L1 queue for local and global memory instructions is full: many small memory instructions",
+       "vectorize loads and stores (128-bit), coalesce them, remove register spills to local memory"),
+    _R("tex_throttle", "TEX throttle",
+       "the texture / L1TEX pipe is saturated", "fewer texture or L1TEX instructions; use wider accesses"),
+    _R("barrier", "barrier",
+       "waiting at a block-wide barrier (__syncthreads, bar.sync, tl.dot's staging) for slower warps of the block",
+       "balance work between the warps of a block, synchronize less often, or let warps specialize (producer and "
+       "consumer warps with asynchronous mbarriers instead of block-wide barriers)"),
+    _R("membar", "memory barrier", "waiting at a memory fence (__threadfence, membar)",
+       "fewer fences, or a narrower scope (block instead of device)"),
+    _R("wait", "wait", "a fixed-latency dependency the compiler scheduled a wait for (ALU, FMA results)",
+       "more independent instructions between a result and its use (unroll, interleave two tiles)"),
+    _R("math_pipe_throttle", "math pipe throttle",
+       "the execution pipe this instruction needs (FMA, ALU, FP64, tensor) is busy with other warps' work",
+       "this pipe is the limiter: move work to another pipe or do less of it; on the tensor pipe it means you are "
+       "close to the compute roof"),
+    _R("warpgroup_arrive", "warpgroup arrive",
+       "waiting for asynchronous warpgroup MMAs (wgmma) to finish (wgmma.wait_group / warpgroup arrive)",
+       "keep more wgmma in flight before waiting, overlap the softmax of one tile with the MMA of the next "
+       "(ping-pong or intra-warpgroup pipelining, as in FlashAttention-3)"),
+    _R("gmma", "GMMA", "waiting on the warpgroup MMA (wgmma) unit", "as for warpgroup arrive"),
+    _R("dispatch_stall", "dispatch stall", "the dispatcher could not issue the selected instruction",
+       "rarely actionable; look at pipe conflicts in the hot instructions"),
+    _R("drain", "drain", "waiting for memory writes to drain at the end of the kernel",
+       "usually small; fewer or earlier stores"),
+    _R("imc_miss", "IMC miss", "an immediate-constant cache miss (kernel parameters, constant memory)",
+       "avoid divergent indexing into constant memory; usually only at the kernel's start"),
+    _R("branch_resolving", "branch resolving", "waiting for a branch target to be computed or the PC updated",
+       "fewer divergent branches; make loop bounds uniform"),
+    _R("no_instructions", "no instructions", "no instruction fetched: an instruction-cache miss or a fresh branch",
+       "less code (less unrolling, fewer template instances in one kernel); small kernels see it at start"),
+    _R("sleeping", "sleeping", "the warp is sleeping (nanosleep) or waiting on a yield", "by design; check spin loops"),
+    _R("misc", "misc", "other reasons", "rarely actionable"),
+    _R("not_selected", "not selected", "ready to issue, but the scheduler picked another warp this cycle",
+       "not a problem: there are enough ready warps (occupancy could even drop)", is_stall=False),
+    _R("selected", "selected (issuing)", "issuing an instruction: the warp is doing work",
+       "not a stall", is_stall=False),
+)}
+
+
+def reason(key: str) -> StallReason:
+    """The reason for an ncu key; unknown keys (a newer ncu) get a plain entry rather than an error."""
+    return REASONS.get(key) or StallReason(key, key.replace("_", " "), "a stall reason this profctl does not know",
+                                           "see the Nsight Compute Profiling Guide")
+
+
+def label(key: str) -> str:
+    return reason(key).label
+
+
+#: the kernel-level metric for a reason: cycles per issued instruction a warp spends stalled for it
+RATIO = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+#: ncu's per-kernel ratio says "no_instruction", the per-PC sample counter "no_instructions"
+RATIO_KEY = {"no_instructions": "no_instruction"}
+
+
+def ratio_metric(key: str) -> str:
+    return RATIO.format(RATIO_KEY.get(key, key))
+
+
+__all__ = ["RATIO", "REASONS", "StallReason", "label", "ratio_metric", "reason"]

@@ -1,0 +1,75 @@
+"""`profctl report R.ncu-rep --view source|stalls`: the hot source lines (or instructions) and the warp-stall
+breakdown of each kernel of Nsight Compute reports, with ncu's findings beside them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profctl.cli._common import emit, note
+
+FORMATS = ("table", "markdown", "json", "html")
+#: how --view source|stalls says what a report lacks
+NO_SAMPLES = ("no warp-state samples (its kernels were profiled without ncu's SourceCounters and WarpStateStats "
+              "sections): record with profctl ncu --recipe stalls (or explain), or ncu --section SourceCounters "
+              "--section WarpStateStats --import-source yes (or --set full)")
+
+
+def source_view(paths: list[Path], view: str, *, format: str, limit: int, output: Path | None,
+                reports: Path | None, kernel: str | None, title: str | None) -> None:
+    """Read the reports in depth, keep the kernels `kernel` picks, print the view."""
+    from profctl import inputs
+    from profctl.analysis import source as src
+    from profctl.errors import BadReport, UsageError
+
+    if format not in FORMATS:
+        raise UsageError(f"--format {format!r} with --view {view}: choose {', '.join(FORMATS)}")
+    profiles: list[Any] = []
+    for p in paths:
+        profiles += inputs.read_profiles(p, root=reports)
+    if kernel is not None:
+        profiles = _pick(profiles, kernel, ", ".join(map(str, paths)))
+    with_samples = [p for p in profiles if p.has_samples and p.pcs]
+    if not with_samples:
+        where = ", ".join(map(str, paths))
+        raise BadReport(f"{where}: {NO_SAMPLES}")
+    for p in profiles:
+        if p not in with_samples:
+            note(f"{p.base_name}: {NO_SAMPLES}")
+    top = limit or 10
+    views = [src.view(p, None) for p in with_samples]
+    _render(views, view, format, top, output, title)
+
+
+def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
+    import re
+
+    from profctl.analysis.explain import describe
+    from profctl.errors import NothingMatched, UsageError
+
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise UsageError(f"--kernel {pattern!r} is not a regular expression: {e}") from None
+    hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name) or rx.search(p.nvtx_path or "")]
+    if not hits:
+        seen = ", ".join(dict.fromkeys(describe(p) for p in profiles)) or "none"
+        raise NothingMatched(f"--kernel {pattern!r} matches no kernel in {where}; its kernels: {seen}")
+    return hits
+
+
+def _render(views: list[Any], view: str, format: str, top: int, output: Path | None, title: str | None) -> None:
+    from profctl.render import source as rs
+    from profctl.render.tables import console, text_console
+
+    if format == "json":
+        emit(rs.to_json(views, view, top), output)
+    elif format == "markdown":
+        emit(rs.markdown(views, view, top), output)
+    elif format == "html":
+        emit(rs.html_page(views, view, title, top), output)
+    else:
+        con, buf = text_console() if output is not None else (console(), None)
+        rs.print_views(views, view, con, top)
+        if buf is not None:
+            emit(buf.getvalue(), output)

@@ -1,0 +1,79 @@
+"""`profctl explain REPORT [REPORT2] --kernel A --vs B`: two kernels of Nsight Compute reports side by side, and
+the time gap between them split into ranked parts (instructions, each stall reason, resident warps, idle SMs,
+clock), with each kernel's hot lines, ncu's findings and its speed-of-light headroom."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from profctl.cli._common import check_format, check_outputs, emit, guard
+
+
+@guard
+def explain(
+    report: str = typer.Argument(..., help="an .ncu-rep (plain, .gz, .xz), a run directory, a run id or 'latest'"),
+    report2: str | None = typer.Argument(None, help="a second report: B comes from it (the same kernel before and "
+                                                    "after a change)"),
+    kernel: str = typer.Option(..., "--kernel", "-k", help="regex picking kernel A (name, base name or NVTX path)"),
+    vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2]"),
+    shape: str | None = typer.Option(None, "--shape", help="the attention shape for the roofs when the NVTX range "
+                                                           "does not say it, e.g. b1,s4096,h32,d128,bf16[,causal]"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
+    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+) -> None:
+    """Why is kernel A slower (or faster) than kernel B? The two side by side, the gap in ranked parts."""
+    from profctl.errors import UsageError
+
+    check_format(format, ("table", "markdown", "json"))
+    if report2 is None and vs is None:
+        raise UsageError("give --vs B (a regex for the kernel to compare with), or a second report")
+    if shape is not None:
+        shape = _shape_key(shape)
+    check_outputs(("-o", output))
+    from profctl import inputs
+    from profctl.analysis import explain as ex
+    from profctl.render import explain as rx
+    from profctl.render.tables import text_console
+
+    pa = inputs.read_profiles(report, root=reports)
+    pb = inputs.read_profiles(report2, root=reports) if report2 is not None else pa
+    a, note_a = ex.select(pa, kernel, report)
+    b, note_b = ex.select(pb, vs or kernel, report2 or report)
+    if a is b:
+        raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({ex.describe(a)})")
+    e = ex.explain(a, b, roofs={"a": ex.kernel_roofs(a, shape), "b": ex.kernel_roofs(b, shape)})
+    e.notes += [n for n in (note_a, note_b) if n]
+    if format == "json":
+        emit(rx.to_json(e), output)
+    elif format == "markdown":
+        emit(rx.markdown(e), output)
+    else:
+        from profctl.render.tables import console
+
+        con, buf = text_console() if output is not None else (console(), None)
+        rx.print_explanation(e, con)
+        if buf is not None:
+            emit(buf.getvalue(), output)
+
+
+def _shape_key(text: str) -> str:
+    """``b1,s4096,h32,d128`` -> a shape key profctl.shapes reads (``s`` is both sequence lengths)."""
+    from profctl.errors import UsageError
+    from profctl.shapes import Shape
+
+    parts = []
+    for p in text.split(","):
+        p = p.strip()
+        if p.startswith("s") and p[1:].isdigit():
+            parts += [f"sq{p[1:]}", f"skv{p[1:]}"]
+        else:
+            parts.append(p)
+    key = ",".join(parts)
+    try:
+        Shape.parse(key)
+    except ValueError as e:
+        raise UsageError(f"--shape {text!r}: {e}") from None
+    return key

@@ -1,0 +1,232 @@
+"""The "why and where" views of ncu reports: per kernel, the warp-stall breakdown (``--view stalls``) and the hot
+source lines or instructions with ncu's findings beside them (``--view source``), as a terminal table, Markdown,
+JSON or one self-contained HTML page whose source excerpts are shaded by each line's share of the samples.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from profctl.analysis.source import Finding, HotLine, SourceView, hot_lines, short_path
+from profctl.analysis.stalls import reason
+from profctl.render import tables
+
+VIEWS = ("source", "stalls")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _title(v: SourceView) -> str:
+    p = v.profile
+    dur = f", {p.duration_ns / 1e3:.1f} us" if p.duration_ns else ""
+    rng = f" in {p.nvtx_path}" if p.nvtx_path else ""
+    return f"{p.base_name}{rng}{dur}, {v.total_samples} warp samples"
+
+
+# ------------------------------------------------------------ display rows
+def stall_rows(v: SourceView, limit: int | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for s in v.stalls[: limit or None]:
+        r = reason(s.reason)
+        rows.append({"stall reason": r.label, "share": _pct(s.share), "samples": s.samples,
+                     "cycles/inst": f"{s.cycles_per_issue:.2f}" if s.cycles_per_issue is not None else "-",
+                     "what it means": r.means, "what usually fixes it": r.fix})
+    return rows
+
+
+def _stalls_cell(h: HotLine, n: int = 2) -> str:
+    return ", ".join(f"{reason(k).label} {100 * x:.0f}%" for k, x in h.top_stalls(n)) or "-"
+
+
+def _first_sentence(text: str, width: int = 160) -> str:
+    cut = text.find(". ")
+    s = text[: cut + 1] if 0 < cut < width else text
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def line_rows(v: SourceView, limit: int | None = None, *, terse: bool = False) -> list[dict[str, Any]]:
+    """Hot source lines; when the kernel has none, its hottest instructions. `terse` (the terminal) names ncu's
+    rules on a line instead of quoting them."""
+    if not v.lines:
+        return instruction_rows(v, limit)
+    rows = []
+    for i, h in enumerate(v.lines[: limit or None], 1):
+        mem = []
+        if h.memory.get("smem_nway", 0) > 1:
+            mem.append(f"{h.memory['smem_nway']:.0f}-way bank conflict")
+        if h.memory.get("excessive_sectors"):
+            mem.append(f"{h.memory['excessive_sectors'] / 1e6:.1f}M excess sectors")
+        rules = [n.split(":", 1)[0] for n in h.notes]
+        notes = [f"ncu: {', '.join(dict.fromkeys(rules))}"] if terse and rules else h.notes
+        note = "; ".join([*mem, *(f"via {k}" for k in h.via), *notes])
+        rows.append({"#": i, "line": h.where, "share": _pct(h.share), "samples": h.samples,
+                     "stalls": _stalls_cell(h), "executed": h.executed, "source": h.text or "-", "notes": note or "-"})
+    return rows
+
+
+def instruction_rows(v: SourceView, limit: int | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for i, h in enumerate(v.sass[: limit or None], 1):
+        rows.append({"#": i, "offset": h.where, "share": _pct(h.share), "samples": h.samples,
+                     "stalls": _stalls_cell(h), "executed": h.executed, "instruction": h.text,
+                     "line": f"{short_path(h.file)}:{h.line}" if h.file else "-"})
+    return rows
+
+
+def finding_rows(v: SourceView, limit: int | None = None, *, terse: bool = False) -> list[dict[str, Any]]:
+    rows = []
+    for f in v.findings[: limit or None]:
+        rows.append({"finding": f.title, "est. speedup": _speedup(f), "kind": f.kind,
+                     "lines": ", ".join(f.where) or "-",
+                     "what ncu says": _first_sentence(f.message) if terse else f.message})
+    return rows
+
+
+def _speedup(f: Finding) -> str:
+    if f.speedup is None:
+        return "-"
+    return f"{f.speedup:.0f}%" + (" (local)" if f.speedup_type == "local" else "")
+
+
+# ------------------------------------------------------------ terminal, Markdown, JSON
+def print_views(views: Sequence[SourceView], which: str, con: Any, limit: int | None = 10) -> None:
+    for v in views:
+        con.print()
+        con.print(_title(v), style="bold", markup=False)
+        for w in v.warnings:
+            con.print(f"  note: {w}", style="yellow", markup=False)
+        if which == "stalls":
+            tables.print_table(con, "warp stalls (share of samples; cycles per issued instruction)",
+                               stall_rows(v, limit))
+        else:
+            what = "hot source lines" if v.lines else "hot instructions (no source lines in this report)"
+            tables.print_table(con, what, line_rows(v, limit, terse=True))
+            if v.attribution:
+                con.print(f"  {v.attribution}", style="dim", markup=False)
+        rows = finding_rows(v, 5 if which == "source" else limit, terse=True)
+        if rows:
+            tables.print_table(con, "ncu's findings, by estimated speedup (first sentence; -f markdown or json "
+                               "for all)", rows)
+
+
+def markdown(views: Sequence[SourceView], which: str, limit: int | None = 10) -> str:
+    out = []
+    for v in views:
+        out.append(f"### {_title(v)}\n")
+        out += [f"> note: {w}\n" for w in v.warnings]
+        if which == "stalls":
+            out.append(tables.markdown(stall_rows(v, limit)))
+        else:
+            out.append(tables.markdown(line_rows(v, limit)))
+            if v.attribution:
+                out.append(f"_{v.attribution}_\n")
+        rows = finding_rows(v, 5 if which == "source" else limit)
+        if rows:
+            out.append("\nncu's findings, by estimated speedup:\n\n" + tables.markdown(rows))
+        out.append("")
+    return "\n".join(out)
+
+
+def to_dict(v: SourceView, limit: int | None = None) -> dict[str, Any]:
+    p = v.profile
+    return {
+        "kernel": p.name, "base_name": p.base_name, "nvtx": p.nvtx_path, "report": p.report, "device": p.device,
+        "duration_ns": p.duration_ns, "samples": v.total_samples, "has_source": v.has_source,
+        "stalls": [{"reason": s.reason, "label": s.label, "samples": s.samples, "share": s.share,
+                    "cycles_per_issue": s.cycles_per_issue} for s in v.stalls],
+        "lines": [_line_dict(h) for h in v.lines[: limit or None]],
+        "instructions": [_line_dict(h) for h in v.sass[: limit or None]],
+        "findings": [f.__dict__ for f in v.findings],
+        "attribution": v.attribution, "warnings": v.warnings,
+    }
+
+
+def _line_dict(h: HotLine) -> dict[str, Any]:
+    return {"file": h.file, "line": h.line, "offset": h.offset, "text": h.text, "samples": h.samples,
+            "share": h.share, "stalls": h.stalls, "executed": h.executed, "via": h.via, "opcodes": h.opcodes,
+            "memory": h.memory, "notes": h.notes}
+
+
+def to_json(views: Sequence[SourceView], which: str, limit: int | None = None) -> str:
+    return json.dumps({"schema": "profctl.source-view/1", "view": which,
+                       "kernels": [to_dict(v, limit) for v in views]}, indent=1, default=str) + "\n"
+
+
+# ------------------------------------------------------------ HTML
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;padding:0 16px;
+color:#222;max-width:1280px}
+h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd} h3{font-size:15px}
+.tbl{max-width:100%;overflow-x:auto;margin:8px 0;border:1px solid #eee}
+table{border-collapse:collapse;font-size:12px}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.n{text-align:right;white-space:nowrap} td.w{max-width:40em;overflow-wrap:anywhere}
+pre.src{font-size:12px;line-height:1.35;border:1px solid #ddd;padding:4px 0;overflow-x:auto;margin:6px 0 16px}
+pre.src span{display:block;padding:0 8px;white-space:pre} pre.src span.hot{outline:1px solid #c33}
+.ln{color:#888;display:inline-block;width:5em} .sh{color:#555;display:inline-block;width:6em;text-align:right;
+margin-right:1em} .note{color:#8a5a00;font-size:13px}
+"""
+
+
+def _html_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p><i>(none)</i></p>"
+    cols = tables.columns(rows)
+    nums = tables.numeric_columns(rows)
+    head = "".join(f"<th>{_html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(
+        f'<td class="{"n" if c in nums else "w"}">{_html.escape(str(r.get(c, "")))}</td>' for c in cols) + "</tr>"
+        for r in rows)
+    return f'<div class="tbl"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def _excerpts(v: SourceView, limit: int, context: int = 4) -> str:
+    """Each hot line's surroundings, every line shaded by its own share of the kernel's samples."""
+    if not v.lines:
+        return ""
+    share: dict[tuple[str | None, int | None], float] = {(h.file, h.line): h.share for h in
+                                                         hot_lines(v.profile, None)[0]}
+    top = max(share.values(), default=0.0) or 1.0
+    out = []
+    for h in v.lines[:limit]:
+        if h.file is None or h.line is None:
+            continue
+        text = v.profile.source_text.get(h.file, {})
+        spans = []
+        for n in range(h.line - context, h.line + context + 1):
+            if n not in text:
+                continue
+            s = share.get((h.file, n), 0.0)
+            alpha = 0.08 + 0.6 * s / top if s else 0.0
+            bg = f' style="background:rgba(220,40,40,{alpha:.2f})"' if s else ""
+            cls = ' class="hot"' if n == h.line else ""
+            spans.append(f'<span{cls}{bg}><span class="ln">{n}</span><span class="sh">'
+                         f'{_pct(s) if s else ""}</span>{_html.escape(text[n])}</span>')
+        out.append(f"<h3>{_html.escape(h.where)}: {_pct(h.share)} of samples; {_html.escape(_stalls_cell(h, 3))}</h3>"
+                   f'<pre class="src">{"".join(spans)}</pre>')
+    return "".join(out)
+
+
+def html_page(views: Sequence[SourceView], which: str, title: str | None = None, limit: int | None = 10) -> str:
+    lim = limit or 10
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title or 'profctl: ' + which)}"
+             f"</title><style>{CSS}</style></head><body><h1>{_html.escape(title or 'profctl report --view ' + which)}"
+             "</h1>"]
+    for v in views:
+        parts.append(f"<h2>{_html.escape(_title(v))}</h2>")
+        parts += [f'<p class="note">note: {_html.escape(w)}</p>' for w in v.warnings]
+        parts.append("<h3>warp stalls</h3>" + _html_table(stall_rows(v, lim)))
+        if which == "source" or v.lines:
+            parts.append("<h3>hot lines</h3>" if v.lines else "<h3>hot instructions</h3>")
+            parts.append(_html_table(line_rows(v, lim)))
+            if v.attribution:
+                parts.append(f'<p class="note">{_html.escape(v.attribution)}</p>')
+            parts.append(_excerpts(v, min(lim, 5)))
+        parts.append("<h3>ncu's findings</h3>" + _html_table(finding_rows(v, lim)))
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,179 @@
+"""The speed-of-light roofs of an attention kernel, from its shape alone: how fast it could possibly run.
+
+An attention pass has three kinds of unavoidable work, each with a hardware rate:
+
+* **tensor**: the useful matmul FLOPs (:mod:`profctl.flops`, with the backend's causal alignment) at the dtype's
+  dense tensor-core peak;
+* **sfu**: one exponential per visible (query, key) score in the forward, one more in the backward (P is
+  recomputed), at the special-function unit's rate (MUFU: 16 per clock per SM on sm_80/sm_90, SMs x boost clock;
+  FlashAttention-3's point that exp, not the matmul, limits attention at small head dims);
+* **dram**: the minimum bytes: Q, K, V read once and O written once (the backward also reads O, dO and the
+  log-sum-exp and writes dQ, dK, dV), at the DRAM bandwidth.
+
+The binding roof is the slowest of the three; a kernel's time against it says how much headroom is left
+("62 % of the tensor roof; 0.18 ms left"). Peaks and their sources live in :mod:`profctl.devices`; where a
+measured figure exists (a large matmul, a device copy on the project's GPU), it is given beside the datasheet one.
+Pure arithmetic: no torch import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from profctl import devices
+from profctl.flops import PASS_FACTOR, unmasked_pairs
+
+#: bytes per element of each dtype profctl runs
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+#: exponentials per visible score, per pass (forward: P = exp(S - m); backward recomputes P once)
+EXPS_PER_PAIR = {"fwd": 1.0, "bwd": 1.0, "fwd+bwd": 2.0}
+
+
+@dataclass(frozen=True)
+class AttentionWork:
+    """What one attention pass must do, whatever the kernel: FLOPs, exponentials and DRAM bytes."""
+
+    flops: float
+    exps: float
+    dram_bytes: float
+    dtype: str
+
+    @classmethod
+    def of(cls, *, batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_kv: int, head_dim: int,
+           dtype: str = "bf16", causal: bool = False, causal_align: str | None = None,
+           pass_: str = "fwd") -> AttentionWork:
+        """The work of one pass of this shape (`causal_align` as the backend aligns its mask)."""
+        if pass_ not in PASS_FACTOR:
+            raise ValueError(f"unknown pass {pass_!r}; choose from {', '.join(PASS_FACTOR)}")
+        pairs = unmasked_pairs(seqlen_q, seqlen_kv, causal, causal_align or "top-left")
+        flops = 4.0 * batch * heads * pairs * head_dim * PASS_FACTOR[pass_]
+        exps = float(batch * heads * pairs) * EXPS_PER_PAIR[pass_]
+        e = DTYPE_BYTES.get(dtype, 2)
+        q = batch * heads * seqlen_q * head_dim * e          # Q, O, dO, dQ: one each
+        kv = batch * kv_heads * seqlen_kv * head_dim * e     # K, V, dK, dV: one each
+        lse = batch * heads * seqlen_q * 4                   # fp32 log-sum-exp per query row
+        fwd = q + 2 * kv + q                                 # read Q, K, V; write O
+        bwd = (q + 2 * kv + q + q + lse) + (q + 2 * kv)      # read Q, K, V, O, dO, LSE; write dQ, dK, dV
+        byts = {"fwd": fwd, "bwd": bwd, "fwd+bwd": fwd + lse + bwd}[pass_]
+        return cls(flops=flops, exps=exps, dram_bytes=float(byts), dtype=dtype)
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> AttentionWork | None:
+        """The work of a bench row, a spec dict or a parsed shape key (None when a field is missing)."""
+        try:
+            return cls.of(batch=int(row["batch"]), heads=int(row["heads"]),
+                          kv_heads=int(row.get("kv_heads") or row["heads"]), seqlen_q=int(row["seqlen_q"]),
+                          seqlen_kv=int(row.get("seqlen_kv") or row["seqlen_q"]), head_dim=int(row["head_dim"]),
+                          dtype=str(row.get("dtype") or "bf16"), causal=bool(row.get("causal")),
+                          causal_align=row.get("causal_align"), pass_=str(row.get("pass") or "fwd"))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roof: the least time the pass needs under one hardware rate, and how that was computed."""
+
+    name: str          # tensor | sfu | dram
+    seconds: float
+    rate: float        # the rate used, in the unit below
+    unit: str          # "TFLOP/s" | "Texp/s" | "TB/s"
+    work: float        # the work it divides: FLOPs, exponentials or bytes
+    source: str
+
+    @property
+    def what(self) -> str:
+        amount = {"tensor": f"{self.work / 1e12:.3g} TFLOP", "sfu": f"{self.work / 1e9:.3g} G exp",
+                  "dram": f"{self.work / 1e6:.3g} MB"}[self.name]
+        return f"{amount} at {self.rate:.4g} {self.unit}"
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """A measured time against the binding roof."""
+
+    roof: Roof
+    measured_s: float
+
+    @property
+    def pct(self) -> float:
+        """The roof's time as a percent of the measured time (100 = at the speed of light)."""
+        return 100.0 * self.roof.seconds / self.measured_s if self.measured_s > 0 else float("nan")
+
+    @property
+    def left_s(self) -> float:
+        return max(self.measured_s - self.roof.seconds, 0.0)
+
+    @property
+    def above_roof(self) -> bool:
+        """Faster than the roof allows: the FLOP count, the shape or the timing is wrong (never a triumph)."""
+        return self.measured_s < self.roof.seconds * 0.98
+
+    def sentence(self) -> str:
+        """``62 % of the tensor roof; 0.18 ms left`` (or a warning when the time beats the roof)."""
+        if self.above_roof:
+            return (f"faster than the {self.roof.name} roof ({_ms(self.roof.seconds)} for {self.roof.what}): "
+                    "the shape, FLOP count or timing is wrong")
+        return f"{self.pct:.0f} % of the {self.roof.name} roof; {_ms(self.left_s)} left"
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """Every roof of one pass on one GPU; `binding` is the one that limits it."""
+
+    device: str
+    roofs: tuple[Roof, ...]
+
+    @property
+    def binding(self) -> Roof:
+        return max(self.roofs, key=lambda r: r.seconds)
+
+    def get(self, name: str) -> Roof | None:
+        return next((r for r in self.roofs if r.name == name), None)
+
+    def against(self, measured_s: float) -> Headroom:
+        return Headroom(self.binding, measured_s)
+
+    def to_dict(self, measured_s: float | None = None) -> dict[str, Any]:
+        """Plain data for JSON and tables: each roof's time in ms, the binding one, and the headroom."""
+        out: dict[str, Any] = {"device": self.device, "binding": self.binding.name,
+                               "roofs": {r.name: {"ms": r.seconds * 1e3, "rate": r.rate, "unit": r.unit,
+                                                  "what": r.what, "source": r.source} for r in self.roofs}}
+        if measured_s is not None and measured_s > 0:
+            h = self.against(measured_s)
+            out.update(pct_of_roof=h.pct, left_ms=h.left_s * 1e3, above_roof=h.above_roof, says=h.sentence())
+        return out
+
+
+def attention_roofs(work: AttentionWork, device_name: str | None) -> Roofs | None:
+    """The roofs of `work` on the named GPU (None: a CPU, an unknown GPU, or a dtype it has no tensor peak for)."""
+    peak = devices.lookup(device_name)
+    if peak is None:
+        return None
+    tensor = peak.tflops.get(work.dtype)
+    if tensor is None:
+        return None
+    roofs = [Roof("tensor", work.flops / (tensor * 1e12), tensor, "TFLOP/s", work.flops,
+                  f"{peak.model} dense {work.dtype} tensor peak: {peak.source}")]
+    if peak.sfu_tops:
+        roofs.append(Roof("sfu", work.exps / (peak.sfu_tops * 1e12), peak.sfu_tops, "Texp/s", work.exps,
+                          f"{peak.model}: {peak.sms} SMs x {peak.sfu_per_clk_sm}/clk x {peak.boost_mhz:.0f} MHz "
+                          f"({peak.sfu_source})"))
+    roofs.append(Roof("dram", work.dram_bytes / (peak.dram_tbps * 1e12), peak.dram_tbps, "TB/s", work.dram_bytes,
+                      f"{peak.model} DRAM bandwidth: {peak.source}"))
+    return Roofs(peak.model, tuple(roofs))
+
+
+def row_roofs(row: Mapping[str, Any], device_name: str | None = None) -> Roofs | None:
+    """The roofs of a bench row (its own `device_name` unless one is given)."""
+    work = AttentionWork.of_row(row)
+    if work is None:
+        return None
+    return attention_roofs(work, device_name or row.get("device_name") or row.get("gpu"))
+
+
+def _ms(s: float) -> str:
+    ms = s * 1e3
+    return f"{ms:.3g} ms" if ms >= 0.01 else f"{ms * 1e3:.3g} us"
