@@ -1,7 +1,7 @@
 """Validate profctl's bench timing on a GPU against triton.testing.do_bench, and measure NVTX's cost.
 
 For each backend (those available) at batch 1, 32 heads, head dim 128, bf16, seqlen 4096, causal and not:
-  - profctl's own timing (workloads.attention.run_case: CUDA events per iteration, median), NVTX on;
+  - profctl's own timing (profctl.workloads.attention.run_case: CUDA events per iteration, median), NVTX on;
   - the same with NVTX off (its cost: the difference of medians, interleaved rounds);
   - triton.testing.do_bench(fn, return_mode="median") of the same callable on the same inputs, same process.
 do_bench zeroes a 256 MiB buffer before each repetition (a cold L2); profctl runs iterations back to back
@@ -20,8 +20,8 @@ import sys
 import torch
 
 from profctl.spec import AttentionSpec
-from workloads import backends
-from workloads.attention import inputs, run_case
+from profctl.workloads import backends
+from profctl.workloads.attention import inputs, run_case
 
 
 def host_enqueue_us(call, n: int = 20) -> float:

@@ -6,7 +6,7 @@
     python3 benchmarks/model_gpu.py --sections rope,parts,compile,masters --best sdpa-cudnn
 
 The model is llama-7b cut to 4 layers (plus embedding and LM head), bf16 weights and AdamW states (no fp32
-masters unless the --masters point runs), fused AdamW. MFU counts workloads.models.model_flops against the
+masters unless the --masters point runs), fused AdamW. MFU counts profctl.workloads.models.model_flops against the
 H100's 989.4 TFLOP/s dense bf16 peak. Points run in priority order and the optional ones stop at --deadline-s,
 so the script fits one device call; the JSON is rewritten after every row. The table is printed last.
 """
@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # .scratch copy (workloads/ beside it) or the repo (one up)
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # the repo (one up), installed with pip install -e .
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from workloads import models as M  # noqa: E402
+from profctl.workloads import model_net  # noqa: E402
+from profctl.workloads import models as M  # noqa: E402
 
 PEAK_TFLOPS = 989.4  # H100 SXM dense bf16
 SECTIONS = ("train", "rope", "parts", "gemm", "prefill", "compile", "masters", "7b-full")
@@ -160,11 +161,11 @@ def main() -> int:
     if "rope" in want:
         for rnd in range(2):
             for impl in ("autograd", "function"):
-                M.ROPE_IMPL = impl
+                model_net.ROPE_IMPL = impl
                 for backend in (("sdpa-cudnn", "sdpa-flash") if not smoke else ("sdpa-flash",)):
                     for batch in ((2, 1) if rnd == 0 else (2,)):
                         run(f"rope-{impl[:4]}", backend, "train", batch, seqlen)
-        M.ROPE_IMPL = "function"
+        model_net.ROPE_IMPL = "function"
 
     # 2. part timing (attention's share) on the best backend and eager; the overhead against section 1
     if "parts" in want:

@@ -20,16 +20,16 @@ from profctl.shapes import DTYPES, LAYOUTS, Shape
 
 #: built-in backends: name -> the function that computes attention, ``module:attribute``. Every backend is a
 #: function with scaled_dot_product_attention's calling convention; a user's own ``file.py:fn`` or
-#: ``package.module:fn`` is accepted wherever a name is (workloads.backends loads them).
+#: ``package.module:fn`` is accepted wherever a name is (profctl.workloads.backends loads them).
 BUILTIN_BACKENDS: dict[str, str] = {
-    "flash-attn": "workloads.backends:flash_attn",
-    "fa4": "workloads.backends:fa4",
-    "sdpa-flash": "workloads.backends:sdpa_flash",
-    "sdpa-cudnn": "workloads.backends:sdpa_cudnn",
-    "sdpa-efficient": "workloads.backends:sdpa_efficient",
-    "sdpa-math": "workloads.backends:sdpa_math",
-    "eager": "workloads.backends:eager",
-    "triton": "workloads.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
+    "flash-attn": "profctl.workloads.backends:flash_attn",
+    "fa4": "profctl.workloads.backends:fa4",
+    "sdpa-flash": "profctl.workloads.backends:sdpa_flash",
+    "sdpa-cudnn": "profctl.workloads.backends:sdpa_cudnn",
+    "sdpa-efficient": "profctl.workloads.backends:sdpa_efficient",
+    "sdpa-math": "profctl.workloads.backends:sdpa_math",
+    "eager": "profctl.workloads.backends:eager",
+    "triton": "profctl.workloads.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
 }
 BACKENDS: tuple[str, ...] = tuple(BUILTIN_BACKENDS)
 PASSES: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")
@@ -420,7 +420,7 @@ class AttentionSweep:
 
     # ---- to the child process and the manifest
     def to_argv(self) -> list[str]:
-        """The workload options of ``python -m workloads.attention`` for this sweep (defaults filled)."""
+        """The workload options of ``python -m profctl.workloads.attention`` for this sweep (defaults filled)."""
         s = self.with_defaults(self.device if self.device != "auto" else "cpu")
         argv = ["--backend", csv(s.backends), "--batch", csv(s.batch), "--seqlen-q", csv(s.seqlen_q),
                 "--heads", csv(s.heads), "--head-dim", csv(s.head_dim), "--dtype", csv(s.dtype),
@@ -598,7 +598,7 @@ class ModelSweep:
         return replace(self, backends=tuple(backends))
 
     def to_argv(self) -> list[str]:
-        """The options of ``python -m workloads.model`` for this sweep (defaults filled)."""
+        """The options of ``python -m profctl.workloads.model`` for this sweep (defaults filled)."""
         s = self.with_defaults(self.device if self.device != "auto" else "cpu")
         argv = ["--model", csv(s.models), "--mode", csv(s.modes), "--batch", csv(s.batch), "--seqlen",
                 csv(s.seqlen), "--dtype", csv(s.dtype), "--backend", csv(s.backends), "--device", s.device,

@@ -1,1 +1,1 @@
-"""Workloads: the programs that run under the profilers (``python -m workloads.attention``)."""
+"""Workloads: the programs that run under the profilers (``python -m profctl.workloads.attention``)."""

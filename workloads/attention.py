@@ -1,6 +1,6 @@
 """The attention workload: the child process a profiler launches, also runnable on its own.
 
-    python -m workloads.attention --backend sdpa-flash --batch 4 --seqlen-q 2048 --seqlen-kv 2048 --heads 16 \
+    python -m profctl.workloads.attention --backend sdpa-flash --batch 4 --seqlen-q 2048 --seqlen-kv 2048 --heads 16 \
         --kv-heads 4 --head-dim 128 --dtype bf16 --causal true --pass fwd+bwd --warmup 3 --iters 10 --device cuda
 
 Every option takes a comma-separated list; the process runs the cartesian product, one case at a time, each in
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import statistics
@@ -26,11 +25,14 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from profctl import faults
 from profctl import nvtx as ns
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
-from workloads.hooks import Hooks
-from workloads.ranges import Nvtx, backward_markers
-from workloads.torch_profile import make_hooks
+
+from .hooks import Hooks
+from .ranges import Nvtx, backward_markers
+from .results import jsonl_emitter, timing_stats
+from .torch_profile import make_hooks
 
 #: relative-error tolerance of the output against a float64 reference, per dtype
 TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4}
@@ -109,7 +111,7 @@ def inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, An
     bshd layout -- and the output gradient; seeded, so every backend sees the same numbers."""
     import torch
 
-    from workloads.backends import TORCH_DTYPES
+    from .backends import TORCH_DTYPES
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     dt = TORCH_DTYPES[spec.dtype]
@@ -249,7 +251,7 @@ class _Case:
 
     def _row(self, per_iter: list[list[float]], stride: int, wall: float, mem_before: int) -> dict[str, Any]:
         times = [sum(x) for x in per_iter]
-        row: dict[str, Any] = {**_stats(times), "times_ms": times, "wall_s": wall}
+        row: dict[str, Any] = {**timing_stats(times), "iters": len(times), "times_ms": times, "wall_s": wall}
         if stride == 2:
             row["fwd_median_ms"] = statistics.median(x[0] for x in per_iter)
             row["bwd_median_ms"] = statistics.median(x[1] for x in per_iter)
@@ -272,7 +274,7 @@ class _Case:
 def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any]]:
     """The backend's function, the spec with its declared causal alignment, and what the row says of it.
     Raises BadReference / BackendUnavailable."""
-    from workloads import backends
+    from . import backends
 
     fn = backends.load(spec.backend)
     info: dict[str, Any] = {}
@@ -289,7 +291,7 @@ def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any
 def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
              seed: int = 0, hooks: Hooks | None = None) -> dict[str, Any]:
     """Run one case and return its result row (status ok / unsupported / oom / error, with the reason)."""
-    from workloads import backends
+    from . import backends
 
     hooks = hooks or Hooks()
     c: _Case | None = None
@@ -338,25 +340,6 @@ def check_output(spec: AttentionSpec, o: Any, q: Any, k: Any, v: Any) -> dict[st
     return {"rel_error": err, "tolerance": TOLERANCE[spec.dtype], "check": "pass" if ok else "fail"}
 
 
-def _stats(times: list[float]) -> dict[str, float]:
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "mean_ms": statistics.fmean(times), "std_ms": statistics.stdev(times) if len(times) > 1 else 0.0,
-            "iters": len(times)}
-
-
-def _inject_fault(spec: AttentionSpec) -> None:
-    """Fault injection for profctl's own tests: PROFCTL_FAULT=crash:<backend> ends the process abruptly (as a
-    segfault or CUDA fault would) and hang:<backend> blocks, when a case of that backend starts."""
-    fault = os.environ.get("PROFCTL_FAULT", "")
-    kind, _, backend = fault.partition(":")
-    if backend not in (spec.backend, spec.label):
-        return
-    if kind == "crash":
-        os._exit(139)
-    if kind == "hang":
-        time.sleep(3600)
-
-
 def _sticky_cuda_error(reason: str | None) -> bool:
     """Errors after which the CUDA context is unusable: the process must end and the parent starts a new one."""
     r = (reason or "").lower()
@@ -366,7 +349,7 @@ def _sticky_cuda_error(reason: str | None) -> bool:
 
 # ---------------------------------------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads.attention", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m profctl.workloads.attention", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", "--backends", dest="backend", default="sdpa-flash",
                    help="comma list of backend names or path/file.py:fn / package.module:fn")
@@ -418,13 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    def emit(obj: dict[str, Any]) -> None:
-        if a.jsonl:
-            with open(a.jsonl, "a", encoding="utf-8") as f:
-                f.write(json.dumps(obj) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-
+    emit = jsonl_emitter(a.jsonl)
     emit(device_event(a.device))
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
@@ -455,7 +432,7 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
         if i < a.skip or (only is not None and i not in only):
             continue
         emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
-        _inject_fault(spec)
+        faults.in_workload(spec)  # profctl's own tests (PROFCTL_FAULT)
         row = run_case(spec, warmup=a.warmup, iters=a.iters, nvtx=not a.no_nvtx, check=not a.no_check,
                        flush_l2=a.flush_l2, seed=a.seed, hooks=hooks)
         emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})

@@ -30,6 +30,8 @@ import torch.nn.functional as F
 
 from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec
 
+from .results import one_line
+
 AttnFn = Callable[..., torch.Tensor]
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -277,20 +279,15 @@ def classify_failure(exc: BaseException, caught_warnings: list[warnings.WarningM
     """
     msg = f"{type(exc).__name__}: {exc}".strip()
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in msg.lower():
-        return "oom", _one_line(msg)
+        return "oom", one_line(msg)
     if isinstance(exc, BackendUnavailable):
-        return "unsupported", _one_line(str(exc))
+        return "unsupported", one_line(str(exc))
     if isinstance(exc, (NotImplementedError, AssertionError, ValueError, TypeError)) or _UNSUPPORTED.search(msg):
         why = [str(w.message) for w in caught_warnings if "kernel" in str(w.message).lower()
                or "support" in str(w.message).lower()]
-        reason = _one_line(msg) + (" | " + " | ".join(_one_line(w) for w in why[:4]) if why else "")
+        reason = one_line(msg) + (" | " + " | ".join(one_line(w) for w in why[:4]) if why else "")
         return "unsupported", reason
-    return "error", _one_line(msg)
-
-
-def _one_line(s: str, width: int = 400) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= width else s[: width - 1] + "…"
+    return "error", one_line(msg)
 
 
 def check_references(refs: list[str]) -> list[dict[str, Any]]:
@@ -310,12 +307,12 @@ def check_references(refs: list[str]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workloads.backends --check REF...``: one JSON line per reference (profctl checks users'
+    """``python -m profctl.workloads.backends --check REF...``: one JSON line per reference (profctl checks users'
     functions in a child process, so that importing them cannot harm profctl itself)."""
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m workloads.backends")
+    p = argparse.ArgumentParser(prog="python -m profctl.workloads.backends")
     p.add_argument("--check", nargs="+", required=True, metavar="REF")
     a = p.parse_args(argv)
     for r in check_references(a.check):

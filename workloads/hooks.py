@@ -1,6 +1,6 @@
 """Where a profiler wrapped around a workload (torch.profiler) starts and stops recording, so it records the
 measured iterations only. Its own module so that the runners and the profilers that implement the hooks import
-it, not each other (a runner picks the profiler: workloads.attention.make_hooks)."""
+it, not each other (a runner picks the profiler: profctl.workloads.attention.make_hooks)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The model workload: GPT- and Llama-shaped training steps, prefill and decode (workloads/models.py) with a
 swappable attention backend, as the child process profctl launches.
 
-    python -m workloads.model --model llama-7b --layers 4 --mode train --batch 2 --seqlen 4096 \
+    python -m profctl.workloads.model --model llama-7b --layers 4 --mode train --batch 2 --seqlen 4096 \
         --backend sdpa-cudnn,sdpa-flash,eager --dtype bf16 --device cuda --jsonl events.jsonl
 
 Same protocol as workloads/attention.py: every option a comma list, one case at a time, JSON-lines events
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import sys
 import threading
 import time
@@ -31,9 +29,11 @@ from typing import Any
 
 from profctl import nvtx as ns
 from profctl.spec import AttentionSpec, ModelSpec, ModelSweep, SpecError
-from workloads.hooks import Hooks
-from workloads.ranges import Nvtx
-from workloads.torch_profile import make_hooks
+
+from .hooks import Hooks
+from .ranges import Nvtx
+from .results import jsonl_emitter
+from .torch_profile import make_hooks
 
 #: ranges the model code opens around a whole step: timed by the part timer, but not NVTX levels, so every part
 #: sits at ``<case>/<phase>/<part>`` in every mode -- the one shape an ncu --nvtx-include regex can select (ncu
@@ -77,7 +77,7 @@ class CaseRanges:
             for _ in range(len(prefix) + 1):
                 self.nv.pop()
 
-    # ---- the phases (workloads.models.run_model_case calls these)
+    # ---- the phases (profctl.workloads.models.run_model_case calls these)
     def warmup_begin(self) -> None:
         self.open(ns.WARMUP)
 
@@ -108,7 +108,7 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     """One point: the backend loaded and checked, the model built, warm-up and measured steps; its row."""
     import torch
 
-    from workloads import backends, models
+    from . import backends, models
 
     cfg = models.preset(spec.model, layers=spec.layers, kv_heads=spec.kv_heads)
     try:
@@ -120,7 +120,7 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     except (backends.BadReference, backends.BackendUnavailable) as e:
         return {"status": "unsupported" if isinstance(e, backends.BackendUnavailable) else "error",
                 "reason": str(e)}
-    from workloads.backends import TORCH_DTYPES
+    from .backends import TORCH_DTYPES
 
     ranges = CaseRanges(Nvtx(nvtx, mirror=hooks.ranges()), spec, hooks, spec.device == "cuda")
     ranges.open(spec.case_id)
@@ -143,7 +143,7 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workloads.model", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m profctl.workloads.model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="comma list of presets")
     p.add_argument("--mode", default="train", help="comma list of train, prefill, decode")
@@ -180,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from workloads.attention import device_event
+    from .attention import device_event
 
-    emit = _emitter(a.jsonl)
+    emit = jsonl_emitter(a.jsonl, default=str)
     emit(device_event(a.device))
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
@@ -203,17 +203,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         hooks.close()
     return 0 if ran else 1
-
-
-def _emitter(path: str | None) -> Any:
-    def emit(obj: dict[str, Any]) -> None:
-        if path:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(obj, default=str) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-
-    return emit
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Run a user's Python program under torch.profiler: ``profctl torch -- python SCRIPT.py ARGS`` (or ``-m MODULE``).
 
-    python -m workloads.pyprofile --trace run/trace.json.gz [--jsonl run/workload.jsonl] -- SCRIPT.py ARGS...
-    python -m workloads.pyprofile --trace run/trace.json.gz -- -m package.module ARGS...
+    python -m profctl.workloads.pyprofile --trace run/trace.json.gz [--jsonl run/workload.jsonl] -- SCRIPT.py ARGS...
+    python -m profctl.workloads.pyprofile --trace run/trace.json.gz -- -m package.module ARGS...
 
 The program runs in this process as it would on its own: ``sys.argv`` is its own, ``__name__`` is
 ``"__main__"``, the working directory and environment are unchanged. The profiler records CPU ops and (with a
@@ -214,7 +214,7 @@ def run_program(entry: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workloads.pyprofile", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m profctl.workloads.pyprofile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", required=True, help="the trace to write (.json.gz)")
     p.add_argument("--jsonl", default=None, help="append the device and exit events here")
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(prof: Any, trace: Path, cuda: bool) -> None:
     """The Chrome trace and the key_averages table, each written to a temporary name then renamed."""
-    from workloads.torch_profile import key_averages_path
+    from .torch_profile import key_averages_path
 
     trace.parent.mkdir(parents=True, exist_ok=True)
     tmp = trace.with_name(f".{trace.name}.partial{''.join(trace.suffixes[-2:]) or '.json'}")

@@ -1,7 +1,7 @@
 """torch.profiler around the attention workload: records the measured iterations only, one trace per process.
 
-``python -m workloads.attention ... --torch-trace run/trace.json.gz`` makes :func:`workloads.hooks.make_hooks`
-build :class:`TorchProfileHooks`. The profiler is created once, with a schedule that keeps it in WARMUP (Kineto
+``python -m profctl.workloads.attention ... --torch-trace run/trace.json.gz`` makes :func:`make_hooks` build
+:class:`TorchProfileHooks`. The profiler is created once, with a schedule that keeps it in WARMUP (Kineto
 and CUPTI initialised, nothing recorded) until the first measured iteration, then RECORD. Between cases -- their
 set-up, reference check and warm-up iterations -- collection is switched off with
 ``toggle_collection_dynamic``, so the single trace holds exactly the measured iterations of every case.
@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from workloads.hooks import Hooks
+from .hooks import Hooks
 
 
 class TorchProfileHooks(Hooks):
@@ -60,7 +60,7 @@ class TorchProfileHooks(Hooks):
             self.prof.step()  # WARMUP -> RECORD: start the trace
             self.started = True
             self.prof.add_metadata("torch_version", self._torch.__version__)  # top-level fields of the trace
-            self.prof.add_metadata("profctl", "workloads.torch_profile")
+            self.prof.add_metadata("profctl", "workloads.torch_profile")  # the tag its traces have always carried
         else:
             self.prof.toggle_collection_dynamic(True, self.activities)
         self.recording = True
@@ -78,7 +78,7 @@ class TorchProfileHooks(Hooks):
         self.prof.toggle_collection_dynamic(False, self.activities)
 
     def ranges(self) -> TorchProfileHooks:
-        """The mirror for the workload's NVTX pushes and pops (see workloads.attention.Nvtx)."""
+        """The mirror for the workload's NVTX pushes and pops (see profctl.workloads.attention.Nvtx)."""
         return self
 
     # ---- mirror of the NVTX ranges, per thread (autograd's worker thread pushes the backward ranges)

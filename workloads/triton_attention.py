@@ -31,7 +31,9 @@ Measured on an H100 (triton 3.6): benchmarks/RESULTS.md, "Triton FlashAttention-
 
 Triton is imported lazily in spirit: importing this module without Triton works, calling it raises
 :class:`TritonAttentionUnavailable`. Kernels are compiled for the GPU, or run by Triton's CPU interpreter when
-``TRITON_INTERPRET=1`` is set before this module is first imported.
+``TRITON_INTERPRET=1`` is set before this module is first imported. The kernels themselves are in
+workloads/triton_kernels.py; this module chooses their launch configurations, launches them and wraps them for
+autograd.
 """
 
 from __future__ import annotations
@@ -46,18 +48,9 @@ from typing import Any
 
 import torch
 
-try:  # the module must import without Triton; calling it then raises TritonAttentionUnavailable
-    import triton
-    import triton.language as tl
-
-    _TRITON_IMPORT_ERROR: str | None = None
-except Exception as _e:  # ImportError, or a broken install raising at import
-    triton = None
-    tl = None
-    _TRITON_IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
-
-#: Whether the kernels below were built for Triton's CPU interpreter (decided once, at import, like Triton).
-INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on", "y")
+from . import triton_kernels as kernels
+from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
+from .triton_kernels import INTERPRET, triton
 
 LOG2E = 1.4426950408889634
 
@@ -65,334 +58,6 @@ LOG2E = 1.4426950408889634
 class TritonAttentionUnavailable(RuntimeError):
     """Triton attention cannot run here (no Triton, or no GPU and no interpreter). The message says
     'not supported' so profctl's failure classifier reports the point as unsupported, not as an error."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# kernels
-# ---------------------------------------------------------------------------------------------------------
-if triton is not None:
-
-    #: Triton 3.9's interpreter multiplies bf16 operands as their raw uint16 bits in tl.dot; there (only) the
-    #: operands are widened to fp32 first, which is exact, so the CPU tests still check the bf16 rounding of P.
-    _WIDEN_BF16_DOT = tl.constexpr(INTERPRET)
-
-    @triton.jit
-    def _mma(a, b, acc, DOT_PREC: tl.constexpr):
-        """a @ b (+ acc) with fp32 accumulation."""
-        if _WIDEN_BF16_DOT:  # noqa: SIM102 (Triton needs constexpr conditions one at a time)
-            if a.dtype == tl.bfloat16:
-                return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-        return tl.dot(a, b, acc, input_precision=DOT_PREC)
-
-    @triton.jit
-    def _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                   CHECK_ROWS: tl.constexpr):
-        """Load a [rows, BLOCK_D] tile; bounds checks only where asked (tails) or when D is padded."""
-        if CHECK_ROWS:
-            if BLOCK_D == HEAD_DIM:
-                x = tl.load(ptrs, mask=offs_r[:, None] < n_rows, other=0.0)
-            else:
-                x = tl.load(ptrs, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM), other=0.0)
-        else:
-            if BLOCK_D == HEAD_DIM:  # noqa: SIM108 (constexpr branches, not a run-time select)
-                x = tl.load(ptrs)
-            else:
-                x = tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-        return x
-
-    @triton.jit
-    def _load_tile(desc, off_b, off_h, start, ptrs, offs_r, n_rows, offs_d, ROWS: tl.constexpr,
-                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, TMA: tl.constexpr):
-        """A [ROWS, BLOCK_D] tile of one (batch, head): through a 4-D TMA descriptor (the copy engine zero-fills
-        rows past the end: no masks, no address registers), or through pointers."""
-        if TMA:
-            x = desc.load([off_b, off_h, start, 0]).reshape(ROWS, BLOCK_D)
-        else:
-            x = _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM, BLOCK_D, CHECK_ROWS)
-        return x
-
-    @triton.jit
-    def _store_rows(ptrs, x, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
-        if BLOCK_D == HEAD_DIM:
-            tl.store(ptrs, x, mask=offs_r[:, None] < n_rows)
-        else:
-            tl.store(ptrs, x, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM))
-
-    @triton.jit
-    def _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                      KD, VD, b32, kh32,
-                      lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                      BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
-                      DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound."""
-        offs_n0 = tl.arange(0, BLOCK_N)
-        for start_n in range(lo, hi, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            offs_n = start_n + offs_n0
-            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            s = _mma(q, tl.trans(k), None, DOT_PREC)
-            if MASKED:
-                keep = offs_n[None, :] < seqlen_kv
-                if CAUSAL:
-                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
-                s = tl.where(keep, s * qk_scale, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
-            elif SCALE_POS:
-                # max of the raw scores times a positive scale: the subtraction below fuses into one FMA
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                p = tl.exp2(s * qk_scale - m_new[:, None])
-            else:
-                s = s * qk_scale
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
-            acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
-            m_i = m_new
-        return acc, l_i, m_i
-
-    @triton.jit
-    def _fwd_kernel(Q, K, V, Out, LSE, QD, KD, VD,
-                    stride_qb, stride_qh, stride_qm, stride_qd,
-                    stride_kb, stride_kh, stride_kn, stride_kd,
-                    stride_vb, stride_vh, stride_vn, stride_vd,
-                    stride_ob, stride_oh, stride_om, stride_od,
-                    heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
-                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
-                    DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
-            pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-        else:
-            pid_m = tl.program_id(0)
-        pid_bh = tl.program_id(1)
-        b32 = pid_bh // heads
-        h32 = pid_bh % heads
-        kh32 = h32 // group
-        off_b = b32.to(tl.int64)
-        off_kh = kh32.to(tl.int64)
-        off_h = h32.to(tl.int64)
-        start_m = pid_m * BLOCK_M
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, BLOCK_D)
-
-        q_base = Q + off_b * stride_qb + off_h * stride_qh
-        k_base = K + off_b * stride_kb + off_kh * stride_kh
-        v_base = V + off_b * stride_vb + off_kh * stride_vh
-        q = _load_tile(QD, b32, h32, start_m, q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                       offs_m, seqlen_q, offs_d, BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
-
-        # key blocks [0, full) are seen whole by every row of this query block; [full, hi) need the mask
-        if CAUSAL:
-            hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv), 0)
-            full = tl.maximum(tl.minimum(start_m + diag_off + 1, seqlen_kv), 0)
-            full = (full // BLOCK_N) * BLOCK_N
-        else:
-            hi = seqlen_kv
-            full = (seqlen_kv // BLOCK_N) * BLOCK_N
-
-        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - 1.0e30  # finite: a row with no key yet gives no NaN
-        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                                      KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC, TMA)
-        acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                                      KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA)
-        seen = l_i > 0.0
-        l_safe = tl.where(seen, l_i, 1.0)
-        o = acc / l_safe[:, None]
-        lse = tl.where(seen, m_i + tl.log2(l_safe), float("inf"))  # +inf: the backward's exp2(s - lse) is 0
-        o_base = Out + off_b * stride_ob + off_h * stride_oh
-        _store_rows(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, o.to(Out.dtype.element_ty),
-                    offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D)
-        tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=offs_m < seqlen_q)
-
-    @triton.jit
-    def _bwd_delta_kernel(Out, DO, DELTA,
-                          stride_ob, stride_oh, stride_om, stride_od,
-                          stride_dob, stride_doh, stride_dom, stride_dod,
-                          heads, seqlen_q,
-                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
-        """delta_i = sum_d dO_id * O_id, in fp32: the row term of dS = P * (dP - delta)."""
-        pid_m = tl.program_id(0)
-        pid_bh = tl.program_id(1)
-        off_b = (pid_bh // heads).to(tl.int64)
-        off_h = (pid_bh % heads).to(tl.int64)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, BLOCK_D)
-        o = _load_rows(Out + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_om
-                       + offs_d[None, :] * stride_od, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
-        do = _load_rows(DO + off_b * stride_dob + off_h * stride_doh + offs_m[:, None] * stride_dom
-                        + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
-        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-        tl.store(DELTA + pid_bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
-
-    @triton.jit
-    def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, QD, DOD,
-                         stride_qb, stride_qh, stride_qm, stride_qd,
-                         stride_kb, stride_kh, stride_kn, stride_kd,
-                         stride_vb, stride_vh, stride_vn, stride_vd,
-                         stride_dob, stride_doh, stride_dom, stride_dod,
-                         stride_dks, stride_dkb, stride_dkh, stride_dkn, stride_dkd,
-                         stride_dvs, stride_dvb, stride_dvh, stride_dvn, stride_dvd,
-                         heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
-                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        """dK, dV of one key block: one loop over (query head of the group, query block), all transposed
-        (keys as rows) so that no P^T has to be formed.
-
-        One flat loop, not an unmasked loop between masked ones as in the forward: the dK and dV accumulators
-        already take half the registers, every extra software-pipelined loop made ptxas spill (seen in the
-        resource report), and with a head_dim-deep contraction per score the always-on causal select and the
-        bounds-checked loads cost little next to the four GEMMs per block.
-        """
-        pid_n = tl.program_id(0)  # causal: the first key blocks have the most query rows; they go first
-        pid = tl.program_id(1)
-        split = pid % n_split
-        pid_bkh = pid // n_split
-        b32 = pid_bkh // kv_heads
-        off_b = b32.to(tl.int64)
-        off_kh = pid_bkh % kv_heads
-        start_n = pid_n * BLOCK_N
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        offs_d = tl.arange(0, BLOCK_D)
-        offs_m0 = tl.arange(0, BLOCK_M)
-        k = _load_rows(K + off_b * stride_kb + off_kh.to(tl.int64) * stride_kh + offs_n[:, None] * stride_kn
-                       + offs_d[None, :] * stride_kd, offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, True)
-        v = _load_rows(V + off_b * stride_vb + off_kh.to(tl.int64) * stride_vh + offs_n[:, None] * stride_vn
-                       + offs_d[None, :] * stride_vd, offs_n, seqlen_kv, offs_d, HEAD_DIM, BLOCK_D, True)
-
-        # the query blocks that see any key of this block: from the first row i with i + diag_off >= start_n
-        if CAUSAL:  # noqa: SIM108 (constexpr branch)
-            lo = (tl.maximum(start_n - diag_off, 0) // BLOCK_M) * BLOCK_M
-        else:
-            lo = 0
-        n_mblocks = tl.maximum(tl.cdiv(seqlen_q - lo, BLOCK_M), 0)
-        per_prog = group // n_split
-        head0 = off_kh * group + split * per_prog  # the query heads sharing this kv head (GQA)
-
-        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-        for it in range(0, per_prog * n_mblocks):
-            g = it // n_mblocks
-            start_m = lo + (it - g * n_mblocks) * BLOCK_M
-            h32 = head0 + g
-            bh = off_b * heads + h32
-            off_h = h32.to(tl.int64)
-            offs_m = start_m + offs_m0
-            q = _load_tile(QD, b32, h32, start_m, Q + off_b * stride_qb + off_h * stride_qh
-                           + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d,
-                           BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
-            do = _load_tile(DOD, b32, h32, start_m, DO + off_b * stride_dob + off_h * stride_doh
-                            + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d,
-                            BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
-            # rows past the end: lse = +inf makes their P exactly 0
-            lse = tl.load(LSE + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
-            delta = tl.load(DELTA + bh * seqlen_q + offs_m, mask=offs_m < seqlen_q, other=0.0)
-            s_t = _mma(k, tl.trans(q), None, DOT_PREC)
-            p_t = tl.exp2(s_t * qk_scale - lse[None, :])
-            if CAUSAL:
-                p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + diag_off, p_t, 0.0)
-            dv = _mma(p_t.to(do.dtype), do, dv, DOT_PREC)
-            dp_t = _mma(v, tl.trans(do), None, DOT_PREC)
-            ds_t = p_t * (dp_t - delta[None, :])
-            dk = _mma(ds_t.to(q.dtype), q, dk, DOT_PREC)
-
-        dk = dk * sm_scale
-        off_s = split.to(tl.int64)
-        off_kh = off_kh.to(tl.int64)
-        _store_rows(DK + off_s * stride_dks + off_b * stride_dkb + off_kh * stride_dkh + offs_n[:, None] * stride_dkn
-                    + offs_d[None, :] * stride_dkd, dk.to(DK.dtype.element_ty), offs_n, seqlen_kv, offs_d,
-                    HEAD_DIM, BLOCK_D)
-        _store_rows(DV + off_s * stride_dvs + off_b * stride_dvb + off_kh * stride_dvh + offs_n[:, None] * stride_dvn
-                    + offs_d[None, :] * stride_dvd, dv.to(DV.dtype.element_ty), offs_n, seqlen_kv, offs_d,
-                    HEAD_DIM, BLOCK_D)
-
-    @triton.jit
-    def _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                         KD, VD, b32, kh32, lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                         BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        """Accumulate dQ (unscaled) of one query block over key blocks [lo, hi)."""
-        offs_n0 = tl.arange(0, BLOCK_N)
-        for start_n in range(lo, hi, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            offs_n = start_n + offs_n0
-            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            s = _mma(q, tl.trans(k), None, DOT_PREC)
-            p = tl.exp2(s * qk_scale - lse[:, None])
-            if MASKED:
-                keep = offs_n[None, :] < seqlen_kv
-                if CAUSAL:
-                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
-                p = tl.where(keep, p, 0.0)
-            dp = _mma(do, tl.trans(v), None, DOT_PREC)
-            ds = p * (dp - delta[:, None])
-            dq = _mma(ds.to(k.dtype), k, dq, DOT_PREC)
-        return dq
-
-    @triton.jit
-    def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, KD, VD,
-                       stride_qb, stride_qh, stride_qm, stride_qd,
-                       stride_kb, stride_kh, stride_kn, stride_kd,
-                       stride_vb, stride_vh, stride_vn, stride_vd,
-                       stride_dob, stride_doh, stride_dom, stride_dod,
-                       stride_dqb, stride_dqh, stride_dqm, stride_dqd,
-                       heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale, sm_scale,
-                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       CAUSAL: tl.constexpr, REVERSE: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        if REVERSE:  # noqa: SIM108
-            pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-        else:
-            pid_m = tl.program_id(0)
-        pid_bh = tl.program_id(1)
-        b32 = pid_bh // heads
-        h32 = pid_bh % heads
-        kh32 = h32 // group
-        off_b = b32.to(tl.int64)
-        off_kh = kh32.to(tl.int64)
-        off_h = h32.to(tl.int64)
-        start_m = pid_m * BLOCK_M
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, BLOCK_D)
-        q = _load_rows(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qm
-                       + offs_d[None, :] * stride_qd, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
-        do = _load_rows(DO + off_b * stride_dob + off_h * stride_doh + offs_m[:, None] * stride_dom
-                        + offs_d[None, :] * stride_dod, offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D, True)
-        row = pid_bh.to(tl.int64) * seqlen_q + offs_m
-        lse = tl.load(LSE + row, mask=offs_m < seqlen_q, other=float("inf"))
-        delta = tl.load(DELTA + row, mask=offs_m < seqlen_q, other=0.0)
-        k_base = K + off_b * stride_kb + off_kh * stride_kh
-        v_base = V + off_b * stride_vb + off_kh * stride_vh
-        if CAUSAL:
-            hi = tl.maximum(tl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv), 0)
-            full = tl.maximum(tl.minimum(start_m + diag_off + 1, seqlen_kv), 0)
-            full = (full // BLOCK_N) * BLOCK_N
-        else:
-            hi = seqlen_kv
-            full = (seqlen_kv // BLOCK_N) * BLOCK_N
-        dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                              KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                              BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, DOT_PREC, TMA)
-        dq = _bwd_dq_key_loop(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                              KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                              BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, DOT_PREC, TMA)
-        dq = dq * sm_scale
-        _store_rows(DQ + off_b * stride_dqb + off_h * stride_dqh + offs_m[:, None] * stride_dqm
-                    + offs_d[None, :] * stride_dqd, dq.to(DQ.dtype.element_ty), offs_m, seqlen_q, offs_d,
-                    HEAD_DIM, BLOCK_D)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -527,7 +192,7 @@ def _check_runnable(q: torch.Tensor) -> None:
     if q.device.type != "cuda" and not INTERPRET:
         raise TritonAttentionUnavailable(
             f"triton attention is not supported on device {q.device.type!r}: it needs a CUDA GPU, or "
-            "TRITON_INTERPRET=1 set before workloads.triton_attention is first imported (CPU interpreter)")
+            "TRITON_INTERPRET=1 set before profctl.workloads.triton_attention is first imported (CPU interpreter)")
 
 
 try:  # host-side TMA descriptors (Triton >= 3.4); without them every tile goes through pointer loads
@@ -600,7 +265,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
         tma = cfg.tma and tma_ok
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
                  if tma else (None, None, None))
-        _fwd_kernel[grid](
+        kernels._fwd_kernel[grid](
             q, k, v, o, lse, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
@@ -622,7 +287,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
     delta = torch.empty_like(lse)
     delta_block = 64 if head_dim <= 128 else 32
-    _bwd_delta_kernel[(triton.cdiv(seqlen_q, delta_block), batch * heads)](
+    kernels._bwd_delta_kernel[(triton.cdiv(seqlen_q, delta_block), batch * heads)](
         o, do, delta, *_strides(o), *_strides(do), heads, seqlen_q,
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=delta_block, num_warps=4)
 
@@ -653,7 +318,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             sk, sv = _strides(dk_t), _strides(dv_t)
         tma = cfg.tma and tma_ok
         descs = (_desc(q, cfg.block_m, head_dim), _desc(do, cfg.block_m, head_dim)) if tma else (None, None)
-        _bwd_dkdv_kernel[(n_blocks, batch * kv_heads * n_split)](
+        kernels._bwd_dkdv_kernel[(n_blocks, batch * kv_heads * n_split)](
             q, k, v, do, lse, delta, dk_t, dv_t, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *sk, *sv,
             heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
@@ -666,7 +331,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     def launch_dq(cfg: KernelConfig) -> None:
         tma = cfg.tma and tma_ok
         descs = (_desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim)) if tma else (None, None)
-        _bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * heads)](
+        kernels._bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * heads)](
             q, k, v, do, lse, delta, dq, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
             heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,

@@ -1,7 +1,7 @@
 """The bench pipeline (`profctl bench`): run a sweep in a child process, one case at a time, and turn its
 events into rows.
 
-The sweep runs in the target's program (``python -m workloads.attention``) so that a crash (a CUDA fault, a
+The sweep runs in the target's program (``python -m profctl.workloads.attention``) so that a crash (a CUDA fault, a
 segfault) or a hang in one backend costs only that point: the row records the point's status and a new child
 starts at the next point. Every finished row is already on disk (the child appends it to events.jsonl), so an
 interrupted sweep keeps what finished. NVML clocks, power and throttle reasons are sampled per point here.
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from profctl import devices, flops, runs
+from profctl import devices, faults, flops, runs
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.nvml import Sampler, clock_warning
 from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally
@@ -294,19 +293,11 @@ class _Sweep:
                 self.current, self.started = int(ev["index"]), time.monotonic()
                 self.sampler.take()  # drop samples from between points
                 self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util})
-                self._inject_fault(self.specs[self.current])
+                faults.on_worker(self.specs[self.current], worker=self.ctx.on_worker)  # profctl's tests
             elif kind == "row":
                 i = int(ev["index"])
                 self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device))
                 self.current = None if self.current == i else self.current
-
-    def _inject_fault(self, spec: AttentionSpec | ModelSpec) -> None:
-        """For profctl's own tests: PROFCTL_FAULT=kill-worker:<backend> ends the Dask worker process running
-        this part when a point of that backend starts (a second after, as a real crash comes during the point)."""
-        kind, _, backend = os.environ.get("PROFCTL_FAULT", "").partition(":")
-        if kind == "kill-worker" and backend in (spec.backend, spec.label) and self.ctx.on_worker:
-            time.sleep(1.0)
-            os._exit(70)
 
     def _row(self, i: int, row: dict[str, Any]) -> None:
         row.update(self.where)

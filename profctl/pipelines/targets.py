@@ -1,4 +1,4 @@
-"""What runs under a tool. `Workload` is the built-in attention workload (``python -m workloads.attention``
+"""What runs under a tool. `Workload` is the built-in attention workload (``python -m profctl.workloads.attention``
 over a typed sweep); a user's program and a model are targets of their own next to it."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def cuda_usable() -> bool:
 
 
 def check_functions(refs: Sequence[str], python: str = sys.executable) -> list[dict[str, Any]]:
-    """Load users' attention functions in a child process (`python -m workloads.backends --check`); UsageError
+    """Load users' attention functions in a child process (`python -m profctl.workloads.backends --check`); UsageError
     with the first problem: no such file or module, a syntax error, no such attribute, not callable, a
     signature that cannot take (q, k, v, is_causal=, scale=)."""
     import json
@@ -51,7 +51,7 @@ def check_functions(refs: Sequence[str], python: str = sys.executable) -> list[d
     from profctl.errors import ProfctlError
 
     try:
-        out = proc.capture([python, "-m", "workloads.backends", "--check", *refs], timeout_s=300)
+        out = proc.capture([python, "-m", "profctl.workloads.backends", "--check", *refs], timeout_s=300)
     except ProfctlError as e:
         raise UsageError(f"checking the backend functions {', '.join(refs)} failed: {e.message}") from None
     results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -132,7 +132,7 @@ class Workload(_SweepProgram[AttentionSweep]):
     """The built-in attention workload over `sweep`: one case per (backend, shape, dtype, mask, pass)."""
 
     kind: ClassVar[str] = "workload"
-    module: ClassVar[str] = "workloads.attention"
+    module: ClassVar[str] = "profctl.workloads.attention"
 
     def cases(self) -> list[AttentionSpec]:
         return self.sweep.specs()
@@ -146,11 +146,11 @@ class Workload(_SweepProgram[AttentionSweep]):
 
 @dataclass(frozen=True)
 class Model(_SweepProgram[ModelSweep]):
-    """The model workload (``python -m workloads.model``): GPT/Llama-shaped steps with a swappable attention
+    """The model workload (``python -m profctl.workloads.model``): GPT/Llama-shaped steps with a swappable attention
     backend, one case per (model, layers, kv heads, mode, batch, context, dtype, backend)."""
 
     kind: ClassVar[str] = "model"
-    module: ClassVar[str] = "workloads.model"
+    module: ClassVar[str] = "profctl.workloads.model"
 
     def cases(self) -> list[ModelSpec]:
         return self.sweep.specs()

@@ -155,7 +155,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOptions) -> list[str]:
-    """The user's Python program inside profctl's torch.profiler wrapper (workloads.pyprofile). A bare
+    """The user's Python program inside profctl's torch.profiler wrapper (profctl.workloads.pyprofile). A bare
     ``python``/``python3`` means the interpreter profctl runs in (it has profctl and torch); an interpreter given
     by its path is used as given."""
     import sys
@@ -166,7 +166,7 @@ def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOpti
                          "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
     first = target.command[0]
     python = first if Path(first).name.startswith("python") and "/" in first else sys.executable
-    return [python, "-m", "workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl), *opts.argv(),
+    return [python, "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl), *opts.argv(),
             "--", *entry]
 
 

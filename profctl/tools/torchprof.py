@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TRACE_NAME = "trace.json.gz"
-TABLE_NAME = "trace.key_averages.txt"  # what workloads.torch_profile writes beside TRACE_NAME
+TABLE_NAME = "trace.key_averages.txt"  # what profctl.workloads.torch_profile writes beside TRACE_NAME
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def test_bench_manifest_records_tools_environment_and_clocks(tmp_path: Path) -> 
     m = runs.read_manifest(d)
     assert m["status"] == "complete" and m["ended"] and m["rows"] == m["points"] == 2
     assert m["labels"] == {"sdpa-math": "attn", "eager": "ref"}
-    assert m["tools"][0]["name"] == "workload" and "workloads.attention" in " ".join(m["tools"][0]["argv"])
+    assert m["tools"][0]["name"] == "workload" and "profctl.workloads.attention" in " ".join(m["tools"][0]["argv"])
     assert m["device"]["torch"] and m["environment"]["torch"]
     assert set(m["clocks"]) >= {"throttle_reasons", "sm_clock_mhz_min", "clock_warnings"}
     rows = json.loads((d / "bench.json").read_text())

@@ -91,12 +91,12 @@ def test_cpu_defaults() -> None:
 
 
 def test_child_argv_round_trips_through_the_workload_parser() -> None:
-    from workloads.attention import build_parser, sweep_from_args
+    from profctl.workloads.attention import build_parser, sweep_from_args
 
     wl = Workload(sweep(backend="eager,sdpa-math", seqlen="64,128", heads="4", kv_heads="2", head_dim="16",
                         causal="true", pass_="fwd+bwd", device="cpu", nvtx=False)).resolve()
     argv = wl.argv()
-    assert argv[1:3] == ["-m", "workloads.attention"]
+    assert argv[1:3] == ["-m", "profctl.workloads.attention"]
     a = build_parser().parse_args(argv[3:])
     assert sweep_from_args(a).specs() == wl.cases()
     assert a.no_nvtx

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from profctl.spec import AttentionSpec
-from workloads import backends
-from workloads.attention import main, reference, rel_error, run_case
+from profctl.workloads import backends
+from profctl.workloads.attention import main, reference, rel_error, run_case
 
 SMALL = dict(batch=1, seqlen_q=32, seqlen_kv=32, heads=4, kv_heads=4, head_dim=16, dtype="fp32", device="cpu")
 
@@ -34,7 +34,7 @@ def test_causal_alignment_of_reference_differs_by_backend(sq: int, skv: int) -> 
     kw = {**SMALL, "seqlen_q": sq, "seqlen_kv": skv, "causal": True}
     eager = AttentionSpec(backend="eager", **kw)
     fa_like = AttentionSpec(backend="fa4", **kw)  # bottom-right, used here only for its reference mask
-    from workloads.attention import inputs
+    from profctl.workloads.attention import inputs
 
     q, k, v, _ = inputs(eager, False, 0)
     out = backends.load("eager")(q, k, v, is_causal=True)
@@ -44,7 +44,7 @@ def test_causal_alignment_of_reference_differs_by_backend(sq: int, skv: int) -> 
 
 def test_bottom_right_reference_zeroes_rows_without_keys() -> None:
     spec = AttentionSpec(backend="fa4", **{**SMALL, "seqlen_q": 8, "seqlen_kv": 4, "causal": True})
-    from workloads.attention import inputs
+    from profctl.workloads.attention import inputs
 
     q, k, v, _ = inputs(spec.with_(backend="eager"), False, 0)
     ref = reference(spec, q, k, v)
