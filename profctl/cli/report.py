@@ -71,15 +71,8 @@ def report(
         raise UsageError(f"--view {view!r}: choose auto, summary, compare, source or stalls")
     check_limit(limit, format)
     if view in ("source", "stalls"):
-        for opt in ("by_range", "baseline", "gpu", "pivot", "tokens", "shape"):
-            if given(opt):
-                flag = typed_flags().get(opt, f"--{opt.replace('_', '-')}")
-                raise conflict(flag, f"--view {view}", f"{flag} applies to the summary or comparison views")
-        check_outputs(("-o", output))
-        from profctl.cli._source_view import source_view
-
-        source_view(paths, view, format=format, limit=limit, output=output, reports=reports, kernel=kernel,
-                    title=title)
+        _deep_view(paths, view, format=format, limit=limit, output=output, reports=reports, kernel=kernel,
+                   title=title)
         return
     if kernel is not None:
         raise conflict("--kernel", f"--view {view}", "--kernel picks kernels for --view source or stalls")
@@ -110,6 +103,18 @@ def report(
                        "summary)")
     _compare(inputs, format, limit=limit, output=output, baseline=baseline, shape=shape, gpu=gpu, title=title,
              pivot=fields, tokens=tokens)
+
+
+def _deep_view(paths: list[Path], view: str, **kw: Any) -> None:
+    """--view source|stalls: refuse the options of the other views, then print (profctl.cli._source_view)."""
+    for opt in ("by_range", "baseline", "gpu", "pivot", "tokens", "shape"):
+        if given(opt):
+            flag = typed_flags().get(opt, f"--{opt.replace('_', '-')}")
+            raise conflict(flag, f"--view {view}", f"{flag} applies to the summary or comparison views")
+    check_outputs(("-o", kw["output"]))
+    from profctl.cli._source_view import source_view
+
+    source_view(paths, view, **kw)
 
 
 def _check_options(format: str, view: str, pivot: str | None, tokens: int | None, title: str | None,

@@ -1,0 +1,110 @@
+"""`profctl explain` and `profctl report --view source|stalls` through the CLI, on reports recorded with plain ncu
+(tests/data/planted): formats, a second report, bad input with one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from profctl.cli import app
+
+pytest.importorskip("ncu_report")
+
+PLANTED = Path(__file__).resolve().parents[1] / "data" / "planted"
+PAIR = str(PLANTED / "attn_pair.ncu-rep.xz")
+CUDA = str(PLANTED / "planted_cuda.ncu-rep.xz")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_explain_one_report_two_kernels_table() -> None:
+    code, out, err = run("explain", PAIR, "--kernel", "_fwd_kernel", "--vs", "cudnn", "--shape", "b1,s4096,h32,d128")
+    assert code == 0, err
+    assert "A is 12.4% slower" in out
+    assert "where the gap comes from" in out and "stall: barrier" in out
+    assert "% of the tensor roof" in out
+    assert "triton_attention.py:85" in out  # A's hottest line (tl.dot)
+    assert "WARPGROUP.DEPBAR" in out  # B has no source: its hottest instructions
+
+
+def test_explain_json_and_markdown(tmp_path: Path) -> None:
+    code, out, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema"] == "profctl.explain/1"
+    assert doc["factors"][0]["name"] == "stall: barrier"
+    assert doc["a"]["lines"][0]["line"] == 85
+    assert doc["a"]["roofs"] is None  # no shape in the plain script's NVTX ranges and none given
+    md = tmp_path / "e.md"
+    code, _, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "markdown", "-o", str(md))
+    assert code == 0, err
+    assert "| stall: barrier |" in md.read_text()
+
+
+def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
+    other = tmp_path / "after.ncu-rep.xz"
+    shutil.copyfile(PAIR, other)
+    code, out, err = run("explain", PAIR, str(other), "--kernel", "_fwd_kernel")
+    assert code == 0, err
+    assert "A is 0.0% slower" in out or "A is 0.0% faster" in out
+
+
+@pytest.mark.parametrize("args, code, says", [
+    (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 1,
+     "'flash_fwd' matches no kernel in"),
+    (("explain", PAIR, "--kernel", "_fwd"), 2, "give --vs B"),
+    (("explain", PAIR, "--kernel", "_fwd", "--vs", "_fwd"), 2, "pick the same launch"),
+    (("explain", PAIR, "--kernel", "(", "--vs", "cudnn"), 2, "not a regular expression"),
+    (("explain", PAIR, "--kernel", "_fwd", "--vs", "cudnn", "--shape", "b1,x9"), 2, "--shape"),
+    (("explain", str(PLANTED / "planted_cuda_details.csv.xz"), "-k", "a", "--vs", "b"), 5, ""),
+])
+def test_explain_bad_input_is_one_line(args: tuple[str, ...], code: int, says: str) -> None:
+    rc, out, err = run(*args)
+    assert rc == code, (out, err)
+    assert says in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_view_source_and_stalls() -> None:
+    code, out, err = run("report", CUDA, "--view", "source", "--kernel", "smem_conflict", "-f", "markdown")
+    assert code == 0, err
+    assert "PLANT: bank conflict" in out and "32-way bank conflict" in out
+    code, out, err = run("report", CUDA, "--view", "stalls", "--kernel", "exp_loop", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kernels"][0]["stalls"][0]["reason"] == "mio_throttle"
+
+
+def test_report_view_source_html(tmp_path: Path) -> None:
+    page = tmp_path / "src.html"
+    code, _, err = run("report", str(PLANTED / "planted_triton.ncu-rep.xz"), "--view", "source", "-k", "row_stats",
+                       "-f", "html", "-o", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "PLANT: tl.sum" in text and 'class="hot"' in text and "rgba(220,40,40," in text
+
+
+def test_report_view_source_on_a_report_without_samples(shared_fixture) -> None:
+    code, _, err = run("report", str(shared_fixture("flash_sol.ncu-rep")), "--view", "source")
+    assert code == 5
+    assert "--recipe stalls" in err and "SourceCounters" in err
+
+
+def test_report_view_source_kernel_matches_nothing() -> None:
+    code, _, err = run("report", CUDA, "--view", "source", "--kernel", "nosuch")
+    assert code == 1
+    assert "its kernels: gather_strided" in err
+
+
+def test_report_view_source_refuses_other_views_options() -> None:
+    code, _, err = run("report", CUDA, "--view", "stalls", "--by-range")
+    assert code == 2 and "--by-range" in err
+    code, _, err = run("report", CUDA, "--kernel", "x")
+    assert code == 2 and "--kernel" in err
