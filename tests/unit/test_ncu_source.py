@@ -98,7 +98,8 @@ def test_ncus_findings_point_at_the_planted_lines() -> None:
 
 def _ncu_source_page(name: str) -> dict[str, dict[int, int]]:
     """function name -> {line: warp samples}, from ncu's own `--page source --print-source cuda,sass` CSV."""
-    text = lzma.open(PLANTED / f"{name}_source.csv.xz", "rt").read()
+    with lzma.open(PLANTED / f"{name}_source.csv.xz", "rt") as fh:
+        text = fh.read()
     out: dict[str, dict[int, int]] = {}
     func = None
     for row in csv.reader(io.StringIO(text)):
