@@ -50,7 +50,7 @@ THRESHOLDS: dict[str, tuple[float, str]] = {
     ),
 }
 
-_TOP_KEYS = {"name", "summary", "description", "metrics", "sections", "set", "thresholds", "hints"}
+_TOP_KEYS = {"name", "summary", "description", "metrics", "sections", "set", "import_source", "thresholds", "hints"}
 _METRIC_KEYS = {"name", "label", "cc", "means", "read"}
 _SECTION_KEYS = {"name", "cc"}
 _HINT_KEYS = {"when", "say", "cc"}
@@ -139,6 +139,8 @@ class Recipe:
     set_name: str | None = None
     thresholds: tuple[tuple[str, float], ...] = ()
     hints: tuple[Hint, ...] = ()
+    #: put the kernels' source files into the report (ncu --import-source yes): what the source view shows
+    import_source: bool = False
 
     def metrics_for(self, cc: tuple[int, int] | None) -> list[MetricSpec]:
         """The metrics to collect on a GPU of compute capability `cc` (all of them when cc is None)."""
@@ -261,6 +263,9 @@ def _validate(doc: Any, p: Path) -> Recipe:
         err.at(doc, "set", f"set must be one of {', '.join(SETS)} (`ncu --list-sets`), not {set_name!r}")
     if not metrics and not sections and not set_name:
         raise RecipeError(f"{p}:{doc.line}: recipe {name!r} collects nothing: give metrics, sections or a set")
+    import_source = doc.get("import_source", False)
+    if not isinstance(import_source, bool):
+        err.at(doc, "import_source", f"import_source must be true or false, not {import_source!r}")
     return Recipe(
         name=name,
         summary=summary,
@@ -271,6 +276,7 @@ def _validate(doc: Any, p: Path) -> Recipe:
         set_name=set_name,
         thresholds=tuple(_thresholds(doc, err)),
         hints=tuple(_hints(doc, err, {m.name for m in metrics}, open_ended=bool(sections or set_name))),
+        import_source=import_source,
     )
 
 

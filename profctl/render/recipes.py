@@ -43,6 +43,8 @@ def _sections(r: Recipe, want_cc: tuple[int, int] | None) -> dict[str, list[dict
     collect = [{"collect": f"section {s}"} for s in r.sections_for(want_cc)]
     if r.set_name:
         collect.append({"collect": f"set {r.set_name}"})
+    if r.import_source:
+        collect.append({"collect": "the kernels' source files (--import-source yes)"})
     th = [{"threshold": k, "value": f"{v:g}", "meaning": THRESHOLDS[k][1]} for k, v in r.all_thresholds().items()]
     hints = [{"when": h.when, "cc": h.cc.text or "all", "say": h.say} for h in r.hints
              if want_cc is None or h.cc.matches(want_cc)]
@@ -99,6 +101,7 @@ def as_dict(r: Recipe, cc: tuple[int, int] | None) -> dict[str, Any]:
         ],
         "sections": r.sections_for(cc),
         "set": r.set_name,
+        "import_source": r.import_source,
         "thresholds": r.all_thresholds(),
         "hints": [{"when": h.when, "cc": h.cc.text, "say": h.say, "line": h.line} for h in r.hints],
     }

@@ -98,6 +98,7 @@ class ProfileOptions:
     replay_mode: str | None = None
     clock_control: str | None = None
     cache_control: str | None = None
+    import_source: bool = False  # embed the kernels' source files (the source view's text)
     extra: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -127,6 +128,8 @@ def profile_argv(exe: Path, report: Path, opts: ProfileOptions, target: Sequence
         argv += ["--clock-control", opts.clock_control]
     if opts.cache_control:
         argv += ["--cache-control", opts.cache_control]
+    if opts.import_source:
+        argv += ["--import-source", "yes"]
     argv += list(opts.extra)
     return argv + list(target)
 

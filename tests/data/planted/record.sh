@@ -5,6 +5,7 @@
 set -uo pipefail
 OUT=${1:?usage: record.sh OUTDIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
+export PYTHONPATH="$HERE/../../..${PYTHONPATH:+:$PYTHONPATH}"  # attn_pair.py imports profctl's Triton kernel
 NCU=${NCU:-ncu}
 W=$(mktemp -d)
 cd "$W"
