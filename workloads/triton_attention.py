@@ -155,11 +155,38 @@ def _autotune_enabled() -> bool:
     return os.environ.get("PROFCTL_TRITON_AUTOTUNE", "0") == "1"
 
 
+#: ``PROFCTL_TRITON_CONFIG="fwd=m64n64w4s3,dq=m128n64w8s3-ptr"``: force launch configs from the environment (for
+#: experiments under a profiler, where the program cannot call :func:`use_configs`)
+CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
+
+
+def parse_configs(text: str) -> dict[str, KernelConfig]:
+    """``fwd=m128n64w8s3[-ptr],...`` -> {kernel: KernelConfig}; ValueError names the part it cannot read."""
+    import re
+
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?", part)
+        if not m:
+            raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr] "
+                             "(KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
+        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6])
+    return out
+
+
+def _forced(kernel: str) -> KernelConfig | None:
+    if kernel in _FORCED:
+        return _FORCED[kernel]
+    env = os.environ.get(CONFIG_ENV)
+    return parse_configs(env).get(kernel) if env else None
+
+
 def _pick(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, seqlen: int, device: torch.device,
           launch: Callable[[KernelConfig], None]) -> KernelConfig:
     """The config for this case: forced, else cached, else the default (or the fastest, when tuning)."""
-    if kernel in _FORCED:
-        return _FORCED[kernel]
+    forced = _forced(kernel)
+    if forced is not None:
+        return forced
     bucket = _seq_bucket(seqlen)
     key = (kernel, head_dim, dtype, causal, bucket, device.index)
     cfg = _TUNED.get(key)
