@@ -64,6 +64,8 @@ UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 MEMORY_UNITS = {"L1/shared", "L2", "DRAM"}
 MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
+#: kernels that are a whole attention pass on their own (a roof applies to one launch)
+ATTENTION = ("flash_fwd",)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class Diagnosis:
     theoretical_occupancy: float | None
     notes: tuple[str, ...] = field(default_factory=tuple)
     first_id: int = 0  # the first launch id of the row (a stable key: names can repeat)
+    #: an attention kernel's time against the binding speed-of-light roof of its pass (profctl.roofs)
+    roof: str | None = None
+    roof_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -115,7 +120,28 @@ def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | No
     return (k.backend, pass_, k.shape_key)
 
 
-def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int] | None = None) -> Diagnosis:
+def roof_of(shape: str | None, backend: str | None, pass_: str | None, device: str | None, seconds: float
+            ) -> tuple[str | None, float | None]:
+    """(the sentence, the percent) of `seconds` against the binding roof of an attention pass of this shape."""
+    from profctl.roofs import AttentionWork, attention_roofs
+    from profctl.shapes import Shape
+    from profctl.spec import causal_align
+
+    sh = Shape.try_parse(shape)
+    if sh is None or pass_ not in ("fwd", "bwd", "fwd+bwd") or seconds <= 0:
+        return None, None
+    work = AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
+                            seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
+                            causal_align=causal_align(backend or "") if sh.causal else None, pass_=pass_)
+    r = attention_roofs(work, device)
+    if r is None:
+        return None, None
+    h = r.against(seconds)
+    return h.sentence(), h.pct
+
+
+def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int] | None = None,
+                 device: str | None = None) -> Diagnosis:
     th = recipe.all_thresholds() if recipe else {key: v for key, (v, _) in THRESHOLDS.items()}
     m = k.metrics
     compute, memory, dram = _first(m, COMPUTE), _first(m, MEMORY), _first(m, DRAM)
@@ -158,6 +184,8 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
             if h.fires(m, cc) and h.say not in notes:
                 notes.append(h.say)
     backend, pass_, shape = backend_of(k.nvtx_range)
+    roof, roof_pct = (roof_of(shape, backend, pass_, device, k.avg_ns * 1e-9) if k.kernel_class in ATTENTION
+                      else (None, None))
     return Diagnosis(
         backend=backend,
         pass_=pass_,
@@ -178,6 +206,8 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
         theoretical_occupancy=theo,
         notes=tuple(notes),
         first_id=min(k.extra.get("ids") or [0]),
+        roof=roof,
+        roof_pct=roof_pct,
     )
 
 
@@ -190,7 +220,8 @@ def diagnose(
     """One Diagnosis per ncu kernel row, ordered pass, then backend (in `backend_order`, then by name), then
     by first launch, so flash and baseline kernels of one pass sit next to each other."""
     rows = [k for k in s.kernels if k.tool == "ncu"]
-    ds = [diagnose_row(k, recipe, cc) for k in rows]
+    devs = s.meta.get("devices") or []
+    ds = [diagnose_row(k, recipe, cc, devs[0] if len(devs) == 1 else None) for k in rows]
     order = {b: i for i, b in enumerate(backend_order)}
 
     def key(d: Diagnosis) -> tuple[Any, ...]:
@@ -199,15 +230,20 @@ def diagnose(
     return sorted(ds, key=key)
 
 
-def by_backend(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
+def by_backend(ds: Sequence[Diagnosis], device: str | None = None) -> list[dict[str, Any]]:
     """Per (pass, backend): kernels, their summed time, and the verdict of the kernel that takes longest; the
-    side-by-side comparison of flash and baseline paths."""
+    side-by-side comparison of flash and baseline paths. With the GPU named, the time of one iteration (every
+    kernel of the pass launches at least once per iteration: the least-launched one counts the iterations)
+    against the pass's binding roof."""
     groups: dict[tuple[str, str], list[Diagnosis]] = {}
     for d in ds:
         groups.setdefault((d.pass_ or "", d.backend or "?"), []).append(d)
     out = []
     for (pass_, backend), g in groups.items():
         main = max(g, key=lambda d: d.duration_ns * d.count)
+        iters = min(d.count for d in g) or 1
+        roof, roof_pct = roof_of(main.shape, backend, pass_ or None, device,
+                                 sum(d.duration_ns * d.count for d in g) / iters * 1e-9)
         out.append(
             {
                 "pass": pass_,
@@ -223,6 +259,8 @@ def by_backend(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
                 "tensor_pct": main.tensor_pct,
                 "achieved_occupancy": main.achieved_occupancy,
                 "theoretical_occupancy": main.theoretical_occupancy,
+                "roof": roof,
+                "roof_pct": roof_pct,
             }
         )
     return out

@@ -111,6 +111,7 @@ def diagnosis_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
                 if d.achieved_occupancy is not None and d.theoretical_occupancy is not None
                 else "-"
             ),
+            "roof": f"{d.roof_pct:.0f}%" if d.roof_pct is not None else "-",
             "notes": len(d.notes),
         }
         for d in ds
@@ -126,7 +127,12 @@ def note_lines(ds: Sequence[Diagnosis]) -> list[str]:
     return out
 
 
-def backend_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
+def _device(s: Summary) -> str | None:
+    devs = s.meta.get("devices") or []
+    return devs[0] if len(devs) == 1 else None
+
+
+def backend_rows(ds: Sequence[Diagnosis], device: str | None = None) -> list[dict[str, Any]]:
     return [
         {
             "pass": b["pass"],
@@ -143,7 +149,9 @@ def backend_rows(ds: Sequence[Diagnosis]) -> list[dict[str, Any]]:
                 else "-"
             ),
         }
-        for b in by_backend(ds)
+            "speed of light": b["roof"] or "-",
+        }
+        for b in by_backend(ds, device)
     ]
 
 
@@ -159,7 +167,7 @@ def render(
     """Text for markdown/json; for 'table' print rich tables and return None."""
     if fmt == "json":
         return json.dumps(
-            {"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds], "backends": by_backend(ds)},
+            {"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds], "backends": by_backend(ds, _device(s))},
             indent=1,
             default=str,
         )
@@ -170,7 +178,7 @@ def render(
     sections += [
         (title, metric_rows(s, recipe, cc, ds)),
         ("Diagnosis", diagnosis_rows(ds)),
-        ("Backends side by side (main kernel per backend)", backend_rows(ds)),
+        ("Backends side by side (main kernel per backend)", backend_rows(ds, _device(s))),
     ]
     notes = note_lines(ds)
     if fmt == "markdown":
