@@ -21,6 +21,7 @@ from profctl import readers, runs
 from profctl.errors import BadReport, ProfctlError, ToolNotFound
 from profctl.readers import bench_json
 from profctl.schema import Source, Summary
+from profctl.schema.bench import BenchRow
 
 #: the files of a run directory, per tool, in the order they are read
 RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
@@ -137,7 +138,7 @@ def read_summary(inp: Input, **options: Any) -> Summary:
     return readers.read(inp.path, kind=inp.kind, **options)
 
 
-def read_rows(inp: Input) -> list[dict[str, Any]]:
+def read_rows(inp: Input) -> list[BenchRow]:
     """The bench rows of a bench input."""
     return bench_json.read(inp.path)
 
