@@ -48,7 +48,13 @@ def workload(**options: Any) -> Workload | Model:
 
 
 def _split(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    return {k: options.pop(k) for k in names if k in options}
+    """The request's options out of `options`, with the executor (``executor=``; serial, here, by default)."""
+    from profctl.pipelines.executors import Local
+
+    kw = {k: options.pop(k) for k in names if k in options}
+    if "executor" in names and kw.get("executor") is None:
+        kw["executor"] = Local()
+    return kw
 
 
 _REQUEST = ("reports", "timeout_s", "executor")
@@ -60,10 +66,10 @@ def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, 
     (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md)."""
     from profctl.pipelines import bench as pipeline
 
-    more = {"executor": executor} if executor is not None else {}
+    kw = _split({"executor": executor}, ("executor",))
     return pipeline.run(pipeline.BenchRequest(target=workload(**options), baseline=baseline,
                                               reports=Path(reports) if reports else None, label=label,
-                                              point_timeout_s=point_timeout_s, **more))
+                                              point_timeout_s=point_timeout_s, **kw))
 
 
 def nsys(**options: Any) -> NsysResult:

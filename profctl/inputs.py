@@ -21,6 +21,7 @@ from profctl import readers, runs
 from profctl.errors import BadReport, ProfctlError, ToolNotFound
 from profctl.readers import bench_json
 from profctl.schema import Source, Summary
+from profctl.schema.bench import BenchRow
 
 #: the files of a run directory, per tool, in the order they are read
 RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
@@ -155,7 +156,7 @@ def read_profiles(ref: str | Path, *, root: Path | str | None = None) -> list[An
     return out
 
 
-def read_rows(inp: Input) -> list[dict[str, Any]]:
+def read_rows(inp: Input) -> list[BenchRow]:
     """The bench rows of a bench input."""
     return bench_json.read(inp.path)
 

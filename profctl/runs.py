@@ -29,7 +29,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -429,9 +429,12 @@ def git_revision(cwd: Path | str | None = None, timeout_s: float = 5.0) -> dict[
     return out
 
 
-def clocks_seen(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the rows' NVML samples say over the whole run: SM clock range, throttle reasons, warnings."""
-    clks = [r.get("clocks") or {} for r in rows]
+def clocks_seen(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the bench rows' NVML samples say over the whole run: SM clock range, throttle reasons, warnings."""
+    from profctl.schema.bench import bench_rows
+
+    got = bench_rows(rows)
+    clks = [r.clocks or {} for r in got]
     mins = [c["sm_clock_mhz_min"] for c in clks if c.get("sm_clock_mhz_min")]
     maxs = [c["sm_clock_mhz_max"] for c in clks if c.get("sm_clock_mhz_max")]
     reasons = sorted({x for c in clks for x in (c.get("throttle_reasons") or [])})
@@ -440,7 +443,7 @@ def clocks_seen(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "sm_clock_mhz_min": min(mins) if mins else None,
         "sm_clock_mhz_max": max(maxs) if maxs else None,
         "throttle_reasons": reasons,
-        "clock_warnings": [w for w in (r.get("clock_warning") for r in rows) if w],
+        "clock_warnings": [w for w in (r.clock_warning for r in got) if w],
     }
 
 

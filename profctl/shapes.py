@@ -114,20 +114,6 @@ def label_of_key(key: str | None) -> str:
     return s.label() if s else key
 
 
-def label_of_row(row: Mapping[str, Any]) -> str:
-    """The label of a bench row (attention: its shape; model: ``llama-7b l4 train b2 s4096 bf16``); '?' when it
-    lacks a field."""
-    if row.get("workload") == "model":
-        layers = f" l{row['layers']}" if row.get("layers") else ""
-        kv = f" kv{row['kv_heads']}" if row.get("kv_heads") else ""
-        return f"{row.get('model')}{layers} {row.get('mode')} b{row.get('batch')} s{row.get('seqlen')} " \
-               f"{row.get('dtype')}{kv}"
-    try:
-        return Shape.from_row(row).label()
-    except (KeyError, TypeError, ValueError):
-        return "?"
-
-
 def sort_key(key: str | None) -> tuple[Any, ...]:
     """Shapes in numeric order, profctl's keys first, foreign keys next, none last."""
     if not key:

@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from profctl import devices
-from profctl.analysis.crosstool import CrossToolView, JoinedKernel
-from profctl.shapes import Shape, key_of_row
+from profctl.analysis.crosstool import CrossToolView, JoinedKernel, bench_group
+from profctl.schema.bench import BenchRow
+from profctl.shapes import Shape
 
 #: ncu metric names per figure, first present wins (recipes differ: tensor-core, speed-of-light, dram, fixtures)
 METRICS: dict[str, tuple[str, ...]] = {
@@ -266,8 +267,7 @@ def build(view: CrossToolView, baseline: str | None = "eager", device: str | Non
     dev = device or view.device or _bench_device(view)
     dtypes = {sh.dtype for g in view.groups() if (sh := Shape.try_parse(g[2])) is not None}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
-    bench: dict[tuple[str, str, str | None], dict[str, Any]] = {
-        (r["backend"], r["pass"], key_of_row(r)): r for r in view.bench}
+    bench = {bench_group(r): r for r in view.bench}
     rows: list[BackendRow] = []
     for g in view.groups():
         ks = view.kernels_of(*g)
@@ -285,7 +285,7 @@ def build(view: CrossToolView, baseline: str | None = "eager", device: str | Non
         notes.append(f"no peak figures for {dev!r} in profctl.devices; % of peak is left out")
     peak = peak_for(dev, dtype or "bf16")
     if peak.tflops is None:
-        given = {r.get("peak_tflops") for r in view.bench if r.get("peak_tflops")}
+        given = {r.peak_tflops for r in view.bench if r.peak_tflops}
         if len(given) == 1:
             peak = Peak(None, float(given.pop() or 0.0), None, None,
                         "the bench rows' peak_tflops (GPU model not named)", None)
@@ -301,7 +301,7 @@ def _bench_device(view: CrossToolView) -> str | None:
     return None
 
 
-def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKernel], b: dict[str, Any] | None,
+def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKernel], b: BenchRow | None,
          dev: str | None) -> BackendRow:
     backend, pass_, shape = g
     seqlen = causal = None
@@ -313,10 +313,10 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
     time_ns: float | None = None
     source = None
     if b is not None:
-        status = str(b.get("status", "ok"))
-        reason = b.get("reason")
-        if status == "ok" and b.get("median_ms"):
-            time_ns, source = float(b["median_ms"]) * 1e6, "bench"
+        status = str(b.status) if "status" in b else "ok"
+        reason = b.reason
+        if status == "ok" and b.median_ms:
+            time_ns, source = float(b.median_ms) * 1e6, "bench"
     span = view.spans.get(g)
     if time_ns is None and span is not None:
         time_ns, source = span.per_iter_ns, f"{span.tool} range"
@@ -332,10 +332,10 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
             time_ns, source = kernel_ns, f"{tool} kernels"
     else:
         launches = None
-    flop = float(b["flops"]) if b and b.get("flops") else workload_flops(shape, backend, pass_)
+    flop = float(b.flops) if b and b.flops else workload_flops(shape, backend, pass_)
     rate = tflops(flop, time_ns)
     pk = peak_for(dev, sp.dtype if sp else "bf16")
-    pct = 100.0 * rate / pk.tflops if rate and pk.tflops else (b.get("pct_of_peak") if b else None)
+    pct = 100.0 * rate / pk.tflops if rate and pk.tflops else (b.pct_of_peak if b else None)
     pct_m = 100.0 * rate / pk.measured_tflops if rate and pk.measured_tflops else None
     main = max(ks, key=lambda k: k.time_ns(prefer) or 0.0) if ks else None
     ncu_ks = [k for k in ks if k.metrics]
@@ -351,7 +351,7 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
     tensor, dram, sm = metric(ms, "tensor_pct"), metric(ms, "dram_pct"), metric(ms, "sm_pct")
     gap = (launch_overhead_share(kernel_ns, time_ns)
            if source and "kernels" not in source and kernel_tool in ("nsys", "torch")
-           and not (b and b.get("device") == "cpu") else None)
+           and not (b and b.device == "cpu") else None)
     breakdown: dict[str, float] = {}
     for k in timed:
         t = k.time_ns(prefer)
@@ -363,7 +363,7 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
     return BackendRow(
         shape_key=shape, seqlen=seqlen, causal=causal, pass_=pass_, backend=backend, status=status,
         time_ms=time_ns / 1e6 if time_ns else None, time_source=source, flops=flop, tflops=rate, pct_peak=pct,
-        pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.get("peak_mem_bytes") if b else None,
+        pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.peak_mem_bytes if b else None,
         kernel_ms=kernel_ns / 1e6 if kernel_ns else None, kernels_per_iter=launches,
         launch_overhead=gap,
         main_kernel=_name(main_ncu or main), main_kernel_name=_full_name(main_ncu or main),

@@ -9,24 +9,25 @@ in one column (the median of their rows)."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from profctl.shapes import label_of_row
+from profctl.schema.bench import BenchRow, bench_rows
 
 PER = ("gpu", "model")
 
 
-def gpu_of(row: dict[str, Any], per: str = "gpu", device: str | None = None) -> str:
+def gpu_of(row: Mapping[str, Any], per: str = "gpu", device: str | None = None) -> str:
     """The column a row goes in: ``NAME host:index`` per GPU, ``NAME`` per model; the run's `device` (or the
     row's device, 'cpu') when the row does not say which GPU ran it."""
-    name = row.get("gpu_name") or device or ("cpu" if row.get("device") == "cpu" else "unknown GPU")
-    if per == "model" or row.get("gpu_index") is None:
+    row = BenchRow.of(row)
+    name = row.gpu_name or device or ("cpu" if row.device == "cpu" else "unknown GPU")
+    if per == "model" or row.gpu_index is None:
         return str(name)
-    return f"{name} {row.get('host') or '?'}:{row['gpu_index']}"
+    return f"{name} {row.host or '?'}:{row.gpu_index}"
 
 
-def table(rows: Sequence[dict[str, Any]], *, per: str = "gpu", devices: Sequence[str | None] | None = None
+def table(rows: Sequence[Mapping[str, Any]], *, per: str = "gpu", devices: Sequence[str | None] | None = None
           ) -> tuple[list[str], list[dict[str, Any]]]:
     """(the GPU columns in first-seen order, one dict per backend/shape/pass with ``<gpu> ms`` and
     ``<gpu> TFLOP/s`` for each GPU that ran it). `devices[i]` is the device name of row i's run, for rows that
@@ -36,17 +37,17 @@ def table(rows: Sequence[dict[str, Any]], *, per: str = "gpu", devices: Sequence
     gpus: list[str] = []
     cells: dict[tuple[str, str, str], dict[str, list[tuple[float, float | None]]]] = {}
     order: list[tuple[str, str, str]] = []
-    for i, r in enumerate(rows):
-        if r.get("status") != "ok" or not r.get("median_ms"):
+    for i, r in enumerate(bench_rows(rows)):
+        if not r.ok or not r.median_ms:
             continue
         g = gpu_of(r, per, devices[i] if devices is not None and i < len(devices) else None)
         if g not in gpus:
             gpus.append(g)
-        key = (str(r.get("label") or r["backend"]), label_of_row(r), str(r.get("pass")))
+        key = (r.name, r.shape_label(), str(r.pass_))
         if key not in cells:
             cells[key] = {}
             order.append(key)
-        cells[key].setdefault(g, []).append((float(r["median_ms"]), r.get("tflops")))
+        cells[key].setdefault(g, []).append((float(r.median_ms), r.tflops))
     out = []
     for key in order:
         d: dict[str, Any] = {"backend": key[0], "shape": key[1], "pass": key[2]}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ from typing import Any
 from profctl.kernels import base_key, display_name, loose_key, match_key
 from profctl.nvtx import RangeKey, parse_range
 from profctl.schema import KernelRow, Summary, timed_rows
-from profctl.shapes import key_of_row, label_of_key, sort_key
+from profctl.schema.bench import BenchRow
+from profctl.shapes import label_of_key, sort_key
 from profctl.spec import canonical_backend
 
 TOOL_ORDER = ("nsys", "torch", "ncu")
@@ -107,7 +108,7 @@ class CrossToolView:
     """Everything ``profctl report`` compares: merged kernels, bench rows, NVTX spans, the device."""
 
     kernels: list[JoinedKernel]
-    bench: list[dict[str, Any]]
+    bench: list[BenchRow]
     spans: dict[tuple[str, str, str | None], Span]
     device: str | None
     sources: list[dict[str, Any]]
@@ -115,7 +116,7 @@ class CrossToolView:
 
     def groups(self) -> list[tuple[str, str, str | None]]:
         gs = {(k.backend, k.pass_, k.shape_key) for k in self.kernels}
-        gs |= {(r["backend"], r["pass"], key_of_row(r)) for r in self.bench}
+        gs |= {bench_group(r) for r in self.bench}
         gs |= set(self.spans)
         return sorted(gs, key=lambda g: (sort_key(g[2]), g[1], g[0]))
 
@@ -367,15 +368,20 @@ def _spans(s: Summary, tool: str, shape_of: dict[str, str]) -> dict[tuple[str, s
 
 
 # ------------------------------------------------------------------------------------------- entry
-def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = (),
+def bench_group(r: BenchRow) -> tuple[str, str, str | None]:
+    """The group of a bench row: (backend, pass, shape key)."""
+    return (str(r.backend), str(r.pass_), r.shape_key())
+
+
+def join(summaries: Iterable[Summary], bench_rows: Iterable[Mapping[str, Any]] = (),
                device: str | None = None, shape: str | None = None) -> CrossToolView:
     """Join summaries and bench rows into one view. `shape` (a shape key) names the workload's shape when no
     input does (the shared fixtures); `device` the GPU model when no input does."""
     notes: list[str] = []
     ss = list(summaries)
-    bench = [dict(r) for r in bench_rows]
+    bench = [BenchRow.from_dict(r) for r in bench_rows]
     for r in bench:
-        r["backend"] = canonical_backend(str(r["backend"]))
+        r.backend = canonical_backend(str(r.backend))
     # timeline tools first, so they anchor the match and ncu joins them
     ss.sort(key=lambda s: TOOL_ORDER.index(_tool(s)) if _tool(s) in TOOL_ORDER else len(TOOL_ORDER))
     placed_all = [(s, place(s, notes)) for s in ss]
@@ -386,7 +392,7 @@ def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = ()
     placed_all, raw_spans = _one_source_per_case(placed_all, raw_spans, notes)
     bench = _one_bench_row_per_case(bench, notes)
     # one shape known in all: it is the shape of the groups that do not say
-    shapes = {p.shape for _, ps in placed_all for p in ps if p.shape} | {key_of_row(r) for r in bench}
+    shapes = {p.shape for _, ps in placed_all for p in ps if p.shape} | {r.shape_key() for r in bench}
     shapes |= {g[2] for sp in raw_spans for g in sp if g[2]}
     fill = shape or (next(iter(shapes)) if len(shapes) == 1 else None)
     unnamed = any(p.shape is None for _, ps in placed_all for p in ps)
@@ -409,9 +415,9 @@ def join(summaries: Iterable[Summary], bench_rows: Iterable[dict[str, Any]] = ()
         if device is None:
             device = _device_of(s)
     kernels = _match(per_group)
-    for b in sorted({str(r.get("_source")) for r in bench if r.get("_source")}):
+    for b in sorted({str(r.source) for r in bench if r.source}):
         sources.append({"path": b, "tool": "bench", "version": None,
-                        "kernels_placed": sum(1 for r in bench if r.get("_source") == b)})
+                        "kernels_placed": sum(1 for r in bench if r.source == b)})
     return CrossToolView(kernels=kernels, bench=bench, spans=spans, device=device, sources=sources, notes=notes)
 
 
@@ -454,18 +460,18 @@ def _same_metrics(a: list[_Placed], b: list[_Placed], g: tuple[str, str, str | N
     return ma <= mb or mb <= ma  # one measured nothing the other did not: the same recipe (or less)
 
 
-def _one_bench_row_per_case(bench: list[dict[str, Any]], notes: list[str]) -> list[dict[str, Any]]:
+def _one_bench_row_per_case(bench: list[BenchRow], notes: list[str]) -> list[BenchRow]:
     """Bench rows of one case (backend, pass, shape) from several inputs: the later input's row is used, and a
     note says which."""
     seen: dict[tuple[str, str, str | None], int] = {}
-    out: list[dict[str, Any] | None] = []
+    out: list[BenchRow | None] = []
     clashes: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for r in bench:
-        k = (str(r["backend"]), str(r["pass"]), key_of_row(r))
+        k = bench_group(r)
         j = seen.get(k)
         if j is not None:
-            old = out[j] or {}
-            clashes[("bench", str(old.get("_source") or "?"), str(r.get("_source") or "?"))].append(_case_words(k))
+            old = out[j] or BenchRow()
+            clashes[("bench", str(old.source or "?"), str(r.source or "?"))].append(_case_words(k))
             out[j] = None
         seen[k] = len(out)
         out.append(r)

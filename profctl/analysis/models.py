@@ -10,43 +10,45 @@ Each table is a list of rows (dicts of display-ready values keyed by column), on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from profctl.schema.bench import BenchRow, bench_rows
 
 CARDS_GIB = (24, 40, 80)
 
 
-def is_model_row(r: dict[str, Any]) -> bool:
-    return r.get("workload") == "model"
+def is_model_row(r: BenchRow) -> bool:
+    return r.is_model
 
 
-def _backends(rows: list[dict[str, Any]]) -> list[str]:
+def _backends(rows: list[BenchRow]) -> list[str]:
     out: list[str] = []
     for r in rows:
-        b = r.get("label") or r["backend"]
-        if b not in out:
-            out.append(b)
+        if r.name not in out:
+            out.append(r.name)
     return out
 
 
-def _cell(r: dict[str, Any] | None, value: Callable[[dict[str, Any]], str]) -> str:
+def _cell(r: BenchRow | None, value: Callable[[BenchRow], str]) -> str:
     if r is None:
         return "-"
-    if r.get("status") == "oom":
+    if r.status == "oom":
         return "OOM"
-    if r.get("status") != "ok":
-        return str(r.get("status"))
+    if not r.ok:
+        return str(r.status)
     return value(r)
 
 
-def pivot(rows: Iterable[dict[str, Any]], keys: tuple[str, ...], value: Callable[[dict[str, Any]], str],
-          extra: Callable[[list[dict[str, Any]]], dict[str, str]] | None = None) -> list[dict[str, str]]:
-    """One row per distinct `keys`, one column per backend holding `value` (OOM / unsupported said as such)."""
+def pivot(rows: Iterable[BenchRow], keys: tuple[str, ...], value: Callable[[BenchRow], str],
+          extra: Callable[[list[BenchRow]], dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """One row per distinct `keys` (row fields), one column per backend holding `value` (OOM / unsupported said
+    as such)."""
     rows = list(rows)
     backends = _backends(rows)
-    groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], dict[str, BenchRow]] = {}
     for r in rows:
-        groups.setdefault(tuple(r.get(k) for k in keys), {})[r.get("label") or r["backend"]] = r
+        groups.setdefault(tuple(r.get(k) for k in keys), {})[r.name] = r
     out = []
     for key in sorted(groups, key=lambda k: tuple((x is None, str(x) if not isinstance(x, int) else x)
                                                    for x in k)):
@@ -63,38 +65,36 @@ def _gib(b: Any) -> str:
     return f"{b / 2**30:,.2f}" if isinstance(b, (int, float)) else "-"
 
 
-def step_times(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def step_times(rows: list[BenchRow]) -> list[dict[str, str]]:
     """Median step time (ms) per model, mode, batch and context, a column per backend."""
-    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen", "dtype"), lambda r: f"{r['median_ms']:.3f}")
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen", "dtype"), lambda r: f"{r.median_ms:.3f}")
 
 
-def memory_by_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def memory_by_context(rows: list[BenchRow]) -> list[dict[str, str]]:
     """Peak memory allocated (GiB) against context, a column per backend, and which cards every backend fits."""
-    def fits(g: list[dict[str, Any]]) -> dict[str, str]:
+    def fits(g: list[BenchRow]) -> dict[str, str]:
         """Backends whose peak (reserved, else allocated) fits the card; '?' where no memory was measured (CPU)."""
         out = {}
-        measured = [r for r in g if r.get("status") == "ok" and
-                    (r.get("peak_mem_reserved_bytes") or r.get("peak_mem_bytes"))]
-        refused = [r for r in g if r.get("status") == "oom"]
+        measured = [r for r in g if r.ok and (r.peak_mem_reserved_bytes or r.peak_mem_bytes)]
+        refused = [r for r in g if r.status == "oom"]
         for card in CARDS_GIB:
-            ok = [r.get("label") or r["backend"] for r in measured
-                  if (r.get("peak_mem_reserved_bytes") or r.get("peak_mem_bytes") or 0) <= card * 2**30]
+            ok = [r.name for r in measured if (r.peak_mem_reserved_bytes or r.peak_mem_bytes or 0) <= card * 2**30]
             out[f"fits {card} GB"] = ", ".join(ok) if ok else ("?" if not measured and not refused else "none")
         return out
 
-    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen"), lambda r: _gib(r.get("peak_mem_bytes")), fits)
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen"), lambda r: _gib(r.peak_mem_bytes), fits)
 
 
-def tokens_by_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def tokens_by_context(rows: list[BenchRow]) -> list[dict[str, str]]:
     """Tokens/s against context for prefill and decode (decode: new tokens/s over the batch)."""
-    gen = [r for r in rows if r.get("mode") in ("prefill", "decode")]
-    return pivot(gen, ("model", "layers", "mode", "batch", "seqlen"), lambda r: f"{r['tokens_per_s']:,.1f}")
+    gen = [r for r in rows if r.mode in ("prefill", "decode")]
+    return pivot(gen, ("model", "layers", "mode", "batch", "seqlen"), lambda r: f"{r.tokens_per_s:,.1f}")
 
 
-def samples_by_batch_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def samples_by_batch_context(rows: list[BenchRow]) -> list[dict[str, str]]:
     """Training samples/s per batch x context, with the speedup of each backend over the first one."""
-    train = [r for r in rows if r.get("mode") == "train"]
-    return pivot(train, ("model", "layers", "batch", "seqlen"), lambda r: f"{r['samples_per_s']:,.2f}")
+    train = [r for r in rows if r.mode == "train"]
+    return pivot(train, ("model", "layers", "batch", "seqlen"), lambda r: f"{r.samples_per_s:,.2f}")
 
 
 #: above this part_timing_cost the split's cell says what the timer added (its steps ran that much slower than the
@@ -102,36 +102,36 @@ def samples_by_batch_context(rows: list[dict[str, Any]]) -> list[dict[str, str]]
 TIMER_NOTE = 0.05
 
 
-def train_split(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def train_split(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     """Seed 003's forward / backward (/ optimizer) time per training step, ms, from the part-timed steps (their
     means; the measured median is the step-time table's), with what the timer added where it slowed those steps.
     Rows without part timing are left out."""
-    def v(r: dict[str, Any]) -> str:
-        if r.get("forward_ms") is None:
+    def v(r: BenchRow) -> str:
+        if r.forward_ms is None:
             return "-"
-        cell = f"{r['forward_ms']:.2f} / {r.get('backward_ms') or 0:.2f} / {r.get('optimizer_ms') or 0:.2f}"
-        cost = r.get("part_timing_cost")
+        cell = f"{r.forward_ms:.2f} / {r.backward_ms or 0:.2f} / {r.optimizer_ms or 0:.2f}"
+        cost = r.part_timing_cost
         if isinstance(cost, (int, float)) and cost > TIMER_NOTE:  # the split of a slowed step: say by how much
             cell += f" (timer {100 * cost:+.0f}%)"
         return cell
 
-    train = [r for r in rows if r.get("mode") == "train"]
-    if not any(r.get("forward_ms") is not None for r in train):
+    train = [r for r in bench_rows(rows) if r.mode == "train"]
+    if not any(r.forward_ms is not None for r in train):
         return []
     return pivot(train, ("model", "layers", "batch", "seqlen", "dtype"), v)
 
 
-def mfu_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+def mfu_table(rows: list[BenchRow]) -> list[dict[str, str]]:
     """MFU (model FLOPs / time / the device's dense peak) and attention's share of the step, per backend."""
-    def v(r: dict[str, Any]) -> str:
-        mfu, share = r.get("mfu"), r.get("attn_share")
+    def v(r: BenchRow) -> str:
+        mfu, share = r.mfu, r.attn_share
         return (f"{100 * mfu:.1f}%" if mfu is not None else "-") + \
             (f" (attn {100 * share:.0f}%)" if share is not None else "")
 
     return pivot(rows, ("model", "layers", "mode", "batch", "seqlen", "dtype"), v)
 
 
-TABLES: tuple[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, str]]]], ...] = (
+TABLES: tuple[tuple[str, Callable[[list[BenchRow]], list[dict[str, str]]]], ...] = (
     ("Step time (ms, median)", step_times),
     ("MFU and attention's share of the step", mfu_table),
     ("Training step: forward / backward / optimizer (ms, part-timed steps)", train_split),
@@ -141,7 +141,7 @@ TABLES: tuple[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, str]]]]
 )
 
 
-def tables(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, str]]]]:
-    """Every table the rows allow (an empty one is left out)."""
-    model_rows = [r for r in rows if is_model_row(r)]
+def tables(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, str]]]]:
+    """Every table the rows (bench rows, or their JSON objects) allow (an empty one is left out)."""
+    model_rows = [r for r in bench_rows(rows) if r.is_model]
     return [(title, t) for title, fn in TABLES if (t := fn(model_rows))]

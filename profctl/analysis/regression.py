@@ -38,7 +38,7 @@ from typing import Any
 
 from profctl import inputs, runs
 from profctl.errors import BadReport, ProfctlError, UsageError
-from profctl.shapes import label_of_row
+from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow, bench_rows
 
 DEFAULT_THRESHOLD = 0.02
 DEFAULT_CONFIDENCE = 0.95
@@ -50,8 +50,8 @@ CLOCK_TOLERANCE = 0.03
 #: GPU medians below this (ms) were launch-bound and bimodal between processes on the H100 (benchmarks/RESULTS.md)
 SHORT_MS = 0.15
 
-CASE_FIELDS = ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass",
-               "layout", "device")
+#: what pairs two runs' rows (with their label or backend): the attention case fields, for every row
+CASE_FIELDS = ATTENTION_CASE_FIELDS
 VERDICTS = ("faster", "slower", "unchanged", "inconclusive", "failed", "n/a")
 
 
@@ -78,8 +78,11 @@ class Side:
     name: str
     manifest: dict[str, Any] = field(default_factory=dict)
     status: str | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[BenchRow] = field(default_factory=list)
     summary: Any = None  # profctl.schema.Summary
+
+    def __post_init__(self) -> None:
+        self.rows = bench_rows(self.rows)  # rows given as JSON objects
 
     def describe(self) -> dict[str, Any]:
         m = self.manifest
@@ -121,7 +124,7 @@ def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
                     "no report file")
 
 
-def _bench_rows(p: Path) -> list[dict[str, Any]]:
+def _bench_rows(p: Path) -> list[BenchRow]:
     from profctl.readers import bench_json
 
     return bench_json.read(p, strict=False)
@@ -343,24 +346,20 @@ def _env_checks(base: Side, new: Side, backends: set[str]) -> tuple[list[str], l
 
 
 # ---- bench runs
-def _name(r: dict[str, Any], by: str) -> str:
-    return str(r.get("label") or r["backend"]) if by == "label" else str(r["backend"])
+def _name(r: BenchRow, by: str) -> str:
+    return r.name if by == "label" else str(r.backend)
 
 
-def _index(rows: list[dict[str, Any]], by: str, fields: tuple[str, ...], warnings: list[str], side: str
-           ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+def _index(rows: list[BenchRow], by: str, fields: tuple[str, ...], warnings: list[str], side: str
+           ) -> dict[tuple[Any, ...], BenchRow]:
+    out: dict[tuple[Any, ...], BenchRow] = {}
     for r in rows:
         k = (_name(r, by), *(r.get(f) for f in fields))
         if k in out:
-            warnings.append(f"{side}: two rows for {k[0]} {_shape(r)} {r.get('pass')}; the first is used")
+            warnings.append(f"{side}: two rows for {k[0]} {r.shape_label()} {r.pass_}; the first is used")
             continue
         out[k] = r
     return out
-
-
-def _shape(r: dict[str, Any]) -> str:
-    return label_of_row(r)
 
 
 def _mismatch(bkeys: Iterable[tuple[Any, ...]], nkeys: Iterable[tuple[Any, ...]], names: tuple[str, ...]
@@ -386,7 +385,7 @@ def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float
     names = ("label" if by == "label" else "backend", *fields)
     bi = _index(base.rows, by, fields, warnings, "base")
     ni = _index(new.rows, by, fields, warnings, "new")
-    backends = {str(r["backend"]) for r in (*base.rows, *new.rows)}
+    backends = {str(r.backend) for r in (*base.rows, *new.rows)}
     reasons, warns = _env_checks(base, new, backends)
     warnings += warns
     common = [k for k in bi if k in ni]
@@ -416,7 +415,7 @@ def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float
         if not force:
             raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
         forced += reasons
-    if any((r.get("device") == "cuda") and not (r.get("clocks") or {}).get("clock_samples")
+    if any((r.device == "cuda") and not (r.clocks or {}).get("clock_samples")
            for pair in pairs for r in pair):
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
     rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples)
@@ -426,23 +425,21 @@ def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float
                       by=by, warnings=warnings, forced=forced)
 
 
-def _pair_bench(b: dict[str, Any], n: dict[str, Any], *, by: str, threshold: float, confidence: float,
+def _pair_bench(b: BenchRow, n: BenchRow, *, by: str, threshold: float, confidence: float,
                 resamples: int) -> RowResult:
     name = _name(n, by)
-    case: dict[str, Any] = {"name": name, "backend_base": b["backend"], "backend_new": n["backend"],
-                            "shape": _shape(n), "pass": n.get("pass")}
+    case: dict[str, Any] = {"name": name, "backend_base": b.backend, "backend_new": n.backend,
+                            "shape": n.shape_label(), "pass": n.pass_}
     case.update({f: n.get(f) for f in CASE_FIELDS if f != "pass"})
-    rr = RowResult(case=case, base_ms=b.get("median_ms"), new_ms=n.get("median_ms"),
-                   base_tflops=b.get("tflops"), new_tflops=n.get("tflops"))
-    if b.get("status") != "ok" or n.get("status") != "ok":
-        if b.get("status") == "ok":
+    rr = RowResult(case=case, base_ms=b.median_ms, new_ms=n.median_ms, base_tflops=b.tflops, new_tflops=n.tflops)
+    if not b.ok or not n.ok:
+        if b.ok:
             rr.verdict = "failed"
-            rr.notes.append(f"new: {n.get('status')}: {(n.get('reason') or '')[:120]}")
+            rr.notes.append(f"new: {n.status}: {(n.reason or '')[:120]}")
         else:
-            rr.notes.append(f"base: {b.get('status')}" + (f"; new: {n.get('status')}"
-                                                            if n.get("status") != "ok" else ""))
+            rr.notes.append(f"base: {b.status}" + (f"; new: {n.status}" if not n.ok else ""))
         return rr
-    tb, tn = list(b.get("times_ms") or []), list(n.get("times_ms") or [])
+    tb, tn = list(b.times_ms or []), list(n.times_ms or [])
     rr.n_base, rr.n_new = len(tb), len(tn)
     if tb and tn and min(len(tb), len(tn)) >= MIN_SAMPLES:
         ratio, lo, hi = bootstrap_ratio(tb, tn, confidence=confidence, resamples=resamples,
@@ -468,14 +465,13 @@ def _pair_bench(b: dict[str, Any], n: dict[str, Any], *, by: str, threshold: flo
     return rr
 
 
-def _clock_check(rr: RowResult, b: dict[str, Any], n: dict[str, Any], threshold: float) -> None:
+def _clock_check(rr: RowResult, b: BenchRow, n: BenchRow, threshold: float) -> None:
     """Throttling, or SM clocks that differ between the sides, make a change that small untrustworthy.
 
     The slack is how far the two sides' median SM clocks are apart (the medians are what set the median
     times); without both medians, how far a throttled side's clock fell within its point."""
-    cb, cn = b.get("clocks") or {}, n.get("clocks") or {}
-    problems = [f"{side}: {w}" for side, w in (("base", b.get("clock_warning")), ("new", n.get("clock_warning")))
-                if w]
+    cb, cn = b.clocks or {}, n.clocks or {}
+    problems = [f"{side}: {w}" for side, w in (("base", b.clock_warning), ("new", n.clock_warning)) if w]
     slack = 0.0
     mb, mn = cb.get("sm_clock_mhz_median"), cn.get("sm_clock_mhz_median")
     if mb and mn:
@@ -487,7 +483,7 @@ def _clock_check(rr: RowResult, b: dict[str, Any], n: dict[str, Any], threshold:
             lo_, hi_ = c.get("sm_clock_mhz_min"), c.get("sm_clock_mhz_max")
             if lo_ and hi_:
                 slack = max(slack, 1.0 - lo_ / hi_)
-    if rr.base_ms is not None and rr.base_ms < SHORT_MS and n.get("device") == "cuda":
+    if rr.base_ms is not None and rr.base_ms < SHORT_MS and n.device == "cuda":
         rr.notes.append(f"under {SHORT_MS} ms per iteration: so short a GPU time can be launch-bound and differ "
                         "between processes by more than the interval shows; confirm with another run")
     if not problems:

@@ -3,7 +3,8 @@ workers for a CPU workload) and ``--cluster tcp://HOST:8786`` (the workers of a 
 them the work runs as before, serially in this process's children, and Dask is never imported. docs/cluster.md.
 
 A command takes them with one line, ``@executor_options`` (under ``@guard``): the options are added to its
-signature and the requests it builds inside run on the executor they describe (profctl.pipelines.executors.using).
+signature, and the command receives the executor they describe as its ``executor`` argument (`Local` without
+them) and puts it in the requests it builds.
 """
 
 from __future__ import annotations
@@ -36,36 +37,37 @@ EXECUTOR_OPTIONS: list[tuple[str, Any, Any]] = [
 
 
 def executor_of(workers: int | None, gpus: str | None, cluster: str | None, *, progress: bool) -> Any:
-    """The executor the options describe: None (serial, the default) or a DaskExecutor; UsageError for options
+    """The executor the options describe: `Local` (serial, the default) or a DaskExecutor; UsageError for options
     that do not go together, or when Dask is not installed (one line naming the extra)."""
     if workers is None and gpus is None and cluster is None:
-        return None
+        from profctl.pipelines.executors import Local
+
+        return Local()
     from profctl.pipelines.dask_executor import DaskExecutor
 
     return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None)
 
 
 def executor_options(fn: F | None = None, *, progress: bool = True) -> Any:
-    """Add --workers, --gpus and --cluster to a command. `progress`: draw a bar over all workers from the
-    executor's progress (a command that draws its own bar from its pipeline, like bench, passes False)."""
+    """Add --workers, --gpus and --cluster to a command, which gets the executor they describe as its keyword
+    argument ``executor``. `progress`: draw a bar over all workers from the executor's progress (a command that
+    draws its own bar from its pipeline, like bench, passes False)."""
 
     def deco(f: F) -> F:
         sig = inspect.signature(f)
+        own = [p for p in sig.parameters.values() if p.name != "executor"]
         extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=ann)
                  for n, ann, opt in EXECUTOR_OPTIONS]
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kw: Any) -> Any:
-            from profctl.pipelines.executors import using
-
             ex = executor_of(*(kw.pop(n, None) for n, _, _ in EXECUTOR_OPTIONS), progress=progress)
-            if ex is None:
-                return f(*args, **kw)
-            with using(ex), _drawing(ex):
-                return f(*args, **kw)
+            with _drawing(ex):
+                return f(*args, executor=ex, **kw)
 
-        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {**getattr(f, "__annotations__", {}), **{n: a for n, a, _ in EXECUTOR_OPTIONS}}
+        wrapper.__signature__ = sig.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
+        ann = {k: v for k, v in getattr(f, "__annotations__", {}).items() if k != "executor"}
+        wrapper.__annotations__ = {**ann, **{n: a for n, a, _ in EXECUTOR_OPTIONS}}
         return wrapper  # type: ignore[return-value]
 
     return deco(fn) if fn is not None else deco

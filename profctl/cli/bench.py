@@ -45,6 +45,7 @@ def bench(
                                      help="name what this run measures, so `profctl compare` pairs its rows with "
                                           "another run's rows of that name: NAME (one backend) or "
                                           "BACKEND=NAME,..."),
+    executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
     from profctl.errors import UsageError
@@ -64,7 +65,8 @@ def bench(
     validate_workload(wl)
     requested = list(wl.sweep.backends)
     req = pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
-                                reports=reports, point_timeout_s=timeout, command=command_line(), label=label)
+                                reports=reports, point_timeout_s=timeout, command=command_line(), label=label,
+                                executor=executor)
     pipeline.check(req)
     check_reports(reports)
     to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)
@@ -94,7 +96,6 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
 
     from profctl.errors import ProfctlError
     from profctl.render import bench as rb
-    from profctl.shapes import label_of_row
 
     if show:
         rb.print_table(res)
@@ -111,10 +112,10 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
     if res.interrupted:
         print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
         raise typer.Exit(130)
-    failed = res.failed_cases
+    failed = [r for r in res.rows if not r.ok]  # res.failed_cases, as bench rows
     if len(failed) == len(res.rows) or (strict and failed):
         r = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        what = " ".join(x for x in (r["backend"], label_of_row(r), r.get("pass")) if x)
+        what = " ".join(x for x in (r.backend, r.shape_label(), r.pass_) if x)
         raise ProfctlError(f"{'no point ran' if len(failed) == len(res.rows) else 'a point failed'}: "
-                           f"{what}: {r['status']}: {r.get('reason')}{more}")
+                           f"{what}: {r.status}: {r.reason}{more}")

@@ -64,6 +64,7 @@ def ncu(
                                help="table, markdown, csv (the kernels) or json"),
     *,
     wl: Workload,
+    executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
     Compute and diagnose every kernel."""
@@ -80,7 +81,7 @@ def ncu(
     req = pipeline.NcuRequest(target=target_of(wl, program), recipe=recipes.get(recipe), kernel=kernel,
                               launch_skip=launch_skip, launch_count=launch_count, range=range_,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
-                              timeout_s=timeout, reports=reports, command=command_line())
+                              timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
     pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)

@@ -51,6 +51,7 @@ def nsys(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
                                                  "markdown) [default: all]"),
+    executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Profile the attention workload, or your own program (-- CMD ARGS...), with Nsight Systems (nsys profile +
     export + summary)."""
@@ -64,7 +65,7 @@ def nsys(
     _check_nvtx(wl, traces, capture, by_range)
     req = pipeline.NsysRequest(target=target_of(wl, program), range=range_, trace=traces,
                                capture=capture, sample=sample, timeout_s=timeout, reports=reports,
-                               by_range=by_range, all_work=all_work, command=command_line())
+                               by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
     pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)

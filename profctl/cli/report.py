@@ -4,7 +4,7 @@ rows, run directories, several tools' reports or ``--format html`` -- the compar
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
+
+if TYPE_CHECKING:
+    from profctl.schema.bench import BenchRow
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 
@@ -197,19 +200,21 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     from profctl.render.tables import console, text_console
 
     summaries = []
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     device = gpu
     for i in inputs:
         if i.kind == "bench-json":
-            rows += [dict(r, _source=str(i.path)) for r in resolver.read_rows(i)]
+            for r in resolver.read_rows(i):
+                r.source = str(i.path)
+                rows.append(r)
             device = device or resolver.device_of(i)
         else:
             summaries.append(resolver.read_for_join(i))
-    if rows and all(r.get("workload") == "model" for r in rows) and not summaries:
+    if rows and all(r.is_model for r in rows) and not summaries:
         _models(rows, format, output, title)
         return
     if tokens is not None:
-        rows = [r for r in rows if r["batch"] * r["seqlen_q"] == tokens]
+        rows = [r for r in rows if (r.batch or 0) * (r.seqlen_q or 0) == tokens]
         if not rows:
             from profctl.errors import UsageError
 
@@ -254,18 +259,17 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
             emit(buf.getvalue(), output)
 
 
-def _models(rows: list[dict[str, Any]], format: str, output: Path | None, title: str | None) -> None:
+def _models(rows: list[BenchRow], format: str, output: Path | None, title: str | None) -> None:
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
     import json
 
     from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
-    from profctl.shapes import label_of_row
 
     add_noise_warnings(rows)  # rows recorded before profctl flagged them get the same check
     for r in rows:
-        if r.get("noise_warning"):
-            warn(f"{r['backend']} {label_of_row(r)}: {r['noise_warning']}")
+        if r.noise_warning:
+            warn(f"{r.backend} {r.shape_label()}: {r.noise_warning}")
     if format == "html":
         emit(rm.to_html(rows, title), output)
     elif format == "json":

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from profctl.cli._common import check_format, check_limit, guard
+
+if TYPE_CHECKING:
+    from profctl.schema.bench import BenchRow
 
 #: the kinds of run the profiling commands write
 KINDS = ("bench", "nsys", "ncu", "torch")
@@ -205,7 +208,7 @@ def show(
         con.print(f"its kernels: profctl report {info.path}", style="dim")
 
 
-def _bench_rows(p: Path) -> list[dict[str, Any]] | None:
+def _bench_rows(p: Path) -> list[BenchRow] | None:
     """A run's bench rows, None when it has none (or they cannot be read: show still shows the run)."""
     from profctl.errors import BadReport
     from profctl.readers import bench_json

@@ -44,6 +44,7 @@ def torch_cmd(
                                                  "markdown) [default: all]"),
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the workload is killed"),
+    executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Profile with torch.profiler (CPU and CUDA activity; the workload's measured iterations, or your Python
     program given after --); write the trace
@@ -61,7 +62,8 @@ def torch_cmd(
     check_reports(reports)
     req = pipeline.TorchRequest(target=target_of(wl, program), range=range_,
                                 options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
-                                by_range=by_range, reports=reports, timeout_s=timeout, command=command_line())
+                                by_range=by_range, reports=reports, timeout_s=timeout, command=command_line(),
+                                executor=executor)
     res = pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")

@@ -9,23 +9,54 @@ profctl error for anything the user must fix. The CLI renders results and sets e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
+from profctl.pipelines.executors import Local, OnEvent, PartContext, PartOutcome
 from profctl.proc import DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from profctl.tools.torchprof import TorchOptions
+
+R = TypeVar("R")
+V = TypeVar("V")
 
 
 class Target(Protocol):
-    """What runs: a program whose command line a tool wraps, and the cases (points) it runs."""
+    """What runs: a program whose command line a tool wraps, and the cases (points) it runs. What differs
+    between targets (the attention workload, the model workload, a user's program) is asked of the target here,
+    never found out by its type (profctl.pipelines.targets)."""
 
     @property
     def kind(self) -> str: ...
 
     @property
     def device(self) -> str: ...
+
+    @property
+    def foreign(self) -> bool:
+        """A user's program: profctl wrote neither its cases nor its ranges; what it did is learned from the
+        tools (its exit status from their logs, its launches from their reports)."""
+        ...
+
+    @property
+    def case_ranges(self) -> bool:
+        """Each case runs inside profctl's own NVTX range of it (``<backend>[<shape>]/measure/...``): a tool
+        selects the cases itself, a ``--range`` has nothing to name, and each case's launches can be checked."""
+        ...
+
+    @property
+    def nvtx(self) -> bool:
+        """Whether its runs push NVTX ranges (a program: whatever it pushes itself, taken as yes)."""
+        ...
+
+    @property
+    def cwd(self) -> Path | None:
+        """The folder the program runs in (None: the parent's)."""
+        ...
 
     def resolve(self) -> Target:
         """Defaults filled and the device decided (may import torch); validate here, before any run starts."""
@@ -49,6 +80,62 @@ class Target(Protocol):
         """What the run's manifest records about the target."""
         ...
 
+    def backends(self) -> tuple[str, ...]:
+        """The backends its cases run (none for a program)."""
+        ...
+
+    def costs(self) -> list[float] | None:
+        """A rough guess of each case's seconds, to deal cases into parts of about equal work (None: no cases)."""
+        ...
+
+    def runs_on_cpu(self) -> bool:
+        """Resolved to run on the CPU (a program decides that itself: False)."""
+        ...
+
+    def for_worker(self, python: str) -> Self:
+        """The target as a worker runs it, with the worker's own Python interpreter where it runs one."""
+        ...
+
+    def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
+        """The ncu --nvtx-include expressions to try, in order, to profile the measured launches of `cases` (all:
+        None); `range_` names a range of a program or a part of a model step."""
+        ...
+
+    def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
+                   ) -> list[str]:
+        """The command line that runs the cases `only` under torch.profiler, writing `trace` and the events."""
+        ...
+
+
+class Session(Protocol):
+    """One run's use of an executor (``Executor.session()``): questions asked where the parts run, and the
+    parts themselves. `Local` is its own session (profctl.pipelines.executors); `DaskSession` runs the parts on
+    Dask workers (profctl.pipelines.dask_executor)."""
+
+    @property
+    def parallel(self) -> bool:
+        """Whether parts run side by side (each in a folder of its own) rather than one part in the run
+        directory itself."""
+        ...
+
+    def prepare(self, device: str) -> None:
+        """Get ready to run parts of a `device` workload (start the workers), before the run directory exists."""
+        ...
+
+    def ask(self, fn: Callable[..., R], *args: Any) -> R:
+        """`fn(*args)` run where the parts run (the target resolved, a tool found), and its value."""
+        ...
+
+    def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
+                  on_event: OnEvent, weights: Sequence[float] | None = None) -> Generator[PartOutcome[V], None, None]:
+        """`fn` over parts of `cases` (one part serially), each part's outcome as it ends; its events go to
+        `on_event` in this process."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's manifest records of the executor (its name; workers, their start time, lost parts)."""
+        ...
+
 
 class Executor(Protocol):
     """Where a target's processes run (profctl.pipelines.executors): `Local`, or `DaskExecutor`
@@ -58,10 +145,8 @@ class Executor(Protocol):
     @property
     def name(self) -> str: ...
 
-    def session(self) -> AbstractContextManager[Any]:
-        """A context whose value has ``prepare(device)``, ``ask(fn, *args)``, ``map_parts(fn, cases, run_dir=,
-        device=, on_event=, weights=)``, ``parallel`` and ``describe()`` (profctl.pipelines.executors.Local shows
-        the shape)."""
+    def session(self) -> AbstractContextManager[Session]:
+        """The session of one run: started when the pipeline begins, closed (workers stopped) when it ends."""
         ...
 
     def spawn(self, argv: Sequence[str], *, log: Path, timeout_s: float, env: dict[str, str] | None = None,
@@ -71,19 +156,13 @@ class Executor(Protocol):
             cwd: Path | None = None, check: bool = False, classify: Any = None) -> Any: ...
 
 
-def _default_executor() -> Executor:
-    """`Local`, unless the caller runs inside ``executors.using(...)`` (the CLI's --workers / --cluster)."""
-    from profctl.pipelines.executors import current
-
-    return current()
-
-
 @dataclass(frozen=True, kw_only=True)
 class Request:
-    """What every pipeline takes. Tool-specific requests add their options."""
+    """What every pipeline takes. Tool-specific requests add their options; `executor` says where the target
+    runs (the CLI's --workers / --cluster, the Python API's ``executor=``), serially here unless given."""
 
     target: Target
-    executor: Executor = field(default_factory=_default_executor)
+    executor: Executor = field(default_factory=Local)
     reports: Path | None = None  # the run store's root; None: $PROFCTL_REPORTS or ./reports
     command: tuple[str, ...] | None = None  # the command line recorded in the manifest
     timeout_s: float = DEFAULT_TIMEOUT_S

@@ -12,25 +12,35 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from profctl import devices, faults, flops, runs
+from profctl import faults, runs
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
-from profctl.nvml import Sampler, clock_warning
-from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally
+from profctl.nvml import Sampler
+from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally, Target
+from profctl.pipelines.bench_rows import (
+    NOISE_IQR,
+    add_clock_warnings,
+    add_noise_warnings,
+    add_speedups,
+    failed_row,
+    make_row,
+    where_fields,
+)
 from profctl.pipelines.executors import Part, PartContext, PartOutcome, where_label
 from profctl.pipelines.targets import Model, Workload
-from profctl.shapes import label_of_row
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, ModelSpec
+from profctl.schema.bench import BenchRow, bench_rows
+from profctl.spec import BUILTIN_BACKENDS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SHAPE_KEYS = ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass",
-              "layout", "device")
-MODEL_KEYS = ("model", "layers", "kv_heads", "mode", "batch", "seqlen", "dtype", "device", "memory_limit_gib")
+#: kept importable from here (tests, the CLI): they live in profctl.pipelines.bench_rows
+__all__ = ["NOISE_IQR", "BenchPart", "BenchRequest", "BenchResult", "add_noise_warnings", "add_speedups", "check",
+           "failed_row", "make_row", "parse_labels", "run", "where_fields"]
+
 EVENTS = "events.jsonl"
 LOG = "workload.log"
 #: exit statuses of a workload child that are not a crash: 0 ran, 1 no case ran, 3 a CUDA error broke the context
@@ -51,10 +61,13 @@ class BenchRequest(Request):
 class BenchResult(Result):
     """The rows of a sweep, the device it ran on and where its files are."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[BenchRow] = field(default_factory=list)
     device: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     baseline: str | None = None
+
+    def __post_init__(self) -> None:  # rows given as JSON objects (the Python API, an old caller) become rows
+        self.rows = bench_rows(self.rows)
 
     def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
@@ -62,19 +75,26 @@ class BenchResult(Result):
         flat = []
         for r in self.rows:
             d = {k: v for k, v in r.items() if k not in ("clocks", "times_ms")}
-            d.update({f"clock_{k}": v for k, v in (r.get("clocks") or {}).items() if not isinstance(v, list)})
+            d.update({f"clock_{k}": v for k, v in (r.clocks or {}).items() if not isinstance(v, list)})
             flat.append(d)
         return pd.DataFrame(flat)
 
     @property
     def clock_warnings(self) -> list[str]:
-        return [f"{r['backend']} {label_of_row(r)}: {r['clock_warning']}" for r in self.rows
-                if r.get("clock_warning")]
+        return [f"{r.backend} {r.shape_label()}: {r.clock_warning}" for r in self.rows if r.clock_warning]
 
     @property
     def noise_warnings(self) -> list[str]:
-        return [f"{r['backend']} {label_of_row(r)}: {r['noise_warning']}" for r in self.rows
-                if r.get("noise_warning")]
+        return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in self.rows if r.noise_warning]
+
+
+@dataclass
+class BenchPart:
+    """What one part of a sweep returns: its rows by case index (those its events brought already included) and
+    the device its workload child reported."""
+
+    rows: dict[int, BenchRow] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
 
 
 def check(req: BenchRequest) -> None:
@@ -83,7 +103,7 @@ def check(req: BenchRequest) -> None:
         raise UsageError(f"unknown baseline {req.baseline!r}; choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
     if req.point_timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.point_timeout_s:g}")
-    if isinstance(req.target, Workload) and req.target.backends():
+    if req.target.backends():
         parse_labels(req.label, list(req.target.backends()))
 
 
@@ -119,12 +139,12 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
     return _finish(req, sweep, run_dir, labels, error)
 
 
-def _resolve(target: Any) -> Workload | Model:
+def _resolve(target: Target) -> Workload | Model:
     """The target resolved where the parts run (its device decided there); bench times the built-in workloads."""
     t = target.resolve()
-    if not isinstance(t, (Workload, Model)):
+    if t.foreign:
         raise UsageError(f"profctl bench times the attention and model workloads, not a {t.kind}")
-    return t
+    return cast("Workload | Model", t)
 
 
 class _Gather:
@@ -134,7 +154,7 @@ class _Gather:
                  parallel: bool) -> None:
         self.specs, self.run_dir, self.on_progress = specs, run_dir, on_progress
         self.tally = Tally(specs, parallel)
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, BenchRow] = {}
         self.device: dict[str, Any] = {}
         self.parts: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
@@ -152,23 +172,23 @@ class _Gather:
         if kind == "start" and i not in self.rows:
             self._progress(self.tally.event(i, where=label, util=ev.get("util")))
         elif kind == "row" and i not in self.rows:
-            self.rows[i] = ev["row"]
-            self._progress(self.tally.event(i, where=label, finished=True, ok=ev["row"].get("status") == "ok",
-                                            util=ev.get("util"), row=self.rows[i]))
+            self.rows[i] = row = BenchRow.from_dict(ev["row"])  # a worker's row arrives as its JSON object
+            self._progress(self.tally.event(i, where=label, finished=True, ok=row.ok, util=ev.get("util"), row=row))
         elif kind == "lost" and i not in self.rows:
-            self.rows[i] = {**failed_row(self.specs[i], "crashed", ev["reason"]), **where_fields(where)}
+            self.rows[i] = lost = failed_row(self.specs[i], "crashed", ev["reason"])
+            lost.update(where_fields(where))
             self._progress(self.tally.event(i, where=label, finished=True, ok=False, row=self.rows[i]))
 
     def _progress(self, p: Progress) -> None:
         if self.on_progress is not None:
             self.on_progress(p)
 
-    def take(self, out: PartOutcome) -> None:
+    def take(self, out: PartOutcome[BenchPart]) -> None:
         """A part ended: its rows (those its events did not bring), its device, and what it says of itself."""
-        value = out.value or {}
-        for i, row in (value.get("rows") or {}).items():
+        value = out.value or BenchPart()
+        for i, row in value.rows.items():
             self.on_event(out.part, {"event": "row", "index": int(i), "row": row, "where": out.where})
-        for k, v in (value.get("device") or {}).items():
+        for k, v in value.device.items():
             self.device.setdefault(k, v)
         cases = out.part.cases if out.part.cases is not None else range(len(self.specs))
         info = {"part": out.part.index, "dir": out.dir.name if out.dir is not None and self.tally.parallel else None,
@@ -187,7 +207,7 @@ class _Gather:
 
     def error(self) -> BaseException | None:
         """The error that fails the run: a part's, when no point produced a row (serially: the part's error)."""
-        if self.errors and (not self.tally.parallel or not any(r.get("status") == "ok" for r in self.rows.values())):
+        if self.errors and (not self.tally.parallel or not any(r.ok for r in self.rows.values())):
             return self.errors[0]
         return None
 
@@ -196,12 +216,7 @@ def _one_line(e: BaseException) -> str:
     return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
 
 
-def where_fields(where: dict[str, Any]) -> dict[str, Any]:
-    """What a row records of where it ran: host, GPU index, name, UUID and driver."""
-    return {k: where.get(k) for k in ("host", "gpu_index", "gpu_name", "gpu_uuid", "driver") if k in where}
-
-
-def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float) -> dict[str, Any]:
+def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float) -> BenchPart:
     """One part: the serial loop over the part's cases, here or on a worker (rows as events while it runs)."""
     sweep = _Sweep(ctx, ctx.localize(target), point_timeout_s)
     try:
@@ -211,7 +226,7 @@ def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float)
         raise
     finally:
         sweep.sampler.stop()
-    return {"rows": sweep.rows, "device": sweep.device}
+    return BenchPart(rows=sweep.rows, device=sweep.device)
 
 
 class _Sweep:
@@ -226,7 +241,7 @@ class _Sweep:
         self.sampler = Sampler(ctx.gpu_index or 0).start() if target.device == "cuda" else Sampler(-1)
         self.device: dict[str, Any] = {"nvml_name": self.sampler.name, "driver": self.sampler.driver}
         self.where = where_fields(ctx.where)
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, BenchRow] = {}
         self.child: Any = None
         self.current: int | None = None
         self.started = 0.0
@@ -299,7 +314,7 @@ class _Sweep:
                 self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device))
                 self.current = None if self.current == i else self.current
 
-    def _row(self, i: int, row: dict[str, Any]) -> None:
+    def _row(self, i: int, row: BenchRow) -> None:
         row.update(self.where)
         self.rows[i] = row
         self.ctx.emit({"event": "row", "index": i, "row": row, "util": self.sampler.util})
@@ -339,11 +354,11 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
 
     ordered = [sweep.rows[i] for i in sorted(sweep.rows)]
     for r in ordered:
-        name = labels.get(r["backend"]) or labels.get(r.get("backend_ref") or "")
+        name = labels.get(r.backend) or labels.get(r.backend_ref or "")
         if name:
-            r["label"] = name
+            r.label = name
     add_speedups(ordered, req.baseline)
-    _add_clock_warnings(ordered)
+    add_clock_warnings(ordered)
     add_noise_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
@@ -355,9 +370,9 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
         done["reason"] = "interrupted"
     status = "incomplete" if sweep.interrupted or len(ordered) < len(sweep.specs) else "complete"
     runs.finish(run_dir, status, **done)
+    failed: list[dict[str, Any]] = [r for r in ordered if not r.ok]
     return BenchResult(run_dir=run_dir, status=status, rows=ordered, device=sweep.device,
-                       interrupted=sweep.interrupted, baseline=req.baseline,
-                       failed_cases=[r for r in ordered if r.get("status") != "ok"])
+                       interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed)
 
 
 def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dict[str, str]:
@@ -386,106 +401,3 @@ def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dic
     if len(set(pairs.values())) != len(pairs):
         raise UsageError(f"--label {label!r}: two backends under one label; a label names one backend in a run")
     return pairs
-
-
-# ------------------------------------------------------------------------------------------------ rows
-def _base_row(spec: AttentionSpec | ModelSpec) -> dict[str, Any]:
-    d = spec.to_dict()
-    if isinstance(spec, ModelSpec):
-        row: dict[str, Any] = {"workload": "model", "backend": spec.label, **{k: d[k] for k in MODEL_KEYS}}
-    else:
-        row = {"backend": spec.label, **{k: d[k] for k in SHAPE_KEYS}, "causal_align": spec.causal_align,
-               "flops": flops.flops(spec)}
-    if spec.label != spec.backend:
-        row["backend_ref"] = spec.backend  # the function reference the label stands for
-    return row
-
-
-def failed_row(spec: AttentionSpec | ModelSpec, status: str, reason: str) -> dict[str, Any]:
-    """The row of a point that produced no result (crashed, timeout)."""
-    return {**_base_row(spec), "status": status, "reason": reason, "median_ms": None, "tflops": None,
-            "peak_mem_bytes": None, "rel_error": None}
-
-
-def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[str, Any],
-             device: dict[str, Any]) -> dict[str, Any]:
-    """A bench row from the workload's row event: FLOPs from the backend's causal alignment (a function backend
-    reports its own; a model step counts its matmuls and attention, workloads/models.model_flops), TFLOP/s, % of
-    the device's peak (for a model step: its MFU), a rate above the datasheet peak flagged as suspect."""
-    if isinstance(spec, AttentionSpec) and ev.get("causal_align") and spec.causal and \
-            ev["causal_align"] != spec.causal_align:
-        spec = replace(spec, align=ev["causal_align"])
-    row = _base_row(spec)
-    for k, v in ev.items():
-        if k not in ("event", "index", "spec", "t"):
-            row[k] = v
-    if isinstance(spec, ModelSpec):
-        row["torch_dtype"], row["dtype"] = row.get("dtype"), spec.dtype  # profctl's name (bf16), torch's beside it
-        row["flops"] = row.get("model_flops")
-        if row.get("peak_mem_allocated_bytes") is not None:
-            row["peak_mem_bytes"] = row["peak_mem_allocated_bytes"]
-    for key in ("median_ms", "tflops", "rel_error", "peak_mem_bytes"):
-        row.setdefault(key, None)
-    med = row.get("median_ms")
-    if row.get("status") == "ok" and med and row.get("flops"):
-        rate = flops.tflops(row["flops"], med * 1e-3)
-        row["tflops"] = rate
-        name = device.get("name") if spec.device == "cuda" else None
-        peak = devices.peak_tflops(name, spec.dtype)
-        row["peak_tflops"] = peak
-        row["pct_of_peak"] = 100.0 * rate / peak if peak else None
-        if isinstance(spec, ModelSpec):
-            row["mfu"] = rate / peak if peak else None
-        row["suspect"] = bool(peak and rate > peak)
-        if row["suspect"]:
-            row["suspect_reason"] = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
-    row["clocks"] = clocks
-    return row
-
-
-def _case_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(r.get(k) for k in (MODEL_KEYS if r.get("workload") == "model" else SHAPE_KEYS))
-
-
-def add_speedups(rows: list[dict[str, Any]], baseline: str | None) -> None:
-    """Each row's speedup over the baseline's row of the same case (baseline time / time)."""
-    if not baseline:
-        return
-    base = {_case_key(r): r for r in rows if r["backend"] == baseline and r.get("status") == "ok"}
-    for r in rows:
-        b = base.get(_case_key(r))
-        r["baseline"] = baseline
-        r["speedup"] = (b["median_ms"] / r["median_ms"]) if (b and r.get("status") == "ok" and r["median_ms"]) \
-            else None
-
-
-#: a row whose measured steps spread wider than this (interquartile range / median) gets a noise_warning
-NOISE_IQR = 0.10
-
-
-def add_noise_warnings(rows: list[dict[str, Any]], limit: float = NOISE_IQR) -> None:
-    """A ``noise_warning`` on each ok row whose middle half of measured steps spans more than `limit` of the
-    median: such a median moves from run to run (host-bound steps, a shared GPU), so a speedup between rows can be
-    noise. Kernel-bound attention points spread under 3 % on the H100; a host-bound decode step 2-23 %."""
-    import statistics
-
-    for r in rows:
-        t = [x for x in (r.get("times_ms") or []) if isinstance(x, (int, float))]
-        med = r.get("median_ms")
-        if r.get("status") != "ok" or len(t) < 4 or not med:
-            continue
-        q1, _, q3 = statistics.quantiles(t, n=4)
-        spread = (q3 - q1) / med
-        r["iqr_ratio"] = spread
-        if spread > limit:
-            r["noise_warning"] = (f"timings spread: the middle half of {len(t)} steps spans {q1:.4g}-{q3:.4g} ms "
-                                  f"({spread:.0%} of the median); the median may move between runs (a host-bound "
-                                  f"step, a busy machine): more --iters, or profile it")
-
-
-def _add_clock_warnings(rows: list[dict[str, Any]]) -> None:
-    top = max((r["clocks"].get("sm_clock_mhz_max") or 0 for r in rows if r.get("clocks")), default=0) or None
-    for r in rows:
-        w = clock_warning(r.get("clocks") or {}, top)
-        if w:
-            r["clock_warning"] = w

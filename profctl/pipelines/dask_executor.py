@@ -25,10 +25,10 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from profctl import nvml, proc, runs
 from profctl.errors import ProfctlError, UsageError
@@ -45,6 +45,8 @@ from profctl.pipelines.executors import (
     where_label,
 )
 
+T = TypeVar("T")
+V = TypeVar("V")
 EXTRA = "pip install 'profctl[cluster]'"
 #: scheduler settings of the local cluster: a lost worker fails its task at once, so profctl retries point by
 #: point (a scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
@@ -247,7 +249,7 @@ class DaskSession:
         leaves no run behind, and the workers start while nothing else waits."""
         self._start(device)
 
-    def ask(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def ask(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a small function where the parts run: here for a local cluster (the same machine), else on one
         of the cluster's workers (they are taken to be alike)."""
         if self.ex.cluster is None:
@@ -261,8 +263,9 @@ class DaskSession:
                 fut.cancel()
             raise
 
-    def map_parts(self, fn: PartFn, cases: Sequence[int], *, run_dir: Path, device: str, on_event: OnEvent,
-                  weights: Sequence[float] | None = None) -> Iterator[PartOutcome]:
+    def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
+                  on_event: OnEvent, weights: Sequence[float] | None = None
+                  ) -> Generator[PartOutcome[V], None, None]:
         """Run `fn` over groups of `cases` on the workers; yield each part's outcome as it ends (a lost worker's
         cases retried as above). Ctrl-C cancels the parts in flight and is raised again once they answered."""
         client = self._start(device)

@@ -1,12 +1,13 @@
 """Where a target's processes run.
 
 An executor starts processes (`spawn`, `run`: through profctl.proc -- an argument list, a timeout, the output in
-a log beside the report, typed errors naming the log) and runs a pipeline's *parts*. A pipeline hands
-:meth:`Session.map_parts` a part function and the indices of its target's cases; the executor groups the cases
-into parts and calls the function once per part, with a :class:`PartContext` saying where to write and how to
-report progress. The part function is the loop the serial run runs: `Local` calls it once, over every case, in
-this process and in the run directory itself; `DaskExecutor` (profctl.pipelines.dask_executor) calls it on
-worker processes, one per GPU, here or on a cluster, and brings each part's files back into the run directory.
+a log beside the report, typed errors naming the log) and runs a pipeline's *parts*. A pipeline hands its
+session's ``map_parts`` (the protocol: profctl.pipelines.base.Session) a part function and the indices of its
+target's cases; the executor groups the cases into parts and calls the function once per part, with a
+:class:`PartContext` saying where to write and how to report progress. The part function is the loop the
+serial run runs: `Local` calls it once, over every case, in this process and in the run directory itself;
+`DaskExecutor` (profctl.pipelines.dask_executor) calls it on worker processes, one per GPU, here or on a
+cluster, and brings each part's files back into the run directory.
 
 Events a part emits (``ctx.emit``) reach the pipeline's ``on_event`` in the submitting process, in its main
 thread: ``start`` / ``row`` of a case index (the workload's own events, with the worker's GPU utilisation),
@@ -17,34 +18,26 @@ executor: a case whose worker died twice while running it).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from profctl import proc, runs
 
-#: the executor requests use when none is given (profctl.cli._executors sets it for --workers / --cluster)
-_CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("profctl_executor", default=None)
+V = TypeVar("V")
+T = TypeVar("T")
 
 
-def current() -> Any:
-    """The executor of this context: the one :func:`using` set, else `Local`."""
-    ex = _CURRENT.get()
-    return ex if ex is not None else Local()
+class _Movable(Protocol):
+    """A target (profctl.pipelines.base.Target) as far as a part moves it to a worker."""
+
+    def for_worker(self, python: str) -> Self: ...
 
 
-@contextlib.contextmanager
-def using(executor: Any) -> Iterator[Any]:
-    """Requests made inside the block run on `executor` unless they name their own."""
-    token = _CURRENT.set(executor)
-    try:
-        yield executor
-    finally:
-        _CURRENT.reset(token)
+M = TypeVar("M", bound=_Movable)
 
 
 # ------------------------------------------------------------------------------------------------------ parts
@@ -127,16 +120,12 @@ class PartContext:
         return proc.run(argv, log=log, timeout_s=timeout_s, env=env, cwd=cwd, check=check, classify=classify,
                         cancelled=self.cancelled, die_with_parent=self.on_worker)
 
-    def localize(self, target: Any) -> Any:
+    def localize(self, target: M) -> M:
         """The target as this machine runs it: on a worker, its Python is the worker's own interpreter (the
         submitting machine's path may not exist there)."""
-        import dataclasses
         import sys
 
-        if self.on_worker and dataclasses.is_dataclass(target) and hasattr(target, "python") \
-                and target.python != sys.executable:
-            return dataclasses.replace(target, python=sys.executable)  # type: ignore[type-var]
-        return target
+        return target.for_worker(sys.executable) if self.on_worker else target
 
     @property
     def on_worker(self) -> bool:
@@ -182,23 +171,24 @@ class PartContext:
 
 
 @dataclass
-class PartOutcome:
-    """How a part ended: the part function's return value, or the error it raised; where it ran and the folder
-    that holds its files in the run directory."""
+class PartOutcome(Generic[V]):
+    """How a part ended: the part function's return value (each pipeline's part result: ``BenchPart``,
+    ``NsysPart``, ``NcuPart``, ``TorchPart``), or the error it raised; where it ran and the folder that holds its
+    files in the run directory."""
 
     part: Part
-    value: Any = None
+    value: V | None = None
     error: BaseException | None = None
     where: dict[str, Any] = field(default_factory=dict)
     dir: Path | None = None
 
 
-def gather(outcomes: Iterator[PartOutcome]) -> tuple[list[PartOutcome], bool]:
+def gather(outcomes: Generator[PartOutcome[V], None, None]) -> tuple[list[PartOutcome[V]], bool]:
     """Every part's outcome, and whether Ctrl-C (or SIGTERM) stopped the run; the parts that ended by then are
     kept (a parallel executor has cancelled the rest). Serially, an interrupt with nothing finished goes through."""
-    got: list[PartOutcome] = []
+    got: list[PartOutcome[V]] = []
     try:
-        with runs.sigterm_as_interrupt(), contextlib.closing(outcomes):  # type: ignore[type-var]
+        with runs.sigterm_as_interrupt(), contextlib.closing(outcomes):
             for out in outcomes:
                 got.append(out)
     except KeyboardInterrupt:
@@ -208,7 +198,7 @@ def gather(outcomes: Iterator[PartOutcome]) -> tuple[list[PartOutcome], bool]:
     return got, False
 
 
-def part_records(outs: Sequence[PartOutcome]) -> list[dict[str, Any]]:
+def part_records(outs: Sequence[PartOutcome[Any]]) -> list[dict[str, Any]]:
     """What the manifest says of each part: its number, folder, cases, where it ran, how long, how it ended."""
     recs = []
     for o in outs:
@@ -286,15 +276,15 @@ class Local:
     def prepare(self, device: str) -> None:
         """Nothing to start: the parts run here."""
 
-    def ask(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def ask(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a small function where the parts run (here) and return its value."""
         return fn(*args)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
-    def map_parts(self, fn: PartFn, cases: Sequence[int], *, run_dir: Path, device: str, on_event: OnEvent,
-                  weights: Sequence[float] | None = None) -> Iterator[PartOutcome]:
+    def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
+                  on_event: OnEvent, weights: Sequence[float] | None = None) -> Generator[PartOutcome[V], None, None]:
         """One part over every case, run here, writing into the run directory itself. An exception of the part
         comes back as the outcome's error; KeyboardInterrupt goes through."""
         from profctl import nvml

@@ -20,9 +20,9 @@ from profctl import inputs, nvtx, proc, runs
 from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
-from profctl.pipelines.base import Request, Result
+from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
-from profctl.pipelines.targets import Model, Program, Workload
+from profctl.pipelines.targets import Model, Workload
 from profctl.recipes import Recipe
 from profctl.schema import Summary
 from profctl.tools import ncu as tool
@@ -58,6 +58,23 @@ class NcuResult(Result):
     returncode: int = 0  # the profiled program's exit status (0 for the built-in workload)
 
 
+@dataclass
+class NcuPart:
+    """What one part of an ncu run returns: its report read back (the Summary, its launches), the checks'
+    warnings, the workload's rows and device, the program's exit status, and the ncu command that made it."""
+
+    summary: Summary
+    launches: list[dict[str, Any]]
+    warnings: list[str]
+    rows: list[dict[str, Any]]
+    status: int  # the profiled program's exit status (0 for the built-in workload)
+    argv: list[str]
+    filters: list[str]
+    ncu_wall_s: float
+    device: dict[str, Any]
+    report: str  # the report's file name in the part's folder
+
+
 def check(req: NcuRequest) -> None:
     """UsageError for options ncu cannot honour (before anything runs)."""
     for opt, val, allowed in (("--replay-mode", req.replay_mode, tool.REPLAY_MODES),
@@ -69,7 +86,7 @@ def check(req: NcuRequest) -> None:
         raise UsageError(f"--launch-count must be positive, got {req.launch_count}")
     if req.launch_skip is not None and req.launch_skip < 0:
         raise UsageError(f"--launch-skip must be >= 0, got {req.launch_skip}")
-    if req.range is not None and isinstance(req.target, Workload):
+    if req.range is not None and req.target.case_ranges:
         raise UsageError("--range selects a range of your own program (profctl ncu --range NAME -- CMD ...); "
                          "the built-in workload's measured ranges are selected already")
     if req.kernel is not None:
@@ -77,7 +94,7 @@ def check(req: NcuRequest) -> None:
             re.compile(req.kernel[6:] if req.kernel.startswith("regex:") else req.kernel)
         except re.error as e:
             raise UsageError(f"--kernel {req.kernel!r} is not a valid regular expression: {e}") from None
-    if isinstance(req.target, (Workload, Model)) and not req.target.sweep.nvtx:
+    if not req.target.nvtx:
         raise UsageError("profctl ncu selects the measured launches by NVTX range; --no-nvtx would profile nothing")
 
 
@@ -97,36 +114,22 @@ def device_cc() -> tuple[int, int]:
 
 def cases_of(target: Workload) -> list[tuple[str, str, str]]:
     """(backend, shape key, pass) of every case, as the NVTX filter selects them."""
-    return [(s.label, s.shape_key, s.pass_) for s in target.cases()]
+    return target.nvtx_cases()
 
 
 #: what `profctl ncu --model` profiles unless --range names another part: the attention call itself
-MODEL_DEFAULT_PART = "attn.core"
+MODEL_DEFAULT_PART = Model.DEFAULT_PART
 
 
 def model_filter(target: Model, part: str, cases: Sequence[int] | None = None) -> str:
-    """ONE regex selecting the launches of part `part` inside the measured steps of every case of a model
-    sweep, on the main thread (forward) and on autograd's (backward, where the runner pushes the case and phase
-    again): ``<case>/measure/<part>/`` in every mode. No '/' inside a group: ncu splits the expression there."""
-    specs = target.cases()
-    ids = sorted({re.escape(specs[i].case_id) for i in (range(len(specs)) if cases is None else cases)})
-    group = ids[0] if len(ids) == 1 else "(" + "|".join(ids) + ")"
-    return f"regex:{nvtx.DOMAIN}@{group}/{nvtx.MEASURE}/{re.escape(part)}/"
+    """ONE regex selecting the launches of part `part` in the measured steps of a model sweep's cases."""
+    return target.part_filter(part, cases)
 
 
-def filter_variants(req: NcuRequest, target: Any, cases: Sequence[int] | None = None) -> list[list[str]]:
-    """The --nvtx-include expressions to try, in order. The workload: one regex over its measured ranges (those
-    of `cases` only, when a part runs a subset). A program's --range: its push/pop form (``name/``), then its
-    start/end form (``name``) -- ncu matches them differently and a program may use either. No --range: no NVTX
-    filter (the whole program)."""
-    if isinstance(target, Workload):
-        every = cases_of(target)
-        return [[nvtx.ncu_include(every if cases is None else [every[i] for i in cases])]]
-    if isinstance(target, Model):
-        return [[model_filter(target, req.range or MODEL_DEFAULT_PART, cases)]]
-    if req.range:
-        return [[f"{req.range}/"], [req.range]]
-    return [[]]
+def filter_variants(req: NcuRequest, target: Target, cases: Sequence[int] | None = None) -> list[list[str]]:
+    """The --nvtx-include expressions to try, in order (the target's: its measured ranges, those of `cases` only
+    when a part runs a subset; a program's --range in its two forms; no filter)."""
+    return target.ncu_filters(req.range, cases)
 
 
 def run(req: NcuRequest) -> NcuResult:
@@ -137,7 +140,7 @@ def run(req: NcuRequest) -> NcuResult:
     with req.executor.session() as ex:
         exe = req.exe or ex.ask(tool.find)  # first: without ncu nothing else matters
         target = ex.ask(req.target.resolve)
-        if isinstance(target, (Workload, Model)) and target.device != "cuda":
+        if target.runs_on_cpu():
             raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
                              "(read existing reports with `profctl report`)")
         rec = req.recipe
@@ -154,7 +157,7 @@ def run(req: NcuRequest) -> NcuResult:
                                      sections=sections)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
                                                     device="cuda", on_event=lambda p, e: None,
-                                                    weights=target.costs() if hasattr(target, "costs") else None))
+                                                    weights=target.costs()))
             res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:
@@ -162,8 +165,8 @@ def run(req: NcuRequest) -> NcuResult:
     return res
 
 
-def _part(ctx: PartContext, *, req: NcuRequest, target: Any, exe: Path, cc: tuple[int, int],
-          metrics: tuple[str, ...], sections: tuple[str, ...]) -> dict[str, Any]:
+def _part(ctx: PartContext, *, req: NcuRequest, target: Target, exe: Path, cc: tuple[int, int],
+          metrics: tuple[str, ...], sections: tuple[str, ...]) -> NcuPart:
     """One part: ncu over this part's cases (each filter variant in turn), its report read back and checked."""
     target = ctx.localize(target)
     variants = filter_variants(req, target, ctx.part.cases)
@@ -174,13 +177,13 @@ def _part(ctx: PartContext, *, req: NcuRequest, target: Any, exe: Path, cc: tupl
         except NothingMatched as e:
             if i + 1 < len(variants):
                 continue
-            if isinstance(target, Program):
+            if target.foreign:
                 raise NothingMatched(f"{e.message}; {_seen(ctx, req, target, exe)}", log=e.log) from None
             raise
     return _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
 
 
-def _profile(ctx: PartContext, req: NcuRequest, target: Any, exe: Path, metrics: tuple[str, ...],
+def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metrics: tuple[str, ...],
              sections: tuple[str, ...], filters: list[str]) -> tuple[proc.ProcResult, list[str], float]:
     """One ncu run over the part's cases with these NVTX filters: (its result, its argv, its wall time)."""
     rec = req.recipe
@@ -194,12 +197,12 @@ def _profile(ctx: PartContext, req: NcuRequest, target: Any, exe: Path, metrics:
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
     t_ncu = time.perf_counter()
     with ctx.follow(jsonl):
-        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd,
                       classify=lambda r: _classify(r, rec, filters, jsonl, req))
     return res, argv, time.perf_counter() - t_ncu
 
 
-def _seen(ctx: PartContext, req: NcuRequest, target: Program, exe: Path) -> str:
+def _seen(ctx: PartContext, req: NcuRequest, target: Target, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
     from profctl.analysis.select import range_names
@@ -220,14 +223,14 @@ def _seen(ctx: PartContext, req: NcuRequest, target: Program, exe: Path) -> str:
             f"launched kernels {', '.join(kernels[:10])}{' ...' if len(kernels) > 10 else ''}")
 
 
-def _read(ctx: PartContext, req: NcuRequest, target: Any, res: proc.ProcResult, cc: tuple[int, int],
-          argv: list[str], filters: list[str], ncu_wall: float) -> dict[str, Any]:
+def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResult, cc: tuple[int, int],
+          argv: list[str], filters: list[str], ncu_wall: float) -> NcuPart:
     """The part's report read back and checked (every metric present, every case of the part profiled)."""
     report, log, rec = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", req.recipe
     warnings: list[str] = []
     if not report.exists():
         raise ToolFailed(f"ncu exited with status {res.returncode} and wrote no report", log=ctx.final(log))
-    status = program_status(res) if isinstance(target, Program) else 0
+    status = program_status(res) if target.foreign else 0
     if res.returncode != 0:
         what = f"the program exited with status {status}" if status else f"ncu exited with status {res.returncode}"
         warnings.append(f"{what}; the report was kept (see {ctx.final(log)})")
@@ -239,19 +242,18 @@ def _read(ctx: PartContext, req: NcuRequest, target: Any, res: proc.ProcResult, 
     _check_metrics(summary, tuple(rec.metric_names(cc)), rec, ctx.final_dir, ctx.final(log))
     events = runs.read_events(ctx.workdir / "workload.jsonl")
     rows = runs.rows_of(events)
-    if isinstance(target, Workload):
+    if target.case_ranges:
         specs = target.cases()
         warnings += _check_launches(launches, rows, specs if ctx.part.cases is None else
                                     [specs[i] for i in ctx.part.cases])
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
-    return {"summary": summary, "launches": launches, "warnings": warnings, "rows": rows, "status": status,
-            "argv": argv, "filters": filters, "ncu_wall_s": ncu_wall, "device": runs.device_of(events),
-            "report": report.name}
+    return NcuPart(summary=summary, launches=launches, warnings=warnings, rows=rows, status=status, argv=argv,
+                   filters=filters, ncu_wall_s=ncu_wall, device=runs.device_of(events), report=report.name)
 
 
-def _combine(req: NcuRequest, target: Any, run_dir: Path, outs: list[PartOutcome], cc: tuple[int, int], t0: float,
-             *, parallel: bool, interrupted: bool) -> NcuResult:
+def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
+             t0: float, *, parallel: bool, interrupted: bool) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
     from profctl.schema import concat
 
@@ -260,37 +262,36 @@ def _combine(req: NcuRequest, target: Any, run_dir: Path, outs: list[PartOutcome
         if outs and outs[0].error is not None:
             raise outs[0].error
         raise KeyboardInterrupt
-    rec, vals = req.recipe, [o.value for o in ok]
-    summary = vals[0]["summary"] if not parallel else concat(v["summary"] for v in vals)
-    launches = [ln for v in vals for ln in v["launches"]]
-    rows = [r for v in vals for r in v["rows"]]
-    warnings = [w for v in vals for w in v["warnings"]] + \
+    rec, vals = req.recipe, [o.value for o in ok if o.value is not None]
+    summary = vals[0].summary if not parallel else concat(v.summary for v in vals)
+    launches = [ln for v in vals for ln in v.launches]
+    rows = [r for v in vals for r in v.rows]
+    warnings = [w for v in vals for w in v.warnings] + \
         [f"part {o.part.index} failed: {o.error}" for o in outs if o.error is not None]
-    diag = diagnose(summary, rec, cc, backend_order=target.backends()
-                    if isinstance(target, (Workload, Model)) else ())
-    ncu_wall = max(v["ncu_wall_s"] for v in vals)
+    diag = diagnose(summary, rec, cc, backend_order=target.backends())
+    ncu_wall = max(v.ncu_wall_s for v in vals)
     total = time.perf_counter() - t0
     meta = dict(summary.meta)
-    meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": vals[0]["argv"],
-                 "nvtx_include": vals[0]["filters"], "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3),
+    meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": vals[0].argv,
+                 "nvtx_include": vals[0].filters, "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3),
                  "run_dir": str(run_dir), "launches": launches,
                  "workload": [{k: r.get(k) for k in ("index", "spec", "status", "reason")} for r in rows],
                  "diagnosis": [d.to_dict() for d in diag], "warnings": warnings})
     if parallel:
-        meta["parts"] = [{"dir": o.dir.name, "ncu_argv": o.value["argv"], "nvtx_include": o.value["filters"]}
-                         for o in ok if o.dir is not None]
+        meta["parts"] = [{"dir": o.dir.name, "ncu_argv": o.value.argv, "nvtx_include": o.value.filters}
+                         for o in ok if o.dir is not None and o.value is not None]
     summary = replace(summary, meta=meta)
     atomic_write_text(run_dir / "summary.json", summary.to_json() + "\n")
-    device = next((v["device"] for v in vals if v["device"]), None)
+    device = next((v.device for v in vals if v.device), None)
     status = "complete" if len(ok) == len(outs) and not interrupted else "incomplete"
     runs.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3), total_wall_s=round(total, 3),
                 warnings=warnings, device=device or None, **({"reason": "interrupted"} if interrupted else {}))
     d = ok[0].dir
     assert d is not None
-    return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0]["report"],
+    return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0].report,
                      launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings, status=status,
                      failed_cases=[r for r in rows if r.get("status") != "ok"],
-                     returncode=max(v["status"] for v in vals))
+                     returncode=max(v.status for v in vals))
 
 
 _APP_STATUS = re.compile(r"application returned an error code \((\d+)\)", re.I)
@@ -313,7 +314,7 @@ def _why_nothing(rows: list[dict[str, Any]], filters: list[str], req: NcuRequest
     parts = []
     if "NVTX disabled" in log_text:
         parts.append("the workload ran without NVTX ranges (it printed 'NVTX disabled': install the nvtx package)")
-    if isinstance(req.target, Workload):
+    if req.target.case_ranges:
         bad = [r for r in rows if r.get("status") != "ok"]
         ok = [r for r in rows if r.get("status") == "ok"]
         for r in bad:

@@ -12,15 +12,15 @@ import functools
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from profctl import nvtx, runs
 from profctl.errors import NothingMatched, UsageError
-from profctl.pipelines.base import Request, Result
+from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
-from profctl.pipelines.targets import Model, Program, Workload
 from profctl.schema import Summary
 from profctl.tools import nsys as tool
 
@@ -71,6 +71,20 @@ class NsysResult(Result):
     returncode: int = 0  # the profiled process's exit status (nsys passes it on)
 
 
+@dataclass
+class NsysPart:
+    """What one part of an nsys run returns: its summary, nsys' version, the program's exit status, the
+    workload's events, the report's file name in the part's folder, and where the part's time went (seconds:
+    version, profile, export, read; benchmarks/tool_overhead.py reads them)."""
+
+    summary: Summary
+    version: str
+    returncode: int
+    events: list[dict[str, Any]]
+    report: str
+    walls: dict[str, float]
+
+
 def check(req: NsysRequest) -> None:
     """UsageError for options nsys cannot honour (before anything runs)."""
     bad = [t for t in req.trace if t not in tool.TRACE_CHOICES]
@@ -80,7 +94,7 @@ def check(req: NsysRequest) -> None:
         raise UsageError("--trace must include cuda: without it the report has no kernels")
     if req.capture is not None and req.capture not in CAPTURES:
         raise UsageError(f"--capture {req.capture!r}: choose {', '.join(CAPTURES)}")
-    if req.range is not None and isinstance(req.target, Workload):
+    if req.range is not None and req.target.case_ranges:
         raise UsageError("--range selects a range of your own program (profctl nsys --range NAME -- CMD ...) or "
                          "a part of a model step (--model ... --range attn.core); the attention workload's ranges "
                          "are selected per case already")
@@ -94,10 +108,10 @@ def run(req: NsysRequest) -> NsysResult:
     check(req)
     with req.executor.session() as ex:
         target = ex.ask(req.target.resolve)
-        if isinstance(target, (Workload, Model)) and target.device != "cuda":
+        if target.runs_on_cpu():
             raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
         exe = ex.ask(tool.find)  # before the run directory: a missing tool leaves no empty run behind
-        capture = req.capture or ("none" if isinstance(target, Program) else "cudaProfilerApi")
+        capture = req.capture or ("none" if target.foreign else "cudaProfilerApi")
         ex.prepare("cuda")
         run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
                                extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
@@ -105,7 +119,7 @@ def run(req: NsysRequest) -> NsysResult:
         with runs.recording(run_dir):
             part = functools.partial(_part, req=req, target=target, exe=exe, capture=capture)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir, device="cuda",
-                                                    on_event=lambda p, e: None, weights=_weights(target)))
+                                                    on_event=lambda p, e: None, weights=target.costs()))
             res = _combine(outs, target, run_dir, exe, parallel=ex.parallel)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted or res.status != "complete":
@@ -115,12 +129,7 @@ def run(req: NsysRequest) -> NsysResult:
     return res
 
 
-def _weights(target: Any) -> list[float] | None:
-    costs = getattr(target, "costs", None)
-    return list(costs()) if costs is not None else None
-
-
-def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture: str) -> dict[str, Any]:
+def _part(ctx: PartContext, *, req: NsysRequest, target: Target, exe: Path, capture: str) -> NsysPart:
     """One part: nsys over the target's cases of this part, exported and summarized in the part's folder."""
     target = ctx.localize(target)
     t0 = time.perf_counter()
@@ -131,7 +140,7 @@ def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture
     ctx.record_tool("nsys", argv, version=version, log=log, exe=str(exe))
     t1 = time.perf_counter()
     with ctx.follow(rows):
-        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None),
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd,
                       classify=tool.classify_profile(ctx.workdir / "profile"))
     t2 = time.perf_counter()
     rep = tool.report_path(ctx.workdir / "profile")
@@ -144,11 +153,12 @@ def _part(ctx: PartContext, *, req: NsysRequest, target: Any, exe: Path, capture
     # where the part's time went (benchmarks/tool_overhead.py reads these: profctl's cost over nsys alone)
     walls = {"version_wall_s": t1 - t0, "profile_wall_s": t2 - t1, "export_wall_s": t3 - t2,
              "read_wall_s": time.perf_counter() - t3}
-    return {"summary": summary, "version": version, "returncode": res.returncode,
-            "events": runs.read_events(rows), "report": rep.name, "walls": walls}
+    return NsysPart(summary=summary, version=version, returncode=res.returncode, events=runs.read_events(rows),
+                    report=rep.name, walls=walls)
 
 
-def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, parallel: bool) -> NsysResult:
+def _combine(outs: list[PartOutcome[NsysPart]], target: Target, run_dir: Path, exe: Path, *, parallel: bool
+             ) -> NsysResult:
     """The run's result from its parts (one part's as it is; several concatenated, with the per-pass times of
     all parts together); the first part's error when none finished."""
     from profctl.schema import concat
@@ -158,16 +168,16 @@ def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, 
         if outs and outs[0].error is not None:
             raise outs[0].error
         raise KeyboardInterrupt
-    vals = [o.value for o in ok]
-    summary = vals[0]["summary"] if not parallel else concat(v["summary"] for v in vals)
+    vals = [o.value for o in ok if o.value is not None]
+    summary = vals[0].summary if not parallel else concat(v.summary for v in vals)
     if parallel:
         from profctl.fsutil import atomic_write_json
 
         summary = replace(summary, meta={**summary.meta, "parts": [str(o.dir.name) for o in ok if o.dir]})
         atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
-    events = [e for v in vals for e in v["events"]]
-    rc = max(v["returncode"] for v in vals)
-    walls = {k: round(max(v["walls"][k] for v in vals), 3) for k in vals[0]["walls"]}
+    events = [e for v in vals for e in v.events]
+    rc = max(v.returncode for v in vals)
+    walls = {k: round(max(v.walls[k] for v in vals), 3) for k in vals[0].walls}
     runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=rc, **walls)
     specs = target.cases()
     per: dict[tuple[str, str, str], list[float]] = {}
@@ -181,13 +191,13 @@ def _combine(outs: list[PartOutcome], target: Any, run_dir: Path, exe: Path, *, 
     warnings += [f"part {o.part.index} failed: {o.error}" for o in outs if o.error is not None]
     d = ok[0].dir
     assert d is not None
-    return NsysResult(run_dir=run_dir, summary=summary, report=d / vals[0]["report"], sqlite=d / "profile.sqlite",
-                      log=d / "nsys.log", tool_version=vals[0]["version"], exe=exe, pass_times=pass_times_of(per),
+    return NsysResult(run_dir=run_dir, summary=summary, report=d / vals[0].report, sqlite=d / "profile.sqlite",
+                      log=d / "nsys.log", tool_version=vals[0].version, exe=exe, pass_times=pass_times_of(per),
                       warnings=warnings, returncode=rc, status="complete" if len(ok) == len(outs) else "incomplete",
                       failed_cases=[r for r in runs.rows_of(events) if r.get("status") != "ok"])
 
 
-def _shape_of(specs: list[Any], first: Any) -> dict[str, str]:
+def _shape_of(specs: Sequence[Any], first: Any) -> dict[str, str]:
     """backend -> shape for ranges whose case range nsys did not see (pushed before the capture started): the
     sweep's only shape, and the first case of the part."""
     one = {s.label: s.shape_key for s in specs} if len({s.shape_key for s in specs}) == 1 else {}

@@ -1,16 +1,25 @@
 """What runs under a tool. `Workload` is the built-in attention workload (``python -m profctl.workloads.attention``
-over a typed sweep); a user's program and a model are targets of their own next to it."""
+over a typed sweep); a user's program and a model are targets of their own next to it.
+
+Each is a profctl.pipelines.base.Target: what differs between them for a pipeline (whether --range can name
+something, how ncu selects the measured launches, how torch.profiler wraps the program, which backends run) is
+a member of the target, so a pipeline has one path for all of them."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from profctl.errors import UsageError
+from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
+
+if TYPE_CHECKING:
+    from profctl.tools.torchprof import TorchOptions
 
 
 def resolve_device(device: str) -> str:
@@ -74,10 +83,23 @@ class _SweepProgram(Generic[SweepT]):
     python: str = sys.executable
     kind: ClassVar[str] = ""
     module: ClassVar[str] = ""
+    foreign: ClassVar[bool] = False
+    case_ranges: ClassVar[bool] = False
+    cwd: ClassVar[Path | None] = None
 
     @property
     def device(self) -> str:
         return self.sweep.device
+
+    @property
+    def nvtx(self) -> bool:
+        return self.sweep.nvtx
+
+    def runs_on_cpu(self) -> bool:
+        return self.device != "cuda"
+
+    def for_worker(self: T, python: str) -> T:
+        return self if python == self.python else replace(self, python=python)
 
     def resolve(self: T) -> T:
         """The device decided and every default filled; UsageError for options that select nothing valid and
@@ -126,6 +148,13 @@ class _SweepProgram(Generic[SweepT]):
     def env(self) -> dict[str, str]:
         return {"PYTHONUNBUFFERED": "1"}
 
+    def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
+                   ) -> list[str]:
+        """The workload records its own measured iterations with torch.profiler (profctl.tools.torchprof)."""
+        from profctl.tools.torchprof import trace_argv
+
+        return self.argv(jsonl=jsonl, only=only, extra=trace_argv(trace, options))
+
 
 @dataclass(frozen=True)
 class Workload(_SweepProgram[AttentionSweep]):
@@ -133,6 +162,7 @@ class Workload(_SweepProgram[AttentionSweep]):
 
     kind: ClassVar[str] = "workload"
     module: ClassVar[str] = "profctl.workloads.attention"
+    case_ranges: ClassVar[bool] = True
 
     def cases(self) -> list[AttentionSpec]:
         return self.sweep.specs()
@@ -143,6 +173,15 @@ class Workload(_SweepProgram[AttentionSweep]):
     def case_cost(self, spec: Any, iterations: int) -> float:
         return case_cost(spec, iterations)
 
+    def nvtx_cases(self) -> list[tuple[str, str, str]]:
+        """(backend, shape key, pass) of every case, as profctl's NVTX ranges name them."""
+        return [(s.label, s.shape_key, s.pass_) for s in self.cases()]
+
+    def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
+        """One regex over the measured ranges of `cases` (every case: None)."""
+        every = self.nvtx_cases()
+        return [[ncu_include(every if cases is None else [every[i] for i in cases])]]
+
 
 @dataclass(frozen=True)
 class Model(_SweepProgram[ModelSweep]):
@@ -151,6 +190,8 @@ class Model(_SweepProgram[ModelSweep]):
 
     kind: ClassVar[str] = "model"
     module: ClassVar[str] = "profctl.workloads.model"
+    #: what `profctl ncu --model` profiles unless --range names another part: the attention call itself
+    DEFAULT_PART: ClassVar[str] = "attn.core"
 
     def cases(self) -> list[ModelSpec]:
         return self.sweep.specs()
@@ -162,6 +203,19 @@ class Model(_SweepProgram[ModelSweep]):
         """Tokens through the layers per step: a model step's work grows about so (balance only)."""
         layers = getattr(spec, "layers", None) or 8
         return iterations * spec.batch * spec.seqlen * layers * 1e-6
+
+    def part_filter(self, part: str, cases: Sequence[int] | None = None) -> str:
+        """ONE regex selecting the launches of part `part` inside the measured steps of every case of the sweep,
+        on the main thread (forward) and on autograd's (backward, where the runner pushes the case and phase
+        again): ``<case>/measure/<part>/`` in every mode. No '/' inside a group: ncu splits the expression there."""
+        specs = self.cases()
+        ids = sorted({re.escape(specs[i].case_id) for i in (range(len(specs)) if cases is None else cases)})
+        group = ids[0] if len(ids) == 1 else "(" + "|".join(ids) + ")"
+        return f"regex:{DOMAIN}@{group}/{MEASURE}/{re.escape(part)}/"
+
+    def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
+        """The launches of the part `range_` names (default: attention itself) in the measured steps."""
+        return [[self.part_filter(range_ or self.DEFAULT_PART, cases)]]
 
 
 #: backends that work on the whole score matrix: their time per FLOP relative to a flash kernel, and how much a
@@ -204,6 +258,9 @@ class Program:
     extra_env: tuple[tuple[str, str], ...] = ()
     kind: str = "program"
     device: str = "cuda"
+    foreign: ClassVar[bool] = True
+    case_ranges: ClassVar[bool] = False
+    nvtx: ClassVar[bool] = True  # whatever ranges it pushes itself
 
     def resolve(self) -> Program:
         """UsageError for an empty command; ToolNotFound for an executable that is not there."""
@@ -224,6 +281,37 @@ class Program:
 
     def cases(self) -> list[Any]:
         return []
+
+    def backends(self) -> tuple[str, ...]:
+        return ()
+
+    def costs(self) -> list[float] | None:
+        return None
+
+    def runs_on_cpu(self) -> bool:
+        return False
+
+    def for_worker(self, python: str) -> Program:
+        return self  # run as given, wherever
+
+    def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
+        """A --range: its push/pop form (``name/``), then its start/end form (``name``) -- ncu matches them
+        differently and a program may use either. No --range: no NVTX filter (the whole program)."""
+        return [[f"{range_}/"], [range_]] if range_ else [[]]
+
+    def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
+                   ) -> list[str]:
+        """The user's Python program inside profctl's torch.profiler wrapper (profctl.workloads.pyprofile). A bare
+        ``python``/``python3`` means the interpreter profctl runs in (it has profctl and torch); an interpreter
+        given by its path is used as given."""
+        entry = self.python_entry()
+        if entry is None:
+            raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS... or "
+                             "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
+        first = self.command[0]
+        python = first if Path(first).name.startswith("python") and "/" in first else sys.executable
+        return [python, "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl),
+                *options.argv(), "--", *entry]
 
     def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
              extra: Sequence[str] = ()) -> list[str]:

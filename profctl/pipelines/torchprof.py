@@ -15,9 +15,8 @@ from typing import Any
 
 from profctl import proc, runs
 from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
-from profctl.pipelines.base import Request, Result
+from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
-from profctl.pipelines.targets import Model, Program
 from profctl.schema import Summary
 from profctl.tools import torchprof as tool
 
@@ -49,6 +48,19 @@ class TorchResult(Result):
     program_status: int | None = None  # a program's own exit status
 
 
+@dataclass
+class TorchPart:
+    """What one part of a torch.profiler run returns: its summary (the part's trace read), the workload's rows and
+    device, the child's exit status and the program's own (its ``exit`` event), and the reader's notes."""
+
+    summary: Summary
+    rows: list[dict[str, Any]]
+    device: dict[str, Any]
+    returncode: int
+    exit_status: int | None
+    notes: list[str]
+
+
 def run(req: TorchRequest) -> TorchResult:
     """Profile the target; WorkloadFailed (naming the log) when no trace comes out. On workers
     (``--workers``), each part writes its own trace in its folder and the summaries are concatenated."""
@@ -56,7 +68,7 @@ def run(req: TorchRequest) -> TorchResult:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
     with req.executor.session() as ex:
         target = ex.ask(req.target.resolve)
-        if req.range is not None and not isinstance(target, (Program, Model)):
+        if req.range is not None and target.case_ranges:
             raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python "
                              "...) or a part of a model step (--model ... --range attn.core)")
         ex.prepare(target.device)
@@ -67,7 +79,7 @@ def run(req: TorchRequest) -> TorchResult:
             part = functools.partial(_part, req=req, target=target)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
                                                     device=target.device, on_event=lambda p, e: None,
-                                                    weights=target.costs() if hasattr(target, "costs") else None))
+                                                    weights=target.costs()))
             res = _combine(outs, run_dir, parallel=ex.parallel, interrupted=interrupted)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:
@@ -75,15 +87,14 @@ def run(req: TorchRequest) -> TorchResult:
     return res
 
 
-def _part(ctx: PartContext, *, req: TorchRequest, target: Any) -> dict[str, Any]:
+def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
     """One part: the target's cases of this part under torch.profiler, the trace read into a summary."""
     target = ctx.localize(target)
     trace, log, jsonl = ctx.workdir / tool.TRACE_NAME, ctx.workdir / LOG_NAME, ctx.workdir / JSONL_NAME
-    argv = program_argv(target, trace, jsonl, req.options) if isinstance(target, Program) else \
-        target.argv(jsonl=jsonl, only=ctx.part.cases, extra=tool.trace_argv(trace, req.options))
+    argv = target.torch_argv(trace, jsonl, req.options, only=ctx.part.cases)
     ctx.record_tool("torch.profiler", argv, log=log)
     with ctx.follow(jsonl):
-        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=getattr(target, "cwd", None))
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
     events = runs.read_events(jsonl)
     rows, device = runs.rows_of(events), runs.device_of(events)
     exit_status = next((e.get("status") for e in events if e.get("event") == "exit"), None)
@@ -102,11 +113,12 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: Any) -> dict[str, Any]
                             f"{proc.last_line(res.log_text(20_000))}", log=ctx.final(log)) from None
     if req.range is not None:
         summary = _within(summary, req.range)
-    return {"summary": ctx.with_final_paths(summary), "rows": rows, "device": device,
-            "returncode": res.returncode, "exit_status": exit_status, "notes": notes}
+    return TorchPart(summary=ctx.with_final_paths(summary), rows=rows, device=device, returncode=res.returncode,
+                     exit_status=exit_status, notes=notes)
 
 
-def _combine(outs: list[PartOutcome], run_dir: Path, *, parallel: bool, interrupted: bool) -> TorchResult:
+def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: bool, interrupted: bool
+             ) -> TorchResult:
     """The run's result from its parts: one part's as it is; several parts' summaries concatenated (each part's
     trace stays in its folder), their rows and notes joined. Raises the first part's error when none finished."""
     from profctl.schema import concat
@@ -116,17 +128,17 @@ def _combine(outs: list[PartOutcome], run_dir: Path, *, parallel: bool, interrup
         if outs and outs[0].error is not None:
             raise outs[0].error
         raise KeyboardInterrupt if interrupted else WorkloadFailed("no part of the run finished")
-    vals = [o.value for o in ok]
-    rows = [r for v in vals for r in v["rows"]]
-    device: dict[str, Any] = next((v["device"] for v in vals if v["device"]), {})
-    summary = vals[0]["summary"] if not parallel else _concat(concat(v["summary"] for v in vals), run_dir, rows)
+    vals = [o.value for o in ok if o.value is not None]
+    rows = [r for v in vals for r in v.rows]
+    device: dict[str, Any] = next((v.device for v in vals if v.device), {})
+    summary = vals[0].summary if not parallel else _concat(concat(v.summary for v in vals), run_dir, rows)
     if parallel:
         from profctl.fsutil import atomic_write_text
 
         atomic_write_text(run_dir / SUMMARY_NAME, summary.to_json())
     failed = [o for o in outs if o.error is not None]
-    rc = max(v["returncode"] for v in vals)
-    exit_status = next((v["exit_status"] for v in vals if v["exit_status"]), None)
+    rc = max(v.returncode for v in vals)
+    exit_status = next((v.exit_status for v in vals if v.exit_status), None)
     status = "complete" if rc == 0 and not failed and not interrupted else "incomplete"
     first = ok[0].dir or run_dir
     runs.finish(run_dir, status, returncode=rc, trace=str((first / tool.TRACE_NAME).relative_to(run_dir)),
@@ -137,7 +149,7 @@ def _combine(outs: list[PartOutcome], run_dir: Path, *, parallel: bool, interrup
     warnings += [f"part {o.part.index} failed: {_one_line(o.error)}" for o in failed if o.error is not None]
     return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=first / tool.TRACE_NAME,
                        table=first / tool.TABLE_NAME, log=first / LOG_NAME, returncode=rc, rows=rows, device=device,
-                       notes=[n for v in vals for n in v["notes"]], warnings=warnings,
+                       notes=[n for v in vals for n in v.notes], warnings=warnings,
                        failed_cases=[r for r in rows if r.get("status") != "ok"], program_status=exit_status)
 
 
@@ -152,22 +164,6 @@ def _one_line(e: BaseException) -> str:
     from profctl.errors import ProfctlError
 
     return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
-
-
-def program_argv(target: Program, trace: Path, jsonl: Path, opts: tool.TorchOptions) -> list[str]:
-    """The user's Python program inside profctl's torch.profiler wrapper (profctl.workloads.pyprofile). A bare
-    ``python``/``python3`` means the interpreter profctl runs in (it has profctl and torch); an interpreter given
-    by its path is used as given."""
-    import sys
-
-    entry = target.python_entry()
-    if entry is None:
-        raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS... or "
-                         "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
-    first = target.command[0]
-    python = first if Path(first).name.startswith("python") and "/" in first else sys.executable
-    return [python, "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl), *opts.argv(),
-            "--", *entry]
 
 
 def _within(s: Summary, name: str) -> Summary:

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from profctl.errors import BadReport
 from profctl.readers._compressed import DAMAGED, open_bytes
-
-#: the fields a row must have to be placed in a table (its case): an attention row, a model row
-REQUIRED = ("backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "pass")
-REQUIRED_MODEL = ("backend", "model", "mode", "batch", "seqlen", "dtype")
+from profctl.schema.bench import BenchRow
 
 
 def looks_like(path: Path) -> bool:
@@ -26,9 +22,10 @@ def looks_like(path: Path) -> bool:
     return text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text)
 
 
-def read(path: str | Path, *, strict: bool = True) -> list[dict[str, Any]]:
-    """The rows of a bench JSON file; BadReport with one line for anything else. `strict` also requires every
-    case field (REQUIRED) in every row."""
+def read(path: str | Path, *, strict: bool = True) -> list[BenchRow]:
+    """The rows of a bench JSON file (profctl.schema.bench.BenchRow, every field kept); BadReport with one line for
+    anything else. `strict` also requires the case fields a table needs
+    (profctl.schema.bench.ATTENTION_REQUIRED, MODEL_REQUIRED) in every row."""
     p = Path(path)
     try:
         with open_bytes(p) as f:
@@ -40,9 +37,10 @@ def read(path: str | Path, *, strict: bool = True) -> list[dict[str, Any]]:
         raise BadReport(f"{p}: not a readable bench JSON file: {str(e)[:200]}") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "backend" in r for r in rows):
         raise BadReport(f"{p}: a bench JSON file is a list of rows (profctl bench --json)")
+    out = [BenchRow.from_dict(r) for r in rows]
     if strict:
-        for i, r in enumerate(rows):
-            miss = [k for k in (REQUIRED_MODEL if r.get("workload") == "model" else REQUIRED) if k not in r]
+        for i, r in enumerate(out):
+            miss = r.missing()
             if miss:
                 raise BadReport(f"{p}: row {i} lacks {', '.join(miss)}: not a profctl bench --json file")
-    return rows
+    return out

@@ -8,12 +8,14 @@ import json
 from typing import Any
 
 from profctl.pipelines.bench import BenchResult
-from profctl.shapes import label_of_row as shape_label
+from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow
 
-#: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json)
+_PASS = ATTENTION_CASE_FIELDS.index("pass")
+#: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json): the case
+#: (the backend's causal alignment beside its mask), then what was measured
 CSV_COLUMNS = (
-    "backend", "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "causal_align",
-    "pass", "layout", "device", "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
+    "backend", *ATTENTION_CASE_FIELDS[:_PASS], "causal_align", *ATTENTION_CASE_FIELDS[_PASS:],
+    "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
     "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
     "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
     "iqr_ratio", "noise_warning",
@@ -27,62 +29,65 @@ def _mib(b: Any) -> str:
 def display_rows(res: BenchResult) -> list[dict[str, str]]:
     out = []
     for r in res.rows:
-        if r.get("workload") == "model":
+        if r.is_model:
             out.append(model_row(r))
             continue
-        ok = r.get("status") == "ok"
-        rate = r.get("tflops")
+        rate = r.tflops
         rate_s = "-" if rate is None else (f"{rate:,.1f}" if rate >= 1 else f"{rate:.3f}")
-        if r.get("suspect"):
+        if r.suspect:
             rate_s += " (!)"
-        pct = r.get("pct_of_peak")
-        clk = r.get("clocks") or {}
-        err = r.get("rel_error")
+        pct = r.pct_of_peak
+        clk = r.clocks or {}
+        err = r.rel_error
         out.append({
             "backend": backend_name(r),
-            "shape": shape_label(r),
-            "pass": r["pass"],
-            "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",
-            "median ms": f"{r['median_ms']:.4f}" if ok else "-",
+            "shape": r.shape_label(),
+            "pass": str(r.pass_),
+            "status": _status(r),
+            "median ms": f"{r.median_ms:.4f}" if r.ok else "-",
             "TFLOP/s": rate_s,
             "% peak": f"{pct:.0f}%" if pct is not None else "-",
-            "speedup": f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
-            "peak mem": _mib(r.get("peak_mem_bytes")),
-            "rel err": (f"{err:.1e}" + ("" if r.get("check") != "fail" else " FAIL")) if err is not None else "-",
+            "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
+            "peak mem": _mib(r.peak_mem_bytes),
+            "rel err": (f"{err:.1e}" + ("" if r.check != "fail" else " FAIL")) if err is not None else "-",
             "SM MHz": f"{clk['sm_clock_mhz_median']:.0f}" if clk.get("sm_clock_mhz_median") else "-",
         })
     return out
 
 
-def backend_name(r: dict[str, Any]) -> str:
+def _status(r: BenchRow) -> str:
+    return str(r.status) if r.ok else f"{r.status}: {(r.reason or '')[:80]}"
+
+
+def backend_name(r: BenchRow) -> str:
     """The backend as a table shows it: ``label (backend)`` when the run or the function named its rows."""
-    label = r.get("label")
-    return f"{label} ({r['backend']})" if label and label != r["backend"] else str(r["backend"])
+    label = r.label
+    return f"{label} ({r.backend})" if label and label != r.backend else str(r.backend)
 
 
 def _rate(v: Any) -> str:
     return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3g}")
 
 
-def model_row(r: dict[str, Any]) -> dict[str, str]:
+def model_row(r: BenchRow) -> dict[str, str]:
     """A model step's row: time, throughput in the seeds' units (tokens/s, samples/s), MFU, attention's share
     of the step, memory."""
-    ok = r.get("status") == "ok"
-    mfu, share = r.get("mfu"), r.get("attn_share")
-    layers = f" l{r['layers']}" if r.get("layers") else ""
+    ok = r.ok
+    mfu, share = r.mfu, r.attn_share
+    layers = f" l{r.layers}" if r.layers else ""
     return {
         "backend": backend_name(r),
-        "model": f"{r.get('model')}{layers} b{r.get('batch')} s{r.get('seqlen')} {r.get('dtype')}",
-        "mode": r.get("mode", ""),
-        "status": r["status"] if ok else f"{r['status']}: {(r.get('reason') or '')[:80]}",
-        "median ms": f"{r['median_ms']:.3f}" if ok else "-",
-        "tokens/s": _rate(r.get("tokens_per_s")) if ok else "-",
-        "samples/s": _rate(r.get("samples_per_s")) if ok else "-",
-        "TFLOP/s": _rate(r.get("tflops")) + (" (!)" if r.get("suspect") else "") if ok else "-",
+        "model": f"{r.model}{layers} b{r.batch} s{r.seqlen} {r.dtype}",
+        "mode": str(r.mode) if "mode" in r else "",
+        "status": _status(r),
+        "median ms": f"{r.median_ms:.3f}" if ok else "-",
+        "tokens/s": _rate(r.tokens_per_s) if ok else "-",
+        "samples/s": _rate(r.samples_per_s) if ok else "-",
+        "TFLOP/s": _rate(r.tflops) + (" (!)" if r.suspect else "") if ok else "-",
         "MFU": f"{100 * mfu:.1f}%" if ok and mfu is not None else "-",
         "attn share": f"{100 * share:.0f}%" if ok and share is not None else "-",
-        "speedup": f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
-        "peak mem": _mib(r.get("peak_mem_bytes")),
+        "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
+        "peak mem": _mib(r.peak_mem_bytes),
     }
 
 
@@ -93,11 +98,11 @@ def _device_name(res: BenchResult) -> str:
 def not_run(res: BenchResult) -> dict[str, tuple[int, str]]:
     """{backend: (points, first reason)} of the backends whose every point was refused here (``unsupported``:
     not installed, not on this device): the terminal table leaves them out and says so in one line each."""
-    by: dict[str, list[dict[str, Any]]] = {}
+    by: dict[str, list[BenchRow]] = {}
     for r in res.rows:
-        by.setdefault(str(r["backend"]), []).append(r)
-    return {b: (len(rs), _first_clause(str(rs[0].get("reason") or "unsupported")))
-            for b, rs in by.items() if all(r.get("status") == "unsupported" for r in rs)}
+        by.setdefault(str(r.backend), []).append(r)
+    return {b: (len(rs), _first_clause(str(rs[0].reason or "unsupported")))
+            for b, rs in by.items() if all(r.status == "unsupported" for r in rs)}
 
 
 def _first_clause(reason: str, width: int = 90) -> str:
@@ -107,21 +112,20 @@ def _first_clause(reason: str, width: int = 90) -> str:
 
 def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
     """What the sweep did, in words: which backends ran where, a baseline added, backends that could not run."""
-    ran = list(dict.fromkeys(str(r["backend"]) for r in res.rows if r.get("status") == "ok"))
-    ok = sum(1 for r in res.rows if r.get("status") == "ok")
-    if any(r.get("workload") == "model" for r in res.rows):  # model steps: which models, in which modes
-        cases = len({(r.get("model"), r.get("layers"), r.get("batch"), r.get("seqlen"), r.get("dtype"))
-                     for r in res.rows})
-        what = (f"{', '.join(dict.fromkeys(str(r.get('model')) for r in res.rows))}, {cases} size"
-                f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.get('mode')) for r in res.rows))}")
+    ran = list(dict.fromkeys(str(r.backend) for r in res.rows if r.ok))
+    ok = sum(1 for r in res.rows if r.ok)
+    if any(r.is_model for r in res.rows):  # model steps: which models, in which modes
+        cases = len({(r.model, r.layers, r.batch, r.seqlen, r.dtype) for r in res.rows})
+        what = (f"{', '.join(dict.fromkeys(str(r.model) for r in res.rows))}, {cases} size"
+                f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.mode) for r in res.rows))}")
     else:
-        shapes = len({shape_label(r) for r in res.rows})
+        shapes = len({r.shape_label() for r in res.rows})
         what = (f"{shapes} shape{'s' if shapes != 1 else ''}, "
-                f"{', '.join(dict.fromkeys(str(r.get('pass')) for r in res.rows))}")
+                f"{', '.join(dict.fromkeys(str(r.pass_) for r in res.rows))}")
     lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} point"
              f"{'s' if len(res.rows) != 1 else ''} ({what})"
              + ("" if requested else "; backends: the defaults for "
-                f"{res.rows[0].get('device') if res.rows else 'this device'}")]
+                f"{res.rows[0].device if res.rows else 'this device'}")]
     if res.baseline and requested and res.baseline not in requested:
         lines.append(f"{res.baseline} was added as the baseline for the speedup column "
                      "(--baseline none leaves it out, --baseline NAME picks another)")
@@ -141,7 +145,7 @@ def print_table(res: BenchResult, con: Any = None) -> None:
     t = Table(title=f"profctl bench — {dev}" + (f", speedup vs {res.baseline}" if res.baseline else ""),
               header_style="bold")
     skip = set(not_run(res))
-    pairs = [(r, raw) for r, raw in zip(display_rows(res), res.rows, strict=True) if raw["backend"] not in skip]
+    pairs = [(r, raw) for r, raw in zip(display_rows(res), res.rows, strict=True) if raw.backend not in skip]
     if not pairs:
         con.print("no point ran" + (f" (not run here: {', '.join(sorted(skip))})" if skip else ""))
         return
@@ -153,24 +157,24 @@ def print_table(res: BenchResult, con: Any = None) -> None:
                      overflow="fold", max_width=60 if c == "status" else None)
     prev = None
     for r, raw in pairs:
-        key = (shape_label(raw), raw.get("pass"), raw.get("model"), raw.get("mode"))
+        key = (raw.shape_label(), raw.pass_, raw.model, raw.mode)
         if prev is not None and key != prev:
             t.add_section()
         prev = key
-        style = None if raw["status"] == "ok" else "dim"
-        if raw.get("suspect") or raw.get("check") == "fail":
+        style = None if raw.ok else "dim"
+        if raw.suspect or raw.check == "fail":
             style = "red"
         t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
     for w in [*res.clock_warnings, *res.noise_warnings, *res.warnings]:
         con.print(f"[yellow]warning:[/] {escape(w)}")
     for raw in res.rows:
-        if raw.get("suspect"):
-            con.print(f"[red]suspect:[/] {raw['backend']} {shape_label(raw)}: {raw['suspect_reason']} — "
+        if raw.suspect:
+            con.print(f"[red]suspect:[/] {raw.backend} {raw.shape_label()}: {raw.suspect_reason} — "
                       "check the FLOP count and the timing")
-        if raw.get("check") == "fail":
-            con.print(f"[red]wrong result:[/] {raw['backend']} {shape_label(raw)}: relative error "
-                      f"{raw['rel_error']:.2e} > tolerance {raw['tolerance']:.0e}")
+        if raw.check == "fail":
+            con.print(f"[red]wrong result:[/] {raw.backend} {raw.shape_label()}: relative error "
+                      f"{raw.rel_error:.2e} > tolerance {raw.tolerance:.0e}")
 
 
 def to_text(res: BenchResult) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html as _html
 import io
-from typing import Any
 
 from profctl.analysis import models as am
+from profctl.schema.bench import BenchRow
 
 
-def to_markdown(rows: list[dict[str, Any]]) -> str:
+def to_markdown(rows: list[BenchRow]) -> str:
     from profctl.render.tables import markdown
 
     parts = ["# profctl report: models", ""]
@@ -19,7 +19,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def to_csv(rows: list[dict[str, Any]]) -> str:
+def to_csv(rows: list[BenchRow]) -> str:
     """All tables, one after the other, each with its title line."""
     import csv
 
@@ -33,7 +33,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def print_tables(rows: list[dict[str, Any]]) -> None:
+def print_tables(rows: list[BenchRow]) -> None:
     from profctl.render.tables import console, rich_table
 
     con = console(220)
@@ -41,18 +41,17 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
         con.print(rich_table(title, t))
 
 
-def _plot(rows: list[dict[str, Any]], x: str, y: str, ylabel: str, title: str, modes: tuple[str, ...]) -> bytes | None:
-    """`y` against `x` per backend and mode (linear axes; log x when x spans decades)."""
+def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: tuple[str, ...]) -> bytes | None:
+    """`y` against `x` (row fields) per backend and mode (linear axes; log x when x spans decades)."""
     from profctl.render.plots import _png, color, require
 
-    pts = [r for r in rows if am.is_model_row(r) and r.get("status") == "ok" and r.get(y) is not None
-           and r.get("mode") in modes]
+    pts = [r for r in rows if r.is_model and r.ok and r.get(y) is not None and r.mode in modes]
     if not pts:
         return None
     plt = require()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for (b, mode) in sorted({(r.get("label") or r["backend"], r["mode"]) for r in pts}):
-        xs = sorted((r[x], r[y]) for r in pts if (r.get("label") or r["backend"]) == b and r["mode"] == mode)
+    for (b, mode) in sorted({(r.name, r.mode) for r in pts}):
+        xs = sorted((r[x], r[y]) for r in pts if r.name == b and r.mode == mode)
         ax.plot([p[0] for p in xs], [p[1] for p in xs], marker="o", color=color(b), label=f"{b} {mode}")
     vals = [r[x] for r in pts]
     if max(vals) / max(min(vals), 1) >= 8:
@@ -67,13 +66,13 @@ def _plot(rows: list[dict[str, Any]], x: str, y: str, ylabel: str, title: str, m
     return _png(fig)
 
 
-def to_html(rows: list[dict[str, Any]], title: str | None = None) -> str:
+def to_html(rows: list[BenchRow], title: str | None = None) -> str:
     from profctl.render.html import CSS, img, table
 
     title = title or "profctl report: models"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
              f"<style>{CSS}</style></head><body><h1>{_html.escape(title)}</h1>"]
-    gib = [dict(r, peak_gib=(r["peak_mem_bytes"] / 2**30) if r.get("peak_mem_bytes") else None) for r in rows]
+    gib = [BenchRow(r, peak_gib=(r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None) for r in rows]
     plots = [
         ("step", _plot(rows, "seqlen", "median_ms", "step time (ms)", "Step time against context", ("train",))),
         ("tokens", _plot(rows, "seqlen", "tokens_per_s", "tokens/s", "Tokens/s against context",

@@ -148,7 +148,6 @@ def backend_rows(ds: Sequence[Diagnosis], device: str | None = None) -> list[dic
                 if b["achieved_occupancy"] is not None and b["theoretical_occupancy"] is not None
                 else "-"
             ),
-        }
             "speed of light": b["roof"] or "-",
         }
         for b in by_backend(ds, device)

@@ -13,13 +13,14 @@ from typer.testing import CliRunner
 
 from profctl.cli import app
 from profctl.pipelines.bench import NOISE_IQR, add_noise_warnings
+from profctl.schema.bench import BenchRow, bench_rows
 from tests.conftest import DATA
 
 
-def _rows(name: str) -> list[dict]:
+def _rows(name: str) -> list[BenchRow]:
     with gzip.open(DATA / name, "rt") as f:
         d = json.load(f)
-    return d if isinstance(d, list) else d["rows"]
+    return bench_rows(d if isinstance(d, list) else d["rows"])
 
 
 def test_a_host_bound_decode_step_is_flagged_and_a_steady_one_is_not() -> None:
@@ -45,8 +46,8 @@ def test_kernel_bound_attention_rows_are_not_flagged() -> None:
 
 
 def test_rows_without_enough_steps_or_not_ok_are_left_alone() -> None:
-    rows = [{"status": "ok", "median_ms": 1.0, "times_ms": [1.0, 2.0, 3.0]},
-            {"status": "oom", "median_ms": None, "times_ms": []}]
+    rows = bench_rows([{"status": "ok", "median_ms": 1.0, "times_ms": [1.0, 2.0, 3.0]},
+                       {"status": "oom", "median_ms": None, "times_ms": []}])
     add_noise_warnings(rows)
     assert rows == [{"status": "ok", "median_ms": 1.0, "times_ms": [1.0, 2.0, 3.0]},
                     {"status": "oom", "median_ms": None, "times_ms": []}]

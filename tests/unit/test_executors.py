@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from profctl.errors import UsageError
-from profctl.pipelines.executors import Local, Part, current, split, using
+from profctl.pipelines.executors import Local, Part, split
 
 
 def test_split_spreads_one_shapes_backends_over_the_parts() -> None:
@@ -46,15 +46,13 @@ def test_local_runs_one_part_over_every_case_in_the_run_directory(tmp_path: Path
     assert isinstance(bad.error, UsageError)
 
 
-def test_using_sets_the_default_executor_of_requests() -> None:
+def test_requests_run_serially_unless_given_an_executor() -> None:
     from profctl.pipelines.base import Request
 
     class Marker(Local):
         pass
 
-    assert isinstance(current(), Local)
-    with using(Marker()):
-        assert isinstance(Request(target=None).executor, Marker)  # type: ignore[arg-type]
+    assert isinstance(Request(target=None, executor=Marker()).executor, Marker)  # type: ignore[arg-type]
     assert type(Request(target=None).executor) is Local  # type: ignore[arg-type]
 
 

@@ -14,7 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 try:
     from profctl.workloads.triton_attention import attention as triton_attention
 except ImportError:  # before the workloads moved into profctl's namespace
-    from workloads.triton_attention import attention as triton_attention
+    from workloads.triton_attention import attention as triton_attention  # noqa: I001
 
 
 def cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

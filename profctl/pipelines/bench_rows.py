@@ -1,0 +1,118 @@
+"""Bench rows as the sweep makes them (profctl.schema.bench.BenchRow): a point's row from the workload's row
+event (FLOPs, TFLOP/s, % of peak, a suspect rate flagged), a failed point's row, and what is added once every row
+is in: speedups over the baseline, clock and noise warnings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from profctl import devices, flops
+from profctl.nvml import clock_warning
+from profctl.schema.bench import ATTENTION_CASE_FIELDS, MODEL_CASE_FIELDS, BenchRow
+from profctl.spec import AttentionSpec, ModelSpec
+
+#: what a row records of where it ran (profctl.nvml.here)
+WHERE_FIELDS = ("host", "gpu_index", "gpu_name", "gpu_uuid", "driver")
+#: a row whose measured steps spread wider than this (interquartile range / median) gets a noise_warning
+NOISE_IQR = 0.10
+
+
+def where_fields(where: dict[str, Any]) -> dict[str, Any]:
+    """What a row records of where it ran: host, GPU index, name, UUID and driver."""
+    return {k: where.get(k) for k in WHERE_FIELDS if k in where}
+
+
+def _base_row(spec: AttentionSpec | ModelSpec) -> BenchRow:
+    d = spec.to_dict()
+    if isinstance(spec, ModelSpec):
+        row = BenchRow({"workload": "model", "backend": spec.label, **{k: d[k] for k in MODEL_CASE_FIELDS}})
+    else:
+        row = BenchRow({"backend": spec.label, **{k: d[k] for k in ATTENTION_CASE_FIELDS},
+                        "causal_align": spec.causal_align, "flops": flops.flops(spec)})
+    if spec.label != spec.backend:
+        row.backend_ref = spec.backend  # the function reference the label stands for
+    return row
+
+
+def failed_row(spec: AttentionSpec | ModelSpec, status: str, reason: str) -> BenchRow:
+    """The row of a point that produced no result (crashed, timeout)."""
+    return BenchRow({**_base_row(spec), "status": status, "reason": reason, "median_ms": None, "tflops": None,
+                     "peak_mem_bytes": None, "rel_error": None})
+
+
+def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[str, Any],
+             device: dict[str, Any]) -> BenchRow:
+    """A bench row from the workload's row event: FLOPs from the backend's causal alignment (a function backend
+    reports its own; a model step counts its matmuls and attention, workloads/models.model_flops), TFLOP/s, % of
+    the device's peak (for a model step: its MFU), a rate above the datasheet peak flagged as suspect."""
+    if isinstance(spec, AttentionSpec) and ev.get("causal_align") and spec.causal and \
+            ev["causal_align"] != spec.causal_align:
+        spec = replace(spec, align=ev["causal_align"])
+    row = _base_row(spec)
+    for k, v in ev.items():
+        if k not in ("event", "index", "spec", "t"):
+            row[k] = v  # every field the child measured, as it named it
+    if isinstance(spec, ModelSpec):
+        row.torch_dtype, row.dtype = row.dtype, spec.dtype  # profctl's name (bf16), torch's beside it
+        row.flops = row.model_flops
+        if row.peak_mem_allocated_bytes is not None:
+            row.peak_mem_bytes = row.peak_mem_allocated_bytes
+    for key in ("median_ms", "tflops", "rel_error", "peak_mem_bytes"):
+        row.setdefault(key, None)
+    med = row.median_ms
+    if row.ok and med and row.flops:
+        rate = flops.tflops(row.flops, med * 1e-3)
+        row.tflops = rate
+        name = device.get("name") if spec.device == "cuda" else None
+        peak = devices.peak_tflops(name, spec.dtype)
+        row.peak_tflops = peak
+        row.pct_of_peak = 100.0 * rate / peak if peak else None
+        if isinstance(spec, ModelSpec):
+            row.mfu = rate / peak if peak else None
+        row.suspect = bool(peak and rate > peak)
+        if row.suspect:
+            row.suspect_reason = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
+    row.clocks = clocks
+    return row
+
+
+def add_speedups(rows: list[BenchRow], baseline: str | None) -> None:
+    """Each row's speedup over the baseline's row of the same case (baseline time / time)."""
+    if not baseline:
+        return
+    base = {r.case(): r for r in rows if r.backend == baseline and r.ok}
+    for r in rows:
+        b = base.get(r.case())
+        r.baseline = baseline
+        r.speedup = (b.median_ms / r.median_ms) if (b and b.median_ms is not None and r.ok and r.median_ms) \
+            else None
+
+
+def add_noise_warnings(rows: list[BenchRow], limit: float = NOISE_IQR) -> None:
+    """A ``noise_warning`` on each ok row whose middle half of measured steps spans more than `limit` of the
+    median: such a median moves from run to run (host-bound steps, a shared GPU), so a speedup between rows can be
+    noise. Kernel-bound attention points spread under 3 % on the H100; a host-bound decode step 2-23 %."""
+    import statistics
+
+    for r in rows:
+        t = [x for x in (r.times_ms or []) if isinstance(x, (int, float))]
+        med = r.median_ms
+        if not r.ok or len(t) < 4 or not med:
+            continue
+        q1, _, q3 = statistics.quantiles(t, n=4)
+        spread = (q3 - q1) / med
+        r.iqr_ratio = spread
+        if spread > limit:
+            r.noise_warning = (f"timings spread: the middle half of {len(t)} steps spans {q1:.4g}-{q3:.4g} ms "
+                               f"({spread:.0%} of the median); the median may move between runs (a host-bound "
+                               f"step, a busy machine): more --iters, or profile it")
+
+
+def add_clock_warnings(rows: list[BenchRow]) -> None:
+    """A ``clock_warning`` on each row whose SM clock fell during its point (against the sweep's top clock)."""
+    top = max(((r.clocks or {}).get("sm_clock_mhz_max") or 0 for r in rows if r.clocks), default=0) or None
+    for r in rows:
+        w = clock_warning(r.clocks or {}, top)
+        if w:
+            r.clock_warning = w
