@@ -16,8 +16,9 @@ from triton.testing import do_bench
 
 from profctl.workloads import triton_attention as ta
 
-CANDIDATES = ("m128n128w8s3", "m128n128w8s2", "m128n128w8s4", "m128n64w8s3", "m128n64w8s4", "m64n128w4s2",
-              "m64n64w4s3", "m64n64w4s4", "m64n128w4s3", "m128n128w8s3-ptr", "m128n64w4s3")
+CANDIDATES = ("m128n128w8s3", "m128n128w8s3-pipe", "m128n128w8s2-pipe", "m128n64w8s3-pipe", "m128n64w8s4-pipe",
+              "m128n64w8s3", "m64n128w4s3-pipe", "m64n64w4s3-pipe", "m128n128w8s3-ptr-pipe", "m128n128w8s2",
+              "m64n64w4s3")
 
 
 def main() -> None:
@@ -26,6 +27,7 @@ def main() -> None:
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--configs", default=",".join(CANDIDATES))
     a = ap.parse_args()
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(1, a.heads, a.seqlen, a.head_dim, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -34,7 +36,7 @@ def main() -> None:
     flops = 4 * a.heads * a.seqlen * a.seqlen * a.head_dim * (0.5 if a.causal else 1.0)
     out: dict = {"shape": f"b1 h{a.heads} s{a.seqlen} d{a.head_dim} {'causal' if a.causal else 'full'}",
                  "gpu": torch.cuda.get_device_name(), "configs": {}}
-    for name in CANDIDATES:
+    for name in a.configs.split(","):
         cfg = ta.parse_configs(f"fwd={name}")["fwd"]
         try:
             with ta.use_configs(fwd=cfg):

@@ -153,6 +153,12 @@ class Recipe:
                 seen.append(m.name)
         return seen
 
+    @property
+    def samples_warps(self) -> bool:
+        """Whether the recipe collects warp-state samples per instruction (the source and stalls views)."""
+        return bool({"SourceCounters", "WarpStateStats"} & {s.name for s in self.sections}) or \
+            self.set_name in ("detailed", "full")
+
     def sections_for(self, cc: tuple[int, int] | None) -> list[str]:
         return [s.name for s in self.sections if cc is None or s.cc.matches(cc)]
 

@@ -73,9 +73,11 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
+    pipe: bool = False  # forward: issue the next block's Q @ K^T before this block's softmax (overlap)
 
     def __str__(self) -> str:
-        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
+        return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
+                f"{'-pipe' if self.pipe else ''}")
 
 
 #: Tests and benchmarks can force a config per kernel ("fwd", "dkdv", "dq"); see :func:`use_configs`.
@@ -166,11 +168,11 @@ def parse_configs(text: str) -> dict[str, KernelConfig]:
 
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?", part)
+        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?", part)
         if not m:
-            raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr] "
-                             "(KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
-        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6])
+            raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr]"
+                             "[-pipe] (KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
+        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]))
     return out
 
 
@@ -297,7 +299,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
     launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
     return o, lse

@@ -113,6 +113,56 @@ if triton is not None:
         return acc, l_i, m_i
 
     @triton.jit
+    def _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr):
+        """One unmasked online-softmax step: scores `s` of a key block -> rescaled `acc` + P @ V, l, m."""
+        if SCALE_POS:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            p = tl.exp2(s * qk_scale - m_new[:, None])
+        else:
+            s = s * qk_scale
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
+        return acc, l_i, m_new
+
+    @triton.jit
+    def _fwd_key_loop_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                KD, VD, b32, kh32, lo, hi, offs_d, seqlen_kv, qk_scale,
+                                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                                SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+        """The unmasked key blocks [lo, hi) with Q @ K^T of the next block issued before the softmax of this one,
+        so the tensor cores work on it while the softmax runs (FlashAttention-3's intra-warpgroup overlap):
+        `profctl explain` found the plain loop's warps waiting on each wgmma result (WARPGROUP.DEPBAR) at tl.dot."""
+        offs_n0 = tl.arange(0, BLOCK_N)
+        if lo < hi:
+            offs_n = lo + offs_n0
+            k = _load_tile(KD, b32, kh32, lo, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+            s = _mma(q, tl.trans(k), None, DOT_PREC)
+            for start_n in range(lo, hi - BLOCK_N, BLOCK_N):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                nxt = start_n + BLOCK_N
+                offs_k = nxt + offs_n0
+                k = _load_tile(KD, b32, kh32, nxt, k_base + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                               offs_k, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+                s_next = _mma(q, tl.trans(k), None, DOT_PREC)
+                offs_v = start_n + offs_n0
+                v = _load_tile(VD, b32, kh32, start_n,
+                               v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                               offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+                acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC)
+                s = s_next
+            last = hi - BLOCK_N
+            offs_v = last + offs_n0
+            v = _load_tile(VD, b32, kh32, last, v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                           offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+            acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC)
+        return acc, l_i, m_i
+
+    @triton.jit
     def _fwd_kernel(Q, K, V, Out, LSE, QD, KD, VD,
                     stride_qb, stride_qh, stride_qm, stride_qd,
                     stride_kb, stride_kh, stride_kn, stride_kd,
@@ -121,7 +171,7 @@ if triton is not None:
                     heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
-                    DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False):
         if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
@@ -155,9 +205,15 @@ if triton is not None:
         m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - 1.0e30  # finite: a row with no key yet gives no NaN
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-                                      KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC, TMA)
+        if PIPE:
+            acc, l_i, m_i = _fwd_key_loop_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
+                                                    stride_vd, KD, VD, b32, kh32, 0, full, offs_d, seqlen_kv,
+                                                    qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, SCALE_POS, DOT_PREC, TMA)
+        else:
+            acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
+                                          stride_vd, KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off,
+                                          qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC,
+                                          TMA)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                       KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                                       BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA)

@@ -281,8 +281,11 @@ def _cpi_parts(a: KernelProfile, b: KernelProfile, notes: list[str]) -> list[tup
             continue
         xa, xb = metric(a, ratio_metric(k)) or 0.0, metric(b, ratio_metric(k)) or 0.0
         r = reason(k)
-        says = (f"A's warps spend {xa:.2f} cycles per instruction in '{r.label}' against B's {xb:.2f}: {r.means}. "
-                f"Usual fix: {r.fix}")
+        slower = a if d > 0 else b
+        site = src.site_sentence(slower, k)
+        where = f" {'A' if d > 0 else 'B'}'s: {site}." if site else ""
+        says = (f"A's warps spend {xa:.2f} cycles per instruction in '{r.label}' against B's {xb:.2f}: {r.means}."
+                f"{where} Usual fix: {r.fix}")
         out.append((f"stall: {r.label}", d * weight, says))
     return out
 

@@ -136,6 +136,36 @@ def _ratio_keys(p: KernelProfile) -> list[str]:
     return ["no_instructions" if k == "no_instruction" else k for k in keys]
 
 
+def stall_sites(p: KernelProfile, key: str, top: int = 3) -> list[tuple[str, float, str | None]]:
+    """Where a stall reason's samples sit: (opcode, share of that reason's samples, line "file:n" or None),
+    the largest first, grouped by opcode and line."""
+    total = sum(x.stalls.get(key, 0) for x in p.pcs)
+    if not total:
+        return []
+    by: dict[tuple[str, str | None], int] = {}
+    for x in p.pcs:
+        v = x.stalls.get(key, 0)
+        if v:
+            where = f"{short_path(x.file)}:{x.line}" if x.file else None
+            k = (opcode(x.sass), where)
+            by[k] = by.get(k, 0) + v
+    out = sorted(by.items(), key=lambda kv: -kv[1])[:top]
+    return [(op, v / total, where) for (op, where), v in out]
+
+
+def site_sentence(p: KernelProfile, key: str) -> str:
+    """``71% at WARPGROUP.DEPBAR.LE (triton_attention.py:85): waiting for ... wgmma ...`` for the largest site
+    of a stall, with what the stall means there when the opcode says more than the reason."""
+    from profctl.analysis.stalls import at_opcode
+
+    sites = stall_sites(p, key, 1)
+    if not sites:
+        return ""
+    op, share, where = sites[0]
+    means = at_opcode(key, op)
+    return f"{100 * share:.0f}% at {op}" + (f" ({where})" if where else "") + (f": {means}" if means else "")
+
+
 # ------------------------------------------------------------ lines
 _CALL = re.compile(r"\b(\w+)\s*\(")
 

@@ -78,6 +78,32 @@ REASONS: dict[str, StallReason] = {r.key: r for r in (
 )}
 
 
+#: what a stall means when its samples sit on particular instructions (reason, opcode prefix) -> words; a reason's
+#: generic text can mislead (ncu counts a wait on wgmma results as a barrier stall)
+AT_OPCODE: dict[tuple[str, str], str] = {
+    ("barrier", "WARPGROUP.DEPBAR"): "waiting for the warpgroup's asynchronous MMAs (wgmma) to finish: the matrix "
+                                     "multiply is not overlapped with other work; issue the next tile's MMA before "
+                                     "this tile's softmax (software pipelining), or let two warpgroups take turns "
+                                     "(ping-pong, as FlashAttention-3 and cuDNN do)",
+    ("barrier", "WARPGROUP.ARRIVE"): "waiting at a warpgroup arrive before wgmma: operands staged in registers",
+    ("barrier", "BAR.SYNC"): "a block-wide barrier (__syncthreads): warps wait for the slowest of the block",
+    ("barrier", "SYNCS"): "an asynchronous-copy barrier (mbarrier: TMA or cp.async data not arrived yet)",
+    ("long_scoreboard", "SYNCS"): "waiting on an mbarrier for TMA/cp.async data: the loads are not far enough ahead",
+    ("mio_throttle", "MUFU"): "special-function (exp, rcp) instructions queue up: the SFU is the limiter here",
+    ("short_scoreboard", "MUFU"): "waiting for special-function (exp, rcp) results",
+    ("mio_throttle", "LDS"): "shared-memory loads queue up (bank conflicts or too many narrow loads)",
+    ("mio_throttle", "STS"): "shared-memory stores queue up (bank conflicts or too many narrow stores)",
+    ("short_scoreboard", "LDS"): "waiting for shared-memory loads",
+    ("mio_throttle", "SHFL"): "warp shuffles queue up (a row reduction: tl.max / tl.sum across threads)",
+    ("short_scoreboard", "SHFL"): "waiting for warp shuffles (a row reduction across threads)",
+}
+
+
+def at_opcode(key: str, opcode: str) -> str | None:
+    """What stall `key` means on an instruction with this opcode, where that says more than the reason alone."""
+    return next((t for (k, pre), t in AT_OPCODE.items() if k == key and opcode.startswith(pre)), None)
+
+
 def reason(key: str) -> StallReason:
     """The reason for an ncu key; unknown keys (a newer ncu) get a plain entry rather than an error."""
     return REASONS.get(key) or StallReason(key, key.replace("_", " "), "a stall reason this profctl does not know",
@@ -98,4 +124,4 @@ def ratio_metric(key: str) -> str:
     return RATIO.format(RATIO_KEY.get(key, key))
 
 
-__all__ = ["RATIO", "REASONS", "StallReason", "label", "ratio_metric", "reason"]
+__all__ = ["AT_OPCODE", "RATIO", "REASONS", "StallReason", "at_opcode", "label", "ratio_metric", "reason"]

@@ -106,10 +106,40 @@ def _print(result: Any, format: str) -> None:
         text: str | None = result.summary.kernels_df().to_csv(index=False)
     else:
         text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
+    if format == "json" and text is not None and result.profiles:
+        import json
+
+        from profctl.analysis import source as src
+        from profctl.render.source import to_dict
+
+        doc = json.loads(text)
+        doc["source"] = [to_dict(src.view(p, None), 20) for p in result.profiles if p.has_samples and p.pcs]
+        text = json.dumps(doc, indent=1, default=str)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")
+    if result.profiles and format in ("table", "markdown"):
+        _print_source(result, format)
     print(
         f"profctl: {result.launches} launch(es) profiled; ncu ran {result.ncu_wall_s:.1f} s; "
         f"run directory {result.run_dir}",
         file=sys.stderr,
     )
+
+
+def _print_source(result: Any, format: str) -> None:
+    """The hot lines of each kernel the recipe sampled (profctl report RUN --view source has them all)."""
+    import sys
+
+    from profctl.analysis import source as src
+    from profctl.render import source as rs
+    from profctl.render.tables import console
+
+    views = [src.view(p, 5) for p in result.profiles if p.has_samples and p.pcs]
+    if format == "markdown":
+        print(rs.markdown(views, "source", 5))
+    else:
+        rs.print_views(views, "source", console(), 5)
+    run = result.run_dir
+    print(f"profctl: every line and instruction: profctl report {run} --view source [-f html -o source.html]; "
+          f"stalls: --view stalls; two kernels side by side: profctl explain {run} --kernel A --vs B",
+          file=sys.stderr)

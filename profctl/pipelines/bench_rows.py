@@ -73,8 +73,24 @@ def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[s
         row.suspect = bool(peak and rate > peak)
         if row.suspect:
             row.suspect_reason = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
+        if isinstance(spec, AttentionSpec):
+            _add_roof(row, name, med * 1e-3)
     row.clocks = clocks
     return row
+
+
+def _add_roof(row: BenchRow, device_name: str | None, seconds: float) -> None:
+    """The attention point against the binding speed-of-light roof of its shape on this GPU (profctl.roofs)."""
+    from profctl.roofs import row_roofs
+
+    r = row_roofs(row, device_name)
+    if r is None:
+        return
+    h = r.against(seconds)
+    row.roof, row.roof_ms, row.pct_of_roof = h.roof.name, h.roof.seconds * 1e3, h.pct
+    if h.above_roof and not row.suspect:
+        row.suspect = True
+        row.suspect_reason = h.sentence()
 
 
 def add_speedups(rows: list[BenchRow], baseline: str | None) -> None:

@@ -12,7 +12,7 @@ import functools
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_r
 from profctl.pipelines.targets import Model, Workload
 from profctl.recipes import Recipe
 from profctl.schema import Summary
+from profctl.schema.profile import KernelProfile
 from profctl.tools import ncu as tool
 
 
@@ -56,6 +57,8 @@ class NcuResult(Result):
     ncu_wall_s: float
     total_wall_s: float
     returncode: int = 0  # the profiled program's exit status (0 for the built-in workload)
+    #: the launches in depth (warp samples per instruction, source lines, findings) when the recipe collects them
+    profiles: list[KernelProfile] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +76,7 @@ class NcuPart:
     ncu_wall_s: float
     device: dict[str, Any]
     report: str  # the report's file name in the part's folder
+    profiles: list[KernelProfile] = field(default_factory=list)
 
 
 def check(req: NcuRequest) -> None:
@@ -192,7 +196,7 @@ def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metri
     opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
                                kernel_regex=req.kernel, launch_skip=req.launch_skip, launch_count=req.launch_count,
                                replay_mode=req.replay_mode, clock_control=req.clock_control,
-                               cache_control=req.cache_control)
+                               cache_control=req.cache_control, import_source=rec.import_source)
     argv = tool.profile_argv(exe, report, opts, workload_argv)
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
     t_ncu = time.perf_counter()
@@ -248,8 +252,18 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
                                     [specs[i] for i in ctx.part.cases])
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
+    profiles = _profiles(ctx, report, isolate=res.returncode != 0) if rec.samples_warps else []
     return NcuPart(summary=summary, launches=launches, warnings=warnings, rows=rows, status=status, argv=argv,
-                   filters=filters, ncu_wall_s=ncu_wall, device=runs.device_of(events), report=report.name)
+                   filters=filters, ncu_wall_s=ncu_wall, device=runs.device_of(events), report=report.name,
+                   profiles=profiles)
+
+
+def _profiles(ctx: PartContext, report: Path, *, isolate: bool) -> list[KernelProfile]:
+    """The part's launches in depth (profctl.readers.ncu_source), naming the report where it will end up."""
+    from profctl.readers.ncu_source import read_profiles
+
+    final = str(ctx.final(report))
+    return [replace(p, report=final) for p in read_profiles(report, isolate=isolate)]
 
 
 def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
@@ -291,7 +305,7 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0].report,
                      launches=len(launches), ncu_wall_s=ncu_wall, total_wall_s=total, warnings=warnings, status=status,
                      failed_cases=[r for r in rows if r.get("status") != "ok"],
-                     returncode=max(v.status for v in vals))
+                     returncode=max(v.status for v in vals), profiles=[p for v in vals for p in v.profiles])
 
 
 _APP_STATUS = re.compile(r"application returned an error code \((\d+)\)", re.I)

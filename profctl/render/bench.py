@@ -18,7 +18,7 @@ CSV_COLUMNS = (
     "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
     "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
     "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
-    "iqr_ratio", "noise_warning",
+    "iqr_ratio", "noise_warning", "roof", "roof_ms", "pct_of_roof",
 )
 
 
@@ -28,6 +28,7 @@ def _mib(b: Any) -> str:
 
 def display_rows(res: BenchResult) -> list[dict[str, str]]:
     out = []
+    roofs = any(r.roof for r in res.rows)
     for r in res.rows:
         if r.is_model:
             out.append(model_row(r))
@@ -47,6 +48,7 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
             "median ms": f"{r.median_ms:.4f}" if r.ok else "-",
             "TFLOP/s": rate_s,
             "% peak": f"{pct:.0f}%" if pct is not None else "-",
+            **({"of roof": f"{r.pct_of_roof:.0f}% {r.roof}" if r.pct_of_roof is not None else "-"} if roofs else {}),
             "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
             "peak mem": _mib(r.peak_mem_bytes),
             "rel err": (f"{err:.1e}" + ("" if r.check != "fail" else " FAIL")) if err is not None else "-",

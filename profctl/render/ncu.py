@@ -123,7 +123,7 @@ def note_lines(ds: Sequence[Diagnosis]) -> list[str]:
     out = []
     for d in ds:
         for n in d.notes:
-            out.append(" ".join(x for x in (d.backend or "?", d.pass_ or "", f"{d.kernel}:", n) if x))
+            out.append(" ".join(x for x in (d.backend or "", d.pass_ or "", f"{d.kernel}:", n) if x))
     return out
 
 

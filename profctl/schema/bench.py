@@ -107,6 +107,9 @@ class BenchRow(dict[str, Any]):
     mfu: _Field[float | None] = _Field()
     suspect: _Field[bool | None] = _Field()
     suspect_reason: _Field[str | None] = _Field()
+    roof: _Field[str | None] = _Field()  # the binding speed-of-light roof of the shape (tensor, sfu, dram)
+    roof_ms: _Field[float | None] = _Field()  # the least time under it
+    pct_of_roof: _Field[float | None] = _Field()  # roof_ms / median_ms, in percent
     rel_error: _Field[float | None] = _Field()
     tolerance: _Field[float | None] = _Field()
     check: _Field[str | None] = _Field()  # "ok" | "fail": the result against the reference

@@ -91,3 +91,19 @@ def test_row_roofs_from_a_bench_row() -> None:
 def test_roofs_import_no_torch() -> None:
     code = "import sys, profctl.roofs; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_bench_row_says_how_far_it_is_from_the_roof() -> None:
+    from profctl.pipelines.bench_rows import make_row
+    from profctl.spec import AttentionSpec
+
+    spec = AttentionSpec("sdpa-cudnn", batch=1, seqlen_q=4096, seqlen_kv=4096, heads=32, kv_heads=32, head_dim=128)
+    row = make_row(spec, {"status": "ok", "median_ms": 0.40}, {}, {"name": "NVIDIA H200"})
+    assert row.roof == "tensor"
+    assert row.roof_ms == pytest.approx(work().flops / 989.4e12 * 1e3)
+    assert row.pct_of_roof == pytest.approx(100 * row.roof_ms / 0.40)
+    assert not row.suspect
+    fast = make_row(spec, {"status": "ok", "median_ms": 0.20}, {}, {"name": "NVIDIA H200"})
+    assert fast.suspect and "datasheet peak" in str(fast.suspect_reason)
+    cpu = make_row(AttentionSpec("eager", device="cpu"), {"status": "ok", "median_ms": 5.0}, {}, {})
+    assert cpu.roof is None and "roof" not in cpu

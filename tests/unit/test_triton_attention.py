@@ -61,6 +61,11 @@ CASES: dict[str, dict[str, Any]] = {
     "bf16-d128-causal-gqa": _case(1, 4, 2, 33, 33, 128, "bf16", True),
     "bf16-d128-full-sq48": _case(1, 2, 2, 48, 48, 128, "bf16", False),
     "fp16-d64-causal-tail37": _case(1, 2, 2, 37, 37, 64, "fp16", True),
+    # the forward with the next block's Q @ K^T issued before this block's softmax (KernelConfig.pipe)
+    "bf16-d64-full-pipelined": _case(1, 2, 2, 33, 70, 64, "bf16", False, cfg={"fwd": [16, 16, 4, 2, True, True]}),
+    "fp32-d32-causal-pipelined": _case(1, 2, 2, 40, 40, 32, "fp32", True, cfg={"fwd": [16, 16, 4, 2, False, True]}),
+    "fp32-d32-one-full-block-pipelined": _case(1, 2, 2, 20, 20, 32, "fp32", False,
+                                               cfg={"fwd": [16, 16, 4, 2, False, True]}),
 }
 #: Cases that must FAIL the tolerance: the checks can catch a wrong scale and a wrong causal alignment.
 BROKEN: dict[str, dict[str, Any]] = {
