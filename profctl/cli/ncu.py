@@ -8,6 +8,8 @@ profiled once. See docs/ncu.md.
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import ProgramFailed
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -67,8 +70,6 @@ def ncu(
 ) -> None:
     """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
     Compute and diagnose every kernel."""
-    from dataclasses import replace
-
     from profctl import recipes
     from profctl.pipelines import ncu as pipeline
 
@@ -88,15 +89,11 @@ def ncu(
     res = pipeline.run(req)
     _print(res, format)
     if res.returncode:
-        from profctl.errors import ProgramFailed
-
         raise ProgramFailed(f"the program exited with status {res.returncode}; the launches profiled before are "
                             f"shown above and kept in {res.run_dir}")
 
 
 def _print(result: Any, format: str) -> None:
-    import sys
-
     from profctl.render import ncu as render_ncu
 
     for w in result.warnings:

@@ -3,6 +3,7 @@ rows, run directories, several tools' reports or ``--format html`` -- the compar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
+from profctl.errors import UsageError
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 
@@ -55,8 +57,6 @@ def report(
                                                                 "[default: ./reports]"),
 ) -> None:
     """Read reports and print one per-kernel summary, or compare backends across tools (tables, plots, HTML)."""
-    from profctl.errors import UsageError
-
     check_format(format, FORMATS)
     if baseline != "none":
         from profctl.spec import BUILTIN_BACKENDS, canonical_backend, is_function_ref
@@ -99,8 +99,6 @@ def report(
 def _check_options(format: str, view: str, pivot: str | None, tokens: int | None, title: str | None,
                    shape: str | None, limit: int) -> list[str]:
     """Option values and combinations that cannot work, refused before any report is read; the --pivot fields."""
-    from profctl.errors import UsageError
-
     if shape is not None:
         from profctl.shapes import Shape
 
@@ -173,7 +171,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     from profctl import inputs as resolver
     from profctl.analysis import backend_table, crosstool
     from profctl.render import backend_table as rc
-    from profctl.render.tables import console, text_console
+    from profctl.render.tables import console, markdown, print_table, text_console
 
     summaries = []
     rows: list[dict[str, Any]] = []
@@ -190,8 +188,6 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     if tokens is not None:
         rows = [r for r in rows if r["batch"] * r["seqlen_q"] == tokens]
         if not rows:
-            from profctl.errors import UsageError
-
             raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
     named = {resolver.device_of(i) for i in inputs} - {None}
     if gpu and named and named != {gpu}:
@@ -207,12 +203,8 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
         if format == "csv":
             emit(rc.pivot_csv(prow), output)
         elif format == "markdown":
-            from profctl.render.tables import markdown
-
             emit(markdown(prow), output)
         else:
-            from profctl.render.tables import print_table
-
             print_table(con, "profctl report --pivot " + ",".join(pivot), prow)
             if buf is not None:
                 emit(buf.getvalue(), output)
@@ -235,8 +227,6 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
 
 def _models(rows: list[dict[str, Any]], format: str, output: Path | None, title: str | None) -> None:
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
-    import json
-
     from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
     from profctl.shapes import label_of_row
