@@ -7,6 +7,7 @@ import importlib
 
 import typer
 
+from profctl import __version__
 from profctl.cli._common import ProfctlCommand
 
 app = typer.Typer(
@@ -26,8 +27,6 @@ def _root(
 ) -> None:
     """Profile GPU attention kernels with nsys, ncu and torch.profiler, and compare them in one summary."""
     if version:
-        from profctl import __version__
-
         print(f"profctl {__version__}")
         raise typer.Exit(0)
     if ctx.invoked_subcommand is None:

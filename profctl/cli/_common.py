@@ -1,40 +1,27 @@
-"""What every command shares: the workload options, how a command line is read (bare flags, hidden old
-spellings, an option that would swallow the next one), one-line errors that name the flag as typed, checks that
-run before anything slow, and the console."""
+"""What every command shares: the workload options, how a command line is read (profctl.cli.argv: bare flags,
+hidden old spellings, an option that would swallow the next one), one-line errors that name the flag as typed,
+checks that run before anything slow, and the console."""
 
 from __future__ import annotations
 
 import errno
 import functools
 import inspect
-import re
+import io
+import os
 import sys
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
-from profctl.errors import ProfctlError, UsageError
-
-
-def _click(module: str) -> Any:
-    """A module of the click typer runs on: its own copy (newer typer) or the click package (older typer)."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"typer._click.{module}")
-    except ImportError:  # pragma: no cover - depends on the installed typer
-        return importlib.import_module(f"click.{module}")
-
-
-ClickUsageError: Any = _click("exceptions").UsageError
-get_current_context: Any = _click("globals").get_current_context
-
-
-def _is_option(p: Any) -> bool:
-    return getattr(p, "param_type_name", "") == "option"
+from profctl.cli import argv
+from profctl.errors import CannotWrite, ProfctlError, UsageError
+from profctl.fsutil import atomic_write_text, check_writable, why, write_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,8 +81,6 @@ MODEL_OPTIONS: list[tuple[str, Any, Any]] = [
     ("part_timing", bool, _mopt(True, "--part-timing/--no-part-timing",
         help="time each part of the step (attention's share) with CUDA events")),
 ]
-#: parameters that take a comma list (a second value is a sweep, not a replacement)
-_LIST_PARAMS = {n for n, _, opt in WORKLOAD_OPTIONS + MODEL_OPTIONS if "comma list" in str(getattr(opt, "help", ""))}
 #: attention-only options, refused with --model (they would be silently ignored)
 _ATTENTION_ONLY = {"seqlen_q": "--seqlen-q", "seqlen_kv": "--seqlen-kv", "heads": "--heads", "head_dim": "--head-dim",
                    "causal": "--causal", "pass_": "--pass", "layout": "--layout", "flush_l2": "--flush-l2"}
@@ -104,7 +89,6 @@ _MODEL_ONLY = {"layers": "--layers", "mode": "--mode", "memory_limit": "--memory
 
 def build_workload(kw: dict[str, Any]) -> Any:
     """The built-in workload the options describe: the model workload with --model, else attention."""
-    from profctl.errors import UsageError
     from profctl.pipelines.targets import Model, Workload
     from profctl.spec import AttentionSweep, ModelSweep
 
@@ -150,28 +134,18 @@ def workload_options(fn: F) -> F:
 
 
 # ------------------------------------------------------------------------------------------ reading argv
-#: options that may stand alone: the value a bare one means (every benchmark script spells it `--causal`)
-BARE_VALUE = {"--causal": "true"}
-#: negated spellings of those: the option and the value they mean
-NEGATED = {"--no-causal": ("--causal", "false")}
-#: old spellings kept for one release, hidden from --help: command ('*': any) -> {old: new words}
-OLD_SPELLINGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "*": {"--reports-dir": ("--reports",)},
-    "bench": {"--point-timeout": ("--timeout",)},
-    "runs": {"-n": ("--limit",)},
-    "doctor": {"--json": ("--format", "json")},
-}
-#: what CHANGELOG.md says about each old spelling (shown once when it is used)
-REMOVED_IN = "0.3"
+#: click's UsageError, the base of every usage error click raises while parsing; reached through typer's public
+#: BadParameter (typer ships click as a private module; older typer used the click package)
+_ClickUsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+#: the context of the command being run (set while it runs), for typed_flags(), given() and guard's messages
+_RUNNING: ContextVar[Any] = ContextVar("profctl_running_command", default=None)
 _TYPED = "profctl.typed"
 
 
 class ProfctlCommand(TyperCommand):
-    """A typer command that reads its command line as kernel engineers type it, and answers a wrong one in one
-    line: ``--causal`` alone means true and ``--no-causal`` false; an option that takes a value never swallows
-    the option after it (``--backend --seqlen 512`` is an error, not the backend "--seqlen"); an old spelling is
-    accepted with a note; click's own usage errors become ``profctl: error: ...`` lines. The flags as typed are
-    kept in the context, so error messages name the one the user typed (``-s``, not ``--seqlen-q``)."""
+    """A typer command that reads its command line with profctl.cli.argv (bare ``--causal``, ``--no-causal``, old
+    spellings, no option swallowing the next, no option given twice) and answers a wrong one in one line, naming
+    the flag as typed (``-s``, not ``--seqlen-q``): argv's errors, and click's usage errors in profctl's words."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -182,138 +156,82 @@ class ProfctlCommand(TyperCommand):
                 if "[default:" in text:  # the text says the default in words: no second, typer-made one
                     setattr(p, "show_default", False)  # noqa: B010
 
+    _argv_table: argv.Table | None = None
+
+    def argv_table(self, ctx: Any) -> argv.Table:
+        """This command's options as profctl.cli.argv reads them (made once, from its typer options)."""
+        if self._argv_table is None:
+            opts = [argv.Option(param=str(p.name), flags=tuple(p.opts), negations=tuple(p.secondary_opts),
+                                takes_value=not (getattr(p, "is_flag", False) or getattr(p, "count", False)),
+                                is_list=str(p.name) in argv.LIST_PARAMS, multiple=bool(getattr(p, "multiple", False)))
+                    for p in self.get_params(ctx) if getattr(p, "param_type_name", "") == "option"]
+            self._argv_table = argv.table(str(self.name), opts)
+        return self._argv_table
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        table = self.argv_table(ctx)
         try:
-            args, typed = rewrite_args(self, ctx, list(args))
-        except UsageError as e:
+            reading = argv.read(args, table)
+        except argv.ArgvError as e:
+            for n in e.notes:
+                note(f"note: {n}")
             err(e.one_line())
             raise typer.Exit(2) from None
-        ctx.meta[_TYPED] = typed
+        for n in reading.notes:
+            note(f"note: {n}")
+        ctx.meta[_TYPED] = reading.typed
         try:
-            return super().parse_args(ctx, args)
-        except ClickUsageError as e:
+            return super().parse_args(ctx, reading.tokens)
+        except _ClickUsageError as e:
             if type(e).__name__ == "NoArgsIsHelpError":
                 raise
-            msg = e.format_message().rstrip(".")
-            err(translate(f"{self.name}: {msg[:1].lower()}{msg[1:]}; see `profctl {self.name} --help`", ctx))
+            err(click_error_line(str(self.name), e, table, reading.typed))
             raise typer.Exit(2) from None
 
-
-def _options(cmd: Any, ctx: Any) -> tuple[dict[str, str], set[str], set[str]]:
-    """{flag: parameter name} of every option of `cmd`, the flags that take a value, and the parameters that
-    may be given several times."""
-    names: dict[str, str] = {}
-    valued: set[str] = set()
-    multiple: set[str] = set()
-    for p in cmd.get_params(ctx):
-        if not _is_option(p):
-            continue
-        if getattr(p, "multiple", False):
-            multiple.add(str(p.name))
-        for flag in [*p.opts, *p.secondary_opts]:
-            names[flag] = str(p.name)
-            if not (getattr(p, 'is_flag', False) or getattr(p, 'count', False)):
-                valued.add(flag)
-    return names, valued, multiple
+    def invoke(self, ctx: Any) -> Any:
+        token = _RUNNING.set(ctx)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _RUNNING.reset(token)
 
 
-def rewrite_args(cmd: Any, ctx: Any, args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command line with bare and negated flags given their values and old spellings replaced; and
-    {parameter name: flag as typed}. UsageError for an option that would swallow the next option, and for an
-    option given twice with different values (`--seqlen 512 ... --seqlen 1024`, `--causal --no-causal`): one of
-    them would silently win."""
-    names, valued, multiple = _options(cmd, ctx)
-    old = {**OLD_SPELLINGS["*"], **OLD_SPELLINGS.get(str(cmd.name), {})}
-    old = {k: v for k, v in old.items() if v[0] in names}
-
-    def is_option(tok: str) -> bool:
-        head = tok.split("=", 1)[0] if tok.startswith("--") else tok
-        return tok == "--" or head in names or head in old or head in NEGATED or tok in ("--help",)
-
-    out: list[str] = []
-    seen: dict[str, list[tuple[str, str, str]]] = {}  # parameter -> (flag as typed, value, as shown) each time
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        if tok == "--":  # the rest belongs to a user's program
-            out += args[i:]
-            break
-        head, eq, value = tok.partition("=") if tok.startswith("--") else (tok, "", "")
-        typed_as = head
-        bare = False
-        words: list[str] = [tok]
-        if head in old:
-            note(f"note: {head} is now {' '.join(old[head])}; the old spelling goes in {REMOVED_IN}")
-            words = [*old[head][:-1], old[head][-1] + (eq + value if eq else "")]
-            head = old[head][0]
-        elif head in NEGATED and NEGATED[head][0] in names:
-            head, value = NEGATED[head]
-            words, eq, bare = [head, value], "=", True
-        nxt = args[i + 1] if i + 1 < len(args) else None
-        if head in names and head in valued and not eq and words[-1] == head:
-            if head in BARE_VALUE and (nxt is None or is_option(nxt)):
-                words, value, eq, bare = [*words, BARE_VALUE[head]], BARE_VALUE[head], "=", True
-            elif nxt is not None and is_option(nxt) and not _is_number(nxt):
-                raise UsageError(f"{typed_as} needs a value, but the word after it is the option {nxt}",
-                                 hint=f"give {typed_as} a value (e.g. {typed_as} VALUE {nxt} ...)")
-        if head in names:
-            given_value = value if eq else (nxt if head in valued and nxt is not None and words[-1] == head
-                                            else typed_as)
-            shown = typed_as if bare or given_value == typed_as else f"{typed_as} {given_value}"
-            seen.setdefault(names[head], []).append((typed_as, str(given_value), shown))
-        out += words
-        i += 1
-    for param, occ in seen.items():
-        if param not in multiple and len({v for _, v, _ in occ}) > 1:
-            (_, v1, a), (_, v2, b) = occ[0], next(o for o in occ[1:] if o[1] != occ[0][1])
-            sweep = " (a comma list sweeps several values)" if "," in v1 + v2 or param in _LIST_PARAMS else ""
-            raise UsageError(f"{a} and {b} both given: one would silently replace the other; give one{sweep}")
-    return out, {param: occ[0][0] for param, occ in seen.items()}
+def click_error_line(command: str, e: Any, table: argv.Table, typed: dict[str, str]) -> str:
+    """click's usage error `e` as profctl's one line, naming the option as the user typed it: built from the
+    exception's fields (the parameter of a bad value, the option of a missing value), not by editing click's
+    text."""
+    msg = _click_message(e, table, typed).rstrip(".")
+    return f"{command}: {msg[:1].lower()}{msg[1:]}; see `profctl {command} --help`"
 
 
-def _is_number(tok: str) -> bool:
-    return re.fullmatch(r"-\d+(\.\d*)?", tok) is not None
+def _click_message(e: Any, table: argv.Table, typed: dict[str, str]) -> str:
+    param = getattr(e, "param", None)
+    if param is not None and not hasattr(e, "param_type"):  # BadParameter (MissingParameter names an argument)
+        flag = typed.get(str(param.name)) if getattr(param, "param_type_name", "") == "option" else None
+        if flag and getattr(e, "param_hint", None) is None:
+            return f"Invalid value for '{flag}': {e.message}"
+    option_name = getattr(e, "option_name", None)
+    if option_name is not None and not hasattr(e, "possibilities"):  # BadOptionUsage (not NoSuchOption)
+        opt = table.by_flag.get(option_name)
+        if opt is not None:
+            flag = typed.get(opt.param, option_name)
+            return f"Option '{flag}' {'requires an argument' if opt.takes_value else 'does not take a value'}"
+    return str(e.format_message())
 
 
 def typed_flags() -> dict[str, str]:
     """{parameter name: flag as the user typed it} of the command being run ({} outside one)."""
-    ctx = get_current_context(silent=True)
-    while ctx is not None:
-        if _TYPED in ctx.meta:
-            return dict(ctx.meta[_TYPED])
-        ctx = ctx.parent
-    return {}
+    ctx = _RUNNING.get()
+    return dict(ctx.meta.get(_TYPED, {})) if ctx is not None else {}
 
 
-#: flags a message may name for an option the user gave under another one (`--seqlen` sets seqlen-q and -kv)
-_DERIVED = {"--seqlen-q": "seqlen", "--seqlen-kv": "seqlen"}
-
-
-def translate(msg: str, ctx: Any = None) -> str:
-    """`msg` with every flag named the way the user typed it (`-s` where profctl says `--seqlen-q`)."""
-    if ctx is None:
-        ctx = get_current_context(silent=True)
-    if ctx is None:
+def translate(msg: str) -> str:
+    """profctl's own message `msg` with every flag named the way the user typed it (`-s` where profctl says
+    `--seqlen-q`)."""
+    ctx = _RUNNING.get()
+    if ctx is None or not isinstance(ctx.command, ProfctlCommand):
         return msg
-    typed = typed_flags() if _TYPED not in ctx.meta else dict(ctx.meta[_TYPED])
-    if not typed:
-        return msg
-    canonical: dict[str, str] = {}
-    for p in ctx.command.get_params(ctx):
-        if _is_option(p) and p.name in typed:
-            longs = [o for o in p.opts if o.startswith("--")] or list(p.opts)
-            for o in [*longs, *p.opts]:
-                if o != typed[p.name]:
-                    canonical.setdefault(o, typed[p.name])
-    for flag, param in _DERIVED.items():
-        if param in typed and flag not in canonical and not any(
-                t == flag for t in typed.values()):
-            canonical[flag] = typed[param]
-
-    def sub(m: re.Match[str]) -> str:
-        return canonical.get(m.group(0), m.group(0))
-
-    return re.sub(r"(?<![\w-])--?[A-Za-z][\w-]*(?![\w-])", sub, msg)
+    return argv.name_flags(msg, ctx.command.argv_table(ctx), typed_flags())
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -333,8 +251,6 @@ class _GuardedStdout:
         self._inner = inner
 
     def write(self, text: str) -> int:
-        import io
-
         try:
             raw = getattr(self._inner, "buffer", None)
             if not isinstance(raw, io.RawIOBase):
@@ -388,8 +304,6 @@ def guard(fn: F) -> F:
             if oserr.errno == errno.EPIPE:  # `| head` closed the pipe: not an error
                 _silence_stdout(real)
                 raise typer.Exit(0) from None
-            from profctl.fsutil import why
-
             if isinstance(e, StdoutFailed):
                 _silence_stdout(real)
                 err(f"cannot write to standard output: {why(oserr)}")
@@ -399,8 +313,6 @@ def guard(fn: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Exception as e:  # a bug of profctl's: still one line for the user, the traceback on request
-            import os
-
             if os.environ.get("PROFCTL_DEBUG"):
                 raise
             err(f"internal error: {type(e).__name__}: {e} (set PROFCTL_DEBUG=1 for the traceback, and please "
@@ -415,9 +327,6 @@ def guard(fn: F) -> F:
 def _silence_stdout(stream: Any) -> None:
     """Point standard output at /dev/null and drop what is still buffered, so Python's own flush at exit does
     not print a second error."""
-    import io
-    import os
-
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
         os.dup2(fd, stream.fileno())
@@ -447,10 +356,6 @@ def target_of(wl: Any, program: list[str] | None) -> Any:
     options given together with a program are an error that names them (they would be silently ignored)."""
     if not program:
         return wl
-    from dataclasses import fields
-    from pathlib import Path
-
-    from profctl.errors import UsageError
     from profctl.pipelines.targets import Program
     from profctl.spec import AttentionSweep
 
@@ -471,7 +376,7 @@ def command_line() -> tuple[str, ...]:
 
 def given(name: str) -> bool:
     """Whether the user gave option `name` (a parameter name) on the command line, rather than its default."""
-    ctx = get_current_context(silent=True)
+    ctx = _RUNNING.get()
     if ctx is None:
         return False
     src = ctx.get_parameter_source(name)
@@ -500,8 +405,6 @@ def check_limit(limit: int, format: str) -> None:
 def check_outputs(*paths: tuple[str, Path | str | None]) -> None:
     """Before any work: every output file can be written (not a directory, a folder that takes files), and no
     two outputs are the same file or both standard output. `paths`: (flag, path) pairs."""
-    from profctl.fsutil import check_writable
-
     seen: dict[str, str] = {}
     for flag, p in paths:
         if p is None:
@@ -519,14 +422,12 @@ def check_reports(reports: Path | str | None) -> None:
     """Before any work: the run store's root takes a new run directory (a read-only --reports fails now, not
     after the sweep)."""
     from profctl import runs
-    from profctl.errors import CannotWrite
-    from profctl.fsutil import write_problem
 
     root = runs.reports_root(reports)
-    why = write_problem(root / "run")
-    if why:
-        why = why.replace(f" (in {root})", "")
-        raise CannotWrite(f"cannot create a run directory under {root}: {why}",
+    problem = write_problem(root / "run")
+    if problem:
+        problem = problem.replace(f" (in {root})", "")
+        raise CannotWrite(f"cannot create a run directory under {root}: {problem}",
                           hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write")
 
 
@@ -554,8 +455,6 @@ def emit(text: str | None, output: Any = None) -> None:
     if text is None:
         return
     if output is not None and str(output) != "-":
-        from profctl.fsutil import atomic_write_text
-
         atomic_write_text(output, text)
         return
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

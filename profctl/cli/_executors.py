@@ -12,10 +12,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import typer
+
+from profctl.cli._common import emit
+from profctl.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,8 +102,6 @@ def _drawing(ex: Any) -> Iterator[None]:
     if not isinstance(bar, _Bar):
         yield
         return
-    import sys
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -133,12 +136,8 @@ def by_gpu_option(fn: F) -> F:
 
 
 def _report_by_gpu(paths: list[Any], by: str, fmt: str, output: Any) -> None:
-    import json
-
     from profctl import inputs as resolver
     from profctl.analysis import by_gpu
-    from profctl.cli._common import emit
-    from profctl.errors import UsageError
     from profctl.render.tables import markdown, rich_table, to_csv
 
     if by not in by_gpu.PER:

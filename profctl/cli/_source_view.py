@@ -3,10 +3,12 @@ breakdown of each kernel of Nsight Compute reports, with ncu's findings beside t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from profctl.cli._common import emit, note
+from profctl.errors import BadReport, NothingMatched, UsageError
 
 FORMATS = ("table", "markdown", "json", "html")
 #: how --view source|stalls says what a report lacks
@@ -20,7 +22,6 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
     """Read the reports in depth, keep the kernels `kernel` picks, print the view."""
     from profctl import inputs
     from profctl.analysis import source as src
-    from profctl.errors import BadReport, UsageError
 
     if format not in FORMATS:
         raise UsageError(f"--format {format!r} with --view {view}: choose {', '.join(FORMATS)}")
@@ -42,10 +43,7 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
 
 
 def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
-    import re
-
     from profctl.analysis.explain import describe
-    from profctl.errors import NothingMatched, UsageError
 
     try:
         rx = re.compile(pattern)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import ProfctlError, UsageError
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -48,7 +50,6 @@ def bench(
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
-    from profctl.errors import UsageError
     from profctl.pipelines import bench as pipeline
 
     check_format(format, FORMATS)
@@ -92,9 +93,6 @@ def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
 
 def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: list[str], *, show: bool,
             strict: bool) -> None:
-    import sys
-
-    from profctl.errors import ProfctlError
     from profctl.render import bench as rb
 
     if show:

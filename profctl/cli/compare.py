@@ -3,11 +3,13 @@ faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
 
 from profctl.cli._common import check_format, check_outputs, conflict, emit, given, guard
+from profctl.errors import UsageError
 
 
 @guard
@@ -32,10 +34,7 @@ def compare(
 ) -> None:
     """Compare two runs or summaries: faster, slower, unchanged or inconclusive, per case (exit 1 on a
     regression past --fail-if-slower, 6 when the runs are not comparable)."""
-    import sys
-
     from profctl.analysis import regression as cm
-    from profctl.errors import UsageError
     from profctl.render import regression as rr
     from profctl.render.tables import FORMATS, text_console
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+
 import typer
 
 from profctl.cli._common import check_format, guard
+from profctl.errors import ProfctlError
 
 
 @guard
@@ -13,8 +17,6 @@ def doctor(
 ) -> None:
     """Report every tool found (nsys, ncu), its version, the GPU and driver, and problems with their fix (exit 1
     when there is a problem, so a script can stop)."""
-    import json
-
     check_format(format, ("table", "json"))
     report = collect()
     if format == "json":
@@ -53,7 +55,6 @@ def collect() -> dict:
 
 
 def _nsys(problems: list[str]) -> dict:
-    from profctl.errors import ProfctlError
     from profctl.tools import nsys as adapter
 
     t: dict = {"name": "nsys"}
@@ -80,8 +81,6 @@ def _nsys(problems: list[str]) -> dict:
 def _ncu(problems: list[str]) -> dict | None:
     """ncu through profctl.tools.ncu when that adapter exists (find()/version())."""
     try:
-        import importlib
-
         mod = importlib.import_module("profctl.tools.ncu")
     except ImportError:
         return None

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from profctl.cli._common import check_format, check_outputs, emit, guard
+from profctl.errors import UsageError
 
 
 @guard
@@ -25,8 +26,6 @@ def explain(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
 ) -> None:
     """Why is kernel A slower (or faster) than kernel B? The two side by side, the gap in ranked parts."""
-    from profctl.errors import UsageError
-
     check_format(format, ("table", "markdown", "json"))
     if report2 is None and vs is None:
         raise UsageError("give --vs B (a regex for the kernel to compare with), or a second report")
@@ -61,7 +60,6 @@ def explain(
 
 def _shape_key(text: str) -> str:
     """``b1,s4096,h32,d128`` -> a shape key profctl.shapes reads (``s`` is both sequence lengths)."""
-    from profctl.errors import UsageError
     from profctl.shapes import Shape
 
     parts = []

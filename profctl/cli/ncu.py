@@ -8,6 +8,9 @@ profiled once. See docs/ncu.md.
 
 from __future__ import annotations
 
+import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import ProgramFailed
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -68,8 +72,6 @@ def ncu(
 ) -> None:
     """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
     Compute and diagnose every kernel."""
-    from dataclasses import replace
-
     from profctl import recipes
     from profctl.pipelines import ncu as pipeline
 
@@ -89,15 +91,11 @@ def ncu(
     res = pipeline.run(req)
     _print(res, format)
     if res.returncode:
-        from profctl.errors import ProgramFailed
-
         raise ProgramFailed(f"the program exited with status {res.returncode}; the launches profiled before are "
                             f"shown above and kept in {res.run_dir}")
 
 
 def _print(result: Any, format: str) -> None:
-    import sys
-
     from profctl.render import ncu as render_ncu
 
     for w in result.warnings:
@@ -107,8 +105,6 @@ def _print(result: Any, format: str) -> None:
     else:
         text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
     if format == "json" and text is not None and result.profiles:
-        import json
-
         from profctl.analysis import source as src
         from profctl.render.source import to_dict
 
@@ -128,8 +124,6 @@ def _print(result: Any, format: str) -> None:
 
 def _print_source(result: Any, format: str) -> None:
     """The hot lines of each kernel the recipe sampled (profctl report RUN --view source has them all)."""
-    import sys
-
     from profctl.analysis import source as src
     from profctl.render import source as rs
     from profctl.render.tables import console

@@ -22,6 +22,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import ProgramFailed
 
 
 @guard
@@ -72,8 +73,6 @@ def nsys(
     res = pipeline.run(req)
     rn.print_result(res, format, limit=limit or None)
     if res.returncode:
-        from profctl.errors import ProgramFailed
-
         raise ProgramFailed(f"the program exited with status {res.returncode}; what nsys recorded is summarized "
                             f"above and kept in {res.run_dir}")
 

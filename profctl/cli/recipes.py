@@ -3,9 +3,13 @@ means and how to read it, thresholds, hints). A path validates a recipe file of 
 
 from __future__ import annotations
 
+import re
+import sys
+
 import typer
 
 from profctl.cli._common import check_format, guard
+from profctl.errors import UsageError
 
 
 @guard
@@ -19,8 +23,6 @@ def recipes(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
 ) -> None:
     """List the ncu recipes, or show one: what it collects, what each metric means and how to read it."""
-    import sys
-
     from profctl import recipes as rmod
     from profctl.render import recipes as render
 
@@ -43,10 +45,6 @@ def recipes(
 
 
 def _parse_cc(text: str) -> tuple[int, int]:
-    import re
-
-    from profctl.errors import UsageError
-
     m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text)
     if not m:
         raise UsageError(f"--cc {text!r}: write MAJOR.MINOR, e.g. 9.0")

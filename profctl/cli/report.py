@@ -3,6 +3,7 @@ rows, run directories, several tools' reports or ``--format html`` -- the compar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
+from profctl.cli._source_view import source_view
+from profctl.errors import UsageError
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
@@ -61,8 +64,6 @@ def report(
                                                                 "[default: ./reports]"),
 ) -> None:
     """Read reports and print one per-kernel summary, or compare backends across tools (tables, plots, HTML)."""
-    from profctl.errors import UsageError
-
     check_format(format, FORMATS)
     if baseline != "none":
         from profctl.spec import BUILTIN_BACKENDS, canonical_backend, is_function_ref
@@ -115,16 +116,12 @@ def _deep_view(paths: list[Path], view: str, **kw: Any) -> None:
             flag = typed_flags().get(opt, f"--{opt.replace('_', '-')}")
             raise conflict(flag, f"--view {view}", f"{flag} applies to the summary or comparison views")
     check_outputs(("-o", kw["output"]))
-    from profctl.cli._source_view import source_view
-
     source_view(paths, view, **kw)
 
 
 def _check_options(format: str, view: str, pivot: str | None, tokens: int | None, title: str | None,
                    shape: str | None, limit: int) -> list[str]:
     """Option values and combinations that cannot work, refused before any report is read; the --pivot fields."""
-    from profctl.errors import UsageError
-
     if shape is not None:
         from profctl.shapes import Shape
 
@@ -197,7 +194,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     from profctl import inputs as resolver
     from profctl.analysis import backend_table, crosstool
     from profctl.render import backend_table as rc
-    from profctl.render.tables import console, text_console
+    from profctl.render.tables import console, markdown, print_table, text_console
 
     summaries = []
     rows: list[BenchRow] = []
@@ -216,8 +213,6 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     if tokens is not None:
         rows = [r for r in rows if (r.batch or 0) * (r.seqlen_q or 0) == tokens]
         if not rows:
-            from profctl.errors import UsageError
-
             raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
     named = {resolver.device_of(i) for i in inputs} - {None}
     if gpu and named and named != {gpu}:
@@ -233,12 +228,8 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
         if format == "csv":
             emit(rc.pivot_csv(prow), output)
         elif format == "markdown":
-            from profctl.render.tables import markdown
-
             emit(markdown(prow), output)
         else:
-            from profctl.render.tables import print_table
-
             print_table(con, "profctl report --pivot " + ",".join(pivot), prow)
             if buf is not None:
                 emit(buf.getvalue(), output)
@@ -261,8 +252,6 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
 
 def _models(rows: list[BenchRow], format: str, output: Path | None, title: str | None) -> None:
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
-    import json
-
     from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from profctl.cli._common import check_format, check_limit, guard
+from profctl.errors import BadReport, UsageError
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
@@ -28,8 +32,6 @@ def _dur(seconds: float | None) -> str:
 
 
 def _cmd(m: dict[str, Any], width: int = 70) -> str:
-    import shlex
-
     c = m.get("command")
     text = " ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or "")
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -59,12 +61,8 @@ def runs(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
 ) -> None:
     """List the runs in the run store, oldest first (the last is the newest)."""
-    import json
-    import sys
-
     from profctl import runs as rs
-    from profctl.errors import UsageError
-    from profctl.render.tables import FORMATS, markdown, to_csv
+    from profctl.render.tables import FORMATS, console, markdown, print_table, to_csv
 
     check_format(format, FORMATS)
     check_limit(limit, format)
@@ -98,8 +96,6 @@ def runs(
         if more:
             sys.stdout.write(f"\n_{more} older run(s) not shown; --limit 0 shows all_\n")
     else:
-        from profctl.render.tables import console, print_table
-
         con = console()
         if not rows:
             what = " ".join(x for x in (status, kind) if x)
@@ -151,18 +147,14 @@ def show(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv (the rows) or json"),
 ) -> None:
     """Print one run: what ran, on what, its status, its files and its results."""
-    import json
-    import sys
-
     from profctl import runs as rs
-    from profctl.errors import UsageError
-    from profctl.render.tables import FORMATS, markdown
+    from profctl.pipelines.bench import BenchResult
+    from profctl.render import bench as rb
+    from profctl.render.tables import FORMATS, console, markdown, print_table
 
     check_format(format, FORMATS)
     info = rs.load_run(run, reports)
     if info.status == "unreadable":
-        from profctl.errors import BadReport
-
         raise BadReport(info.note or f"{info.path}: unreadable manifest")
     bench_rows = _bench_rows(info.path / "bench.json")
     files = info.files()
@@ -173,16 +165,12 @@ def show(
         return
     res = None
     if bench_rows is not None:
-        from profctl.pipelines.bench import BenchResult
-
         dev = info.manifest.get("device")
         res = BenchResult(rows=bench_rows, device=dev if isinstance(dev, dict) else {}, run_dir=info.path,
                           interrupted=info.status == "incomplete", baseline=None)
     if format == "csv":
         if res is None:
             raise UsageError(f"run {info.run_id} has no bench rows to write as CSV")
-        from profctl.render import bench as rb
-
         sys.stdout.write(rb.to_csv(res))
         return
     facts = [{"field": k, "value": v} for k, v in _facts(info)]
@@ -190,19 +178,13 @@ def show(
     if format == "markdown":
         out = f"## run {info.run_id}\n\n" + markdown(facts) + "\n### files\n\n" + markdown(frows)
         if res is not None:
-            from profctl.render import bench as rb
-
             out += "\n### rows\n\n" + rb.to_markdown(res)
         sys.stdout.write(out)
         return
-    from profctl.render.tables import console, print_table
-
     con = console()
     print_table(con, f"run {info.path}", facts)
     print_table(con, "files", frows)
     if res is not None and res.rows:
-        from profctl.render import bench as rb
-
         rb.print_table(res, con)
     elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
         con.print(f"its kernels: profctl report {info.path}", style="dim")
@@ -210,7 +192,6 @@ def show(
 
 def _bench_rows(p: Path) -> list[BenchRow] | None:
     """A run's bench rows, None when it has none (or they cannot be read: show still shows the run)."""
-    from profctl.errors import BadReport
     from profctl.readers import bench_json
 
     if not p.is_file():

@@ -22,6 +22,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import ProgramFailed, UsageError
 
 
 @guard
@@ -49,7 +50,6 @@ def torch_cmd(
     """Profile with torch.profiler (CPU and CUDA activity; the workload's measured iterations, or your Python
     program given after --); write the trace
     (.json.gz, for Perfetto) and the key_averages table into a run directory; print the kernel summary."""
-    from profctl.errors import UsageError
     from profctl.pipelines import torchprof as pipeline
     from profctl.render.summary import FORMATS, render
     from profctl.tools.torchprof import TorchOptions
@@ -78,7 +78,5 @@ def torch_cmd(
         note(f"{spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}")
     print(f"run: {res.run_dir}\ntrace: {res.trace}\nkey_averages: {res.table}", file=sys.stderr)
     if res.program_status:
-        from profctl.errors import ProgramFailed
-
         raise ProgramFailed(f"the program exited with status {res.program_status}; its trace up to then is "
                             f"summarized above and kept in {res.run_dir}")

@@ -16,8 +16,9 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from profctl.cli import app
-from profctl.cli._common import OLD_SPELLINGS, WORKLOAD_OPTIONS
+from profctl.cli import app, argv
+from profctl.cli._common import MODEL_OPTIONS, WORKLOAD_OPTIONS
+from profctl.cli.argv import OLD_SPELLINGS
 from tests.conftest import DATA, ROOT
 
 GROUP = typer.main.get_command(app)
@@ -232,6 +233,37 @@ def test_errors_name_the_flag_as_typed(args: list[str], flag: str) -> None:
 def test_click_usage_errors_are_one_line(args: list[str]) -> None:
     line = error_line(args)
     assert f"profctl {args[0]} --help" in line
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["bench", "-n", "x"], "bench: invalid value for '-n': "),
+    (["bench", "--iters=x"], "invalid value for '--iters': "),
+    (["bench", "-nx"], "invalid value for '--iters' / '-n': "),  # click's own hint: -nx is not a flag as typed
+    (["runs", "-n", "x"], "invalid value for '-n': "), (["bench", "--point-timeout", "x"], "for '--point-timeout': "),
+    (["runs", "-n"], "runs: option '-n' requires an argument; see `profctl runs --help`"),
+    (["show", "--reports-dir"], "show: option '--reports-dir' requires an argument"),
+    (["bench", "--no-nvtx=1"], "bench: option '--no-nvtx' does not take a value"),
+    (["bench", "--seqlen", "512", "--seqln", "5"], "(Possible options: --seqlen, --seqlen-kv, --seqlen-q)"),
+    (["bench", "-s", "512", "--", "--seqlen"], "got unexpected extra argument(s) (--seqlen)"),
+    (["compare"], "compare: missing argument 'base'; see `profctl compare --help`"),
+])
+def test_click_usage_errors_name_the_option_as_typed(args: list[str], says: str) -> None:
+    """From the fields of click's exception (the parameter, the option), not by editing its text."""
+    line = error_line(args)
+    assert says in line, line
+
+
+def test_the_reader_tables_match_the_commands() -> None:
+    """argv's declarations: the list options are the workload options whose help says so; every command with an
+    old spelling exists; each command's table knows its flags, negations and values."""
+    says_list = {n for n, _, opt in WORKLOAD_OPTIONS + MODEL_OPTIONS if "comma list" in str(opt.help)}
+    assert says_list == argv.LIST_PARAMS
+    assert set(OLD_SPELLINGS) - {"*"} <= set(COMMANDS)
+    bench = COMMANDS["bench"]
+    table = bench.argv_table(bench.make_context("bench", []))
+    assert table.by_flag["-s"].param == "seqlen" and table.by_flag["-s"].is_list
+    assert table.by_flag["--no-nvtx"].param == "nvtx" and not table.by_flag["--nvtx"].takes_value
+    assert table.old == {"--reports-dir": ("--reports",), "--point-timeout": ("--timeout",)}
 
 
 # ------------------------------------------------------------------------------------------- answered fast
