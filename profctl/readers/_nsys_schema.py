@@ -192,6 +192,7 @@ def check_nsys_export(schema: Schema) -> None:
 
 
 def db_error(path: Path, e: Exception) -> BadReport:
+    """The one line for an SQLite error met while reading `path` (damaged, truncated, or an unknown schema)."""
     msg = str(e)[:300]
     if isinstance(e, UnicodeDecodeError):
         return BadReport(f"{path}: damaged SQLite file (text that is not UTF-8 where SQLite keeps its own)")

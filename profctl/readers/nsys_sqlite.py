@@ -16,6 +16,11 @@ Two groupings, with nsys' own definitions (docs/nsys.md says how each was checke
 Bounded memory and time on large exports: everything heavy runs inside SQLite (temporary tables in a temporary
 file, never in the user's file, which is opened read-only and immutable); Python only streams sorted durations
 one kernel name at a time and holds one small tuple per NVTX range instance.
+
+This module holds the entry points (:func:`read`, :func:`read_paths`) and :class:`NsysExport`, whose methods are
+the queries; beside it, profctl.readers._nsys_schema opens the file and knows its tables and columns,
+profctl.readers._nsys_paths places launches in NVTX paths and profctl.readers._nsys_summary makes the rows. Those
+use the export's public methods only (its temporary tables are its own).
 """
 
 from __future__ import annotations
@@ -79,7 +84,8 @@ class RangeInstance:
 
 
 class NsysExport:
-    """One open export. Queries are methods; temporary tables live in the connection's temp schema only."""
+    """One open export. Queries are methods (raw ids, durations and tuples; rows are made in _nsys_summary);
+    temporary tables live in the connection's temp schema only."""
 
     def __init__(self, path: str | Path, *, window: str | None = None) -> None:
         """`window='profiler-api'` keeps only GPU work launched, and NVTX ranges lying, between
