@@ -13,6 +13,12 @@ launch's API call, on the thread of the same process whose innermost open range 
 ``backward()``). Threads are recognised by name; in an export without thread names every thread that launches
 kernels outside any range is treated so. Such rows say how many launches borrowed (``extra.borrowed_launches``)
 and the summary's meta says from which thread (``meta.nvtx_borrowed``).
+
+For a profctl run, :func:`measured_leaves` places each launch in its measured leaf path instead
+(``profctl@<backend>[<shape>]/measure/<backend>.<pass>``; profctl.readers.nsys_sqlite.read_paths).
+
+Everything here reads the export through :class:`~profctl.readers.nsys_sqlite.NsysExport`'s public queries
+(``kernel_launches``, ``nvtx_ranges``, ``domains``, ``thread_names``, ``range_instances``).
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from profctl.nvtx import canonical_path
+from profctl.readers._nsys_schema import NVTX
 
 if TYPE_CHECKING:
-    from profctl.readers.nsys_sqlite import NsysExport
+    from profctl.readers.nsys_sqlite import NsysExport, RangeInstance
 
 AUTOGRAD_THREAD_PREFIX = "pt_autograd"
 PUSH_POP_EVENTS = (59, 70)
@@ -132,22 +139,14 @@ class PathIndex:
 
 def load(ex: NsysExport) -> PathIndex:
     """The ranges of `ex` (ranges whose end precedes their start are skipped and counted)."""
-    from profctl.readers.nsys_sqlite import NVTX
-
-    names = _thread_names(ex)
+    names = ex.thread_names()
     if not ex.schema.has(NVTX):
         return PathIndex({}, {}, names)
-    n = ex.schema.cols(NVTX)
-    domains = ex._domains()
+    domains = ex.domains()
     per: dict[tuple[int, str], list[tuple[int, int, str]]] = defaultdict(list)
     se: dict[int, list[tuple[int, int, str, str]]] = defaultdict(list)
     inverted = 0
-    events = ",".join(map(str, PUSH_POP_EVENTS + START_END_EVENTS))
-    for tid, s, e, et, did, text in ex.q(
-            f'SELECT e."{n["globalTid"]}", e."{n["start"]}", e."{n["end"]}", e."{n["eventType"]}", '
-            f'{ex.schema.col(NVTX, "domainId", "e", "0")}, {ex._text_expr("e")} FROM {NVTX} AS e '
-            f'{ex._text_join("e")} WHERE e."{n["eventType"]}" IN ({events}) AND e."{n["start"]}" IS NOT NULL '
-            f'AND e."{n["end"]}" IS NOT NULL'):
+    for tid, s, e, et, did, text in ex.nvtx_ranges(PUSH_POP_EVENTS + START_END_EVENTS):
         if not isinstance(s, int) or not isinstance(e, int):
             continue
         if e < s:
@@ -167,24 +166,6 @@ def load(ex: NsysExport) -> PathIndex:
     for v in se.values():
         v.sort()
     return PathIndex(dict(stacks), dict(se), names, inverted)
-
-
-def _thread_names(ex: NsysExport) -> dict[int, str]:
-    """globalTid -> thread name, from ThreadNames (absent or unreadable: none)."""
-    from profctl.errors import BadReport
-    from profctl.readers.nsys_sqlite import STRINGS
-
-    if "ThreadNames" not in ex.schema.tables:
-        return {}
-    try:
-        cols = {r[1] for r in ex.q('PRAGMA table_info("ThreadNames")')}
-        if not {"nameId", "globalTid"} <= cols:
-            return {}
-        return {int(t): str(v) for t, v in ex.q(
-            f"SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN {STRINGS} AS s ON s.id = t.nameId")
-            if isinstance(t, int)}
-    except BadReport:
-        return {}
 
 
 class _OpenStartEnd:
@@ -259,28 +240,71 @@ class _Cursor:
         return self.state
 
 
-def kernel_paths(ex: NsysExport, window_sql: str = "") -> tuple[PathRows, PathIndex]:
-    """Every kernel launch of `ex` (optionally only those `window_sql` keeps) with its canonical path."""
+def kernel_paths(ex: NsysExport) -> tuple[PathRows, PathIndex]:
+    """Every kernel launch of `ex` (inside its profiler window when it has one) with its canonical path."""
     idx = load(ex)
     out = PathRows()
     cache: dict[tuple[Any, ...], str | None] = {}
     cursor: _Cursor | None = None
-    cur = ex.q(f"SELECT l.tid, l.rs, l.name, l.ge - l.gs FROM launches AS l WHERE l.kind = 0 {window_sql} "
-               "ORDER BY l.tid, l.rs")
-    while rows := cur.fetchmany(8192):
-        for tid, rs, nid, d in rows:
-            if not isinstance(rs, int) or not isinstance(d, (int, float)) or d < 0:
-                continue
-            tid = int(tid or 0)
-            if cursor is None or cursor.tid != tid:
-                cursor = _Cursor(idx, tid, cache)
-            path, key, src = cursor.at(rs)
-            if path is None:
-                continue
-            k = (path, nid)
-            out.durs[k].append(float(d))
-            out.instances[k].add(key)
-            if src is not None:
-                out.borrowed[k] += 1
-                out.borrowed_from[(tid, src)] += 1
+    for tid, rs, _, nid, d in ex.kernel_launches(by_thread=True):
+        if not isinstance(rs, int) or not isinstance(d, (int, float)) or d < 0:
+            continue
+        tid = int(tid or 0)
+        if cursor is None or cursor.tid != tid:
+            cursor = _Cursor(idx, tid, cache)
+        path, key, src = cursor.at(rs)
+        if path is None:
+            continue
+        k = (path, nid)
+        out.durs[k].append(float(d))
+        out.instances[k].add(key)
+        if src is not None:
+            out.borrowed[k] += 1
+            out.borrowed_from[(tid, src)] += 1
     return out, idx
+
+
+# ------------------------------------------------------------------------------------ measured leaves (read_paths)
+@dataclass
+class LeafRows:
+    """Kernel durations per (measured leaf path, kernel name key), the leaf instances they ran in, and the GPU
+    projection of every leaf instance per path (profctl.readers.nsys_sqlite.read_paths)."""
+
+    durs: dict[tuple[str, Any], list[float]] = field(default_factory=lambda: defaultdict(list))
+    rids: dict[tuple[str, Any], set[int]] = field(default_factory=lambda: defaultdict(set))
+    spans: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def measured_leaves(ex: NsysExport, first_case: str | None = None) -> LeafRows:
+    """Each kernel launch of `ex` in the innermost measured ``<backend>.fwd|bwd`` range of the profctl domain
+    around it on its thread (profctl.nvtx.measured_leaf_path; `first_case` names the case range pushed before
+    capture began). Launches outside such a range are left out."""
+    from profctl import nvtx
+
+    insts = [i for i in ex.range_instances() if i.domain == nvtx.DOMAIN]
+    leaf_path: dict[int, str] = {}
+    leaves: dict[int, list[RangeInstance]] = defaultdict(list)
+    for i, parents in nvtx.nest(insts):
+        p = nvtx.measured_leaf_path(i, parents, first_case)
+        if p is not None:
+            leaf_path[i.rid] = nvtx.join_path(nvtx.DOMAIN, p.split("/"))
+            leaves[i.tid].append(i)
+    starts: dict[int, list[int]] = {}
+    for tid, ls in leaves.items():
+        ls.sort(key=lambda i: i.start)
+        starts[tid] = [x.start for x in ls]
+    out = LeafRows()
+    for tid, rs_, re_, nid, d in ex.kernel_launches():
+        ls = leaves.get(int(tid or 0)) or []
+        if not ls:
+            continue
+        j = bisect.bisect_right(starts[int(tid or 0)], rs_) - 1
+        if j < 0 or not (ls[j].start <= rs_ <= ls[j].end and re_ <= ls[j].end):
+            continue
+        k = (leaf_path[ls[j].rid], nid)
+        out.durs[k].append(float(d))
+        out.rids[k].add(ls[j].rid)
+    for i in insts:
+        if i.rid in leaf_path and i.proj_start is not None:
+            out.spans[leaf_path[i.rid]].append(float((i.proj_end or 0) - i.proj_start))
+    return out

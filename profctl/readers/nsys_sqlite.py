@@ -16,199 +16,47 @@ Two groupings, with nsys' own definitions (docs/nsys.md says how each was checke
 Bounded memory and time on large exports: everything heavy runs inside SQLite (temporary tables in a temporary
 file, never in the user's file, which is opened read-only and immutable); Python only streams sorted durations
 one kernel name at a time and holds one small tuple per NVTX range instance.
+
+This module holds the entry points (:func:`read`, :func:`read_paths`) and :class:`NsysExport`, whose methods are
+the queries; beside it, profctl.readers._nsys_schema opens the file and knows its tables and columns,
+profctl.readers._nsys_paths places launches in NVTX paths and profctl.readers._nsys_summary makes the rows. Those
+use the export's public methods only (its temporary tables are its own).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import Any
 
 from profctl.errors import BadReport
-from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-EVENT_PUSHPOP, EVENT_STARTEND, EVENT_T_PUSHPOP, EVENT_T_STARTEND, EVENT_DOMAIN_CREATE = 59, 60, 70, 71, 75
-RANGE_EVENTS = (EVENT_PUSHPOP, EVENT_STARTEND, EVENT_T_PUSHPOP, EVENT_T_STARTEND)
-STYLE = {EVENT_PUSHPOP: "push_pop", EVENT_T_PUSHPOP: "push_pop", EVENT_STARTEND: "start_end",
-         EVENT_T_STARTEND: "start_end"}
-PID_MASK = 0xFFFFFFFFFF000000  # globalTid -> globalPid, as nsys' own scripts derive it
-PID_MASK_SQL = -(1 << 24)  # the same mask as a signed 64-bit SQLite integer
-DOMAIN_PID_MASK = 0x0000FFFFFF000000
-
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-NVTX = "NVTX_EVENTS"
-STRINGS = "StringIds"
-
-#: logical column -> accepted physical names, first present wins ("?" suffix: optional). Exports of other nsys
-#: versions spell some columns differently or lack newer ones; anything else missing is named in the error.
-COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
-    KERNEL: {
-        "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
-        "globalPid?": ("globalPid", "globalProcessId"), "deviceId?": ("deviceId",), "streamId?": ("streamId",),
-        "demangledName": ("demangledName", "name", "nameId"), "shortName?": ("shortName",),
-        "mangledName?": ("mangledName",),
-        "gridX?": ("gridX",), "gridY?": ("gridY",), "gridZ?": ("gridZ",),
-        "blockX?": ("blockX",), "blockY?": ("blockY",), "blockZ?": ("blockZ",),
-        "registersPerThread?": ("registersPerThread", "registers"),
-        "staticSharedMemory?": ("staticSharedMemory", "staticSharedMemoryBytes"),
-        "dynamicSharedMemory?": ("dynamicSharedMemory", "dynamicSharedMemoryBytes"),
-    },
-    MEMCPY: {
-        "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
-        "globalPid?": ("globalPid", "globalProcessId"), "streamId?": ("streamId",), "bytes?": ("bytes",),
-        "copyKind?": ("copyKind",),
-    },
-    MEMSET: {
-        "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
-        "globalPid?": ("globalPid", "globalProcessId"), "streamId?": ("streamId",), "bytes?": ("bytes",),
-    },
-    RUNTIME: {
-        "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
-        "globalTid": ("globalTid", "globalThreadId"), "nameId": ("nameId", "name"),
-    },
-    NVTX: {
-        "start": ("start",), "end": ("end",), "eventType": ("eventType",), "text?": ("text",),
-        "textId?": ("textId",), "globalTid": ("globalTid", "globalThreadId"), "endGlobalTid?": ("endGlobalTid",),
-        "domainId?": ("domainId",),
-    },
-    STRINGS: {"id": ("id",), "value": ("value",)},
-}
-
-#: CAPTURE_EVENT_TYPE values in META_DATA_CAPTURE -> the `nsys profile --trace` option that records them
-TRACE_OPTION = {"Cuda": "cuda", "NvtxEvents": "nvtx", "OSRuntime": "osrt", "CuBLAS": "cublas", "CuDNN": "cudnn"}
-
-#: API names that can launch GPU work; a cheap pre-filter of the runtime table, checked afterwards (see _launches)
-LAUNCH_LIKE = ("%Launch%", "%Memcpy%", "%Memset%", "%Prefetch%", "%memcpy%", "%memset%")
-
-
-# ---------------------------------------------------------------------------------------------------- opening
-def connect(path: Path) -> sqlite3.Connection:
-    """Open `path` read-only and immutable (SQLite never writes or locks the user's file)."""
-    path = Path(path)
-    if not path.exists():
-        raise BadReport(f"{path}: no such file")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError as e:
-        raise BadReport(f"{path}: cannot read: {e.strerror}") from None
-    if not head.startswith(SQLITE_MAGIC):
-        raise BadReport(f"{path}: not an SQLite file (an nsys export starts with 'SQLite format 3')")
-    _check_not_truncated(path, head)
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-    try:
-        con = sqlite3.connect(uri, uri=True)
-        con.text_factory = _text  # a damaged export may hold text that is not UTF-8
-        con.execute("PRAGMA temp_store=FILE")
-        con.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache, whatever the file's size
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a damaged schema's text may not even decode
-        raise BadReport(f"{path}: unreadable SQLite file ({str(e)[:200]})") from None
-    return con
-
-
-def _text(b: bytes) -> str:
-    return b.decode("utf-8", errors="replace")
-
-
-def _check_not_truncated(path: Path, head: bytes) -> None:
-    """The header records the page size and (when valid) the page count; a shorter file was cut off."""
-    if len(head) < 100:
-        raise BadReport(f"{path}: truncated SQLite file ({len(head)} bytes, shorter than its header)")
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96]  # "in-header database size" is valid when these counters agree
-    size = path.stat().st_size
-    if valid and pages and page * pages > size:
-        raise BadReport(f"{path}: truncated SQLite file: its header says {page * pages} bytes, the file has {size}")
-
-
-# ---------------------------------------------------------------------------------------------------- schema
-class Schema:
-    """Tables and resolved column names of one export; raises BadReport naming what is missing."""
-
-    def __init__(self, con: sqlite3.Connection, path: Path) -> None:
-        self.con, self.path = con, path
-        self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        self._cols: dict[str, dict[str, str | None]] = {}
-        # nsys 2024+ writes META_DATA_EXPORT; 2023.x exports keep the same pairs in EXPORT_META_DATA
-        self.meta_export = self._kv("META_DATA_EXPORT") or self._kv("EXPORT_META_DATA")
-        self.version = self.meta_export.get("EXPORT_PRODUCT_VERSION")
-        self.schema_version = self.meta_export.get("EXPORT_SCHEMA_VERSION")
-
-    def _kv(self, table: str) -> dict[str, str]:
-        if table not in self.tables:
-            return {}
-        try:
-            return {str(k): str(v) for k, v in self.con.execute(f'SELECT name, value FROM "{table}"')}
-        except sqlite3.DatabaseError:
-            return {}
-
-    def capture_traces(self) -> list[str]:
-        """The CAPTURE_EVENT_TYPE values recorded in META_DATA_CAPTURE (e.g. Cuda, NvtxEvents)."""
-        if "META_DATA_CAPTURE" not in self.tables:
-            return []
-        return [str(r[0]) for r in self.con.execute(
-            "SELECT value FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'")]
-
-    def has(self, table: str) -> bool:
-        return table in self.tables
-
-    def cols(self, table: str) -> dict[str, str | None]:
-        """Logical column -> physical column (None for an absent optional one)."""
-        if table in self._cols:
-            return self._cols[table]
-        present = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
-        out: dict[str, str | None] = {}
-        for logical, names in COLUMNS[table].items():
-            optional = logical.endswith("?")
-            key = logical.rstrip("?")
-            found = next((n for n in names if n in present), None)
-            if found is None and not optional:
-                ver = f"nsys {self.version}, export schema {self.schema_version}" if self.version else "unknown version"
-                raise BadReport(f"{self.path}: table {table} has no column {key!r} "
-                                f"(looked for {', '.join(names)}); this export ({ver}) uses a schema profctl does "
-                                "not know")
-            out[key] = found
-        self._cols[table] = out
-        return out
-
-    def col(self, table: str, key: str, alias: str = "", default: str = "NULL") -> str:
-        """A SQL expression for a logical column (`default` when absent)."""
-        c = self.cols(table)[key]
-        if c is None:
-            return default
-        return f'{alias + "." if alias else ""}"{c}"'
-
-
-def check_nsys_export(schema: Schema) -> None:
-    """Refuse SQLite files that are not nsys exports, and exports without CUDA kernels, with one line."""
-    path = schema.path
-    if STRINGS not in schema.tables or not (schema.meta_export or {KERNEL, RUNTIME, NVTX} & schema.tables):
-        raise BadReport(f"{path}: an SQLite file, but not an Nsight Systems export (no StringIds/META_DATA_EXPORT "
-                        "tables); export a report with: nsys export --type sqlite REPORT.nsys-rep")
-    schema.cols(STRINGS)
-    if KERNEL not in schema.tables:
-        traces = schema.capture_traces()
-        if traces and "Cuda" not in traces:
-            have = ", ".join(TRACE_OPTION.get(t, t) for t in traces)
-            raise BadReport(f"{path}: no CUDA kernels: the report was recorded without CUDA trace (traced: {have}); "
-                            "record with nsys profile --trace=cuda,nvtx,...")
-        if RUNTIME not in schema.tables:
-            raise BadReport(f"{path}: no CUDA trace data (no CUPTI_ACTIVITY_KIND_KERNEL/RUNTIME tables): record with "
-                            "nsys profile --trace=cuda,...")
-        raise BadReport(f"{path}: no GPU kernel ran inside the captured range (CUDA trace was on, "
-                        "CUPTI_ACTIVITY_KIND_KERNEL is absent): an empty capture range?")
+from profctl.readers import _nsys_summary
+from profctl.readers._nsys_schema import (
+    COLUMNS,
+    DOMAIN_PID_MASK,
+    EVENT_DOMAIN_CREATE,
+    KERNEL,
+    LAUNCH_LIKE,
+    MEMCPY,
+    MEMSET,
+    NVTX,
+    PID_MASK,
+    PID_MASK_SQL,
+    RANGE_EVENTS,
+    RUNTIME,
+    SQLITE_MAGIC,
+    STRINGS,
+    STYLE,
+    TRACE_OPTION,
+    Schema,
+    check_nsys_export,
+    connect,
+    db_error,
+)
+from profctl.schema import Summary
 
 
 # ---------------------------------------------------------------------------------------------------- results
@@ -236,7 +84,8 @@ class RangeInstance:
 
 
 class NsysExport:
-    """One open export. Queries are methods; temporary tables live in the connection's temp schema only."""
+    """One open export. Queries are methods (raw ids, durations and tuples; rows are made in _nsys_summary);
+    temporary tables live in the connection's temp schema only."""
 
     def __init__(self, path: str | Path, *, window: str | None = None) -> None:
         """`window='profiler-api'` keeps only GPU work launched, and NVTX ranges lying, between
@@ -281,7 +130,7 @@ class NsysExport:
         try:
             return self.con.execute(sql, params)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
-            raise _db_error(self.path, e) from None
+            raise db_error(self.path, e) from None
 
     def string(self, sid: int | None) -> str:
         if sid is None:
@@ -309,7 +158,7 @@ class NsysExport:
             from profctl.kernels import is_generic
 
             self._generic = []
-            if self.schema.cols(KERNEL)["mangledName"] is not None and self._name_is_string_id():
+            if self.schema.cols(KERNEL)["mangledName"] is not None and self.name_is_string_id():
                 d = self.schema.col(KERNEL, "demangledName")
                 ids = [int(r[0]) for r in self.q(f"SELECT DISTINCT {d} FROM {KERNEL}") if isinstance(r[0], int)]
                 self._generic = [i for i in ids if is_generic(self.string(i))]
@@ -335,12 +184,27 @@ class NsysExport:
             return readable("", self.string(-1 - nid))
         return readable(self.string(nid))
 
-    def _name_is_string_id(self) -> bool:
+    def name_is_string_id(self) -> bool:
         """Kernel names are StringIds references in every export seen; very old ones stored text."""
         t = self.q(f'SELECT typeof({self.schema.col(KERNEL, "demangledName")}) FROM {KERNEL} LIMIT 1').fetchone()
         return t is None or t[0] == "integer"
 
+    def kernel_names(self, keys: Iterable[Any]) -> dict[Any, str]:
+        """Kernel name key -> name, for each of `keys`."""
+        by_id = self.name_is_string_id()
+        return {nid: self.kernel_name(nid, by_id) for nid in keys}
+
+    def missing_strings(self) -> int:
+        """How many string ids looked up so far are missing from StringIds (shown as ``<string N>``)."""
+        return len(self._missing)
+
+    def invalid_time_rows(self, table: str) -> int:
+        """How many rows of `table` have no valid times (see :meth:`valid_times`)."""
+        (n,) = self.q(f"SELECT count(*) FROM {table} WHERE NOT ({self.valid_times(table)})").fetchone()
+        return int(n)
+
     def gpu_info(self) -> dict[str, Any]:
+        """The GPUs of the report (TARGET_INFO_GPU) and their names, for ``meta``."""
         out: dict[str, Any] = {}
         if self.schema.has("TARGET_INFO_GPU"):
             try:
@@ -354,21 +218,6 @@ class NsysExport:
         if names:
             out["devices"] = names
         return out
-
-    def _check(self, kernels: list[KernelRow], meta: dict[str, Any]) -> None:
-        """Warnings for what the export holds that is odd: records ending before they start (left out), string
-        ids missing from StringIds (names shown as ``<string N>``), no version."""
-        for t in (KERNEL, MEMCPY, MEMSET):
-            if not self.schema.has(t):
-                continue
-            (n,) = self.q(f"SELECT count(*) FROM {t} WHERE NOT ({self.valid_times(t)})").fetchone()
-            if n:
-                warn(meta, f"{n} record(s) of {t} have no valid times (not numbers, or the end before the start): "
-                           "left out")
-        if self._missing:
-            warn(meta, f"{len(self._missing)} string id(s) missing from StringIds (names shown as <string N>)")
-        if not self.schema.version:
-            warn(meta, "the export names no nsys version (no META_DATA_EXPORT/EXPORT_META_DATA)")
 
     # ------------------------------------------------------------------------------------------------ windows
     def windows(self) -> list[tuple[int, int, int | None]]:
@@ -465,11 +314,20 @@ class NsysExport:
         self.q("CREATE INDEX temp.launches_tid ON launches(tid, rs)")
         self._launches_ready = True
 
+    def kernel_launches(self, *, by_thread: bool = False) -> Iterator[tuple[Any, ...]]:
+        """(thread, API call start, API call end, kernel name key, GPU duration) of every kernel launch, inside a
+        profiler window when the export has one; in thread and call-start order with `by_thread`."""
+        self._build_launches()
+        win = f"AND {self._window_sql('l.rs', 'l.re', 'l.gpid')}" if (self.window and self.windows()) else ""
+        order = "ORDER BY l.tid, l.rs" if by_thread else ""
+        return self.q(f"SELECT l.tid, l.rs, l.re, l.name, l.ge - l.gs FROM launches AS l WHERE l.kind = 0 {win} "
+                      f"{order}")
+
     # ------------------------------------------------------------------------------------------------ kernels
     _CFG = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
             "dynamicSharedMemory")
 
-    def _kernel_source(self) -> str:
+    def kernel_source(self) -> str:
         """The kernel rows to summarize: the whole table, or (window) those launched inside a profiler window."""
         if not (self.window and self.windows()):
             return KERNEL
@@ -501,7 +359,7 @@ class NsysExport:
                         cur_name, durs = nm, []
                     durs.append(float(d))
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
-            raise _db_error(self.path, e) from None
+            raise db_error(self.path, e) from None
         if durs:
             yield cur_name, durs
 
@@ -528,80 +386,43 @@ class NsysExport:
                 out[n] = [(cs[0], -1)]  # count filled in by the caller (all launches of the name)
         return out
 
-    def kernel_rows(self) -> list[KernelRow]:
-        from profctl import kernels as kn
-
+    def short_names(self, source: str = KERNEL) -> dict[Any, Any]:
+        """Kernel name key -> the export's short name (a string id, or text in very old exports); empty when the
+        export has no short names."""
         s = self.schema
-        by_id = self._name_is_string_id()
-        source = self._kernel_source()
-        shorts: dict[Any, Any] = {}
-        if s.cols(KERNEL)["shortName"] is not None:
-            shorts = dict(self.q(f'SELECT DISTINCT {self._kname()}, {s.col(KERNEL, "shortName")} '
-                                 f"FROM {source}").fetchall())
-        configs = self.launch_configs(source)
-        out = []
-        for nid, durs in self.kernel_durations(source):
-            name = self.kernel_name(nid, by_id)
-            sid = shorts.get(nid)
-            short = (self.string(sid) if by_id else str(sid)) if sid is not None else ""
-            if not short or kn.is_generic(short) or short.startswith("<string "):
-                short = kn.short_name(name)
-            st = durations_stats(durs)
-            cfgs = [(c, len(durs) if n < 0 else n) for c, n in configs.get(nid, [])]
-            extra: dict[str, Any] = {"kind": "kernel", "launch_configs": [
-                {"grid": list(c[0:3]), "block": list(c[3:6]), "registers_per_thread": c[6],
-                 "static_smem_bytes": c[7], "dynamic_smem_bytes": c[8], "count": n} for c, n in cfgs[:8]]}
-            if len(cfgs) > 8:
-                extra["launch_configs_more"] = len(cfgs) - 8
-            out.append(KernelRow(tool="nsys", name=name, short_name=short, kernel_class=kn.classify(name),
-                                 nvtx_range=None, count=int(st["count"]), total_ns=st["total_ns"],
-                                 avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
-                                 max_ns=st["max_ns"], std_ns=st["std_ns"], extra=extra))
-        return out
+        if s.cols(KERNEL)["shortName"] is None:
+            return {}
+        return dict(self.q(f'SELECT DISTINCT {self._kname()}, {s.col(KERNEL, "shortName")} FROM {source}').fetchall())
 
-    def memop_rows(self) -> list[KernelRow]:
-        """Memcpy per copy kind and memset, as nsys names them ('[CUDA memcpy Host-to-Device]', '[CUDA memset]')."""
+    # ------------------------------------------------------------------------------------------------ memcpy, memset
+    def memcpy_labels(self) -> dict[int, str]:
+        """Copy kind -> nsys' label for it ('Host-to-Device', ...), when the export has the enum table."""
+        if not self.schema.has("ENUM_CUDA_MEMCPY_OPER"):
+            return {}
+        try:
+            return {int(i): str(lab) for i, lab in self.q("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+        except BadReport:
+            return {}
+
+    def memop_durations(self, table: str) -> Iterator[tuple[Any, Any, Any]]:
+        """(copy kind or None, duration, bytes) of every row of MEMCPY or MEMSET with valid times (launched inside
+        a profiler window when the export has one), by copy kind and duration."""
         s = self.schema
-        labels: dict[int, str] = {}
-        if s.has("ENUM_CUDA_MEMCPY_OPER"):
-            try:
-                labels = {int(i): str(lab) for i, lab in self.q("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
-            except BadReport:
-                labels = {}
-        out = []
-        for t, cls in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-            if not s.has(t):
-                continue
-            c = s.cols(t)
-            key = s.col(t, "copyKind", "m", "NULL") if t == MEMCPY else "NULL"
-            if self.window and self.windows():
-                self._build_launches()
-                kind = 1 if t == MEMCPY else 2
-                sql = (f"SELECT l.name, l.ge - l.gs, l.bytes FROM launches AS l WHERE l.kind = {kind} AND "
-                       "l.ge >= l.gs AND "
-                       f"{self._window_sql('l.rs', 'l.re', 'l.gpid')} ORDER BY 1, 2")
-            else:
-                sql = (f'SELECT {key}, m."{c["end"]}" - m."{c["start"]}", {s.col(t, "bytes", "m", "0")} '
-                       f"FROM {t} AS m WHERE {self.valid_times(t, 'm')} ORDER BY 1, 2")
-            groups: dict[Any, tuple[list[float], int]] = {}
-            for k, d, b in self.q(sql):
-                durs, nbytes = groups.get(k, ([], 0))
-                durs.append(float(d))
-                groups[k] = (durs, nbytes + int(b or 0))
-            for k, (durs, nbytes) in groups.items():
-                if t == MEMCPY:
-                    name = f"[CUDA memcpy {labels.get(int(k), str(k)) if k is not None else 'Unknown'}]"
-                else:
-                    name = "[CUDA memset]"
-                st = durations_stats(durs)
-                out.append(KernelRow(tool="nsys", name=name, short_name=name, kernel_class=cls, nvtx_range=None,
-                                     count=int(st["count"]), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
-                                     med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"],
-                                     std_ns=st["std_ns"], extra={"kind": cls, "bytes": nbytes}))
-        return out
+        c = s.cols(table)
+        key = s.col(table, "copyKind", "m", "NULL") if table == MEMCPY else "NULL"
+        if self.window and self.windows():
+            self._build_launches()
+            kind = 1 if table == MEMCPY else 2
+            sql = (f"SELECT l.name, l.ge - l.gs, l.bytes FROM launches AS l WHERE l.kind = {kind} AND "
+                   "l.ge >= l.gs AND "
+                   f"{self._window_sql('l.rs', 'l.re', 'l.gpid')} ORDER BY 1, 2")
+        else:
+            sql = (f'SELECT {key}, m."{c["end"]}" - m."{c["start"]}", {s.col(table, "bytes", "m", "0")} '
+                   f"FROM {table} AS m WHERE {self.valid_times(table, 'm')} ORDER BY 1, 2")
+        return self.q(sql)
 
     # ------------------------------------------------------------------------------------------------ NVTX
-    def _domains(self) -> dict[tuple[int, int], str]:
+    def domains(self) -> dict[tuple[int, int], str]:
         """(domainId, process bits) -> domain name, from the domain-create events."""
         n = self.schema.cols(NVTX)
         text = self._text_expr("e")
@@ -656,7 +477,7 @@ class NsysExport:
         """Every same-thread NVTX range with its projection, stack level and children (projected ranges only)."""
         if not self._build_ranges():
             return []
-        domains = self._domains()
+        domains = self.domains()
         out: dict[int, RangeInstance] = {}
         for rid, tid, start, end, etype, did, text in self.q(
                 'SELECT rid, tid, start, "end", etype, did, text FROM rng'):
@@ -676,68 +497,32 @@ class NsysExport:
         _hierarchy([r for r in out.values() if r.proj_start is not None])
         return list(out.values())
 
-    def range_rows(self, instances: list[RangeInstance] | None = None) -> list[RangeRow]:
-        insts = self.range_instances() if instances is None else instances
-        groups: dict[tuple[str, str, str], list[RangeInstance]] = defaultdict(list)
-        for r in insts:
-            groups[(r.domain, r.text, r.style)].append(r)
-        out = []
-        for (dom, text, style), rs in groups.items():
-            proj = [r for r in rs if r.proj_start is not None]
-            durs = [float(r.proj_end - r.proj_start) for r in proj]  # type: ignore[operator]
-            st = durations_stats(durs)
-            n = len(proj)
-            extra: dict[str, Any] = {
-                "proj_instances": n,
-                "proj_range_total_ns": float(sum(r.end - r.start for r in proj)),
-                "proj_avg_ns": st["avg_ns"], "proj_med_ns": st["med_ns"], "proj_min_ns": st["min_ns"],
-                "proj_max_ns": st["max_ns"], "proj_std_ns": st["std_ns"],
-                "avg_gpu_ops": (sum(r.ops for r in proj) / n) if n else 0.0,
-                "avg_level": (sum(r.level for r in proj) / n) if n else None,
-                "avg_children": (sum(r.children for r in proj) / n) if n else None,
-                "nsys_name": f"{dom}:{text}",
-            }
-            out.append(RangeRow(name=text, domain=dom or None, style=style, count=len(rs),
-                                range_total_ns=float(sum(r.end - r.start for r in rs)),
-                                gpu_proj_total_ns=st["total_ns"] if n else 0.0,
-                                gpu_ops=sum(r.ops for r in proj), extra=extra))
-        return out
+    def nvtx_ranges(self, event_types: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+        """(thread, start, end, event type, domain id, text) of every NVTX event of `event_types` with a start
+        and an end (as stored: a damaged export may hold anything there). Nothing without an NVTX table."""
+        if not self.schema.has(NVTX):
+            return iter(())
+        n = self.schema.cols(NVTX)
+        events = ",".join(map(str, event_types))
+        return self.q(
+            f'SELECT e."{n["globalTid"]}", e."{n["start"]}", e."{n["end"]}", e."{n["eventType"]}", '
+            f'{self.schema.col(NVTX, "domainId", "e", "0")}, {self._text_expr("e")} FROM {NVTX} AS e '
+            f'{self._text_join("e")} WHERE e."{n["eventType"]}" IN ({events}) AND e."{n["start"]}" IS NOT NULL '
+            f'AND e."{n["end"]}" IS NOT NULL')
 
-    def kernels_by_range(self, meta: dict[str, Any] | None = None) -> list[KernelRow]:
-        """Per (canonical NVTX path, kernel name): each launch in the path of the ranges open at its API call, as
-        ncu records it (profctl.readers._nsys_paths; launches of autograd's worker thread outside any range take
-        the ranges of the thread that called backward()). How launches were attributed goes into `meta`."""
-        from profctl import kernels as kn
-        from profctl.readers import _nsys_paths
-
-        if not self.schema.has(NVTX) or not self.schema.has(RUNTIME):
-            return []
-        self._build_launches()
-        by_id = self._name_is_string_id()
-        win = f"AND {self._window_sql('l.rs', 'l.re', 'l.gpid')}" if (self.window and self.windows()) else ""
-        rows, idx = _nsys_paths.kernel_paths(self, win)
-        out = []
-        for (path, nid), durs in rows.durs.items():
-            name = self.kernel_name(nid, by_id)
-            st = durations_stats(durs)
-            extra: dict[str, Any] = {"kind": "kernel", "nvtx_instances": len(rows.instances[(path, nid)])}
-            if rows.borrowed.get((path, nid)):
-                extra["borrowed_launches"] = rows.borrowed[(path, nid)]
-            out.append(KernelRow(tool="nsys", name=name, short_name=kn.short_name(name),
-                                 kernel_class=kn.classify(name), nvtx_range=path, count=int(st["count"]),
-                                 total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"],
-                                 min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"], extra=extra))
-        if meta is not None:
-            if rows.borrowed_from:
-                meta["nvtx_borrowed"] = [
-                    {"launches": n, "thread": idx.names.get(t, str(t)), "from_thread": idx.names.get(u, str(u))}
-                    for (t, u), n in sorted(rows.borrowed_from.items())]
-                meta.setdefault("notes", []).append(
-                    f"{sum(rows.borrowed_from.values())} kernel launch(es) on autograd's worker thread, outside "
-                    "any range there, are placed in the ranges open on the thread that called backward()")
-            if idx.inverted:
-                warn(meta, f"{idx.inverted} NVTX range(s) end before they start; left out of the ranges")
-        return out
+    def thread_names(self) -> dict[int, str]:
+        """globalTid -> thread name, from ThreadNames (absent or unreadable: none)."""
+        if "ThreadNames" not in self.schema.tables:
+            return {}
+        try:
+            cols = {r[1] for r in self.q('PRAGMA table_info("ThreadNames")')}
+            if not {"nameId", "globalTid"} <= cols:
+                return {}
+            return {int(t): str(v) for t, v in self.q(
+                f"SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN {STRINGS} AS s ON s.id = t.nameId")
+                if isinstance(t, int)}
+        except BadReport:
+            return {}
 
     def api_rows(self, limit: int = 50) -> list[dict[str, Any]]:
         """CUDA runtime/driver API calls per name: count and total time (a full scan of the runtime table)."""
@@ -749,86 +534,9 @@ class NsysExport:
         return [{"name": self.string(n), "count": int(c), "total_ns": float(t or 0)} for n, c, t in rows]
 
     # ------------------------------------------------------------------------------------------------ summary
-    def _kernels_and_memops(self) -> list[KernelRow]:
-        return self.kernel_rows() + self.memop_rows()
-
     def summary(self, *, by_range: bool = False, api: bool = False) -> Summary:
-        if self.window:
-            kernels = self._kernels_and_memops()
-            ranges = self.range_rows()
-        else:
-            # The kernel summary and the NVTX projection read disjoint work; SQLite releases the GIL while it
-            # steps, so the two run on two cores, each on its own read-only connection.
-            kernels, ranges = _in_parallel(lambda: _with_export(self.path, NsysExport._kernels_and_memops),
-                                           self.range_rows)
-        return self._finish(kernels, ranges, by_range=by_range, api=api)
-
-    def _finish(self, kernels: list[KernelRow], ranges: list[RangeRow], *, by_range: bool,
-                api: bool) -> Summary:
-        if not any(k.extra.get("kind") == "kernel" for k in kernels):
-            (n,) = self.q(f"SELECT count(*) FROM {KERNEL} WHERE NOT ({self.valid_times(KERNEL)})").fetchone()
-            if n:
-                raise BadReport(f"{self.path}: no kernel record has valid times ({n} end before they start or are "
-                                "not numbers): damaged timestamps")
-            if self.window and self.windows():
-                raise BadReport(f"{self.path}: no GPU kernel was launched between cudaProfilerStart and "
-                                "cudaProfilerStop (an empty measured range)")
-            raise BadReport(f"{self.path}: the kernel table is empty: no GPU kernel ran inside the captured range")
-        meta: dict[str, Any] = {"reader": "nsys_sqlite", "export_schema": self.schema.schema_version,
-                                "traces": [TRACE_OPTION.get(t, t) for t in self.schema.capture_traces()]}
-        if by_range:
-            kernels += self.kernels_by_range(meta)
-        meta.update(self.gpu_info())
-        self._check(kernels, meta)
-        if self.window:
-            meta["window"] = self.window
-            meta["windows"] = len(self.windows())
-        if api:
-            meta["cuda_api"] = self.api_rows()
-        return Summary(sources=(Source(path=str(self.path), tool="nsys", tool_version=self.schema.version),),
-                       kernels=tuple(kernels), ranges=tuple(ranges), meta=meta)
-
-
-def _db_error(path: Path, e: Exception) -> BadReport:
-    msg = str(e)[:300]
-    if isinstance(e, UnicodeDecodeError):
-        return BadReport(f"{path}: damaged SQLite file (text that is not UTF-8 where SQLite keeps its own)")
-    if any(w in msg for w in ("malformed", "not a database", "disk I/O", "file is")):
-        return BadReport(f"{path}: damaged or truncated SQLite file ({msg})")
-    return BadReport(f"{path}: this export cannot be read ({msg}); its schema may come from an nsys version "
-                     "profctl does not know")
-
-
-T = TypeVar("T")
-U = TypeVar("U")
-
-
-def _with_export(path: Path, fn: Callable[[NsysExport], T]) -> T:
-    with NsysExport(path) as ex:
-        return fn(ex)
-
-
-def _in_parallel(a: Callable[[], T], b: Callable[[], U]) -> tuple[T, U]:
-    """Run `a` on a worker thread and `b` here; re-raise the first error of either."""
-    import threading
-
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["a"] = a()
-        except BaseException as e:
-            box["err"] = e
-
-    t = threading.Thread(target=run, name="profctl-nsys-kernels", daemon=True)
-    t.start()
-    try:
-        rb = b()
-    finally:
-        t.join()
-    if "err" in box:
-        raise box["err"]
-    return box["a"], rb
+        """The export's Summary (profctl.readers._nsys_summary makes the rows from these queries)."""
+        return _nsys_summary.summarize(self, by_range=by_range, api=api)
 
 
 def _hierarchy(proj: list[RangeInstance]) -> None:
@@ -858,7 +566,8 @@ def read(path: str | Path, *, by_range: bool = False, window: str | None = None,
         try:
             return ex.summary(by_range=by_range, api=api)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
-            raise _db_error(ex.path, e) from None
+            raise db_error(ex.path, e) from None
+
 
 
 def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
@@ -872,56 +581,12 @@ def read_paths(path: str | Path, *, first_case: str | None = None) -> Summary:
     range was pushed before the capture began: `first_case` (``<backend>[<shape>]``) names it
     (profctl.nvtx.measured_leaf_path).
     """
-    import bisect
-
-    from profctl import nvtx
+    from profctl.readers import _nsys_paths
 
     with NsysExport(path) as ex:
-        insts = [i for i in ex.range_instances() if i.domain == nvtx.DOMAIN]
-        leaf_path: dict[int, str] = {}
-        leaves: dict[int, list[RangeInstance]] = defaultdict(list)
-        for i, parents in nvtx.nest(insts):
-            p = nvtx.measured_leaf_path(i, parents, first_case)
-            if p is not None:
-                leaf_path[i.rid] = nvtx.join_path(nvtx.DOMAIN, p.split("/"))
-                leaves[i.tid].append(i)
-        starts: dict[int, list[int]] = {}
-        for tid, ls in leaves.items():
-            ls.sort(key=lambda i: i.start)
-            starts[tid] = [x.start for x in ls]
-        ex._build_launches()
-        by_id = ex._name_is_string_id()
-        durs: dict[tuple[str, Any], list[float]] = defaultdict(list)
-        rids: dict[tuple[str, Any], set[int]] = defaultdict(set)
-        for tid, rs_, re_, nid, d in ex.q("SELECT tid, rs, re, name, ge - gs FROM launches WHERE kind = 0"):
-            ls = leaves.get(int(tid or 0)) or []
-            if not ls:
-                continue
-            j = bisect.bisect_right(starts[int(tid or 0)], rs_) - 1
-            if j < 0 or not (ls[j].start <= rs_ <= ls[j].end and re_ <= ls[j].end):
-                continue
-            k = (leaf_path[ls[j].rid], nid)
-            durs[k].append(float(d))
-            rids[k].add(ls[j].rid)
-        names = {nid: ex.kernel_name(nid, by_id) for _, nid in durs}
-        version = ex.schema.version
-        gpus = ex.gpu_info()
-    from profctl.kernels import classify, short_name
+        leaves = _nsys_paths.measured_leaves(ex, first_case)
+        return _nsys_summary.leaf_summary(ex, leaves, path)
 
-    kernels = []
-    for (p, nid), ds in durs.items():
-        st = durations_stats(ds)
-        name = names[nid]
-        kernels.append(KernelRow(tool="nsys", name=name, short_name=short_name(name), kernel_class=classify(name),
-                                 nvtx_range=p, count=int(st["count"]), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
-                                 med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-                                 extra={"kind": "kernel", "nvtx_instances": len(rids[(p, nid)])}))
-    spans: dict[str, list[float]] = defaultdict(list)
-    for i in insts:
-        if i.rid in leaf_path and i.proj_start is not None:
-            spans[leaf_path[i.rid]].append(float((i.proj_end or 0) - i.proj_start))
-    ranges = [RangeRow(name=p, domain=nvtx.DOMAIN, style="push_pop", count=len(v), range_total_ns=0.0,
-                       gpu_proj_total_ns=sum(v), gpu_ops=None, extra={"proj_instances": len(v), "path": True})
-              for p, v in spans.items()]
-    return Summary(sources=(Source(path=str(path), tool="nsys", tool_version=version),), kernels=tuple(kernels),
-                   ranges=tuple(ranges), meta={"reader": "profctl.readers.nsys_sqlite.read_paths", **gpus})
+
+__all__ = ["COLUMNS", "KERNEL", "MEMCPY", "MEMSET", "NVTX", "RUNTIME", "SQLITE_MAGIC", "STRINGS", "TRACE_OPTION",
+           "NsysExport", "RangeInstance", "Schema", "check_nsys_export", "connect", "read", "read_paths"]
