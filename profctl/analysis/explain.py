@@ -284,8 +284,9 @@ def _cpi_parts(a: KernelProfile, b: KernelProfile, notes: list[str]) -> list[tup
         slower = a if d > 0 else b
         site = src.site_sentence(slower, k)
         where = f" {'A' if d > 0 else 'B'}'s: {site}." if site else ""
-        says = (f"A's warps spend {xa:.2f} cycles per instruction in '{r.label}' against B's {xb:.2f}: {r.means}."
-                f"{where} Usual fix: {r.fix}")
+        specific = bool(site and ": " in site)  # the site's opcode says what it means and what to do
+        says = (f"A's warps spend {xa:.2f} cycles per instruction in '{r.label}' against B's {xb:.2f}"
+                + (f".{where}" if specific else f": {r.means}.{where} Usual fix: {r.fix}"))
         out.append((f"stall: {r.label}", d * weight, says))
     return out
 

@@ -43,7 +43,8 @@ REASONS: dict[str, StallReason] = {r.key: r for r in (
     _R("tex_throttle", "TEX throttle",
        "the texture / L1TEX pipe is saturated", "fewer texture or L1TEX instructions; use wider accesses"),
     _R("barrier", "barrier",
-       "waiting at a block-wide barrier (__syncthreads, bar.sync, tl.dot's staging) for slower warps of the block",
+       "waiting at a block-wide barrier (__syncthreads, bar.sync) for slower warps of the block; ncu also counts a "
+       "wait for asynchronous warpgroup MMA results (WARPGROUP.DEPBAR, Hopper's wgmma) here",
        "balance work between the warps of a block, synchronize less often, or let warps specialize (producer and "
        "consumer warps with asynchronous mbarriers instead of block-wide barriers)"),
     _R("membar", "memory barrier", "waiting at a memory fence (__threadfence, membar)",

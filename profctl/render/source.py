@@ -21,6 +21,21 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def fact_rows(v: SourceView) -> list[dict[str, Any]]:
+    """The kernel's figures as ncu's Details page would give them (profctl.analysis.explain's rows, one column),
+    and its speed-of-light headroom when the NVTX range names its shape."""
+    from profctl.analysis import explain as ex
+
+    rows = [{"": r.quantity, "value": r.a, "unit": r.unit} for r in ex.side_by_side(v.profile, v.profile)
+            if not r.quantity.startswith("stall:")]
+    roofs = ex.kernel_roofs(v.profile)
+    if roofs is not None and v.profile.duration_ns:
+        rows.append({"": "speed of light", "value": roofs.against(v.profile.duration_ns * 1e-9).sentence(),
+                     "unit": f"roofs on {roofs.device}: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us"
+                                                                    for r in roofs.roofs)})
+    return rows
+
+
 def _title(v: SourceView) -> str:
     p = v.profile
     dur = f", {p.duration_ns / 1e3:.1f} us" if p.duration_ns else ""
@@ -30,11 +45,14 @@ def _title(v: SourceView) -> str:
 
 # ------------------------------------------------------------ display rows
 def stall_rows(v: SourceView, limit: int | None = None) -> list[dict[str, Any]]:
+    from profctl.analysis.source import site_sentence
+
     rows = []
     for s in v.stalls[: limit or None]:
         r = reason(s.reason)
         rows.append({"stall reason": r.label, "share": _pct(s.share), "samples": s.samples,
                      "cycles/inst": f"{s.cycles_per_issue:.2f}" if s.cycles_per_issue is not None else "-",
+                     "where most of it sits": site_sentence(v.profile, s.reason) or "-",
                      "what it means": r.means, "what usually fixes it": r.fix})
     return rows
 
@@ -101,6 +119,7 @@ def print_views(views: Sequence[SourceView], which: str, con: Any, limit: int | 
         for w in v.warnings:
             con.print(f"  note: {w}", style="yellow", markup=False)
         if which == "stalls":
+            tables.print_table(con, "the kernel", fact_rows(v))
             tables.print_table(con, "warp stalls (share of samples; cycles per issued instruction)",
                                stall_rows(v, limit))
         else:
@@ -120,6 +139,7 @@ def markdown(views: Sequence[SourceView], which: str, limit: int | None = 10) ->
         out.append(f"### {_title(v)}\n")
         out += [f"> note: {w}\n" for w in v.warnings]
         if which == "stalls":
+            out.append(tables.markdown(fact_rows(v)))
             out.append(tables.markdown(stall_rows(v, limit)))
         else:
             out.append(tables.markdown(line_rows(v, limit)))
@@ -143,6 +163,7 @@ def to_dict(v: SourceView, limit: int | None = None) -> dict[str, Any]:
         "instructions": [_line_dict(h) for h in v.sass[: limit or None]],
         "findings": [f.__dict__ for f in v.findings],
         "attribution": v.attribution, "warnings": v.warnings,
+        "facts": fact_rows(v),
     }
 
 
@@ -220,6 +241,7 @@ def html_page(views: Sequence[SourceView], which: str, title: str | None = None,
     for v in views:
         parts.append(f"<h2>{_html.escape(_title(v))}</h2>")
         parts += [f'<p class="note">note: {_html.escape(w)}</p>' for w in v.warnings]
+        parts.append("<h3>the kernel</h3>" + _html_table(fact_rows(v)))
         parts.append("<h3>warp stalls</h3>" + _html_table(stall_rows(v, lim)))
         if which == "source" or v.lines:
             parts.append("<h3>hot lines</h3>" if v.lines else "<h3>hot instructions</h3>")

@@ -181,3 +181,11 @@ def test_helper_names() -> None:
     assert src.helper_name("_elementwise_max") == "max"
     assert src.helper_name("sum") == "sum"
     assert src.helper_name(None) is None
+
+
+def test_docs_explain_every_stall_reason() -> None:
+    from profctl.analysis.stalls import REASONS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "diagnosis.md").read_text()
+    missing = [k for k in REASONS if f"`{k}`" not in text]
+    assert not missing, f"docs/diagnosis.md lacks {missing}: regenerate its stall table from profctl.analysis.stalls"
