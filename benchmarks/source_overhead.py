@@ -38,6 +38,13 @@ def profctl_argv(case: list[str], root: Path) -> list[str]:
             *case[i:]]
 
 
+def manifest_times(root: Path) -> dict:
+    """The newest run's own account: ncu's wall time and profctl's whole pipeline (from its manifest)."""
+    run = sorted(p for p in root.iterdir() if p.is_dir())[-1]
+    m = json.loads((run / "manifest.json").read_text())
+    return {k: m.get(k) for k in ("ncu_wall_s", "total_wall_s")}
+
+
 def ncu_alone(root: Path, work: Path) -> list[str]:
     run = sorted(p for p in root.iterdir() if p.is_dir())[-1]
     manifest = json.loads((run / "manifest.json").read_text())
@@ -53,13 +60,16 @@ def measure(name: str, case: list[str], rounds: int) -> dict:
         first = timed(pa)  # warm-up (Triton compiles, caches) and the manifest the ncu argv comes from
         alone = ncu_alone(root, work)
         timed(alone)
-        p, a = [], []
+        p, a, inside = [], [], []
         for r in range(rounds):
             order = [(pa, p), (alone, a)] if r % 2 == 0 else [(alone, a), (pa, p)]
             for argv, into in order:
                 into.append(timed(argv))
+                if into is p:
+                    inside.append(manifest_times(root))
     ratio = statistics.median(p) / statistics.median(a)
-    return {"case": name, "argv": pa, "warmup_profctl_s": first, "profctl_s": p, "ncu_alone_s": a, "ratio": ratio}
+    return {"case": name, "argv": pa, "warmup_profctl_s": first, "profctl_s": p, "ncu_alone_s": a, "ratio": ratio,
+            "manifest": inside}
 
 
 def main() -> None:
@@ -70,8 +80,12 @@ def main() -> None:
     a = ap.parse_args()
     out = [measure(n, CASES[n], a.rounds) for n in a.cases.split(",")]
     for o in out:
+        own = [m["total_wall_s"] - m["ncu_wall_s"] for m in o["manifest"] if m.get("total_wall_s") and m.get("ncu_wall_s")]
+        ncu_in = [m["ncu_wall_s"] for m in o["manifest"] if m.get("ncu_wall_s")]
         print(f"{o['case']}: profctl {statistics.median(o['profctl_s']):.2f} s, ncu alone "
-              f"{statistics.median(o['ncu_alone_s']):.2f} s: {o['ratio']:.3f}x")
+              f"{statistics.median(o['ncu_alone_s']):.2f} s: {o['ratio']:.3f}x; inside profctl: ncu "
+              f"{statistics.median(ncu_in) if ncu_in else float('nan'):.2f} s, profctl's pipeline around it "
+              f"{statistics.median(own) if own else float('nan'):.2f} s")
     Path(a.out).write_text(json.dumps(out, indent=1))
 
 

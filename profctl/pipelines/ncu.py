@@ -240,8 +240,16 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
         warnings.append(f"{what}; the report was kept (see {ctx.final(log)})")
     # a report ncu finished just now is read in this process (no child: ~0.6 s); one it may have left half-written
     # (ncu or the program failed) in a child, where a damaged file cannot abort profctl
-    summary = ctx.with_final_paths(inputs.read_summary(inputs.file_input(report), by_range=True,
-                                                       isolate=res.returncode != 0))
+    profiles: list[KernelProfile] = []
+    if rec.samples_warps:  # one load of the report for the summary and the launches in depth
+        from profctl.readers.ncu_source import read_with_summary
+
+        read, profiles = read_with_summary(report, by_range=True, isolate=res.returncode != 0)
+        final = str(ctx.final(report))
+        profiles = [replace(p, report=final) for p in profiles]
+    else:
+        read = inputs.read_summary(inputs.file_input(report), by_range=True, isolate=res.returncode != 0)
+    summary = ctx.with_final_paths(read)
     launches = summary.meta.get("launches", [])
     _check_metrics(summary, tuple(rec.metric_names(cc)), rec, ctx.final_dir, ctx.final(log))
     events = runs.read_events(ctx.workdir / "workload.jsonl")
@@ -252,18 +260,9 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
                                     [specs[i] for i in ctx.part.cases])
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
-    profiles = _profiles(ctx, report, isolate=res.returncode != 0) if rec.samples_warps else []
     return NcuPart(summary=summary, launches=launches, warnings=warnings, rows=rows, status=status, argv=argv,
                    filters=filters, ncu_wall_s=ncu_wall, device=runs.device_of(events), report=report.name,
                    profiles=profiles)
-
-
-def _profiles(ctx: PartContext, report: Path, *, isolate: bool) -> list[KernelProfile]:
-    """The part's launches in depth (profctl.readers.ncu_source), naming the report where it will end up."""
-    from profctl.readers.ncu_source import read_profiles
-
-    final = str(ctx.final(report))
-    return [replace(p, report=final) for p in read_profiles(report, isolate=isolate)]
 
 
 def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],

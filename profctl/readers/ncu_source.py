@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.schema import Summary
 from profctl.schema.profile import KernelProfile, Marker, PcSample, RuleFinding, is_library_file
 
 #: the per-instruction sample counters ncu's SourceCounters section collects (instanced by program counter)
@@ -36,18 +37,49 @@ _SPEEDUP = {0: "", 1: "local", 2: "global"}
 
 def read_profiles(path: str | Path, *, isolate: bool = True) -> list[KernelProfile]:
     """Every launch of the report at `path` (plain, .gz or .xz) as a KernelProfile, in report order."""
-    from profctl.readers.ncu_report import plain_report, read_launches
+    from profctl.readers.ncu_report import plain_report
 
     p = Path(path)
     with plain_report(p) as rep:
         if isolate:
-            profiles = _read_in_child(rep, p)
-        else:
-            read_launches(rep, shown_as=p, isolate=False)  # the container and version checks
-            import ncu_report as mod
+            return _read_in_child(rep, p)
+        return _in_process(rep, p)[1]
 
-            profiles = profiles_with_module(mod, rep, p)
-    return profiles
+
+def read_with_summary(path: str | Path, *, by_range: bool = True, isolate: bool = True
+                      ) -> tuple[Summary, list[KernelProfile]]:
+    """The report's Summary (as profctl.readers.ncu_report.read gives it) and its profiles; in this process from
+    one load of the report (what `profctl ncu` does with the report ncu just wrote), else in child processes."""
+    from profctl.readers.ncu_report import module_version, plain_report, read, summarize
+
+    p = Path(path)
+    if isolate:
+        return read(p, by_range=by_range, isolate=True), read_profiles(p, isolate=True)
+    with plain_report(p) as rep:
+        (launches, version), profiles = _in_process(rep, p)
+    summary = summarize(launches, path=p, tool_version=version, by_range=by_range,
+                        reader=f"ncu_report {module_version() or '?'}")
+    return summary, profiles
+
+
+def _in_process(rep: Path, shown: Path) -> tuple[tuple[list[Any], str | None], list[KernelProfile]]:
+    """((launches, the writing ncu's version), profiles) from one load, in this process (a report ncu has
+    just written here: a damaged one is what needs the child)."""
+    import importlib.util
+
+    from profctl.readers.ncu_report import ReaderMissing, check_rep, module_version, newer_than
+
+    info = check_rep(rep)
+    if importlib.util.find_spec("ncu_report") is None:
+        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
+    if newer_than(info.tool_version, module_version()):
+        raise BadReport(f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
+                        f"(ncu_report {module_version()}); upgrade it: pip install -U ncu-report")
+    import ncu_report as mod
+
+    launches: list[Any] = []
+    profiles = profiles_with_module(mod, rep, shown, launches)
+    return (launches, info.tool_version), profiles
 
 
 def _read_in_child(rep: Path, shown: Path) -> list[KernelProfile]:
@@ -69,8 +101,9 @@ def _read_in_child(rep: Path, shown: Path) -> list[KernelProfile]:
 
 
 # ------------------------------------------------------------ ncu_report (runs in the child)
-def profiles_with_module(mod: Any, rep: Path, shown: Path) -> list[KernelProfile]:
-    """The profiles of every launch, read with the ncu_report module `mod`."""
+def profiles_with_module(mod: Any, rep: Path, shown: Path, launches: list[Any] | None = None) -> list[KernelProfile]:
+    """The profiles of every launch, read with the ncu_report module `mod`; each launch's Launch (the Summary's
+    input) is appended to `launches` when given."""
     from profctl.readers.ncu_report import _launch
 
     try:
@@ -85,6 +118,8 @@ def profiles_with_module(mod: Any, rep: Path, shown: Path) -> list[KernelProfile
                 a = rng.action_by_idx(ai)
                 ln = _launch(mod, a, len(out))
                 out.append(_profile(a, ln, shown))
+                if launches is not None:
+                    launches.append(ln)
     except BadReport:
         raise
     except Exception as e:  # a damaged result the container check could not see

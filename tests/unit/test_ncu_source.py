@@ -189,3 +189,15 @@ def test_docs_explain_every_stall_reason() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "diagnosis.md").read_text()
     missing = [k for k in REASONS if f"`{k}`" not in text]
     assert not missing, f"docs/diagnosis.md lacks {missing}: regenerate its stall table from profctl.analysis.stalls"
+
+
+def test_one_load_gives_the_same_summary_as_the_summary_reader() -> None:
+    from profctl.readers.ncu_report import read
+    from profctl.readers.ncu_source import read_with_summary
+
+    path = PLANTED / "attn_pair.ncu-rep.xz"
+    summary, profs = read_with_summary(path, isolate=False)
+    alone = read(path, isolate=True)
+    assert summary.to_dict()["kernels"] == alone.to_dict()["kernels"]
+    assert [p.name for p in profs] == [p.name for p in read_profiles(path)]
+    assert src.view(profs[0]).lines[0].line == src.view(profiles("attn_pair")["_fwd_kernel"]).lines[0].line
