@@ -80,7 +80,8 @@ def main() -> None:
     a = ap.parse_args()
     out = [measure(n, CASES[n], a.rounds) for n in a.cases.split(",")]
     for o in out:
-        own = [m["total_wall_s"] - m["ncu_wall_s"] for m in o["manifest"] if m.get("total_wall_s") and m.get("ncu_wall_s")]
+        own = [m["total_wall_s"] - m["ncu_wall_s"] for m in o["manifest"]
+               if m.get("total_wall_s") and m.get("ncu_wall_s")]
         ncu_in = [m["ncu_wall_s"] for m in o["manifest"] if m.get("ncu_wall_s")]
         print(f"{o['case']}: profctl {statistics.median(o['profctl_s']):.2f} s, ncu alone "
               f"{statistics.median(o['ncu_alone_s']):.2f} s: {o['ratio']:.3f}x; inside profctl: ncu "
