@@ -146,8 +146,10 @@ class Running:
 
 
 def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
-          env: Mapping[str, str] | None = None, cwd: Path | None = None, die_with_parent: bool = False) -> Running:
-    """Start `argv` without waiting (same rules as `run`: argv list, output to `log`, a deadline)."""
+          env: Mapping[str, str] | None = None, cwd: Path | None = None, die_with_parent: bool = False,
+          stdin_pipe: bool = False) -> Running:
+    """Start `argv` without waiting (same rules as `run`: argv list, output to `log`, a deadline). `stdin_pipe`:
+    the child reads what the caller writes to ``Running.proc.stdin`` (a warm workload process fed its cases)."""
     argv = [str(a) for a in argv]
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +159,8 @@ def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_
     out.write(("$ " + " ".join(_quote(a) for a in argv) + "\n").encode())
     out.flush()
     try:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
                                 env=full_env, cwd=cwd, start_new_session=True,
                                 preexec_fn=_die_with_parent if die_with_parent and _PRCTL is not None else None)
     except FileNotFoundError as e:

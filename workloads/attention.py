@@ -373,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-check", action="store_true", help="skip the float64 reference check")
     p.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before each iteration")
     p.add_argument("--jsonl", default=None, help="append start/result events here, one JSON object a line")
+    p.add_argument("--serve", action="store_true",
+                   help="stay up and run the batches of case indices given on stdin (workloads/serve.py)")
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--only", default=None,
                    help="run only these case indices, comma list (a parent spreading a sweep over workers)")
@@ -401,15 +403,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    emit = jsonl_emitter(a.jsonl)
-    emit(device_event(a.device))
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
     try:
-        rc = _run_all(a, specs, emit, hooks)
+        if a.serve:
+            from .serve import serve
+
+            return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
+                         lambda: device_event(a.device))
+        emit = jsonl_emitter(a.jsonl)
+        emit(device_event(a.device))
+        return _run_all(a, specs, emit, hooks)
     finally:
         hooks.close()
-    return rc
 
 
 def device_event(device: str) -> dict[str, Any]:
@@ -424,12 +430,17 @@ def device_event(device: str) -> dict[str, Any]:
 
 
 def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[dict[str, Any]], None],
-             hooks: Hooks) -> int:
-    """Exit status: 0 when at least one case ran, 1 when none did, 3 after a CUDA error that broke the context."""
+             hooks: Hooks, only: set[int] | None = None) -> int:
+    """Exit status: 0 when at least one case ran, 1 when none did, 3 after a CUDA error that broke the context.
+    `only`: these cases (a warm process's batch) instead of the command line's --skip/--only."""
+    from .serve import release_memory
+
     ran = 0
-    only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None
+    skip = 0 if only is not None else a.skip
+    if only is None and a.only:
+        only = {int(x) for x in a.only.split(",") if x.strip()}
     for i, spec in enumerate(specs):
-        if i < a.skip or (only is not None and i not in only):
+        if i < skip or (only is not None and i not in only):
             continue
         emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
         faults.in_workload(spec)  # profctl's own tests (PROFCTL_FAULT)
@@ -445,8 +456,9 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
             print(f"{label}: {row['status']}: {row['reason']}", flush=True)
             if _sticky_cuda_error(row.get("reason")):
                 return 3  # the CUDA context is broken; a parent restarts us with --skip i+1
+            release_memory()  # an OOM or error must not leave its tensors to the next case
         ran += row["status"] == "ok"
-    remaining = [i for i in range(a.skip, len(specs)) if only is None or i in only]
+    remaining = [i for i in range(skip, len(specs)) if only is None or i in only]
     return 0 if ran or not remaining else 1
 
 

@@ -24,7 +24,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from profctl import nvtx as ns
@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", default=None)
     p.add_argument("--skip", type=int, default=0)
     p.add_argument("--only", default=None)
+    p.add_argument("--serve", action="store_true", help="run batches of case indices given on stdin (serve.py)")
     p.add_argument("--torch-trace", default=None)
     p.add_argument("--torch-shapes", action="store_true")
     p.add_argument("--torch-memory", action="store_true")
@@ -182,26 +183,41 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .attention import device_event
 
-    emit = jsonl_emitter(a.jsonl, default=str)
-    emit(device_event(a.device))
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
-    only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None
-    ran = 0
     try:
-        for i, spec in enumerate(specs):
-            if i < a.skip or (only is not None and i not in only):
-                continue
-            emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
-            row = run_case(spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
-                           part_timing=not a.no_part_timing, hooks=hooks)
-            emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
-            ok = row["status"] == "ok"
-            print(f"{spec.case_id}: " + (f"median {row['median_ms']:.3f} ms, {row['tokens_per_s']:.1f} tokens/s"
-                                         if ok else f"{row['status']}: {row['reason']}"), flush=True)
-            ran += ok
+        if a.serve:
+            from .serve import serve
+
+            return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
+                         lambda: device_event(a.device), default=str)
+        emit = jsonl_emitter(a.jsonl, default=str)
+        emit(device_event(a.device))
+        only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None
+        return _run_cases(a, specs, emit, hooks, only, skip=a.skip)
     finally:
         hooks.close()
+
+
+def _run_cases(a: argparse.Namespace, specs: list[Any], emit: Callable[[dict[str, Any]], None], hooks: Any,
+               only: set[int] | None, skip: int = 0) -> int:
+    """Run the cases (all from `skip`, or `only` these); 0 when one ran, 1 when none did."""
+    from .serve import release_memory
+
+    ran = 0
+    for i, spec in enumerate(specs):
+        if i < skip or (only is not None and i not in only):
+            continue
+        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
+        row = run_case(spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
+                       part_timing=not a.no_part_timing, hooks=hooks)
+        emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
+        ok = row["status"] == "ok"
+        print(f"{spec.case_id}: " + (f"median {row['median_ms']:.3f} ms, {row['tokens_per_s']:.1f} tokens/s"
+                                     if ok else f"{row['status']}: {row['reason']}"), flush=True)
+        if not ok:
+            release_memory()
+        ran += ok
     return 0 if ran else 1
 
 

@@ -127,9 +127,11 @@ class Session(Protocol):
         ...
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None) -> Generator[PartOutcome[V], None, None]:
+                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
+                  ) -> Generator[PartOutcome[V], None, None]:
         """`fn` over parts of `cases` (one part serially), each part's outcome as it ends; its events go to
-        `on_event` in this process."""
+        `on_event` in this process. `warm`: `fn` keeps a warm child per worker (``PartContext.warm``), so an
+        executor of workers may cut the cases into single-case parts dealt to workers as they free up."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -126,7 +126,7 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         try:
             with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
                 outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
-                                        on_event=sweep.on_event, weights=target.costs())
+                                        on_event=sweep.on_event, weights=target.costs(), warm=True)
                 with contextlib.closing(outcomes):
                     for out in outcomes:
                         sweep.take(out)
@@ -245,9 +245,14 @@ class _Sweep:
         self.child: Any = None
         self.current: int | None = None
         self.started = 0.0
+        self.idle = False  # a warm child said it finished the batch it was given
 
     def run_all(self) -> None:
-        """One child after another, each resuming after the last point seen, until every point has a row."""
+        """One child after another, each resuming after the last point seen, until every point has a row (on a
+        worker running warm: the worker's warm child, fed this part's cases)."""
+        if self.ctx.warm:
+            self._run_warm()
+            return
         last = -1
         while True:
             remaining = [i for i in self.todo if i > last]
@@ -263,11 +268,31 @@ class _Sweep:
             self.current = None
             last = self._follow(first) - 1
 
+    def _run_warm(self) -> None:
+        """This part's cases in the worker's warm child (profctl.pipelines.warm): a batch at a time, a fresh
+        child after one died (the case it died in is a ``crashed`` row), its output copied into the part's log."""
+        from profctl.pipelines import warm
+
+        argv = self.target.argv(extra=["--serve"])
+        todo = list(self.todo)
+        while todo and not self.ctx.cancelled():
+            child, new = warm.child(argv, self.target.env())
+            if new:  # its output goes into each part's workload.log, this one's first
+                self.ctx.record_tool("workload", list(argv), log=self.log, warm=True)
+            self.child, self.current, self.idle = child.running, None, False
+            start = child.log_size()
+            child.send(todo, self.events.path)
+            self._follow(todo[0])
+            child.copy_log(start, self.log)
+            todo = [i for i in todo if i not in self.rows]
+
     def _follow(self, start: int) -> int:
-        """Follow the running child to its end (or kill it at a point's timeout, or when the run is cancelled);
-        the next point to run."""
+        """Follow the running child to its end (or kill it at a point's timeout, or when the run is cancelled;
+        a warm child: to the end of its batch); the next point to run."""
         while True:
             self._take(self.events.read())
+            if self.idle:
+                return len(self.specs)
             rc = self.child.proc.poll()
             if self.current is not None and time.monotonic() - self.started > self.point_timeout_s:
                 self.child.kill()
@@ -313,6 +338,8 @@ class _Sweep:
                 i = int(ev["index"])
                 self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device))
                 self.current = None if self.current == i else self.current
+            elif kind == "idle":
+                self.idle = True
 
     def _row(self, i: int, row: BenchRow) -> None:
         row.update(self.where)

@@ -113,6 +113,9 @@ class DaskExecutor:
     gpus: str | None = None
     cluster: str | None = None
     parts_per_worker: int = 1
+    #: keep one warm workload child per worker and deal single cases to workers as they free up (issue 24);
+    #: PROFCTL_WARM=0 starts a child per part as before
+    warm: bool = field(default_factory=lambda: os.environ.get("PROFCTL_WARM", "1") != "0")
     connect_timeout_s: float = 30.0
     on_progress: Callable[[Progress], None] | None = field(default=None, compare=False)
     name: str = "dask"
@@ -264,13 +267,16 @@ class DaskSession:
             raise
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None
+                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
                   ) -> Generator[PartOutcome[V], None, None]:
         """Run `fn` over groups of `cases` on the workers; yield each part's outcome as it ends (a lost worker's
         cases retried as above). Ctrl-C cancels the parts in flight and is raised again once they answered."""
         client = self._start(device)
-        run = _Run(self, client, fn, run_dir, device, on_event, len(cases))
-        groups = split(cases, len(self.workers) * self.ex.parts_per_worker, weights) if cases else [()]
+        warm = warm and self.ex.warm
+        run = _Run(self, client, fn, run_dir, device, on_event, len(cases), warm=warm)
+        # warm: a part per case, dealt to workers as they free up (a child start no longer costs a part seconds)
+        groups = [(c,) for c in cases] if warm and cases else \
+            split(cases, len(self.workers) * self.ex.parts_per_worker, weights) if cases else [()]
         for g in groups:
             run.submit(Part(run.next_index(), g or None))
         try:
@@ -295,8 +301,9 @@ class _Run:
     """The parts of one run in flight: submitting, following their events, retrying a lost worker's cases."""
 
     def __init__(self, session: DaskSession, client: Any, fn: PartFn, run_dir: Path, device: str,
-                 on_event: OnEvent, n_cases: int) -> None:
+                 on_event: OnEvent, n_cases: int, warm: bool = False) -> None:
         self.session, self.client, self.fn, self.device = session, client, fn, device
+        self.warm = warm
         self.pipeline_on_event = on_event
         self.tally = Tally(range(n_cases), parallel=True)
         self.run_dir = Path(run_dir).resolve()
@@ -334,7 +341,7 @@ class _Run:
         self.parts[part.index] = part
         key = f"profctl-{self.run_id}-part{part.index}"
         fut = self.client.submit(_run_part, self.fn, part, str(self.run_dir), self.device, self.topic,
-                                 self.cancel_name, self.session.child_env, key=key, pure=False,
+                                 self.cancel_name, self.session.child_env, self.warm, key=key, pure=False,
                                  resources={"GPU": 1} if self.session.cluster is not None and self.device == "cuda"
                                  else None)
         self.pending[fut] = part
@@ -469,7 +476,7 @@ def _shared(run_dir: Path) -> bool:
 
 
 def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, cancel_name: str,
-              child_env: dict[str, str | None] | None = None) -> dict[str, Any]:
+              child_env: dict[str, str | None] | None = None, warm: bool = False) -> dict[str, Any]:
     """One part on a worker: its folder (in the run directory when shared, else a temporary one whose files go
     back as bytes), its events as worker events, the run's cancel flag polled at most once a second."""
     from distributed import Event, get_worker
@@ -500,7 +507,7 @@ def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, c
         worker.log_event(topic, {"part": part.index, **ev, "where": where})
 
     ctx = PartContext(part, workdir=workdir, final_dir=run_dir / name, where=where, emit_fn=emit,
-                      cancelled_fn=cancelled)
+                      cancelled_fn=cancelled, warm=warm)
     t0 = time.monotonic()
     out: dict[str, Any] = {"dir": name, "where": where}
     try:

@@ -78,6 +78,8 @@ class PartContext:
     where: dict[str, Any]
     emit_fn: Callable[[dict[str, Any]], None]
     cancelled_fn: Callable[[], bool] = field(default=lambda: False)
+    #: run the workload in this worker's warm child (profctl.pipelines.warm), not a child of its own
+    warm: bool = False
 
     def emit(self, event: dict[str, Any]) -> None:
         self.emit_fn(event)
@@ -284,9 +286,11 @@ class Local:
         return {"name": self.name}
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None) -> Generator[PartOutcome[V], None, None]:
-        """One part over every case, run here, writing into the run directory itself. An exception of the part
-        comes back as the outcome's error; KeyboardInterrupt goes through."""
+                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
+                  ) -> Generator[PartOutcome[V], None, None]:
+        """One part over every case, run here, writing into the run directory itself (one child runs them all:
+        `warm` changes nothing here). An exception of the part comes back as the outcome's error;
+        KeyboardInterrupt goes through."""
         from profctl import nvml
 
         part = Part(0, None)

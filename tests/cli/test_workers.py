@@ -45,8 +45,8 @@ def test_two_workers_give_the_serial_rows_and_a_crash_is_a_row(tmp_path: Path,
     assert [r["status"] for r in spread] == ["ok", "crashed", "ok"]
     m = runs.read_manifest(run)
     assert m["status"] == "complete" and m["executor"]["name"] == "dask" and len(m["executor"]["workers"]) == 2
-    parts = m["parts"]
-    assert len(parts) == 2 and sum(p["cases"] for p in parts) == 3 and {p["dir"] for p in parts} == \
+    parts = m["parts"]  # warm workers: a part per case, dealt as workers free up
+    assert len(parts) == 3 and sum(p["cases"] for p in parts) == 3 and {p["dir"] for p in parts} == \
         {d.name for d in run.iterdir() if d.is_dir()}
     for r in spread:  # each row says where it ran; a crash names its part's log, which is there
         assert r["host"] and "gpu_index" not in r
@@ -56,18 +56,48 @@ def test_two_workers_give_the_serial_rows_and_a_crash_is_a_row(tmp_path: Path,
     assert all(t["log"].startswith("part-") for t in m["tools"])
 
 
+def test_one_warm_child_per_worker_fed_case_after_case(tmp_path: Path) -> None:
+    """Issue 24: eight single-case parts over two workers start two workload children, not eight; the rows
+    are the serial sweep's."""
+    sweep = ["--backend", "eager,sdpa-math", "--seqlen", "16,24,32,40"]
+    serial, _ = _bench(tmp_path / "serial", *sweep)
+    spread, run = _bench(tmp_path / "spread", *sweep, "--workers", "2")
+    assert [{k: r[k] for k in SAME} for r in spread] == [{k: r[k] for k in SAME} for r in serial]
+    m = runs.read_manifest(run)
+    assert len(m["parts"]) == 8
+    starts = [t for t in m["tools"] if t["name"] == "workload"]
+    assert 1 <= len(starts) <= 2 and all(t.get("warm") for t in starts)
+    assert all("--serve" in t["argv"] for t in starts)
+    used = {p["worker"] for p in m["parts"]}
+    assert len(starts) == len(used)  # one child per worker that ran parts
+    logs = sorted(run.glob("part-*/workload.log"))
+    assert len(logs) == 8 and all("fwd: median" in p.read_text() for p in logs)  # each part's own output
+
+
+def test_a_warm_child_that_crashes_is_a_row_and_a_fresh_child_goes_on(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROFCTL_FAULT", "crash:sdpa-math")
+    rows, run = _bench(tmp_path, "--backend", "sdpa-math,eager", "--seqlen", "16,24,32", "--workers", "2")
+    assert [r["status"] for r in rows] == ["crashed", "ok"] * 3
+    assert all("workload process died" in r["reason"] for r in rows if r["status"] == "crashed")
+    m = runs.read_manifest(run)
+    starts = [t for t in m["tools"] if t["name"] == "workload"]
+    assert 3 <= len(starts) <= 5  # a fresh child after each crash on a worker that still has cases to run
+
+
 def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    # the parts: (sdpa-math) and (eager, sdpa-flash) -- eager kills its worker before sdpa-flash has run
+    # a part per case; eager's worker dies twice: its case is a row, the others ran
     monkeypatch.setenv("PROFCTL_FAULT", "kill-worker:eager")
     rows, run = _bench(tmp_path, "--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16", "--workers", "2")
     assert [(r["backend"], r["status"]) for r in rows] == [("eager", "crashed"), ("sdpa-math", "ok"),
                                                            ("sdpa-flash", "ok")]
     assert "died twice" in rows[0]["reason"]
     m = runs.read_manifest(run)
-    assert m["status"] == "complete" and len(m["executor"]["lost_parts"]) == 2
-    retried = [p for p in m["parts"] if p.get("retry")]
-    assert [p["cases"] for p in retried] == [1]  # sdpa-flash, left unfinished by the lost part, ran on a fresh worker
+    # a part per case: eager's part was lost twice (a row); a part queued behind it on the dying worker may be
+    # lost with it and run again elsewhere
+    lost = m["executor"]["lost_parts"]
+    assert m["status"] == "complete" and 2 <= len(lost) <= 3 and all(p["unfinished"] == 1 for p in lost)
 
 
 def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> None:
