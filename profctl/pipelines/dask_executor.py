@@ -315,7 +315,8 @@ class _Run:
         self.parts: dict[int, Part] = {}
         self.started: dict[int, int] = {}  # part -> the case it last started
         self.finished: set[int] = set()
-        self.losses: dict[int, int] = {}  # case -> how often its worker died while running it
+        self.losses: dict[int, float] = {}  # case -> how often its worker died while running it (a third of one
+        # for a part that had not started: three such losses give the case up)
         self.where: dict[int, dict[str, Any]] = {}
         self._n = 0
         client.subscribe_topic(self.topic, lambda ev: self.events.put(ev[1] if isinstance(ev, tuple) else ev))
@@ -417,10 +418,12 @@ class _Run:
         self.session.lost.append({"part": part.index, "dir": part.dirname(self.where.get(part.index, {})),
                                   "unfinished": len(todo), **self.where.get(part.index, {})})
         running = self.started.get(part.index)
+        # a part that had not started a case was only queued on the worker that died (parts of one point each,
+        # warm workers): its cases are not suspects, unless that keeps happening (a worker dying at every start)
         suspects = [running] if running in todo else todo
         where = self.where.get(part.index, {})
         for c in suspects:
-            self.losses[c] = self.losses.get(c, 0) + 1
+            self.losses[c] = self.losses.get(c, 0) + (1.0 if running is not None else 0.67)
             if self.losses[c] >= 2:
                 todo.remove(c)
                 self.finished.add(c)
