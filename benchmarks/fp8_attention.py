@@ -59,8 +59,11 @@ SHAPES = {"d128-full": (128, False), "d128-causal": (128, True), "d64-full": (64
 
 
 def parse_config(text: str) -> ta.KernelConfig:
-    """``128x64w8s3`` (then ``-ptr``: pointer loads; ``-pipe``: the pipelined loop) -> KernelConfig."""
+    """``128x64w8s3`` or ``m128n64w8s3`` (KernelConfig's own str; then ``-ptr``: pointer loads; ``-pipe``: the
+    pipelined loop) -> KernelConfig."""
     t = text.strip()
+    if t.startswith("m"):
+        t = t[1:].replace("n", "x", 1)
     pipe = t.endswith("-pipe")
     t = t.removesuffix("-pipe")
     tma = not t.endswith("-ptr")
@@ -221,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if not dry:
                 torch.cuda.empty_cache()
+    peaks = result["peak_tflops"]
+    for r in result["shapes"].values():  # % of the dtype's dense datasheet peak (profctl.devices)
+        for row, peak in [(r.get("bf16", {}), peaks["bf16"]), *((x, peaks["fp8"]) for x in r.get("fp8", {}).values())]:
+            if peak and "tflops" in row:
+                row["pct_of_peak"] = 100.0 * row["tflops"] / peak
     result["table_fp8_first"] = {n: r.get("fp8_best_config") for n, r in result["shapes"].items()}
     result["wall_s"] = time.perf_counter() - t_start
     text = json.dumps(result, indent=1, default=str)
