@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32")
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8")  # fp8: e4m3 inputs, per-tensor scales (docs/bench.md)
 LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
 
 _PART = re.compile(r"(skv|sq|kv|b|h|d)(\d+)")

@@ -46,6 +46,53 @@ CAUSAL_ALIGN: dict[str, str] = {
 }
 ALIGNMENTS: tuple[str, ...] = ("top-left", "bottom-right")
 
+#: FP8 (``--dtype fp8``: e4m3 inputs quantized per tensor, FlashAttention-3's descale factors; docs/bench.md): the
+#: built-in backends that take it, forward only. A function backend takes it when it declares ``fn.dtypes`` with
+#: "fp8" (checked where it is loaded).
+FP8_BACKENDS: tuple[str, ...] = ("triton",)
+#: the dtypes of the model workload (its layers have no FP8 path)
+MODEL_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32")
+
+
+def dtype_refusal(backend: str, dtype: str, pass_: str, declared: Sequence[str] | None = None) -> str | None:
+    """Why `backend` cannot run `dtype` in `pass_` (one line, starting with the backend's name), or None. A built-in
+    is judged by :data:`FP8_BACKENDS`; a function backend by the dtypes it declares (`declared`, ``fn.dtypes``;
+    None: bf16, fp16 and fp32, and no judgement at all before it is loaded). FP8 runs the forward only."""
+    if declared is None and is_function_ref(backend):
+        return None
+    takes = tuple(declared) if declared is not None else \
+        ("bf16", "fp16", "fp32", *(("fp8",) if backend in FP8_BACKENDS else ()))
+    name = backend_label(backend)
+    if dtype not in takes:
+        if dtype == "fp8":
+            return (f"{name} cannot take --dtype fp8 (FP8 attention: the triton backend, or a function backend "
+                    "declaring fn.dtypes with 'fp8')")
+        return f"{name} cannot take --dtype {dtype} (it declares {', '.join(takes)})"
+    if dtype == "fp8" and pass_ != "fwd":
+        return (f"{name} cannot run a backward pass with --dtype fp8: there is no FP8 backward, fp8 runs --pass fwd "
+                "only (as FlashAttention-3; gradients through an e4m3 P and dO would need their own scaling)")
+    return None
+
+
+def dtype_problems(specs: Sequence[AttentionSpec]) -> tuple[str | None, list[str]]:
+    """Before a sweep runs: (the reason, when no case can run at all, else None; one warning line per reason some
+    cases will be refused for, naming their backends). Only what is known without loading a backend: function
+    backends are judged when they are loaded."""
+    by_reason: dict[str, list[str]] = {}
+    refused = 0
+    for sp in specs:
+        why = dtype_refusal(sp.backend, sp.dtype, sp.pass_)
+        if why:
+            refused += 1
+            by_reason.setdefault(why.removeprefix(sp.label + " "), []).append(sp.label)
+    if not refused:
+        return None, []
+    if refused == len(specs):
+        first = specs[0]
+        return dtype_refusal(first.backend, first.dtype, first.pass_), []
+    return None, [f"{_names(list(dict.fromkeys(bs)))} {why}; those rows will say unsupported"
+                  for why, bs in by_reason.items()]
+
 #: other scripts' names for the built-in backends (the shared fixtures say naive, flash, cudnn, mem_eff, math)
 _ALIASES = {
     "naive": "eager", "baseline": "eager", "standard": "eager",
@@ -462,6 +509,13 @@ def check_run_options(device: str, warmup: int, iters: int) -> None:
         raise SpecError(f"--iters must be positive, got {iters}")
 
 
+def _model_dtypes(values: list[str]) -> list[str]:
+    if "fp8" in values:
+        raise SpecError("--dtype fp8 is for the attention workload: the model's layers have no FP8 path "
+                        f"(choose from {', '.join(MODEL_DTYPES)} with --model)")
+    return _choices(values, MODEL_DTYPES, "--dtype")
+
+
 def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[str]:
     for v in values:
         if v not in allowed:
@@ -501,8 +555,10 @@ class ModelSpec:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {v!r}")
-        if self.dtype not in DTYPES:
-            raise SpecError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
+        if self.dtype not in MODEL_DTYPES:
+            why = " (fp8 is for the attention workload: the model's layers have no FP8 path)" \
+                if self.dtype == "fp8" else ""
+            raise SpecError(f"unknown dtype {self.dtype!r} for a model; choose from {', '.join(MODEL_DTYPES)}{why}")
         if self.device not in DEVICES:
             raise SpecError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
         if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
@@ -566,7 +622,7 @@ class ModelSweep:
             modes=tuple(_choices(parse_list(mode, option="--mode"), MODES, "--mode")),
             batch=tuple(parse_list(batch, int, option="--batch")),
             seqlen=tuple(parse_list(seqlen, int, option="--seqlen")),
-            dtype=tuple(_choices(parse_list(dtype, option="--dtype"), DTYPES, "--dtype")),
+            dtype=tuple(_model_dtypes(parse_list(dtype, option="--dtype"))),
             backends=tuple(parse_backends(backend)),
             layers=tuple(parse_list(layers, int, option="--layers")),
             kv_heads=tuple(parse_list(kv_heads, int, option="--kv-heads")),

@@ -34,8 +34,12 @@ from .ranges import Nvtx, backward_markers
 from .results import jsonl_emitter, timing_stats
 from .torch_profile import make_hooks
 
-#: relative-error tolerance of the output against a float64 reference, per dtype
-TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4}
+#: relative-error tolerance of the output against a float64 reference, per dtype. fp8 is checked against attention
+#: of the *dequantized* e4m3 inputs, so what is left is the rounding of P to e4m3 (3 mantissa bits, up to 2^-4
+#: relative): 2.0-2.6 % on random inputs (float64 emulation, b1 h2 s4096 d64/d128, benchmarks/fp8_tolerance.py),
+#: at most 6.25 % if every P rounded the same way; 5e-2 is twice the typical and still fails a 10 % wrong softmax
+#: scale (6-15 %). docs/bench.md, "FP8".
+TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4, "fp8": 5e-2}
 
 
 # ---------------------------------------------------------------------------------------------------------- timing
@@ -99,6 +103,16 @@ def reference(spec: AttentionSpec, q: Any, k: Any, v: Any) -> Any:
     return out
 
 
+def dequantized(q: Any, k: Any, v: Any, descales: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The inputs the reference takes: fp8 ones dequantized to float64 (``x8 * x_descale``), others as they are."""
+    if not descales:
+        return q, k, v
+    from .fp8 import dequantize
+
+    return (dequantize(q, descales["q_descale"]), dequantize(k, descales["k_descale"]),
+            dequantize(v, descales["v_descale"]))
+
+
 def rel_error(o: Any, ref: Any) -> float:
     o = o.detach().double()
     denom = ref.norm().item()
@@ -129,6 +143,17 @@ def inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, An
     return q, k, v, do
 
 
+def fp8_inputs(spec: AttentionSpec, seed: int) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """fp8 cases: the numbers :func:`inputs` draws in fp32, each tensor quantized to e4m3 with its own scale
+    (``amax / 448``, workloads/fp8.py), and the descale keywords the backend is called with (FlashAttention-3's
+    ``q_descale``, ``k_descale``, ``v_descale``). The bshd layout survives: quantizing keeps the strides."""
+    from .fp8 import quantize
+
+    q, k, v, _ = inputs(spec.with_(dtype="fp32"), False, seed)
+    (q8, qd), (k8, kd), (v8, vd) = quantize(q), quantize(k), quantize(v)
+    return q8, k8, v8, {"q_descale": qd, "k_descale": kd, "v_descale": vd}
+
+
 class _Case:
     """One case being run: its backend function, inputs, ranges and timer (set up, checked, measured)."""
 
@@ -147,6 +172,7 @@ class _Case:
         self.k: Any = None
         self.v: Any = None
         self.do: Any = None
+        self.descales: dict[str, Any] | None = None
         self.stack = [self.case, ns.WARMUP, ns.pass_range(spec.label, "bwd")]
         self.markers: Any = None
         self.retained: Any = None
@@ -157,14 +183,32 @@ class _Case:
         return self.fn(q, k, v, **self.kw)
 
     def first_call(self) -> Any:
-        """Inputs, then one call in the setup range: it compiles/autotunes, and tells whether the backend takes
-        the shape at all."""
-        self.q, self.k, self.v, self.do = inputs(self.spec, self.want_bwd, self.seed)
-        with self.nv.range(self.case), self.nv.range(ns.SETUP), self.torch.no_grad():
-            o = self.call(self.q, self.k, self.v)
+        """Inputs (and the backend's own preparation of them), then one call in the setup range: it
+        compiles/autotunes, and tells whether the backend takes the shape at all."""
+        if self.spec.dtype == "fp8":
+            self.q, self.k, self.v, self.descales = fp8_inputs(self.spec, self.seed)
+            self.kw.update(self.descales)
+        else:
+            self.q, self.k, self.v, self.do = inputs(self.spec, self.want_bwd, self.seed)
+        with self.nv.range(self.case), self.nv.range(ns.SETUP):
+            self.prepare()
+            with self.torch.no_grad():
+                o = self.call(self.q, self.k, self.v)
         if self.cuda:
             self.torch.cuda.synchronize()
         return o
+
+    def prepare(self) -> None:
+        """The backend's ``prepare(q, k, v)``, once per input and outside the timed calls (FP8's K-major V for
+        the triton backend): same values, the layout its calls want; a prepared tensor that needs gradients is a
+        new leaf."""
+        prep = getattr(self.fn, "prepare", None)
+        if prep is None:
+            return
+        with self.torch.no_grad():
+            new = prep(self.q, self.k, self.v)
+        self.q, self.k, self.v = (n.requires_grad_() if (o.requires_grad and not n.requires_grad) else n
+                                  for n, o in zip(new, (self.q, self.k, self.v), strict=True))
 
     def differentiable(self) -> bool:
         """Whether autograd can take the output back to q, k, v (a function with no backward cannot run
@@ -309,7 +353,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
                 return {"status": status, "reason": reason}
         row: dict[str, Any] = {"status": "ok", "reason": None, **info}
         if check:
-            row.update(check_output(spec, o, c.q, c.k, c.v))
+            row.update(check_output(spec, o, *dequantized(c.q, c.k, c.v, c.descales)))
         del o
         if c.want_bwd and not c.differentiable():
             return {"status": "unsupported", **info,
@@ -330,7 +374,8 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
 
 
 def check_output(spec: AttentionSpec, o: Any, q: Any, k: Any, v: Any) -> dict[str, Any]:
-    """The output against the float64 reference: relative error, tolerance and pass/fail."""
+    """The output against the float64 reference (of the dequantized inputs, for fp8): relative error, tolerance
+    and pass/fail."""
     shape = (spec.batch, spec.heads, spec.seqlen_q, spec.head_dim)
     if tuple(getattr(o, "shape", ())) != shape:
         return {"rel_error": None, "tolerance": TOLERANCE[spec.dtype], "check": "fail",
@@ -360,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", default="16")
     p.add_argument("--kv-heads", default=None, help="default: equal to heads")
     p.add_argument("--head-dim", default="128")
-    p.add_argument("--dtype", default="bf16", help="comma list of bf16, fp16, fp32")
+    p.add_argument("--dtype", default="bf16", help="comma list of bf16, fp16, fp32, fp8 (e4m3, forward only)")
     p.add_argument("--causal", nargs="?", const="true", default="false",
                    help="flag, or a list such as 'false,true'")
     p.add_argument("--pass", dest="pass_", default="fwd", help="comma list of fwd, bwd, fwd+bwd")

@@ -9,8 +9,12 @@ through :func:`load`. A backend that cannot run a case raises BackendUnavailable
 an ``unsupported`` row, never silently replaced by another backend.
 
 A function may carry attributes: ``causal_align`` ('top-left' like SDPA, the default, or 'bottom-right' like
-FlashAttention >= 2.1), ``name`` (what its rows are called) and ``supports(spec) -> str | None`` (a reason it
-cannot run a case, checked before inputs are allocated).
+FlashAttention >= 2.1), ``name`` (what its rows are called), ``supports(spec) -> str | None`` (a reason it
+cannot run a case, checked before inputs are allocated), ``dtypes`` (the dtype names it takes; bf16, fp16 and
+fp32 when it says nothing: fp8 only when declared) and ``prepare(q, k, v) -> (q, k, v)`` (called once per input
+before the first call and outside the timed calls: the same values in the layout the calls want, such as FP8's
+K-major V). With ``--dtype fp8`` it is called with e4m3 tensors and FlashAttention-3's per-tensor keywords
+``q_descale``, ``k_descale``, ``v_descale`` (one-element float32 tensors on the inputs' device).
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec
+from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec, dtype_refusal
 
 from .results import one_line
 
 AttnFn = Callable[..., torch.Tensor]
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+if hasattr(torch, "float8_e4m3fn"):  # fp8 inputs are quantized per tensor (workloads/fp8.py), not cast
+    TORCH_DTYPES["fp8"] = torch.float8_e4m3fn
 
 
 class BackendUnavailable(Exception):
@@ -255,7 +261,13 @@ def _check_signature(name: str, fn: Any) -> None:
 
 
 def check(spec: AttentionSpec, fn: Any) -> None:
-    """BackendUnavailable when the backend says it cannot run `spec` (or there is no GPU for a CUDA case)."""
+    """BackendUnavailable when the backend cannot take the dtype (``fn.dtypes``; undeclared: bf16, fp16, fp32),
+    says it cannot run `spec`, or there is no GPU for a CUDA case."""
+    declared = getattr(fn, "dtypes", None)
+    why = dtype_refusal(spec.backend, spec.dtype, spec.pass_,
+                        tuple(declared) if declared is not None else ("bf16", "fp16", "fp32"))
+    if why:
+        raise BackendUnavailable(why)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise BackendUnavailable("no CUDA device is available (use --device cpu)")
     supports = getattr(fn, "supports", None)

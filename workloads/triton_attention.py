@@ -27,6 +27,16 @@ Design (FlashAttention-2):
   measured faster on an H100 (forward and dK/dV at head dim 128: +20 % and +8 %), else pointer loads. No input
   is ever copied with ``.contiguous()``: every kernel takes all four strides of every tensor.
 
+* FP8 (e4m3, forward only): FlashAttention-3's convention. The inputs are e4m3 tensors with one descale factor
+  each (``q_descale``, ``k_descale``, ``v_descale``: ``x ~= x8 * x_descale``, workloads/fp8.py quantizes per tensor
+  with ``descale = amax / 448``). ``q_descale * k_descale`` is folded into the softmax scale, P is rounded to e4m3
+  (to nearest) for the P @ V dot and the row sums keep the unrounded P, and ``v_descale`` multiplies the
+  accumulator once at the end; the output is bf16. FP8 wgmma on Hopper wants P @ V's B operand K-major, so V is
+  read as V^T, keys contiguous (measured on an H200 with a plain FA2 forward: 576 TFLOP/s with V^T against 281
+  without). :func:`prepare` lays V out that way once per input, outside the timed calls (the workload calls it
+  before the first call); a call given a V that is not K-major makes that copy itself, inside the call (and the
+  time). No backward: ``supports`` refuses ``--pass bwd``/``fwd+bwd`` with fp8 (FA3 has no FP8 backward either).
+
 Measured on an H100 (triton 3.6): benchmarks/RESULTS.md, "Triton FlashAttention-2 (profctl's own kernel)".
 
 Triton is imported lazily in spirit: importing this module without Triton works, calling it raises
@@ -48,11 +58,16 @@ from typing import Any
 
 import torch
 
+from profctl.spec import dtype_refusal
+
 from . import triton_kernels as kernels
 from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
 from .triton_kernels import INTERPRET, triton
 
 LOG2E = 1.4426950408889634
+E4M3 = getattr(torch, "float8_e4m3fn", None)  # None on a torch without FP8 dtypes (< 2.1)
+#: the compiled kernel of the last FP8 forward launch, for benchmarks (registers, spills, shared memory)
+LAST_COMPILED: dict[str, Any] = {}
 
 
 class TritonAttentionUnavailable(RuntimeError):
@@ -73,7 +88,7 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 2
     tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
-    pipe: bool = False  # forward: issue the next block's Q @ K^T before this block's softmax (overlap)
+    pipe: bool = False  # forward (16-bit and FP8): issue the next block's Q @ K^T before this block's softmax
 
     def __str__(self) -> str:
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
@@ -131,6 +146,23 @@ _TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
     ("dq", 256, False): [KernelConfig(64, 32, 8, 2, tma=False)],
     ("dq", 256, True): [KernelConfig(64, 32, 8, 2, tma=False)],
 }
+#: FP8 forward configs (head_dim class, causal) -> default first. Not measured yet: chosen from an offline sm_90
+#: compile (triton 3.9; benchmarks/fp8_attention_notes.md): with TMA loads 128x128 w8 s3 takes 173 registers at
+#: d128 and no spill (pointer loads spill there), both dots are e4m3 wgmma; its "pipe" variant (the next Q K^T
+#: issued under this block's softmax) takes 254 and no spill. benchmarks/fp8_attention.py times these and more on
+#: the GPU and names the best per case, to put first here. No tile is under 32: FP8 dots are at least 32 deep.
+_PIPE = {"pipe": True}
+_TABLE_FP8: dict[tuple[int, bool], list[KernelConfig]] = {
+    (64, False): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3), KernelConfig(128, 128, 8, 3, **_PIPE)],
+    (64, True): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3), KernelConfig(64, 64, 4, 3)],
+    (128, False): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 128, 8, 3, **_PIPE),
+                   KernelConfig(64, 128, 4, 3, **_PIPE), KernelConfig(128, 64, 8, 3)],
+    (128, True): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 128, 8, 3, **_PIPE),
+                  KernelConfig(64, 128, 4, 3, **_PIPE), KernelConfig(64, 64, 4, 3)],
+    (256, False): [KernelConfig(64, 64, 8, 2)],  # pointer loads spill at d256 (offline sm_90 compile), TMA does not
+    (256, True): [KernelConfig(64, 64, 8, 2)],
+}
+_SHORT_FP8 = KernelConfig(64, 64, 4, 3)
 _SHORT = {"fwd": KernelConfig(64, 64, 4, 3, tma=False), "dkdv": KernelConfig(32, 64, 4, 3, tma=False),
           "dq": KernelConfig(64, 64, 4, 3, tma=False)}
 
@@ -141,6 +173,9 @@ def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bu
     cores, and hold the operands in registers."""
     if INTERPRET:  # unequal, small tiles: several blocks and every mask/tail path at test sizes
         return [KernelConfig(16, 32) if kernel == "dkdv" else KernelConfig(32, 16)]
+    if dtype == E4M3:
+        dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+        return [_SHORT_FP8] if bucket <= 256 and dclass <= 128 else _TABLE_FP8[(dclass, causal)]
     if dtype == torch.float32:
         if head_dim <= 64:
             return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 32, 4, 2)]
@@ -231,13 +266,13 @@ except Exception:
 
 
 def _tma_ok(head_dim: int, *xs: torch.Tensor) -> bool:
-    """Whether 4-D TMA descriptors can address these tensors: 16-bit data on a Hopper-or-newer GPU (or the
-    interpreter), head_dim a power of two (no padded columns), the last dim contiguous, the other strides
+    """Whether 4-D TMA descriptors can address these tensors: 16-bit or e4m3 data on a Hopper-or-newer GPU (or
+    the interpreter), head_dim a power of two (no padded columns), the last dim contiguous, the other strides
     positive multiples of 16 bytes, 16-byte aligned bases. Anything else takes the pointer path."""
     if TensorDescriptor is None or head_dim != _block_d(head_dim):
         return False
     x0 = xs[0]
-    if x0.dtype not in (torch.bfloat16, torch.float16):
+    if x0.dtype not in (torch.bfloat16, torch.float16) and (E4M3 is None or x0.dtype != E4M3):
         return False
     if x0.device.type == "cuda":
         if _device_info(x0.device)[0] < 9:
@@ -303,6 +338,68 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
 
     launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
     return o, lse
+
+
+def _kmajor(v: torch.Tensor) -> torch.Tensor:
+    """V with the same values in a K-major layout: a (..., seqlen, dim) view of (..., dim, seqlen_pad) storage, keys
+    contiguous and the rows padded to 16 keys, so V^T is a TMA-addressable tensor (16-byte strides)."""
+    *lead, seqlen, dim = v.shape
+    buf = torch.empty((*lead, dim, -(-seqlen // 16) * 16), dtype=v.dtype, device=v.device)
+    vt = buf[..., :seqlen]
+    vt.copy_(v.transpose(-1, -2))
+    return vt.transpose(-1, -2)
+
+
+def prepare(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The inputs as the calls want them, made once per input outside the timed calls (the workload calls it
+    before the first call): FP8 V K-major (:func:`_kmajor`; the same values, another memory layout), anything
+    else unchanged."""
+    if E4M3 is not None and v.dtype == E4M3 and v.dim() >= 2 and v.stride(-2) != 1:
+        return q, k, _kmajor(v)
+    return q, k, v
+
+
+def _descale(x: Any, name: str, device: torch.device) -> torch.Tensor:
+    """One per-tensor descale factor as a one-element fp32 tensor on `device` (the kernel reads it: no sync)."""
+    if x is None:
+        return torch.ones(1, device=device, dtype=torch.float32)
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return torch.full((1,), float(x), device=device, dtype=torch.float32)
+    if not isinstance(x, torch.Tensor) or x.numel() != 1:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise NotImplementedError(f"triton attention takes one {name} per tensor (a float or a one-element "
+                                  f"tensor), not {shape}")
+    if x.device != device:
+        raise ValueError(f"{name} is on {x.device}, the inputs on {device}")
+    return x.reshape(1).to(torch.float32)
+
+
+def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tuple[torch.Tensor, ...],
+                 causal: bool, diag_off: int, sm_scale: float) -> torch.Tensor:
+    """The e4m3 forward (no log-sum-exp: no backward); bf16 output in q's memory layout."""
+    batch, heads, seqlen_q, head_dim = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    if v.stride(-2) != 1:
+        v = _kmajor(v)  # inside the call, so inside its time: the workload avoids it through prepare()
+    vt = v.transpose(-1, -2)  # (batch, kv_heads, dim, seqlen), keys contiguous
+    o = torch.empty_like(q, dtype=torch.bfloat16)
+    block_d = max(32, _block_d(head_dim))  # FP8 dots are at least 32 deep
+    tma_ok = block_d == head_dim and _tma_ok(head_dim, q, k, vt)
+
+    def launch(cfg: KernelConfig) -> None:
+        grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        tma = cfg.tma and tma_ok
+        descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim),
+                  TensorDescriptor.from_tensor(vt, [1, 1, head_dim, cfg.block_n])) if tma else (None, None, None))
+        LAST_COMPILED["fwd_fp8"] = kernels._fwd_fp8_kernel[grid](
+            q, k, v, o, *descales, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+            heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
+            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, TMA=tma, PIPE=cfg.pipe,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
+    return o
 
 
 def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -392,27 +489,15 @@ class _FlashAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
-               dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool,
-               align: str) -> torch.Tensor:
-    if attn_mask is not None:
-        raise NotImplementedError("triton attention does not support attn_mask (only None; use is_causal)")
-    if dropout_p != 0.0:
-        raise NotImplementedError(f"triton attention does not support dropout (dropout_p={dropout_p}, must be 0)")
-    if not (q.dim() == k.dim() == v.dim() and q.dim() in (3, 4)):
-        raise NotImplementedError(
-            "triton attention supports (batch, heads, seqlen, head_dim) or (batch, seqlen, head_dim) inputs, "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if q.dim() == 3:
-        return _attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), None, 0.0, is_causal, scale,
-                          enable_gqa, align).squeeze(1)
+def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool) -> None:
+    """SDPA's rules for (batch, heads, seqlen, head_dim) inputs, and this kernel's limits."""
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        raise NotImplementedError(f"triton attention supports bf16, fp16 and fp32, not {q.dtype}")
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32) and (E4M3 is None or q.dtype != E4M3):
+        raise NotImplementedError(f"triton attention supports bf16, fp16, fp32 and float8_e4m3fn, not {q.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
-    batch, heads, seqlen_q, head_dim = q.shape
+    batch, heads, _, head_dim = q.shape
     if k.shape[0] != batch or v.shape[0] != batch:
         raise ValueError(f"batch sizes differ: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
     if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
@@ -430,36 +515,68 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
                              "(as torch.nn.functional.scaled_dot_product_attention requires)")
         if heads % kv_heads:
             raise ValueError(f"number of heads in k/v ({kv_heads}) must divide the number in q ({heads})")
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
+               dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool,
+               align: str, descales: tuple[Any, Any, Any] = (None, None, None)) -> torch.Tensor:
+    if attn_mask is not None:
+        raise NotImplementedError("triton attention does not support attn_mask (only None; use is_causal)")
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"triton attention does not support dropout (dropout_p={dropout_p}, must be 0)")
+    if not (q.dim() == k.dim() == v.dim() and q.dim() in (3, 4)):
+        raise NotImplementedError(
+            "triton attention supports (batch, heads, seqlen, head_dim) or (batch, seqlen, head_dim) inputs, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.dim() == 3:
+        return _attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), None, 0.0, is_causal, scale,
+                          enable_gqa, align, descales).squeeze(1)
+    _check_args(q, k, v, enable_gqa)
+    fp8 = E4M3 is not None and q.dtype == E4M3
+    if not fp8 and any(d is not None for d in descales):
+        raise ValueError(f"q_descale, k_descale and v_descale are for float8_e4m3fn inputs, not {q.dtype}")
+    scales = tuple(_descale(d, n, q.device) for d, n in zip(descales, ("q_descale", "k_descale", "v_descale"),
+                                                             strict=True)) if fp8 else ()
     _check_runnable(q)
+    batch, heads, seqlen_q, head_dim = q.shape
     sm_scale = float(scale) if scale is not None else 1.0 / math.sqrt(head_dim)
     seqlen_kv = k.shape[2]
+    out_like = torch.empty_like(q, dtype=torch.bfloat16) if fp8 else q
     if seqlen_q == 0 or batch == 0 or heads == 0:
-        return torch.empty_like(q)
+        return torch.empty_like(out_like)
     if seqlen_kv == 0:  # no key at all: every row sees nothing and gives 0, like FlashAttention
-        return torch.zeros_like(q) + 0.0 * (q.sum() + k.sum() + v.sum())
+        return torch.zeros_like(out_like) if fp8 else torch.zeros_like(q) + 0.0 * (q.sum() + k.sum() + v.sum())
     diag_off = 0 if align == "top-left" else seqlen_kv - seqlen_q
+    if fp8:
+        return _forward_fp8(q, k, v, scales, bool(is_causal), diag_off, sm_scale)
     out: torch.Tensor = _FlashAttention.apply(q, k, v, bool(is_causal), diag_off, sm_scale)
     return out
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-              enable_gqa: bool = False) -> torch.Tensor:
+              enable_gqa: bool = False, q_descale: Any = None, k_descale: Any = None,
+              v_descale: Any = None) -> torch.Tensor:
     """Drop-in for ``F.scaled_dot_product_attention`` (top-left causal alignment, like SDPA).
 
     q (batch, heads, seqlen_q, head_dim); k, v (batch, kv_heads, seqlen_kv, head_dim), any strides; bf16, fp16
     or fp32; head_dim <= 256. attn_mask must be None and dropout_p 0 (NotImplementedError otherwise);
-    kv_heads != heads needs enable_gqa=True (ValueError otherwise, like SDPA).
+    kv_heads != heads needs enable_gqa=True (ValueError otherwise, like SDPA). float8_e4m3fn inputs take
+    FlashAttention-3's per-tensor descale factors (positive floats or one-element tensors; 1 when left out), run
+    the forward only and return bf16; :func:`prepare` makes V K-major ahead of the calls.
     """
-    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "top-left")
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "top-left",
+                      (q_descale, k_descale, v_descale))
 
 
 def attention_bottom_right(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                            dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                           enable_gqa: bool = False) -> torch.Tensor:
+                           enable_gqa: bool = False, q_descale: Any = None, k_descale: Any = None,
+                           v_descale: Any = None) -> torch.Tensor:
     """As :func:`attention`, with FlashAttention's bottom-right causal alignment: query i sees keys
     j <= i + seqlen_kv - seqlen_q."""
-    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "bottom-right")
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "bottom-right",
+                      (q_descale, k_descale, v_descale))
 
 
 attention.causal_align = "top-left"  # type: ignore[attr-defined]
@@ -472,6 +589,16 @@ def supports(spec: Any) -> str | None:
     """Why a case cannot run here (profctl checks it before allocating inputs), or None."""
     if triton is None:
         return f"needs Triton, which is not installed ({_TRITON_IMPORT_ERROR})"
+    if spec.dtype == "fp8":
+        why = dtype_refusal("triton", spec.dtype, spec.pass_)
+        if why:
+            return why.removeprefix("triton ")  # the row's reason says "triton <why>"
+        if E4M3 is None:
+            return f"needs torch.float8_e4m3fn for --dtype fp8 (torch >= 2.1; this is {torch.__version__})"
+        if spec.device == "cuda" and torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            if (major, minor) < (8, 9):
+                return f"runs FP8 on compute capability >= 8.9 (Ada, Hopper and newer), not sm_{major}{minor}"
     if spec.device != "cuda" and not INTERPRET:
         return "runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on cpu"
     if spec.head_dim > 256:
@@ -479,5 +606,9 @@ def supports(spec: Any) -> str | None:
     return None
 
 
-attention.supports = supports  # type: ignore[attr-defined]
-attention_bottom_right.supports = supports  # type: ignore[attr-defined]
+#: the dtypes the calls take (profctl refuses the others before allocating inputs; fp8 gets e4m3 tensors and descales)
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+for _fn in (attention, attention_bottom_right):
+    _fn.supports = supports  # type: ignore[attr-defined]
+    _fn.prepare = prepare  # type: ignore[attr-defined]
+    _fn.dtypes = DTYPES  # type: ignore[attr-defined]

@@ -47,8 +47,9 @@ WORKLOAD_OPTIONS: list[tuple[str, Any, Any]] = [
     ("heads", str | None, _opt(None, "--heads", help=f"{_LIST} query heads [default: 32 GPU; 8 CPU]")),
     ("kv_heads", str | None, _opt(None, "--kv-heads", help=f"{_LIST} (GQA/MQA) [default: = heads]")),
     ("head_dim", str | None, _opt(None, "--head-dim", "-d", help=f"{_LIST} [default: 128 GPU; 64 CPU]")),
-    ("dtype", str | None, _opt(None, "--dtype", help=f"{_LIST} of bf16, fp16, fp32 "
-                                                          "[default: bf16 GPU; fp32 CPU]")),
+    ("dtype", str | None, _opt(None, "--dtype", help=f"{_LIST} of bf16, fp16, fp32, fp8 (e4m3 with per-tensor "
+                                                          "scales: triton, forward only) [default: bf16 GPU; fp32 "
+                                                          "CPU]")),
     ("causal", str | None, _opt(None, "--causal",
         help="causal mask: bare --causal is true, --no-causal false; a comma list sweeps (--causal false,true) "
              "[default: false]")),
@@ -433,15 +434,24 @@ def check_reports(reports: Path | str | None) -> None:
 
 def validate_workload(wl: Any) -> Any:
     """Every workload option checked before anything runs (SpecError/UsageError naming the option), the device
-    decided (NVML: milliseconds), and a warning for each head dim a backend of the sweep will pad or refuse.
+    decided (NVML: milliseconds), a warning for each head dim a backend of the sweep will pad or refuse, and for
+    each dtype some backend refuses (fp8); one line and no run at all when no case can take its dtype and pass.
     Returns the workload with the device decided."""
     from profctl.pipelines.targets import resolve_device
-    from profctl.spec import SpecError, head_dim_warnings
+    from profctl.spec import SpecError, dtype_problems, head_dim_warnings
 
     try:
-        wl.sweep.specs()
+        specs = wl.sweep.specs()
     except SpecError as e:
         raise UsageError(str(e)) from None
+    if hasattr(wl.sweep, "head_dim"):  # the attention workload
+        fatal, warnings = dtype_problems(specs)
+        if fatal:  # exit 1, as a sweep whose every point was refused: nothing could run, said before running
+            from profctl.errors import UnsupportedShape
+
+            raise UnsupportedShape(f"no point can run: {fatal}")
+        for w in warnings:
+            warn(w)
     device = resolve_device(wl.sweep.device)
     if device == "cuda" and hasattr(wl.sweep, "head_dim"):  # the model workload's head dims come from presets
         s = wl.sweep.with_defaults(device)

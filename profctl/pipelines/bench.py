@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,7 +32,7 @@ from profctl.pipelines.bench_rows import (
 from profctl.pipelines.executors import Part, PartContext, PartOutcome, where_label
 from profctl.pipelines.targets import Model, Workload
 from profctl.schema.bench import BenchRow, bench_rows
-from profctl.spec import BUILTIN_BACKENDS
+from profctl.spec import BUILTIN_BACKENDS, dtype_refusal
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,6 +114,8 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         target = ex.ask(_resolve, req.target)
         backends = list(target.backends())
         labels = parse_labels(req.label, backends)
+        if req.baseline and req.baseline not in backends and _refuses_all(req.baseline, target):
+            req = replace(req, baseline=None)  # it would add only unsupported rows (eager in an fp8 sweep)
         if req.baseline and req.baseline not in backends:
             target = target.with_backends([*backends, req.baseline])
         ex.prepare(target.device)
@@ -137,6 +139,11 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             error = e
         runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None)
     return _finish(req, sweep, run_dir, labels, error)
+
+
+def _refuses_all(backend: str, target: Workload | Model) -> bool:
+    """Whether `backend` refuses the dtype (or pass) of every case of the sweep, known without running it."""
+    return isinstance(target, Workload) and all(dtype_refusal(backend, c.dtype, c.pass_) for c in target.cases())
 
 
 def _resolve(target: Target) -> Workload | Model:

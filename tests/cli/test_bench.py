@@ -64,7 +64,7 @@ def test_bench_table_csv_markdown(runner: CliRunner, tmp_path: Path) -> None:
     (["--batch", "0"], "--batch"),
     (["--seqlen", "-128"], "-128"),
     (["--heads", "6", "--kv-heads", "4"], "--kv-heads 4 does not divide --heads 6"),
-    (["--dtype", "fp8"], "fp8"),
+    (["--dtype", "fp4"], "fp4"),  # fp8 is a dtype now; its refusals: tests/unit/test_triton_fp8.py
     (["--seqlen", "abc"], "'abc'"),
     (["--baseline", "nobody"], "nobody"),
 ])

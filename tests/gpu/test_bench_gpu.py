@@ -40,3 +40,22 @@ def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
     assert rows[0]["backend"] == "sdpa-math" and rows[0]["status"] == "oom"
     assert "memory" in rows[0]["reason"].lower()
     assert rows[1]["backend"] == "sdpa-flash" and rows[1]["status"] == "ok"
+
+
+def test_bench_fp8_triton_rows(tmp_path: Path) -> None:
+    """`--dtype fp8 -b triton,sdpa-flash`: triton's FP8 forward passes the fp8 check with % peak against the FP8
+    peak; sdpa-flash's fp8 rows are unsupported, named in the warning before the sweep; bf16 rows run as ever."""
+    r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "triton,sdpa-flash", "--seqlen", "2048",
+                                 "--heads", "16", "--head-dim", "128", "--dtype", "bf16,fp8", "--causal", "false,true",
+                                 "--iters", "10", "-f", "json", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "sdpa-flash cannot take --dtype fp8" in r.stderr
+    rows = json.loads(r.stdout)
+    fp8 = [x for x in rows if x["dtype"] == "fp8" and x["backend"] == "triton"]
+    assert len(fp8) == 2 and all(x["status"] == "ok" and x["check"] == "pass" for x in fp8), fp8
+    bf16_peak = next(x["peak_tflops"] for x in rows if x["dtype"] == "bf16" and x["status"] == "ok")
+    for x in fp8:
+        assert x["tolerance"] == 5e-2 and x["peak_tflops"] > 1.9 * bf16_peak  # the FP8 dense peak, not bf16's
+        assert 0 < x["pct_of_peak"] < 100 and not x["suspect"]
+    assert all(x["status"] == "unsupported" for x in rows if x["dtype"] == "fp8" and x["backend"] == "sdpa-flash")
+    assert all(x["status"] == "ok" for x in rows if x["dtype"] == "bf16")
