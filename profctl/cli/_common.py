@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperCommand
 
 from profctl.cli import argv
-from profctl.errors import CannotWrite, ProfctlError, UsageError
+from profctl.errors import CannotWrite, ProfctlError, UnsupportedShape, UsageError
 from profctl.fsutil import atomic_write_text, check_writable, why, write_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -447,8 +447,6 @@ def validate_workload(wl: Any) -> Any:
     if hasattr(wl.sweep, "head_dim"):  # the attention workload
         fatal, warnings = dtype_problems(specs)
         if fatal:  # exit 1, as a sweep whose every point was refused: nothing could run, said before running
-            from profctl.errors import UnsupportedShape
-
             raise UnsupportedShape(f"no point can run: {fatal}")
         for w in warnings:
             warn(w)

@@ -97,7 +97,7 @@ def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path
     # a part per case: eager's part was lost twice (a row); a part queued behind it on the dying worker may be
     # lost with it and run again elsewhere
     lost = m["executor"]["lost_parts"]
-    assert m["status"] == "complete" and 2 <= len(lost) <= 3 and all(p["unfinished"] == 1 for p in lost)
+    assert m["status"] == "complete" and len(lost) >= 2 and all(p["unfinished"] == 1 for p in lost)
 
 
 def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> None:
