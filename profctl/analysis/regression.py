@@ -49,7 +49,7 @@ from profctl.analysis.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_THRESHOLD,
     MIN_SAMPLES,
-    bootstrap_median,
+    bootstrap_paired,
     bootstrap_ratio,
     decide,
     noise_floor,
@@ -64,10 +64,34 @@ from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow, bench_rows
 #: kept importable from here (tests, older callers): the statistics live in profctl.analysis.stats
 iterations_needed = samples_needed
 _seed = seed_of
-__all__ = ["CPU_THRESHOLD", "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "MIN_SAMPLES", "Floors", "Gate",
-           "NotComparable", "RegressionReport", "Regression", "RowResult", "Side", "bootstrap_median",
-           "bootstrap_ratio", "case_label", "compare_runs", "decide", "default_threshold", "gate", "iterations_needed", "load_side",
-           "noise_floor", "parse_percent", "pct", "pct_change", "regressions"]
+__all__ = [
+    "CPU_THRESHOLD",
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_THRESHOLD",
+    "MIN_SAMPLES",
+    "Floors",
+    "Gate",
+    "NotComparable",
+    "Regression",
+    "RegressionReport",
+    "RowResult",
+    "Side",
+    "bootstrap_paired",
+    "bootstrap_ratio",
+    "case_label",
+    "compare_runs",
+    "decide",
+    "default_threshold",
+    "gate",
+    "iterations_needed",
+    "load_side",
+    "noise_floor",
+    "parse_percent",
+    "pct",
+    "pct_change",
+    "regressions",
+]
 #: the SM clock may differ this much between the sides before it is called out
 CLOCK_TOLERANCE = 0.03
 #: GPU medians below this (ms) were launch-bound and bimodal between processes on the H100 (benchmarks/RESULTS.md)

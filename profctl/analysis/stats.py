@@ -3,8 +3,8 @@ interleaved A/B runs of ``profctl bench --ab`` all use these functions, so one v
 
 * :func:`bootstrap_ratio`: median(new) / median(base) with a percentile bootstrap interval, both sides
   resampled independently (bench iterations, kernel launches, op calls);
-* :func:`bootstrap_median`: the median of paired ratios (one per A/B round) with a percentile bootstrap over
-  the rounds;
+* :func:`bootstrap_paired`: the same ratio for interleaved A/B rounds, resampling whole rounds for both
+  sides at once (paired);
 * :func:`decide`: the verdict from a ratio, its interval and the threshold;
 * :func:`noise_floor`: the smallest change a comparison could have seen (half the interval's width).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 DEFAULT_THRESHOLD = 0.02
@@ -57,20 +57,33 @@ def bootstrap_ratio(base: Iterable[float], new: Iterable[float], *, confidence: 
     return mb0 / ma0, float(lo), float(hi)
 
 
-def bootstrap_median(xs: Iterable[float], *, confidence: float = DEFAULT_CONFIDENCE,
-                     resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
-    """(median(xs), lo, hi): the percentile bootstrap interval of the median of `xs` (paired ratios, one per
-    A/B round: each round's own conditions cancel within it, so the rounds are what is resampled)."""
+def bootstrap_paired(base_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]], *,
+                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """(median(new) / median(base), lo, hi) for interleaved A/B rounds: the ratio of the medians of all
+    iterations, with a percentile bootstrap that resamples whole rounds, the same rounds for both sides, so
+    what a round's conditions did to both stays paired. Pooling a round's iterations before taking medians
+    keeps a burst of load (a few slow iterations in one block) from deciding a round."""
     import numpy as np
 
-    x = np.asarray(list(xs), dtype=float)
-    if x.size == 0:
-        raise ValueError("empty sample")
+    if len(base_rounds) != len(new_rounds) or not base_rounds:
+        raise ValueError("the two sides need the same rounds")
+    a_all = np.concatenate([np.asarray(r, dtype=float) for r in base_rounds])
+    b_all = np.concatenate([np.asarray(r, dtype=float) for r in new_rounds])
+    ma0, mb0 = float(np.median(a_all)), float(np.median(b_all))
+    if a_all.size == 0 or b_all.size == 0 or ma0 <= 0 or mb0 <= 0:
+        raise ValueError("empty sample or non-positive median time")
     rng = np.random.default_rng(seed)
-    meds = np.median(x[rng.integers(0, x.size, (resamples, x.size))], axis=1)
+    n = len(base_rounds)
+    out = np.empty(resamples)
+    for s in range(resamples):
+        idx = rng.integers(0, n, n)
+        ma = np.median(np.concatenate([base_rounds[i] for i in idx]))
+        mb = np.median(np.concatenate([new_rounds[i] for i in idx]))
+        out[s] = mb / ma
     alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(meds, [alpha, 1.0 - alpha])
-    return float(np.median(x)), float(lo), float(hi)
+    lo, hi = np.quantile(out, [alpha, 1.0 - alpha])
+    return mb0 / ma0, float(lo), float(hi)
 
 
 def decide(ratio: float, lo: float | None, hi: float | None, threshold: float) -> tuple[str, str | None]:
@@ -120,5 +133,5 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"±{x * 100:.1f}%"
 
 
-__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "MIN_SAMPLES", "bootstrap_median",
+__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "MIN_SAMPLES", "bootstrap_paired",
            "bootstrap_ratio", "decide", "noise_floor", "pct", "pct_change", "samples_needed", "seed_of"]
