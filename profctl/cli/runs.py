@@ -202,6 +202,8 @@ def show(
         rb.print_table(res, con)
     elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
         con.print(f"its kernels: profctl report {info.path}", style="dim")
+    for line in _ab_lines(info.path / "ab.json"):
+        con.print(line, markup=False, highlight=False)
 
 
 def _bench_rows(p: Path) -> list[BenchRow] | None:
@@ -243,3 +245,21 @@ def _repro(info: Any, output: Path | None) -> None:
     emit(text, path)
     os.chmod(path, os.stat(path).st_mode | (0o111 & ~current_umask()))
     note(f"repro: {path} (bash {path}; PROFCTL='python3 -m profctl' to use another profctl)")
+
+
+def _ab_lines(p: Path) -> list[str]:
+    """An A/B run's answer, one line per case (from its ab.json; none when there is none or it is unreadable)."""
+    if not p.is_file():
+        return []
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))["result"]["rows"]
+        out = []
+        for r in rows:
+            ci = (f" (CI {(r['ci_lo'] - 1) * 100:+.1f}%..{(r['ci_hi'] - 1) * 100:+.1f}%)"
+                  if r.get("ci_lo") is not None and r.get("ci_hi") is not None else "")
+            change = f"{(r['ratio'] - 1) * 100:+.1f}% time{ci}: " if r.get("ratio") is not None else ""
+            out.append(f"A/B: {r['backend_new']} vs {r['backend_base']}, {r['shape']} {r['pass']}: {change}"
+                       f"{r['verdict']}")
+        return out
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
