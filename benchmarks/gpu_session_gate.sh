@@ -24,7 +24,7 @@ rm -rf "$R"
 LOG="$OUT/gate_log.txt"
 SUM="$OUT/gate_summary.txt"
 : > "$LOG"; : > "$SUM"
-PROG=${PROG:-examples/ops_program.py --rows 8192 --size 4096 --steps 40 --device cuda}
+PROG=${PROG:-examples/ops_program.py --rows 8192 --size 4096 --steps 100 --device cuda}
 SHAPE=${SHAPE:--s 4096 --heads 32 --head-dim 128 --dtype bf16}
 at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)" | tee -a "$LOG"; }
 want() { case " ${STEPS:-install nsys torch ab} " in *" $1 "*) return 0;; esac; return 1; }

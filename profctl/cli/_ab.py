@@ -3,6 +3,8 @@ command's options to the one-line answer per case (profctl.pipelines.ab runs it)
 
 from __future__ import annotations
 
+import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,8 +106,6 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
 
 def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
     """The answer: one line per case on stdout; the tables (rounds, comparison) unless quiet; or the format."""
-    import json
-
     from profctl.pipelines.ab import answer
     from profctl.render import regression as rr
 
@@ -146,14 +146,10 @@ def _tables(res: Any, con: Any) -> None:
 
 
 def _med(xs: Any) -> str:
-    import statistics
-
     return f"{statistics.median(xs):.4f}" if xs else "-"
 
 
 def _ratio(r: dict[str, Any]) -> str:
-    import statistics
-
     a, b = r.get("a_ms"), r.get("b_ms")
     if not a or not b or statistics.median(a) <= 0:
         return "-"

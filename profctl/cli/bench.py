@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from profctl.cli import _ab
 from profctl.cli._common import (
     check_format,
     check_outputs,
@@ -65,7 +66,6 @@ def bench(
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list); with --ab,
     two variants against each other, interleaved in one process."""
-    from profctl.cli import _ab
     from profctl.pipelines import bench as pipeline
 
     check_format(format, FORMATS)

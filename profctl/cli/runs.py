@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 
 from profctl.cli._common import check_format, check_limit, check_outputs, conflict, emit, guard, note
 from profctl.errors import BadReport, UsageError
+from profctl.fsutil import current_umask
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
@@ -221,9 +223,6 @@ def _bench_rows(p: Path) -> list[BenchRow] | None:
 def _repro(info: Any, output: Path | None) -> None:
     """Write the run's repro script (atomically, executable) to `output` (default ./repro-<run id>.sh; '-':
     standard output)."""
-    import os
-
-    from profctl.fsutil import current_umask
     from profctl.render.repro import script
 
     ab = None
