@@ -191,6 +191,9 @@ def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
         from profctl.schema import concat
 
         return Side(kind="summary", summary=concat(inputs.read_summary(i) for i in reports), **run)
+    if info.kind == "ab":
+        raise BadReport(f"run {info.run_id} is an A/B (profctl bench --ab): it holds its own comparison of its two "
+                        f"variants; profctl show {info.run_id}")
     raise BadReport(f"run {info.run_id} ({info.kind}) holds nothing to compare: no bench.json, no summary JSON, "
                     "no report file")
 

@@ -61,7 +61,7 @@ def bench(
                                               help="--ab: exit 1 when B is slower than A by more than this "
                                                    "(e.g. 5%) with confidence (CI)"),
     threshold: str | None = typer.Option(None, "--threshold", help="--ab: changes smaller than this count as "
-                                                                   "unchanged [default: 2%]"),
+                                                                   "unchanged [default: 2%; 10% on a CPU]"),
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list); with --ab,
