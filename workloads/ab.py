@@ -70,7 +70,7 @@ class Variant:
     """One side of the A/B: its backend's case (inputs, first call, timer) and the environment it runs under."""
 
     def __init__(self, name: str, spec: AttentionSpec, env: dict[str, str], names: set[str], *, nvtx: bool,
-                 seed: int, check: bool) -> None:
+                 seed: int, check: bool, flush_l2: bool = False) -> None:
         self.name, self.env, self.names = name, env, names
         self.row: dict[str, Any] = {"variant": name, "backend": spec.backend, "env": env or None}
         with self.active():
@@ -85,6 +85,8 @@ class Variant:
             if self.case.want_bwd and not self.case.differentiable():
                 raise RuntimeError(f"{spec.label} has no backward pass (its output does not require grad)")
         self.timer = self.case.timer = Timer(spec.device)
+        if flush_l2 and self.case.cuda:  # zeroed before each iteration, as bench --flush-l2 does
+            self.case.l2 = self.case.torch.empty(256 * 2**20, dtype=self.case.torch.int8, device="cuda")
         self.stride = 2 if spec.pass_ == "fwd+bwd" else 1
         if spec.pass_ == "bwd":
             with self.active():
@@ -139,7 +141,7 @@ def run_case(index: int, spec_a: AttentionSpec, spec_b: AttentionSpec, a: argpar
             try:
                 for name, spec, env in (("A", spec_a, env_a), ("B", spec_b, env_b)):
                     variants.append(Variant(name, spec, env, names, nvtx=not a.no_nvtx, seed=a.seed,
-                                            check=not a.no_check))
+                                            check=not a.no_check, flush_l2=a.flush_l2))
             except BadReference as e:
                 return {**ev, "status": "error", "reason": f"variant {'AB'[len(variants)]}: cannot load the "
                                                            f"backend: {e}"}
