@@ -59,8 +59,10 @@ class Samples:
 class Sampler:
     """Samples GPU `index` every `interval_s` in a background thread; `take()` returns and resets the samples."""
 
-    def __init__(self, index: int = 0, interval_s: float = 0.02) -> None:
+    def __init__(self, index: int = 0, interval_s: float = 0.02, *, series: bool = False) -> None:
         self.interval_s = interval_s
+        #: with `series`, every sample is also kept with its wall time, for :meth:`window`
+        self.series: list[tuple[float, int, frozenset[str]]] | None = [] if series else None
         self._nv: Any = None
         self._h: Any = None
         self.max_sm_mhz: int | None = None
@@ -119,6 +121,8 @@ class Sampler:
                 into.power_w.append(pw)
                 into.temp_c.append(tc)
                 into.reasons.update(n for b, n in _REASONS.items() if bits & b)
+                if self.series is not None:
+                    self.series.append((time.time(), int(sm), frozenset(n for b, n in _REASONS.items() if bits & b)))
             time.sleep(self.interval_s)
 
     def take(self) -> dict[str, Any]:
@@ -129,6 +133,24 @@ class Sampler:
         if cur.sm_mhz:
             return cur.summary(self.max_sm_mhz)
         return idle.summary(self.max_sm_mhz, busy=False)
+
+    def window(self, t0: float, t1: float) -> dict[str, Any]:
+        """The SM clock between wall times `t0` and `t1` (``time.time()``; a stretch shorter than the sampling
+        interval gets the nearest sample): median, min, max, throttle reasons and the count; {} without
+        samples."""
+        with self._lock:
+            pts = list(self.series or [])
+        inside = [p for p in pts if t0 <= p[0] <= t1]
+        if not inside and pts:
+            mid = (t0 + t1) / 2
+            near = min(pts, key=lambda p: abs(p[0] - mid))
+            inside = [near] if abs(near[0] - mid) <= max(self.interval_s * 5, (t1 - t0)) else []
+        if not inside:
+            return {}
+        mhz = [p[1] for p in inside]
+        return {"sm_clock_mhz_median": statistics.median(mhz), "sm_clock_mhz_min": min(mhz),
+                "sm_clock_mhz_max": max(mhz), "throttle_reasons": sorted(set().union(*(p[2] for p in inside))),
+                "clock_samples": len(inside)}
 
     def stop(self) -> None:
         self._stop.set()

@@ -38,6 +38,13 @@ from profctl.errors import CannotWrite, ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, why
 
 MANIFEST = "manifest.json"
+#: environment variables a run records in its manifest (``env``): they change what runs or how fast, and a repro
+#: script (profctl show RUN --repro) sets them again
+ENV_OF_INTEREST = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "NVIDIA_TF32_OVERRIDE",
+                   "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+ENV_PREFIXES = ("PYTORCH_", "TORCH_", "NCCL_", "CUBLAS_", "CUDNN_", "TRITON_", "PROFCTL_")
+#: ... except these, which say where things are on the machine that ran (a tool's path, the run store)
+ENV_NOT_OF_INTEREST = ("PROFCTL_NSYS", "PROFCTL_NCU", "PROFCTL_REPORTS")
 STATUSES = ("running", "complete", "incomplete", "failed")
 _manifest_lock = threading.Lock()
 
@@ -85,6 +92,7 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
     if env:
         manifest["environment"] = environment()
         manifest["git"] = git_revision()
+        manifest["env"] = env_of_interest()
     manifest.update(extra or {})
     atomic_write_json(path / MANIFEST, manifest)
     return path
@@ -110,7 +118,7 @@ def read_manifest(run_dir: Path | str) -> dict[str, Any]:
 #: commands and hand-edited files write other things: :func:`normalize_manifest` makes them fit)
 _TEXT = ("run_id", "kind", "status", "label", "cwd", "started", "ended", "host", "python", "profctl", "reason")
 _INT = ("pid", "points", "rows", "launches", "returncode")
-_MAPPING = ("environment", "git", "device", "clocks", "workload", "labels")
+_MAPPING = ("environment", "git", "device", "clocks", "workload", "labels", "env")
 
 
 def normalize_manifest(m: dict[str, Any]) -> dict[str, Any]:
@@ -296,6 +304,14 @@ def device_of(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- the environment
+def env_of_interest(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables of this process that change what a run does (:data:`ENV_OF_INTEREST`,
+    :data:`ENV_PREFIXES`), sorted by name."""
+    e = os.environ if environ is None else environ
+    return {k: e[k] for k in sorted(e) if (k in ENV_OF_INTEREST or k.startswith(ENV_PREFIXES))
+            and k not in ENV_NOT_OF_INTEREST}
+
+
 def environment() -> dict[str, Any]:
     """Versions and the GPU, gathered cheaply: package metadata (no import of torch), torch's version.py for
     its CUDA version, NVML for the GPU name, driver and clocks. SM count comes from torch only when this process

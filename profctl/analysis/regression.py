@@ -9,9 +9,12 @@ Two kinds of input:
   the same inputs always give the same interval), the medians' ratio taken each time. Medians because a few
   slow iterations (a context switch, a clock ramp) should not move the answer; a bootstrap because per-iteration
   times are skewed and a ratio has no simple closed-form interval.
-* kernel summaries (``profctl.summary/1`` JSON, or a run directory holding one): kernels pair by (match key,
-  NVTX range) and compare on ``med_ns``. A summary has no per-iteration samples, so there is no interval: the
-  verdict is a plain threshold and says so.
+* kernel summaries (``profctl.summary/1`` JSON, or a run directory holding one; nsys, torch.profiler, ncu):
+  kernels (CPU ops, for a CPU-only trace) pair by (match key, NVTX range). Their rows keep every instance's
+  duration (``extra.samples_ns``, profctl.schema.samples): the same ratio of medians and bootstrap, over the
+  instances, with a first call left out and warm-up ranges not judged. Rows too small or too rare to judge
+  (:class:`Floors`: total time, time per instance, instances) are ``not judged``. Summaries written before
+  samples existed fall back to a plain threshold on ``med_ns`` and say so (``method: threshold``).
 
 Verdicts, with ``r`` the time ratio, ``[lo, hi]`` its interval and ``d`` the threshold (default 2 %); the band of
 "no real change" is ``[1/(1+d), 1+d]``:
@@ -20,7 +23,12 @@ Verdicts, with ``r`` the time ratio, ``[lo, hi]`` its interval and ``d`` the thr
 * ``faster``: ``hi < 1`` and ``r <= 1/(1+d)``;
 * ``unchanged``: the whole interval lies inside the band;
 * ``inconclusive``: anything else: the interval is too wide to tell (more iterations are suggested), too few
-  samples, or the GPU clocks differ enough to explain the change.
+  samples, or the GPU clocks differ enough to explain the change;
+* ``not judged`` (summaries): below the floors, or a warm-up range: listed, never called faster or slower.
+
+Each row also says the smallest change it could have seen (``noise_floor``, profctl.analysis.stats), so an
+``unchanged`` says how sure it is. The statistics live in profctl.analysis.stats; :func:`gate` decides
+``--fail-if-slower`` for every kind of comparison (bench runs, summaries, ``profctl bench --ab``).
 
 Iterations of one process are not independent runs: the interval covers iteration noise, not run-to-run noise
 (another process, another clock state). The threshold is there for the rest; docs/runs-and-compare.md and
@@ -29,7 +37,6 @@ benchmarks/RESULTS.md ("compare noise") say how big run-to-run noise was on the 
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,14 +44,54 @@ from pathlib import Path
 from typing import Any
 
 from profctl import inputs, runs
+from profctl.analysis.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_THRESHOLD,
+    MIN_SAMPLES,
+    bootstrap_paired,
+    bootstrap_ratio,
+    decide,
+    noise_floor,
+    pct,
+    pct_change,
+    samples_needed,
+    seed_of,
+)
 from profctl.errors import BadReport, ProfctlError, UsageError
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow, bench_rows
 
-DEFAULT_THRESHOLD = 0.02
-DEFAULT_CONFIDENCE = 0.95
-DEFAULT_RESAMPLES = 4000
-#: fewer measured iterations than this on either side: no interval, verdict 'inconclusive'
-MIN_SAMPLES = 5
+#: kept importable from here (tests, older callers): the statistics live in profctl.analysis.stats
+iterations_needed = samples_needed
+_seed = seed_of
+__all__ = [
+    "CPU_THRESHOLD",
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_THRESHOLD",
+    "MIN_SAMPLES",
+    "Floors",
+    "Gate",
+    "NotComparable",
+    "Regression",
+    "RegressionReport",
+    "RowResult",
+    "Side",
+    "bootstrap_paired",
+    "bootstrap_ratio",
+    "case_label",
+    "compare_runs",
+    "decide",
+    "default_threshold",
+    "gate",
+    "iterations_needed",
+    "load_side",
+    "noise_floor",
+    "parse_percent",
+    "pct",
+    "pct_change",
+    "regressions",
+]
 #: the SM clock may differ this much between the sides before it is called out
 CLOCK_TOLERANCE = 0.03
 #: GPU medians below this (ms) were launch-bound and bimodal between processes on the H100 (benchmarks/RESULTS.md)
@@ -52,7 +99,31 @@ SHORT_MS = 0.15
 
 #: what pairs two runs' rows (with their label or backend): the attention case fields, for every row
 CASE_FIELDS = ATTENTION_CASE_FIELDS
-VERDICTS = ("faster", "slower", "unchanged", "inconclusive", "failed", "n/a")
+VERDICTS = ("faster", "slower", "unchanged", "inconclusive", "not judged", "failed", "n/a")
+
+
+#: the band of no real change for CPU timings (CPU ops, CPU bench rows) when none is given: on a shared 2-core
+#: machine, CPU ops of 6-40 us moved by up to 14 % between two processes of one program, those of 30-300 us by
+#: up to 6 % (docs/runs-and-compare.md); GPU kernels of 0.17 ms and more by 1.5 % (DEFAULT_THRESHOLD stands)
+CPU_THRESHOLD = 0.10
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Below these a summary row is ``not judged``: too little time for a change to matter or be measured
+    (`total_ns`: the larger of the two sides' total time), too short an instance (both sides' medians under
+    `instance_ns` for a GPU kernel -- profiler overhead and timer resolution are of that size -- or under
+    `cpu_instance_ns` for a CPU op, which is then mostly dispatch and allocation and moves between processes),
+    or too few instances (`samples`, on either side, after a first call is left out)."""
+
+    total_ns: float = 50_000.0
+    instance_ns: float = 1_000.0
+    cpu_instance_ns: float = 10_000.0
+    samples: int = MIN_SAMPLES
+
+    def describe(self) -> str:
+        return (f"not judged below {self.total_ns / 1e6:g} ms in total, {self.instance_ns / 1e3:g} us per kernel "
+                f"({self.cpu_instance_ns / 1e3:g} us per CPU op) or {self.samples} instances")
 
 
 class NotComparable(ProfctlError):
@@ -120,6 +191,9 @@ def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
         from profctl.schema import concat
 
         return Side(kind="summary", summary=concat(inputs.read_summary(i) for i in reports), **run)
+    if info.kind == "ab":
+        raise BadReport(f"run {info.run_id} is an A/B (profctl bench --ab): it holds its own comparison of its two "
+                        f"variants; profctl show {info.run_id}")
     raise BadReport(f"run {info.run_id} ({info.kind}) holds nothing to compare: no bench.json, no summary JSON, "
                     "no report file")
 
@@ -128,67 +202,6 @@ def _bench_rows(p: Path) -> list[BenchRow]:
     from profctl.readers import bench_json
 
     return bench_json.read(p, strict=False)
-
-
-# ------------------------------------------------------------------------------------------------ statistics
-def bootstrap_ratio(base: Iterable[float], new: Iterable[float], *, confidence: float = DEFAULT_CONFIDENCE,
-                    resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
-    """(median(new) / median(base), lo, hi): the percentile bootstrap interval of the ratio of medians."""
-    import numpy as np
-
-    a = np.asarray(list(base), dtype=float)
-    b = np.asarray(list(new), dtype=float)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("empty sample")
-    ma0, mb0 = float(np.median(a)), float(np.median(b))
-    if ma0 <= 0 or mb0 <= 0:
-        raise ValueError("non-positive median time")
-    rng = np.random.default_rng(seed)
-    out = np.empty(resamples)
-    chunk = max(1, 2_000_000 // max(a.size, b.size))
-    for s in range(0, resamples, chunk):
-        k = min(chunk, resamples - s)
-        ma = np.median(a[rng.integers(0, a.size, (k, a.size))], axis=1)
-        mb = np.median(b[rng.integers(0, b.size, (k, b.size))], axis=1)
-        out[s:s + k] = mb / ma
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(out, [alpha, 1.0 - alpha])
-    return mb0 / ma0, float(lo), float(hi)
-
-
-def decide(ratio: float, lo: float | None, hi: float | None, threshold: float) -> tuple[str, str | None]:
-    """The verdict for a time ratio and its interval (None: no interval, a plain threshold)."""
-    up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
-    if lo is None or hi is None:
-        if ratio >= up:
-            return "slower", None
-        if ratio <= down:
-            return "faster", None
-        return "unchanged", None
-    if lo > 1.0 and ratio >= up:
-        return "slower", None
-    if hi < 1.0 and ratio <= down:
-        return "faster", None
-    if lo >= down and hi <= up:
-        return "unchanged", None
-    return "inconclusive", f"the interval {pct_change(lo)}..{pct_change(hi)} reaches past ±{threshold * 100:g}%"
-
-
-def iterations_needed(n: int, lo: float, hi: float, threshold: float) -> int:
-    """Iterations for an interval half as wide as the band (the width shrinks as 1/sqrt(n))."""
-    half = (math.log(hi) - math.log(lo)) / 2
-    target = math.log(1.0 + threshold) / 2
-    if half <= 0 or target <= 0:
-        return n
-    return math.ceil(n * (half / target) ** 2)
-
-
-def _seed(key: Any) -> int:
-    return int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:8], "little")
-
-
-def pct_change(r: float | None) -> str:
-    return "-" if r is None else f"{(r - 1.0) * 100:+.1f}%"
 
 
 # ------------------------------------------------------------------------------------------------ comparing
@@ -215,14 +228,19 @@ class RowResult:
         """Relative change of time, new/base - 1 (positive: slower)."""
         return None if self.ratio is None else self.ratio - 1.0
 
+    @property
+    def noise_floor(self) -> float | None:
+        """The smallest change this comparison could have seen (half the interval's width); None without one."""
+        return noise_floor(self.ci_lo, self.ci_hi)
+
     def to_dict(self) -> dict[str, Any]:
         tf_lo = 1.0 / self.ci_hi if self.ci_hi else None
         tf_hi = 1.0 / self.ci_lo if self.ci_lo else None
         return {**self.case, "base_ms": self.base_ms, "new_ms": self.new_ms, "ratio": self.ratio,
-                "change": self.change, "ci_lo": self.ci_lo, "ci_hi": self.ci_hi, "n_base": self.n_base,
-                "n_new": self.n_new, "base_tflops": self.base_tflops, "new_tflops": self.new_tflops,
-                "tflops_ratio": (1.0 / self.ratio) if self.ratio else None, "tflops_ci_lo": tf_lo,
-                "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
+                "change": self.change, "ci_lo": self.ci_lo, "ci_hi": self.ci_hi, "noise_floor": self.noise_floor,
+                "n_base": self.n_base, "n_new": self.n_new, "base_tflops": self.base_tflops,
+                "new_tflops": self.new_tflops, "tflops_ratio": (1.0 / self.ratio) if self.ratio else None,
+                "tflops_ci_lo": tf_lo, "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
                 "note": "; ".join(self.notes) or None}
 
 
@@ -237,6 +255,12 @@ class RegressionReport:
     by: str
     warnings: list[str] = field(default_factory=list)
     forced: list[str] = field(default_factory=list)
+    floors: Floors | None = None  # summaries: below these a row is not judged
+    threshold_why: str = ""  # where the threshold came from when it was not given ("the default for CPU timings")
+    kind: str = ""  # "bench", "summary" or "ab" (the sides' kind unless given)
+
+    def __post_init__(self) -> None:
+        self.kind = self.kind or self.base.kind
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -244,31 +268,71 @@ class RegressionReport:
             out[r.verdict] = out.get(r.verdict, 0) + 1
         return out
 
+    def noise_range(self) -> tuple[float, float] | None:
+        """The smallest and largest noise floor over the rows that have one."""
+        xs = [r.noise_floor for r in self.rows if r.noise_floor is not None]
+        return (min(xs), max(xs)) if xs else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base.describe(), "new": self.new.describe(), "kind": self.base.kind,
-                "method": self.method, "threshold": self.threshold, "confidence": self.confidence, "by": self.by,
+        return {"base": self.base.describe(), "new": self.new.describe(), "kind": self.kind,
+                "method": self.method, "threshold": self.threshold, "threshold_from": self.threshold_why or "given",
+                "confidence": self.confidence, "by": self.by,
+                "floors": None if self.floors is None else {"total_ms": self.floors.total_ns / 1e6,
+                                                            "instance_us": self.floors.instance_ns / 1e3,
+                                                            "samples": self.floors.samples},
                 "counts": self.counts(), "warnings": self.warnings, "forced": self.forced,
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def compare_runs(base: Side, new: Side, *, threshold: float = DEFAULT_THRESHOLD, confidence: float = DEFAULT_CONFIDENCE,
-            resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False) -> RegressionReport:
-    """Pair the two sides' cases and decide each; NotComparable (with every reason) unless `force`."""
+def compare_runs(base: Side, new: Side, *, threshold: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
+                 resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False,
+                 floors: Floors | None = None, limit: float | None = None) -> RegressionReport:
+    """Pair the two sides' cases and decide each; NotComparable (with every reason) unless `force`.
+
+    `threshold`: the band of no real change; None: the default for what was timed (:func:`default_threshold`),
+    narrowed to `limit` (a ``--fail-if-slower`` limit) when that is smaller. `floors`: what a summary row needs
+    to be judged (default :class:`Floors`)."""
+    if base.kind != new.kind:
+        raise NotComparable(f"{base.name} is {_kind_words(base)} and {new.name} is {_kind_words(new)}: "
+                            "compare bench runs with bench runs, summaries with summaries")
+    why = ""
+    if threshold is None:
+        threshold, why = default_threshold(base, new)
+        if limit is not None and limit < threshold:
+            threshold, why = limit, "narrowed to --fail-if-slower"
     if not 0 < threshold < 1:
         raise UsageError(f"threshold {threshold:g} must be between 0 and 1 (e.g. 0.02 for 2%)")
     if not 0.5 <= confidence < 1:
         raise UsageError(f"confidence {confidence:g} must be in [0.5, 1)")
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
-    if base.kind != new.kind:
-        raise NotComparable(f"{base.name} is {_kind_words(base)} and {new.name} is {_kind_words(new)}: "
-                            "compare bench runs with bench runs, summaries with summaries")
     warnings = [f"{s.name} is {s.status}: only its finished points are compared" for s in (base, new)
                 if s.status in ("incomplete", "running", "failed")]
     if base.kind == "bench":
-        return _compare_bench(base, new, threshold=threshold, confidence=confidence, resamples=resamples, by=by,
-                              force=force, warnings=warnings)
-    return _compare_summaries(base, new, threshold=threshold, force=force, warnings=warnings)
+        rep = _compare_bench(base, new, threshold=threshold, confidence=confidence, resamples=resamples, by=by,
+                             force=force, warnings=warnings)
+    else:
+        rep = _compare_summaries(base, new, threshold=threshold, confidence=confidence, resamples=resamples,
+                                 force=force, warnings=warnings, floors=floors or Floors())
+    rep.threshold_why = why
+    return rep
+
+
+def default_threshold(base: Side, new: Side) -> tuple[float, str]:
+    """The band of no real change when none is given, and why: :data:`CPU_THRESHOLD` when everything compared
+    was timed on a CPU (CPU ops and CPU bench rows move more between processes), else
+    :data:`DEFAULT_THRESHOLD`."""
+    def cpu(s: Side) -> bool:
+        if s.kind == "bench":
+            return bool(s.rows) and all(r.device == "cpu" for r in s.rows)
+        from profctl.schema import timed_rows
+
+        rows = timed_rows(s.summary) if s.summary is not None else []
+        return bool(rows) and all(k.extra.get("device") == "cpu" for k in rows)
+
+    if cpu(base) and cpu(new):
+        return CPU_THRESHOLD, "the default for CPU timings"
+    return DEFAULT_THRESHOLD, "the default"
 
 
 def _kind_words(s: Side) -> str:
@@ -496,26 +560,149 @@ def _clock_check(rr: RowResult, b: BenchRow, n: BenchRow, threshold: float) -> N
 
 
 # ---- kernel summaries
-def _summary_index(s: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """(match key, NVTX range) -> median and count; duplicates (merged summaries) combine count-weighted."""
+@dataclass
+class _Entry:
+    """One kernel (op) of a summary as a comparison sees it: its rows of one (match key, range) combined."""
+
+    short: str
+    med_ns: float
+    count: int
+    total_ns: float
+    samples: list[Any] = field(default_factory=list)  # profctl.schema.samples.Samples, one per row
+    rows: int = 0
+    bare: int = 0  # rows without samples: any makes the whole entry threshold-only
+    cpu: bool = False  # a CPU op standing in for kernels (a CPU-only trace)
+
+
+def _summary_index(s: Any) -> dict[tuple[str, str], _Entry]:
+    """(match key, NVTX range) -> median, count, total and samples; duplicates (merged summaries) combine
+    (medians count-weighted, samples concatenated)."""
     from profctl.kernels import match_key
     from profctl.schema import timed_rows
+    from profctl.schema.samples import samples_of
 
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+    out: dict[tuple[str, str], _Entry] = {}
     for k in timed_rows(s):
         key = (match_key(k.name), k.nvtx_range or "")
-        cur = out.get(key)
-        if cur is None:
-            out[key] = {"short": k.short_name, "med_ns": float(k.med_ns), "count": int(k.count), "tool": k.tool}
+        e = out.get(key)
+        if e is None:
+            e = out[key] = _Entry(short=k.short_name, med_ns=float(k.med_ns), count=0, total_ns=0.0,
+                                  cpu=k.extra.get("device") == "cpu")
+        elif e.count + k.count:
+            e.med_ns = (e.med_ns * e.count + k.med_ns * k.count) / (e.count + k.count)
+        e.count += int(k.count)
+        e.total_ns += float(k.total_ns)
+        e.rows += 1
+        smp = samples_of(k.extra)
+        if smp is None:
+            e.bare += 1
         else:
-            c = cur["count"] + k.count
-            cur["med_ns"] = (cur["med_ns"] * cur["count"] + k.med_ns * k.count) / c if c else cur["med_ns"]
-            cur["count"] = c
+            e.samples.append(smp)
     return out
 
 
-def _compare_summaries(base: Side, new: Side, *, threshold: float, force: bool, warnings: list[str]
-                       ) -> RegressionReport:
+def _phase(path: str) -> str | None:
+    """The profctl phase (warmup, measure, setup) a range path lies in, if it follows profctl's scheme."""
+    from profctl import nvtx
+
+    if not path:
+        return None
+    key = nvtx.parse_range(path)
+    if key is not None and key.phase:
+        return key.phase
+    for dom, _, parts in nvtx.split_canonical(path):
+        if dom == nvtx.DOMAIN:
+            for p in parts:
+                if p in nvtx.PHASES:
+                    return p
+    return None
+
+
+def _usable(e: _Entry, path: str) -> tuple[list[float] | None, list[str]]:
+    """The samples a comparison uses (None: the summary has none, a plain threshold) and what was left out:
+    a first call, when the row is not in a measured range and has 3 instances or more."""
+    from profctl import nvtx
+    from profctl.schema.samples import merged
+
+    if e.bare or not e.samples:
+        return None, []
+    smp = merged(e.samples)
+    assert smp is not None
+    vals, notes = list(smp.values), []
+    if smp.first_call and _phase(path) != nvtx.MEASURE and len(vals) >= 3:
+        vals = vals[1:]
+        notes.append("first call left out")
+    if smp.subsampled:
+        notes.append(f"{len(smp.values)} of {smp.of} instances sampled")
+    return vals, notes
+
+
+def _not_judged(b: _Entry, n: _Entry, nb: int, nn: int, path: str, floors: Floors) -> str | None:
+    """Why a pair is not judged (below a floor, or a warm-up range); None when it is judged."""
+    from profctl import nvtx
+
+    phase = _phase(path)
+    if phase in (nvtx.WARMUP, nvtx.SETUP):
+        return f"in the {phase} range"
+    total = max(b.total_ns, n.total_ns)
+    if total < floors.total_ns:
+        return f"{total / 1e6:.3g} ms in total, under the floor of {floors.total_ns / 1e6:g} ms"
+    floor = floors.cpu_instance_ns if (b.cpu or n.cpu) else floors.instance_ns
+    if max(b.med_ns, n.med_ns) < floor:
+        why = ("a CPU op that short is mostly dispatch and allocation, which move between processes" if b.cpu
+               else "profiler overhead and timer resolution are of that size")
+        return f"{max(b.med_ns, n.med_ns) / 1e3:.3g} us per instance, under {floor / 1e3:g} us ({why})"
+    if min(nb, nn) < floors.samples:
+        return f"{min(nb, nn)} instance(s) on a side, fewer than {floors.samples}"
+    return None
+
+
+def _pair_summary(key: tuple[str, str], b: _Entry, n: _Entry, *, threshold: float, confidence: float,
+                  resamples: int, floors: Floors) -> RowResult:
+    """One kernel (op) of both summaries: not judged, a bootstrap over its instances, or a plain threshold."""
+    sb, notes_b = _usable(b, key[1])
+    sn, notes_n = _usable(n, key[1])
+    bootstrap = sb is not None and sn is not None
+    rr = RowResult(case={"kernel": n.short, "range": key[1], "match_key": key[0]}, base_ms=b.med_ns / 1e6,
+                   new_ms=n.med_ns / 1e6, n_base=len(sb) if sb is not None else b.count,
+                   n_new=len(sn) if sn is not None else n.count, method="bootstrap" if bootstrap else "threshold")
+    if b.count != n.count:
+        rr.notes.append(f"instances {b.count} vs {n.count}")
+    if b.med_ns > 0 and n.med_ns > 0:
+        rr.ratio = n.med_ns / b.med_ns
+    why = _not_judged(b, n, rr.n_base, rr.n_new, key[1], floors)
+    if why is not None:
+        rr.verdict = "not judged"
+        rr.notes.insert(0, why)
+        return rr
+    if sb is None or sn is None:
+        if rr.ratio is not None:
+            rr.verdict, _ = decide(rr.ratio, None, None, threshold)
+            rr.notes.append("no per-instance samples: plain threshold, no interval")
+        return rr
+    if _median(sb) <= 0 or _median(sn) <= 0:
+        rr.verdict = "not judged"
+        rr.notes.insert(0, "median time 0: nothing to compare")
+        return rr
+    ratio, lo, hi = bootstrap_ratio(sb, sn, confidence=confidence, resamples=resamples, seed=seed_of(key))
+    rr.base_ms, rr.new_ms = _median(sb) / 1e6, _median(sn) / 1e6
+    rr.ratio, rr.ci_lo, rr.ci_hi = ratio, lo, hi
+    rr.verdict, why_inc = decide(ratio, lo, hi, threshold)
+    rr.notes += sorted(set(notes_b) | set(notes_n))
+    if why_inc:
+        need = samples_needed(max(len(sb), len(sn)), lo, hi, threshold)
+        rr.notes.append(why_inc + (f"; about {need} instances would tell" if need > max(len(sb), len(sn)) else ""))
+    return rr
+
+
+def _median(xs: list[float]) -> float:
+    import statistics
+
+    return float(statistics.median(xs))
+
+
+def _summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
+    """Reasons to refuse two summaries (tools, ncu versions, GPUs, versions); warnings added in place."""
     sb, sn = base.summary, new.summary
     reasons, warns = _env_checks(base, new, set())
     warnings += warns
@@ -531,34 +718,46 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, force: bool, 
             if vb and vn and vb != vn:
                 msg = f"{tool} {_vals(vb)} vs {_vals(vn)}"
                 (reasons if tool == "ncu" else warnings).append(msg)
-    bi, ni = _summary_index(sb), _summary_index(sn)
+    return reasons
+
+
+def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, force: bool,
+                       warnings: list[str], floors: Floors) -> RegressionReport:
+    reasons = _summary_checks(base, new, warnings)
+    bi, ni = _summary_index(base.summary), _summary_index(new.summary)
     common = [k for k in bi if k in ni]
     if not common:
-        ex_b = ", ".join(sorted({v["short"] for v in bi.values()})[:3]) or "none"
-        ex_n = ", ".join(sorted({v["short"] for v in ni.values()})[:3]) or "none"
+        ex_b = ", ".join(sorted({v.short for v in bi.values()})[:3]) or "none"
+        ex_n = ", ".join(sorted({v.short for v in ni.values()})[:3]) or "none"
         raise NotComparable(f"not comparable: no kernel in common (base: {ex_b}; new: {ex_n})")
     if reasons and not force:
         raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
     only_b, only_n = len(bi) - len(common), len(ni) - len(common)
     if only_b or only_n:
         warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
-    rows = []
-    for k in common:
-        b, n = bi[k], ni[k]
-        rr = RowResult(case={"kernel": n["short"], "range": k[1], "match_key": k[0]},
-                       base_ms=b["med_ns"] / 1e6, new_ms=n["med_ns"] / 1e6, n_base=b["count"], n_new=n["count"],
-                       method="threshold")
-        if b["med_ns"] > 0 and n["med_ns"] > 0:
-            rr.ratio = n["med_ns"] / b["med_ns"]
-            rr.verdict, _ = decide(rr.ratio, None, None, threshold)
-        if b["count"] != n["count"]:
-            rr.notes.append(f"launches {b['count']} vs {n['count']}")
-        rows.append(rr)
-    rows.sort(key=lambda r: -(r.base_ms or 0))
-    return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=0.0,
-                      method=f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval "
-                             "(a summary has no per-iteration samples)",
-                      by="kernel", warnings=warnings, forced=reasons if force else [])
+    rows = [_pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
+                          floors=floors) for k in common]
+    rows.sort(key=lambda r: (r.verdict == "not judged", -(r.base_ms or 0)))
+    return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
+                            method=_summary_method(rows, threshold, confidence, resamples, floors), by="kernel",
+                            warnings=warnings, forced=reasons if force else [], floors=floors)
+
+
+def _summary_method(rows: list[RowResult], threshold: float, confidence: float, resamples: int,
+                    floors: Floors) -> str:
+    judged = [r for r in rows if r.verdict != "not judged"]
+    boot = sum(r.method == "bootstrap" for r in judged)
+    interval = (f"ratio of medians over each kernel's instances, {confidence * 100:g}% percentile bootstrap "
+                f"({resamples} resamples)")
+    plain = (f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval (a summary "
+             "without per-instance samples, written before profctl kept them)")
+    if judged and boot == len(judged):
+        what = interval
+    elif boot:
+        what = f"{interval}; {len(judged) - boot} kernel(s) by {plain}"
+    else:
+        what = plain
+    return f"{what}; {floors.describe()}"
 
 
 # ---------------------------------------------------------------------------------------------------- the gate
@@ -577,8 +776,9 @@ def parse_percent(text: str, option: str) -> float:
 
 
 def regressions(cmp: RegressionReport, limit: float, *, strict: bool = False) -> list[RowResult]:
-    """Rows that fail `--fail-if-slower limit`: slower beyond the limit, a case that stopped working, and with
-    `strict` an inconclusive case whose estimate is beyond the limit."""
+    """Rows that fail `--fail-if-slower limit` (:func:`gate`'s rule): slower beyond the limit, a case that
+    stopped working, and with `strict` an inconclusive case whose estimate is beyond the limit. ``not judged``
+    rows never fail."""
     out = []
     for r in cmp.rows:
         if r.verdict == "failed" or (r.verdict == "slower" and r.ratio is not None and r.ratio - 1.0 > limit) or \
@@ -587,7 +787,60 @@ def regressions(cmp: RegressionReport, limit: float, *, strict: bool = False) ->
     return out
 
 
+@dataclass
+class Gate:
+    """What ``--fail-if-slower`` decided: the rows that fail it, and the inconclusive ones beyond the limit that
+    pass only because ``--strict`` was not given."""
+
+    limit: float
+    strict: bool
+    failing: list[RowResult]
+    beyond: list[RowResult]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failing
+
+    @property
+    def exit_code(self) -> int:
+        """0 when it passed, 1 (:class:`Regression`) when it failed."""
+        return 0 if self.passed else Regression.exit_code
+
+    def error(self) -> Regression | None:
+        """The one-line error that fails the run (None when it passed)."""
+        if not self.failing:
+            return None
+        first = self.failing[0]
+        if first.verdict == "failed":
+            what = f"{case_label(first)} {first.verdict}"
+        else:
+            what = f"{case_label(first)} {(first.change or 0.0) * 100:+.1f}%" + (
+                f" (CI {first.ci_lo * 100 - 100:+.1f}%..{first.ci_hi * 100 - 100:+.1f}%)"
+                if first.ci_lo is not None and first.ci_hi is not None else " (threshold only)")
+            if first.verdict == "inconclusive":
+                what += ", inconclusive (--strict)"
+        more = f" and {len(self.failing) - 1} more" if len(self.failing) > 1 else ""
+        return Regression(f"regression beyond --fail-if-slower {self.limit * 100:g}%: {what}{more}")
+
+    def warning(self) -> str | None:
+        """What passed only for want of --strict, as one warning line."""
+        if not self.beyond or self.strict:
+            return None
+        return (f"{len(self.beyond)} inconclusive case(s) with an estimate beyond {self.limit * 100:g}% (e.g. "
+                f"{case_label(self.beyond[0])}); --strict makes them fail")
+
+
+def gate(cmp: RegressionReport, limit: float, *, strict: bool = False) -> Gate:
+    """``--fail-if-slower limit``, the same for every kind of comparison (bench runs, nsys/torch/ncu summaries,
+    ``profctl bench --ab``): it fails on a row that is ``slower`` (its interval above 1, its estimate past the
+    threshold) by more than `limit`, or that stopped working; with `strict` also on an ``inconclusive`` row
+    whose estimate is beyond `limit`. ``unchanged``, ``faster`` and ``not judged`` rows never fail."""
+    beyond = [r for r in cmp.rows if r.verdict == "inconclusive" and r.ratio is not None and r.ratio - 1 > limit]
+    return Gate(limit=limit, strict=strict, failing=regressions(cmp, limit, strict=strict), beyond=beyond)
+
+
 def case_label(r: RowResult) -> str:
+    """The row's case in a few words: kernel [range], or name (backends) shape pass."""
     c = r.case
     if "kernel" in c:
         return f"{c['kernel']}" + (f" [{c['range']}]" if c.get("range") else "")

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from profctl.cli import _ab
 from profctl.cli._common import (
     check_format,
     check_outputs,
@@ -42,17 +43,37 @@ def bench(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     timeout: float = typer.Option(900.0, "--timeout", help="seconds before a point is killed"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
-    strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI)"),
+    strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI); with --ab "
+                                                        "--fail-if-slower, an inconclusive case beyond the limit "
+                                                        "fails too"),
     label: str | None = typer.Option(None, "--label",
                                      help="name what this run measures, so `profctl compare` pairs its rows with "
                                           "another run's rows of that name: NAME (one backend) or "
                                           "BACKEND=NAME,..."),
+    ab: str | None = typer.Option(None, "--ab", help="A,B: time two backends or file.py:fn functions in alternating "
+                                                     "rounds in one process; say whether B is faster or slower "
+                                                     "than A, with an interval"),
+    ab_env: str | None = typer.Option(None, "--ab-env", help="'VAR=x|VAR=y': the one --backend under two "
+                                                             "environment settings, alternating in one process "
+                                                             "(settings the function reads at call time)"),
+    rounds: int = typer.Option(20, "--rounds", help="--ab: rounds, each timing --iters iterations of A and of B"),
+    fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
+                                              help="--ab: exit 1 when B is slower than A by more than this "
+                                                   "(e.g. 5%) with confidence (CI)"),
+    threshold: str | None = typer.Option(None, "--threshold", help="--ab: changes smaller than this count as "
+                                                                   "unchanged [default: 2%; 10% on a CPU]"),
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
-    """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list)."""
+    """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list); with --ab,
+    two variants against each other, interleaved in one process."""
     from profctl.pipelines import bench as pipeline
 
     check_format(format, FORMATS)
+    if ab is not None or ab_env is not None:
+        return _ab.run_ab(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold,
+                          fail_if_slower=fail_if_slower, strict=strict, format=format, output=output,
+                          reports=reports, timeout=timeout, quiet=quiet, label=label, executor=executor)
+    _ab.refuse_without_ab(fail_if_slower, threshold)
     for flag, p, fmt in (("--json", json_out, "json"), ("--csv", csv_out, "csv"), ("--markdown", md_out, "markdown")):
         if p is not None:
             note(f"note: {flag} FILE is now -f {fmt} -o FILE; the old spelling goes in 0.3")

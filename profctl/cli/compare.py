@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from profctl.cli._common import check_format, check_outputs, conflict, emit, given, guard
+from profctl.cli._common import check_format, check_outputs, conflict, emit, guard
 from profctl.errors import UsageError
 
 
@@ -20,8 +21,13 @@ def compare(
     fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
                                               help="exit 1 when a case is slower than this (e.g. 5%) with "
                                                    "confidence, or stopped working (CI)"),
-    threshold: str = typer.Option("2%", "--threshold",
-                                  help="changes smaller than this count as unchanged"),
+    threshold: str | None = typer.Option(None, "--threshold",
+                                         help="changes smaller than this count as unchanged [default: 2%; 10% when "
+                                              "both sides were timed on a CPU; --fail-if-slower if smaller]"),
+    min_total_ms: float = typer.Option(0.05, "--min-total-ms",
+                                       help="summaries: a kernel or op with less total time (ms) is not judged"),
+    min_samples: int = typer.Option(5, "--min-samples",
+                                    help="summaries: a kernel or op with fewer instances is not judged"),
     confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the intervals"),
     resamples: int = typer.Option(4000, "--resamples", help="bootstrap resamples per case"),
     by: str = typer.Option("label", "--by", help="pair bench rows by 'label' (else backend) or by 'backend'"),
@@ -45,21 +51,21 @@ def compare(
         raise UsageError(f"--confidence {confidence:g}: a level between 0 and 1, e.g. 0.95")
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
-    delta = cm.parse_percent(threshold, "--threshold")
+    delta = cm.parse_percent(threshold, "--threshold") if threshold is not None else None
     limit = cm.parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
     if strict and limit is None:
         raise conflict("--strict", "no --fail-if-slower", "--strict makes inconclusive cases fail the "
                        "--fail-if-slower gate; give --fail-if-slower too")
-    if limit is not None and delta > limit:
-        if given("threshold"):
-            raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
-                           "a slowdown between the two would count as unchanged and pass the gate; give a "
-                           "--threshold no larger than --fail-if-slower")
-        delta = limit  # the default band narrows to the gate
+    if limit is not None and delta is not None and delta > limit:
+        raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
+                       "a slowdown between the two would count as unchanged and pass the gate; give a "
+                       "--threshold no larger than --fail-if-slower")
+    floors = _floors(cm, min_total_ms, min_samples)
     check_outputs(("-o", output))
     b = cm.load_side(base, reports)
     n = cm.load_side(new, reports)
-    result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force)
+    result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
+                             floors=floors, limit=limit)
     if format == "table" and output is not None:
         con, buf = text_console()
         rr.render(result, "table", con=con)
@@ -68,16 +74,18 @@ def compare(
         emit(rr.render(result, format), output)
     if limit is None:
         return
-    bad = cm.regressions(result, limit, strict=strict)
-    if bad:
-        first = bad[0]
-        what = (f"{cm.case_label(first)} {first.verdict}" if first.verdict == "failed" else
-                f"{cm.case_label(first)} {first.change * 100:+.1f}%"  # type: ignore[operator]
-                + (f" (CI {first.ci_lo * 100 - 100:+.1f}%..{first.ci_hi * 100 - 100:+.1f}%)"
-                   if first.ci_lo is not None and first.ci_hi is not None else " (threshold only)"))
-        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-        raise cm.Regression(f"regression beyond --fail-if-slower {limit * 100:g}%: {what}{more}")
-    beyond = [r for r in result.rows if r.verdict == "inconclusive" and r.ratio is not None and r.ratio - 1 > limit]
-    if beyond:
-        print(f"profctl: warning: {len(beyond)} inconclusive case(s) with an estimate beyond "
-              f"{limit * 100:g}% (e.g. {cm.case_label(beyond[0])}); --strict makes them fail", file=sys.stderr)
+    verdict = cm.gate(result, limit, strict=strict)
+    if verdict.warning():
+        print(f"profctl: warning: {verdict.warning()}", file=sys.stderr)
+    failure = verdict.error()
+    if failure is not None:
+        raise failure
+
+
+def _floors(cm: Any, min_total_ms: float, min_samples: int) -> Any:
+    """The floors below which a summary row is not judged, from the options (checked before anything is read)."""
+    if min_total_ms < 0:
+        raise UsageError(f"--min-total-ms {min_total_ms:g}: must be >= 0")
+    if min_samples < 3:
+        raise UsageError(f"--min-samples {min_samples}: at least 3 (an interval needs a few instances)")
+    return cm.Floors(total_ns=min_total_ms * 1e6, samples=min_samples)

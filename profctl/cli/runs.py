@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -10,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import check_format, check_limit, guard
+from profctl.cli._common import check_format, check_limit, check_outputs, conflict, emit, guard, note
 from profctl.errors import BadReport, UsageError
+from profctl.fsutil import current_umask
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
 
-#: the kinds of run the profiling commands write
-KINDS = ("bench", "nsys", "ncu", "torch")
+#: the kinds of run the profiling commands write (ab: profctl bench --ab)
+KINDS = ("bench", "nsys", "ncu", "torch", "ab")
 
 
 def _short_time(iso: Any) -> str:
@@ -54,7 +56,7 @@ def _points(m: dict[str, Any]) -> str:
 @guard
 def runs(
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
-    kind: str | None = typer.Option(None, "--kind", help="only runs of this kind (bench, nsys, ncu, torch)"),
+    kind: str | None = typer.Option(None, "--kind", help="only runs of this kind (bench, nsys, ncu, torch, ab)"),
     status: str | None = typer.Option(None, "--status", help="only runs with this status"),
     limit: int = typer.Option(0, "--limit", help="the N most recent runs in the table (table, markdown) "
                                                  "[default: all]"),
@@ -145,17 +147,31 @@ def show(
     run: str = typer.Argument("latest", help="a run directory, its id, a unique part of the id, or 'latest'"),
     reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv (the rows) or json"),
+    repro: bool = typer.Option(False, "--repro", help="write a bash script that reruns the run's case exactly "
+                                                      "(command, environment, version and GPU checks)"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="--repro: the script's path [default: "
+                                                                    "./repro-<run id>.sh]; '-' prints it"),
 ) -> None:
-    """Print one run: what ran, on what, its status, its files and its results."""
+    """Print one run: what ran, on what, its status, its files and its results; or (--repro) a script that runs
+    it again."""
     from profctl import runs as rs
     from profctl.pipelines.bench import BenchResult
     from profctl.render import bench as rb
     from profctl.render.tables import FORMATS, console, markdown, print_table
 
     check_format(format, FORMATS)
+    if output is not None and not repro:
+        raise conflict("-o", "no --repro", "show prints to the terminal; -o names the --repro script")
+    if repro and format != "table":
+        raise conflict("--repro", f"--format {format}", "--repro writes a bash script")
+    if output is not None:
+        check_outputs(("-o", output))
     info = rs.load_run(run, reports)
     if info.status == "unreadable":
         raise BadReport(info.note or f"{info.path}: unreadable manifest")
+    if repro:
+        _repro(info, output)
+        return
     bench_rows = _bench_rows(info.path / "bench.json")
     files = info.files()
     if format == "json":
@@ -188,6 +204,8 @@ def show(
         rb.print_table(res, con)
     elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
         con.print(f"its kernels: profctl report {info.path}", style="dim")
+    for line in _ab_lines(info.path / "ab.json"):
+        con.print(line, markup=False, highlight=False)
 
 
 def _bench_rows(p: Path) -> list[BenchRow] | None:
@@ -200,3 +218,47 @@ def _bench_rows(p: Path) -> list[BenchRow] | None:
         return bench_json.read(p, strict=False)
     except BadReport:
         return None
+
+
+def _repro(info: Any, output: Path | None) -> None:
+    """Write the run's repro script (atomically, executable) to `output` (default ./repro-<run id>.sh; '-':
+    standard output)."""
+    from profctl.render.repro import script
+
+    ab = None
+    if (info.path / "ab.json").is_file():
+        try:
+            ab = json.loads((info.path / "ab.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            ab = None
+    try:
+        text = script(info.manifest, ab=ab if isinstance(ab, dict) else None)
+    except ValueError as e:
+        raise BadReport(f"run {info.run_id}: {e}: nothing to rerun") from None
+    if output is not None and str(output) == "-":
+        emit(text)
+        return
+    path = output or Path(f"repro-{info.run_id}.sh")
+    if output is None:
+        check_outputs(("-o", path))
+    emit(text, path)
+    os.chmod(path, os.stat(path).st_mode | (0o111 & ~current_umask()))
+    note(f"repro: {path} (bash {path}; PROFCTL='python3 -m profctl' to use another profctl)")
+
+
+def _ab_lines(p: Path) -> list[str]:
+    """An A/B run's answer, one line per case (from its ab.json; none when there is none or it is unreadable)."""
+    if not p.is_file():
+        return []
+    try:
+        rows = json.loads(p.read_text(encoding="utf-8"))["result"]["rows"]
+        out = []
+        for r in rows:
+            ci = (f" (CI {(r['ci_lo'] - 1) * 100:+.1f}%..{(r['ci_hi'] - 1) * 100:+.1f}%)"
+                  if r.get("ci_lo") is not None and r.get("ci_hi") is not None else "")
+            change = f"{(r['ratio'] - 1) * 100:+.1f}% time{ci}: " if r.get("ratio") is not None else ""
+            out.append(f"A/B: {r['backend_new']} vs {r['backend_base']}, {r['shape']} {r['pass']}: {change}"
+                       f"{r['verdict']}")
+        return out
+    except (OSError, ValueError, KeyError, TypeError):
+        return []

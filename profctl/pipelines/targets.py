@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from profctl import runs
 from profctl.errors import UsageError
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
@@ -242,9 +243,9 @@ def case_cost(spec: AttentionSpec, iterations: int) -> float:
     return iterations * work / _FLOP_RATE + elements / _RANDN_RATE
 
 
-#: environment variables a program run records in its manifest (they change what it does)
-ENV_OF_INTEREST = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE")
-ENV_PREFIXES = ("PYTORCH_", "TORCH_", "NCCL_", "CUBLAS_", "CUDNN_", "TRITON_")
+#: environment variables a program run records in its manifest (they change what it does): profctl.runs' list
+ENV_OF_INTEREST = runs.ENV_OF_INTEREST
+ENV_PREFIXES = runs.ENV_PREFIXES
 
 
 @dataclass(frozen=True)
@@ -321,9 +322,7 @@ class Program:
         return dict(self.extra_env)
 
     def manifest(self) -> dict[str, Any]:
-        import os
-
-        env = {k: v for k, v in os.environ.items() if k in ENV_OF_INTEREST or k.startswith(ENV_PREFIXES)}
+        env = runs.env_of_interest()
         env.update(dict(self.extra_env))
         return {"program": {"argv": list(self.command), "cwd": str(Path(self.cwd or ".").resolve()),
                             "environment": env}}

@@ -426,7 +426,10 @@ def summarize(
     for ln in sorted(launches, key=lambda x: x.id):
         key = (kernel_id(ln.name) or f"<unnamed launch {ln.id}>", ln.nvtx_range if by_range else None)
         groups.setdefault(key, []).append(ln)
-    rows = [_row(kid, rng, ls, by_range) for (kid, rng), ls in groups.items()]
+    first: dict[str, int] = {}  # each kernel's first profiled launch (ids count launches in order)
+    for (kid, _), ls in groups.items():
+        first[kid] = min(first.get(kid, ls[0].id), ls[0].id)
+    rows = [_row(kid, rng, ls, by_range, first_call=ls[0].id == first[kid]) for (kid, rng), ls in groups.items()]
     meta: dict[str, Any] = {
         "reader": reader,
         "launches": [x.identity() for x in sorted(launches, key=lambda x: x.id)],
@@ -440,14 +443,17 @@ def summarize(
     )
 
 
-def _row(kid: str, rng: str | None, ls: list[Launch], by_range: bool) -> Any:
-    """One KernelRow from the launches of one kernel (in one range)."""
+def _row(kid: str, rng: str | None, ls: list[Launch], by_range: bool, *, first_call: bool = False) -> Any:
+    """One KernelRow from the launches of one kernel (in one range), their durations kept as samples
+    (`first_call`: the first of them is the kernel's first profiled launch)."""
     from profctl.kernels import classify, is_generic, short_name
     from profctl.schema import KernelRow, durations_stats
+    from profctl.schema.samples import sample_fields
 
     first = ls[0]
     name = first.name or kid
-    st = durations_stats([x.duration_ns for x in ls if x.duration_ns is not None])
+    durs = [x.duration_ns for x in ls if x.duration_ns is not None]
+    st = durations_stats(durs)
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     units: dict[str, str] = {}
@@ -465,6 +471,8 @@ def _row(kid: str, rng: str | None, ls: list[Launch], by_range: bool) -> Any:
         "shared_mem_bytes": first.shared_mem_bytes,
         "units": units,
     }
+    if durs:
+        extra.update(sample_fields(durs, first_call=first_call and first.duration_ns is not None))
     if first.mangled:
         extra["mangled"] = first.mangled
     if not by_range:

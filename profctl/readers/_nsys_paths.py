@@ -197,6 +197,7 @@ class PathRows:
     """Kernel durations per (canonical path, kernel name id), and how the launches were attributed."""
 
     durs: dict[tuple[str, Any], list[float]] = field(default_factory=lambda: defaultdict(list))
+    starts: dict[tuple[str, Any], list[float]] = field(default_factory=lambda: defaultdict(list))  # API call starts
     instances: dict[tuple[str, Any], set[tuple[Any, ...]]] = field(default_factory=lambda: defaultdict(set))
     borrowed: dict[tuple[str, Any], int] = field(default_factory=lambda: defaultdict(int))
     borrowed_from: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
@@ -257,6 +258,7 @@ def kernel_paths(ex: NsysExport) -> tuple[PathRows, PathIndex]:
             continue
         k = (path, nid)
         out.durs[k].append(float(d))
+        out.starts[k].append(float(rs))
         out.instances[k].add(key)
         if src is not None:
             out.borrowed[k] += 1

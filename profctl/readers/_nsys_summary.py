@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from profctl.errors import BadReport
 from profctl.readers._nsys_schema import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, TRACE_OPTION
 from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
+from profctl.schema.samples import first_starts, in_order, sample_fields
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -90,6 +91,7 @@ def kernel_rows(ex: NsysExport) -> list[KernelRow]:
 
     by_id = ex.name_is_string_id()
     source = ex.kernel_source()
+    whole = source == KERNEL  # no profiler window: the export holds the program's first calls too
     shorts = ex.short_names(source)
     configs = ex.launch_configs(source)
     out = []
@@ -103,7 +105,8 @@ def kernel_rows(ex: NsysExport) -> list[KernelRow]:
         cfgs = [(c, len(durs) if n < 0 else n) for c, n in configs.get(nid, [])]
         extra: dict[str, Any] = {"kind": "kernel", "launch_configs": [
             {"grid": list(c[0:3]), "block": list(c[3:6]), "registers_per_thread": c[6],
-             "static_smem_bytes": c[7], "dynamic_smem_bytes": c[8], "count": n} for c, n in cfgs[:8]]}
+             "static_smem_bytes": c[7], "dynamic_smem_bytes": c[8], "count": n} for c, n in cfgs[:8]],
+            **sample_fields(durs, first_call=whole)}
         if len(cfgs) > 8:
             extra["launch_configs_more"] = len(cfgs) - 8
         out.append(KernelRow(tool="nsys", name=name, short_name=short, kernel_class=kn.classify(name),
@@ -177,11 +180,16 @@ def kernels_by_range(ex: NsysExport, meta: dict[str, Any] | None = None) -> list
         return []
     by_id = ex.name_is_string_id()
     rows, idx = _nsys_paths.kernel_paths(ex)
+    whole = not (ex.window and ex.windows())  # no profiler window: first calls are in the export
+    first = first_starts(rows.starts)
     out = []
     for (path, nid), durs in rows.durs.items():
         name = ex.kernel_name(nid, by_id)
         st = durations_stats(durs)
-        extra: dict[str, Any] = {"kind": "kernel", "nvtx_instances": len(rows.instances[(path, nid)])}
+        starts = rows.starts[(path, nid)]
+        extra: dict[str, Any] = {
+            "kind": "kernel", "nvtx_instances": len(rows.instances[(path, nid)]),
+            **sample_fields(in_order(starts, durs), first_call=whole and min(starts) == first.get(nid))}
         if rows.borrowed.get((path, nid)):
             extra["borrowed_launches"] = rows.borrowed[(path, nid)]
         out.append(KernelRow(tool="nsys", name=name, short_name=kn.short_name(name),
@@ -215,7 +223,8 @@ def leaf_summary(ex: NsysExport, leaves: LeafRows, path: str | Path) -> Summary:
         kernels.append(KernelRow(tool="nsys", name=name, short_name=short_name(name), kernel_class=classify(name),
                                  nvtx_range=p, count=int(st["count"]), total_ns=st["total_ns"], avg_ns=st["avg_ns"],
                                  med_ns=st["med_ns"], min_ns=st["min_ns"], max_ns=st["max_ns"], std_ns=st["std_ns"],
-                                 extra={"kind": "kernel", "nvtx_instances": len(leaves.rids[(p, nid)])}))
+                                 extra={"kind": "kernel", "nvtx_instances": len(leaves.rids[(p, nid)]),
+                                        **sample_fields(ds)}))
     ranges = [RangeRow(name=p, domain=nvtx.DOMAIN, style="push_pop", count=len(v), range_total_ns=0.0,
                        gpu_proj_total_ns=sum(v), gpu_ops=None, extra={"proj_instances": len(v), "path": True})
               for p, v in leaves.spans.items()]

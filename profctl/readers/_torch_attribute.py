@@ -65,11 +65,12 @@ class Launches:
 class KernelGroup:
     """The GPU activities of one kernel name (and range path): durations, streams, passes, launching ops."""
 
-    __slots__ = ("durs", "fwd_ops", "kind", "launch_ops", "ops", "passes", "streams")
+    __slots__ = ("durs", "fwd_ops", "kind", "launch_ops", "ops", "passes", "starts", "streams")
 
     def __init__(self, kind: int) -> None:
         self.kind = kind
         self.durs: list[float] = []
+        self.starts: list[float] = []
         self.streams: set[int] = set()
         self.passes: Counter[str] = Counter()
         self.ops: Counter[str] = Counter()
@@ -291,6 +292,7 @@ class Attribution:
                 grp = groups[key] = KernelGroup(g_ops.kind[g])
             t0, d = g_ops.start[g], g_ops.dur[g]
             grp.durs.append(d * 1000.0)
+            grp.starts.append(t0)
             grp.streams.add(g_ops.stream[g])
             if k < 0:
                 unattributed += 1

@@ -340,11 +340,12 @@ class NsysExport:
         return "temp.wk"
 
     def kernel_durations(self, source: str = KERNEL) -> Iterator[tuple[Any, list[float]]]:
-        """(name id, ascending durations) per kernel name, one name at a time (SQLite sorts; Python streams)."""
+        """(name id, durations in launch order) per kernel name, one name at a time (SQLite sorts; Python
+        streams): the first duration of each name is its first launch in the export."""
         s = self.schema
         name, start, end = self._kname(), s.col(KERNEL, "start"), s.col(KERNEL, "end")
         cur = self.q(f"SELECT {name}, {end} - {start} AS d FROM {source} WHERE {self.valid_times(KERNEL)} "
-                     "ORDER BY 1, 2")
+                     f"ORDER BY 1, {start}")
         cur_name: Any = None
         durs: list[float] = []
         try:

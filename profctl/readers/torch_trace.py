@@ -40,8 +40,11 @@ from profctl.readers import _torch_stream as stream
 from profctl.readers._torch_attribute import BWD_PREFIX, STEP_PREFIX, Attribution, KernelGroup
 from profctl.readers._torch_collect import Category, Trace
 from profctl.schema import CpuOpRow, KernelRow, RangeRow, Source, Summary, durations_stats
+from profctl.schema.samples import first_starts, in_order, sample_fields
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: the ``profctl`` field of the traces profctl's workload writes (its measured iterations only)
+PROFCTL_TAG = "workloads.torch_profile"
 #: characters read at a time (tests make it tiny)
 CHUNK_CHARS = stream.CHUNK_CHARS
 #: one JSON value (an event, or a top-level field) larger than this is refused rather than buffered
@@ -102,8 +105,10 @@ def _summarise(p: Path, tr: Trace, header: dict[str, Any], *, by_range: bool) ->
     a = Attribution(tr, by_range).run()
     gpu = len(tr.gpu) > 0
     groups, inst_iv, unattributed = a.gpu_groups()
-    kernels = _kernel_rows(a, groups)
-    cpu_rows, cpu_top, cpu_calls = _cpu_rows(a)
+    # profctl's workload records its measured iterations only; another program's trace holds its first calls
+    whole = header.get("profctl") != PROFCTL_TAG
+    kernels = _kernel_rows(a, groups, whole)
+    cpu_rows, cpu_top, cpu_calls = _cpu_rows(a, whole)
     notes: list[str] = []
     warnings: list[str] = []
     if not gpu:
@@ -116,6 +121,8 @@ def _summarise(p: Path, tr: Trace, header: dict[str, Any], *, by_range: bool) ->
     kernels.sort(key=lambda k: (-k.total_ns, k.name, k.nvtx_range or ""))
     meta = _meta(a, header, cpu_top, cpu_calls, unattributed, notes)
     meta["holds"] = "gpu_and_cpu" if gpu else "cpu_ops_only"
+    meta["samples"] = ("whole program: each kernel's and op's first call marked (first_call)" if whole else
+                       "measured iterations only")
     if tr.skipped:
         warnings.append(f"{tr.skipped} event(s) that are not trace events (wrong types or fields) were skipped")
     if warnings:
@@ -127,12 +134,17 @@ def _summarise(p: Path, tr: Trace, header: dict[str, Any], *, by_range: bool) ->
                    cpu_ops=tuple(cpu_rows))
 
 
-def _kernel_rows(a: Attribution, groups: dict[tuple[int, int], KernelGroup]) -> list[KernelRow]:
-    """One row per kernel name (and range path); memcpy and memset named as nsys names them."""
+def _kernel_rows(a: Attribution, groups: dict[tuple[int, int], KernelGroup], whole: bool) -> list[KernelRow]:
+    """One row per kernel name (and range path), with its launches' durations as samples (`whole`: the trace
+    covers the program, so each kernel's first launch is marked as a first call); memcpy and memset named as
+    nsys names them."""
+    first = first_starts({k: g.starts for k, g in groups.items()})
     out = []
     for (nid, path), grp in groups.items():
         raw = a.names[nid]
         name, extra = raw, grp.extra()
+        extra.update(sample_fields(in_order(grp.starts, grp.durs),
+                                   first_call=whole and min(grp.starts) == first.get(nid)))
         if grp.kind == Category.MEMCPY:
             m = _MEMCPY_RX.search(raw)
             name = f"[CUDA memcpy {_MEMCPY_DIR.get(m.group(1), m.group(1)) if m else 'Unknown'}]"
@@ -149,11 +161,12 @@ def _kernel_rows(a: Attribution, groups: dict[tuple[int, int], KernelGroup]) -> 
     return out
 
 
-def _cpu_rows(a: Attribution) -> tuple[list[CpuOpRow], list[dict[str, Any]], int]:
-    """Per CPU op name (and range path): self times as rows; the ops with most self time overall; how many
-    op calls."""
+def _cpu_rows(a: Attribution, whole: bool) -> tuple[list[CpuOpRow], list[dict[str, Any]], int]:
+    """Per CPU op name (and range path): self times as rows, with each call's as samples (`whole`: each op's
+    first call marked); the ops with most self time overall; how many op calls."""
     iv, names, nest = a.tr.intervals, a.names, a.nest
     groups: dict[tuple[int, int], list[float]] = defaultdict(list)
+    starts: dict[tuple[int, int], list[float]] = defaultdict(list)
     total: Counter[int] = Counter()
     total_path: Counter[tuple[int, int]] = Counter()
     for x in range(len(iv)):
@@ -161,12 +174,16 @@ def _cpu_rows(a: Attribution) -> tuple[list[CpuOpRow], list[dict[str, Any]], int
             continue
         key = (iv.name[x], nest.path[x] if a.by_range else -1)
         groups[key].append(max(nest.self_us[x], 0.0) * 1000.0)
+        starts[key].append(iv.start[x])
         total[iv.name[x]] += int(iv.dur[x] * 1000.0)
         total_path[key] += int(iv.dur[x] * 1000.0)
     by_name: Counter[int] = Counter()
     calls: Counter[int] = Counter()
+    first = first_starts(starts)
     rows = []
     for (nid, path), xs in groups.items():
+        st_ = starts[(nid, path)]
+        samples = sample_fields(in_order(st_, xs), first_call=whole and min(st_) == first.get(nid))
         by_name[nid] += int(sum(xs))
         calls[nid] += len(xs)
         nm = names[nid]
@@ -176,7 +193,7 @@ def _cpu_rows(a: Attribution) -> tuple[list[CpuOpRow], list[dict[str, Any]], int
             nvtx_range=a.path_names[path] if path > 0 else None, count=int(st["count"]),
             total_ns=st["total_ns"], avg_ns=st["avg_ns"], med_ns=st["med_ns"], min_ns=st["min_ns"],
             max_ns=st["max_ns"], std_ns=st["std_ns"], cpu_total_ns=float(total_path[(nid, path)]),
-            extra={"device": "cpu", "time": "self"}))
+            extra={"device": "cpu", "time": "self", **samples}))
     top = [{"name": names[n], "calls": calls[n], "self_ns": s, "total_ns": total[n]}
            for n, s in by_name.most_common(15)]
     return rows, top, sum(calls.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from profctl.analysis.regression import VERDICTS, RegressionReport, pct_change
+from profctl.analysis.regression import VERDICTS, RegressionReport, pct, pct_change
 
 
 def display_rows(cmp: RegressionReport) -> list[dict[str, Any]]:
@@ -21,6 +21,7 @@ def display_rows(cmp: RegressionReport) -> list[dict[str, Any]]:
             d = {"case": nm, "shape": c["shape"], "pass": c["pass"]}
         d.update({
             "base ms": _ms(r.base_ms), "new ms": _ms(r.new_ms), "time change": pct_change(r.ratio), "CI": ci,
+            "noise floor": pct(r.noise_floor) if r.noise_floor is not None else "n/a",
         })
         if "kernel" not in c:
             d["base TFLOP/s"] = _tf(r.base_tflops)
@@ -44,13 +45,18 @@ def header_lines(cmp: RegressionReport) -> list[str]:
     b, n = cmp.base.describe(), cmp.new.describe()
     out = [f"base: {cmp.base.name}" + (f" ({b['gpu']})" if b["gpu"] else ""),
            f"new:  {cmp.new.name}" + (f" ({n['gpu']})" if n["gpu"] else ""),
-           f"method: {cmp.method}; unchanged band ±{cmp.threshold * 100:g}%"]
+           f"method: {cmp.method}; unchanged band ±{cmp.threshold * 100:g}%"
+           + (f" ({cmp.threshold_why}; --threshold to change)" if cmp.threshold_why else "")]
     return out
 
 
 def footer_lines(cmp: RegressionReport) -> list[str]:
     c = cmp.counts()
     out = ["result: " + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v)) if c else "result: nothing paired"]
+    nr = cmp.noise_range()
+    if nr is not None:
+        out.append(f"noise floor: the smallest change each row could have seen was {pct(nr[0])}"
+                   + (f" to {pct(nr[1])}" if nr[1] > nr[0] else "") + " (half its interval's width)")
     out += [f"forced past: {f}" for f in cmp.forced]
     out += [f"warning: {w}" for w in cmp.warnings]
     return out
