@@ -9,12 +9,14 @@ should be, a full disk) raises :class:`profctl.errors.CannotWrite` naming the pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from profctl.errors import CannotWrite
 
@@ -107,6 +109,47 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
             raise CannotWrite(f"cannot write {path}: {why(e)}") from None
         raise
     return path
+
+
+@contextlib.contextmanager
+def atomic_open(path: Path | str) -> Iterator[IO[str]]:
+    """A text file (UTF-8) to write into a piece at a time, which is at `path` whole or not at all: a temporary
+    file beside it, gzip-compressed when the name ends in ``.gz``, fsynced and renamed over `path` when the block
+    ends without an error, removed when it raises. For outputs too large to build in memory first (a timeline of
+    millions of events); CannotWrite names the path."""
+    import gzip
+    import io
+
+    path = Path(path)
+    if path.is_dir():
+        raise CannotWrite(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise CannotWrite(f"cannot write {path}: {why(e)}") from None
+    try:
+        os.fchmod(fd, new_file_mode())
+        with os.fdopen(fd, "wb") as raw:
+            inner: Any = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+            text = io.TextIOWrapper(inner, encoding="utf-8", newline="\n")
+            try:
+                yield text
+            finally:
+                text.detach()  # flushed into `inner`; closing stays with us
+                if inner is not raw:
+                    inner.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise CannotWrite(f"cannot write {path}: {why(e)}") from None
+        raise
 
 
 def atomic_write_text(path: Path | str, text: str) -> Path:

@@ -10,9 +10,10 @@ folder is never written.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,30 +219,57 @@ def device_of(inp: Input) -> str | None:
 def _read_nsys_rep(p: Path, **options: Any) -> Summary:
     """A fresh .sqlite beside the report, else an export by nsys into a temporary folder."""
     from profctl.readers import nsys_sqlite
-    from profctl.readers._compressed import plain_name
+
+    with _nsys_rep_sqlite(p) as (db, exported):
+        s = nsys_sqlite.read(db, **options)
+    if not exported:
+        return s
+    return Summary(sources=(Source(path=str(p), tool="nsys", tool_version=s.sources[0].tool_version),),
+                   kernels=s.kernels, ranges=s.ranges, meta=s.meta)
+
+
+@contextlib.contextmanager
+def _nsys_rep_sqlite(p: Path) -> Iterator[tuple[Path, bool]]:
+    """(the SQLite export of the .nsys-rep `p`, whether nsys made it here): a fresh .sqlite beside the report,
+    else nsys' export into a temporary folder, removed afterwards (on a failed export it stays, with its log)."""
+    from profctl.readers._compressed import plain_copy, plain_name
     from profctl.tools import nsys as tool
 
     beside = p.with_name(Path(plain_name(p)).stem + ".sqlite")
     if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
-        return nsys_sqlite.read(beside, **options)
+        yield beside, False
+        return
     try:
         exe = tool.find()
     except ToolNotFound as e:
         raise ToolNotFound(f"{p}: reading an .nsys-rep needs nsys to export it to SQLite, and {e.message}",
                            hint="export it where nsys is installed (nsys export --type sqlite FILE.nsys-rep) and "
                                 "pass the .sqlite") from None
-    from profctl.readers._compressed import plain_copy
-
     tmp = Path(tempfile.mkdtemp(prefix="profctl-nsys-"))
     out = tmp / (Path(plain_name(p)).stem + ".sqlite")
     with plain_copy(p, default_name="report.nsys-rep") as rep:  # an .nsys-rep.gz: nsys reads it decompressed
         tool.export_sqlite(exe, rep, out, log=tmp / "export.log")  # on failure the folder stays, with its log
     try:
-        s = nsys_sqlite.read(out, **options)
+        yield out, True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Summary(sources=(Source(path=str(p), tool="nsys", tool_version=s.sources[0].tool_version),),
-                   kernels=s.kernels, ranges=s.ranges, meta=s.meta)
+
+
+@contextlib.contextmanager
+def nsys_sqlite_of(inp: Input) -> Iterator[Path]:
+    """The plain SQLite file of an nsys input, for what reads the export itself (a timeline): the file, a
+    decompressed temporary copy of a ``.sqlite.gz``, or the export of an ``.nsys-rep`` (as :func:`read_summary`
+    gets it). The user's files are never written."""
+    if inp.kind == "nsys-rep":
+        with _nsys_rep_sqlite(inp.path) as (db, _):
+            yield db
+        return
+    if inp.kind != "nsys-sqlite":
+        raise BadReport(f"{inp.path}: a {inp.tool} report, not an nsys export")
+    from profctl.readers._compressed import plain_copy
+
+    with plain_copy(inp.path, default_name="report.sqlite") as plain:
+        yield plain
 
 
 def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True, **_: Any) -> Summary:

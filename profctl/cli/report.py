@@ -22,13 +22,14 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
+from profctl.cli._report_more import TABLE_HELP, other_view
 from profctl.cli._source_view import source_view
 from profctl.errors import UsageError
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
 
-FORMATS = ("table", "markdown", "csv", "json", "html")
+FORMATS = ("table", "markdown", "csv", "json", "html", "perfetto")
 
 
 @guard
@@ -37,7 +38,7 @@ def report(
     paths: list[Path] = typer.Argument(..., help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, torch trace .json[.gz], "
                                                  "profctl bench rows (.json), run directories (reports/<run-id>/), a "
                                                  "directory of them, or a run id / 'latest'"),
-    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv, json or html"),
+    format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv, json, html or perfetto"),
     by_range: bool = typer.Option(False, "--by-range", help="break kernels down per NVTX range (summary view)"),
     limit: int = typer.Option(0, "--limit", help="show at most N rows per table (table, markdown, html) [default: "
                                                  "all]"),
@@ -62,6 +63,9 @@ def report(
                                       help="keep bench rows with batch x seqlen_q = N (strong scaling: fixed tokens)"),
     reports: Path | None = typer.Option(None, "--reports", help="run directory root for run ids "
                                                                 "[default: ./reports]"),
+    table: str | None = typer.Option(None, "--table", help=TABLE_HELP),
+    range_: str | None = typer.Option(None, "--range", help="-f perfetto: only the window of this NVTX or "
+                                                            "record_function range (NAME or DOMAIN@NAME)"),
 ) -> None:
     """Read reports and print one per-kernel summary, or compare backends across tools (tables, plots, HTML)."""
     check_format(format, FORMATS)
@@ -74,6 +78,9 @@ def report(
     if view not in ("auto", "summary", "compare", "source", "stalls"):
         raise UsageError(f"--view {view!r}: choose auto, summary, compare, source or stalls")
     check_limit(limit, format)
+    if format == "perfetto" or table is not None or range_ is not None:
+        return other_view(paths, format=format, table=table, range_=range_, limit=limit, output=output,
+                          reports=reports, baseline=baseline, gpu=gpu, title=title, tokens=tokens, view=view)
     if view in ("source", "stalls"):
         _deep_view(paths, view, format=format, limit=limit, output=output, reports=reports, kernel=kernel,
                    title=title)

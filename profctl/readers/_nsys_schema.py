@@ -45,11 +45,12 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
     MEMCPY: {
         "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
         "globalPid?": ("globalPid", "globalProcessId"), "streamId?": ("streamId",), "bytes?": ("bytes",),
-        "copyKind?": ("copyKind",),
+        "copyKind?": ("copyKind",), "deviceId?": ("deviceId",),
     },
     MEMSET: {
         "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),
         "globalPid?": ("globalPid", "globalProcessId"), "streamId?": ("streamId",), "bytes?": ("bytes",),
+        "deviceId?": ("deviceId",),
     },
     RUNTIME: {
         "start": ("start",), "end": ("end",), "correlationId": ("correlationId",),

@@ -15,6 +15,7 @@ benchmarks/torch_trace_scale.py.
 
 from __future__ import annotations
 
+import json
 import math
 from array import array
 from collections import Counter
@@ -102,9 +103,16 @@ class GpuOps:
     corr: array[int] = field(default_factory=lambda: array("q"))
     kind: array[int] = field(default_factory=lambda: array("b"))
     stream: array[int] = field(default_factory=_ints)
+    #: the interned launch details (JSON text of DETAIL_ARGS) per activity, -1 for none; kept only by a
+    #: ``Trace(details=True)`` (a timeline needs them, the summary does not)
+    detail: array[int] = field(default_factory=_ints)
 
     def __len__(self) -> int:
         return len(self.start)
+
+
+#: the GPU activities' args a timeline shows (Kineto's names)
+DETAIL_ARGS = ("grid", "block", "registers per thread", "shared memory", "bytes", "device", "stream")
 
 
 @dataclass(slots=True)
@@ -122,9 +130,11 @@ class Flows:
 
 
 class Trace:
-    """What the summary needs of one trace: the column groups, interned names and threads, and counts."""
+    """What the summary needs of one trace: the column groups, interned names and threads, and counts; with
+    `details`, also the launch details of each GPU activity (grid, block, registers, shared memory, bytes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, details: bool = False) -> None:
+        self.details = details
         self.n_events = 0
         self.skipped = 0
         self.names: dict[str, int] = {}
@@ -206,10 +216,19 @@ class Trace:
             g.corr.append(corr if _is_corr(corr) else -1)
             g.kind.append(k)
             g.stream.append(self.thread_id(e.get("pid"), e.get("tid")))
+            if self.details:
+                g.detail.append(self._detail(args))
             if ts < self.ts_min:
                 self.ts_min = ts
             if ts + dur > self.ts_max:
                 self.ts_max = ts + dur
+
+    def _detail(self, args: Any) -> int:
+        """The interned JSON text of the activity's DETAIL_ARGS (-1 when it has none)."""
+        if not isinstance(args, dict):
+            return -1
+        d = {k: args[k] for k in DETAIL_ARGS if k in args}
+        return self.name_id(json.dumps(d, sort_keys=True, default=str)) if d else -1
 
     def _other(self, e: dict[str, Any]) -> None:
         """Flow ends, thread names and memory events; anything else is not needed."""

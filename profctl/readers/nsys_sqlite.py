@@ -323,6 +323,38 @@ class NsysExport:
         return self.q(f"SELECT l.tid, l.rs, l.re, l.name, l.ge - l.gs FROM launches AS l WHERE l.kind = 0 {win} "
                       f"{order}")
 
+    def gpu_activities(self) -> Iterator[tuple[Any, ...]]:
+        """Every kernel, memcpy and memset with valid times, one row at a time (one table after the other):
+        (kind: 0 kernel, 1 memcpy, 2 memset; GPU start; GPU end; device; stream; globalPid; the kernel name key
+        (:meth:`kernel_name`) or the copy kind; bytes; launching thread (globalTid); the launch call's start;
+        grid x, y, z; block x, y, z; registers per thread; static and dynamic shared memory). The launch is None
+        where no API call of the export launched the operation; the launch configuration None but for kernels.
+        Nothing is held but the cursor (a timeline writer streams it)."""
+        launches = self.schema.has(RUNTIME)
+        if launches:
+            self._build_launches()
+        s = self.schema
+        for kind, t in ((0, KERNEL), (1, MEMCPY), (2, MEMSET)):
+            if not s.has(t):
+                continue
+            name = self._kname("o") if t == KERNEL else (s.col(t, "copyKind", "o") if t == MEMCPY else "NULL")
+            cfg = ", ".join(s.col(KERNEL, c, "o") if t == KERNEL else "NULL" for c in self._CFG)
+            join, who = "", "NULL, NULL"
+            if launches:
+                join = (f"LEFT JOIN (SELECT corr, gs, min(tid) AS tid, min(rs) AS rs FROM launches WHERE kind = "
+                        f"{kind} GROUP BY corr, gs) AS l ON l.corr = {s.col(t, 'correlationId', 'o')} AND "
+                        f"l.gs = {s.col(t, 'start', 'o')}")
+                who = "l.tid, l.rs"
+            cur = self.q(f"SELECT {kind}, {s.col(t, 'start', 'o')}, {s.col(t, 'end', 'o')}, "
+                         f"{s.col(t, 'deviceId', 'o')}, {s.col(t, 'streamId', 'o')}, {s.col(t, 'globalPid', 'o')}, "
+                         f"{name}, {s.col(t, 'bytes', 'o') if t != KERNEL else 'NULL'}, {who}, {cfg} "
+                         f"FROM {t} AS o {join} WHERE {self.valid_times(t, 'o')}")
+            try:
+                while rows := cur.fetchmany(4096):
+                    yield from rows
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+                raise db_error(self.path, e) from None
+
     # ------------------------------------------------------------------------------------------------ kernels
     _CFG = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
             "dynamicSharedMemory")

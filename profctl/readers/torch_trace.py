@@ -64,7 +64,19 @@ def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = 
     ``summary.meta["notes"]``, and appended to `notes` when given; a reader prints nothing.
     """
     p = Path(path)
-    tr = Trace()
+    tr, header = collect(p)
+    summary = _summarise(p, tr, header, by_range=by_range)
+    if notes is not None:
+        notes.extend(summary.meta.get("notes", []))
+    return summary
+
+
+def collect(path: str | Path, *, details: bool = False) -> tuple[Trace, dict[str, Any]]:
+    """The trace's events kept as compact columns (profctl.readers._torch_collect; with `details`, the GPU
+    activities' launch details too), and the file's other top-level fields; BadReport with one line for what is
+    not a readable trace. :func:`read` summarises these; a timeline writer walks them."""
+    p = Path(path)
+    tr = Trace(details=details)
     header: dict[str, Any] = {}
     try:
         with stream.open_text(p) as f:
@@ -87,18 +99,15 @@ def read(path: str | Path, *, by_range: bool = False, notes: list[str] | None = 
         raise BadReport(f"{p}: not a text (UTF-8) JSON file") from None
     except OSError as e:
         raise BadReport(f"{p}: cannot read: {e.strerror or e}") from None
-    summary = _summarise(p, tr, header, by_range=by_range)
-    if notes is not None:
-        notes.extend(summary.meta.get("notes", []))
-    return summary
+    if tr.n_events == 0:
+        raise BadReport(f"{p}: trace has no events")
+    return tr, header
 
 
 # ---------------------------------------------------------------------------------------------- summary
 def _summarise(p: Path, tr: Trace, header: dict[str, Any], *, by_range: bool) -> Summary:
     """The Summary of what `tr` kept: attribute every GPU activity to its launching op and ranges, then
     aggregate per kernel (and range path), per CPU op, and per range."""
-    if tr.n_events == 0:
-        raise BadReport(f"{p}: trace has no events")
     if len(tr.intervals) == 0 and len(tr.gpu) == 0:
         raise BadReport(f"{p}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation or "
                         f"kernel among its {tr.n_events} events)")
@@ -293,4 +302,4 @@ def _union_us(ivs: list[tuple[float, float]]) -> float:
     return total + ce - cs
 
 
-__all__ = ["BWD_PREFIX", "CHUNK_CHARS", "MAX_VALUE_CHARS", "STEP_PREFIX", "read"]
+__all__ = ["BWD_PREFIX", "CHUNK_CHARS", "MAX_VALUE_CHARS", "STEP_PREFIX", "collect", "read"]

@@ -37,7 +37,7 @@ img{max-width:100%;height:auto;border:1px solid #eee}
 """
 
 LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
-        "tool", "path", "version", "#"}
+        "tool", "path", "version", "#", "Sequence", "Best", "precision"}
 #: characters of a kernel name in a table cell (the whole name is the cell's tooltip)
 HTML_NAME_WIDTH = 36
 #: columns whose text may be long: they wrap inside the cell

@@ -95,7 +95,9 @@ def test_readme_first_run_works_here(tmp_path: Path) -> None:
     assert len(FIRST_RUN) >= 3
     env = dict(os.environ, PYTHONPATH=str(ROOT), PROFCTL_REPORTS=str(tmp_path / "reports"))
     for text in FIRST_RUN:
-        args = [a if not a.endswith(".html") else str(tmp_path / a) for a in shlex.split(text)[1:]]
+        words = shlex.split(text)[1:]  # outputs (-o FILE, any .html) go to the temporary folder
+        args = [str(tmp_path / a) if a.endswith(".html") or words[i - 1] in ("-o", "--output") else a
+                for i, a in enumerate(words)]
         p = subprocess.run([sys.executable, "-m", "profctl", *args], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=300)
         assert p.returncode == 0, (text, p.stderr)
