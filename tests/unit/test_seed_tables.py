@@ -219,3 +219,29 @@ def test_the_generator_makes_the_constructed_files(tmp_path: Path) -> None:
     assert json.loads(json.dumps(mod.seed004())) == rows(H200)
     assert json.loads(json.dumps(mod.batch_scaling())) == rows(BATCH)
     assert json.loads(json.dumps(mod.torch_triton())) == rows(TORCH_TRITON)
+
+
+def test_seed_004_forward_on_the_rows_recorded_on_the_h200() -> None:
+    """The preset on real rows (tests/data/seed004_h200.json.gz, recorded with profctl bench on an H200)."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "seed004_h200.json.gz"
+    with gzip.open(path) as fh:
+        rows = json.loads(fh.read())
+    assert {r["backend"] for r in rows} == {"eager", "sdpa-flash", "sdpa-cudnn", "triton"}
+    out = subprocess.run([sys.executable, "-m", "profctl", "report", str(path), "--table", "seed-004-forward",
+                          "-f", "csv"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import csv
+    import io
+
+    table = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert "Triton FP8 (triton)" in table[0] and table[0]["gpu"] == "NVIDIA H200"
+    assert [r["Seq Length"] for r in table] == ["512", "1024", "2048", "4096", "8192"]
+    eager = {r["seqlen_q"]: r["median_ms"] for r in rows if r["backend"] == "eager"}
+    assert float(table[3]["Standard (eager)"]) == pytest.approx(eager[4096], rel=1e-6)
+    assert table[3]["Best"] == "Triton FP8 (triton)"
