@@ -142,6 +142,27 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     return row
 
 
+def point_memory(spec: ModelSpec) -> dict[str, Any]:
+    """What a point needs (models.estimate_bytes) and what it may use (the host's or the GPU's free memory, and
+    --memory-limit); `refusal` says why it cannot run when the machine cannot hold it (a point over
+    --memory-limit is refused by run_model_case itself, which also caps the allocator)."""
+    from profctl import memory
+
+    from . import models
+    from .attention import gpu_budget
+
+    cfg = models.preset(spec.model, layers=spec.layers, kv_heads=spec.kv_heads)
+    kind = "eager" if spec.backend in ("eager", "sdpa-math") else "flash"
+    est, parts = models.estimate_bytes(cfg, spec.batch, spec.seqlen, spec.mode, spec.dtype, kind, detail=True)
+    have = memory.host_budget(spec.memory_limit_gib) if spec.device != "cuda" else gpu_budget(spec.memory_limit_gib)
+    out: dict[str, Any] = {"estimate_bytes": est, "estimate_detail": parts, "refusal": None}
+    if have is not None:
+        out.update(available_bytes=have.bytes, available_what=have.what)
+        if have.what != "of --memory-limit":
+            out["refusal"] = memory.refusal(parts, have, est)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m profctl.workloads.model", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,9 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         for i, spec in enumerate(specs):
             if i < a.skip or (only is not None and i not in only):
                 continue
-            emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
-            row = run_case(spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
-                           part_timing=not a.no_part_timing, hooks=hooks)
+            budget = point_memory(spec)
+            refusal = budget.pop("refusal")
+            emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(), "memory": budget})
+            row = {"status": "oom", "reason": refusal, **budget} if refusal else run_case(
+                spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
+                part_timing=not a.no_part_timing, hooks=hooks)
             emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
             ok = row["status"] == "ok"
             print(f"{spec.case_id}: " + (f"median {row['median_ms']:.3f} ms, {row['tokens_per_s']:.1f} tokens/s"

@@ -18,16 +18,17 @@ import typer
 
 from profctl.cli._common import (
     PROGRAM_HELP,
+    REPORTS_HELP,
     check_format,
     check_reports,
     command_line,
     guard,
+    program_failed,
     target_of,
     validate_workload,
     workload_options,
 )
 from profctl.cli._executors import executor_options
-from profctl.errors import ProgramFailed
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -63,7 +64,7 @@ def ncu(
     timeout: float = typer.Option(1800.0, "--timeout", rich_help_panel=_PANEL,
                                   help="kill ncu after this many seconds"),
     reports: Path | None = typer.Option(None, "--reports", rich_help_panel=_PANEL,
-                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+                                        help=REPORTS_HELP),
     format: str = typer.Option("table", "--format", "-f", rich_help_panel=_PANEL,
                                help="table, markdown, csv (the kernels) or json"),
     *,
@@ -91,8 +92,12 @@ def ncu(
     res = pipeline.run(req)
     _print(res, format)
     if res.returncode:
-        raise ProgramFailed(f"the program exited with status {res.returncode}; the launches profiled before are "
-                            f"shown above and kept in {res.run_dir}")
+        from profctl import proc
+
+        log = res.run_dir / "ncu.log"
+        text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
+        raise program_failed(res.returncode, proc.error_tail(text),
+                             "the launches profiled before are shown above and kept in", res.run_dir, log)
 
 
 def _print(result: Any, format: str) -> None:

@@ -9,6 +9,7 @@ import typer
 
 from profctl.cli._common import (
     PROGRAM_HELP,
+    REPORTS_HELP,
     check_format,
     check_limit,
     check_reports,
@@ -16,13 +17,13 @@ from profctl.cli._common import (
     conflict,
     given,
     guard,
+    program_failed,
     target_of,
     typed_flags,
     validate_workload,
     workload_options,
 )
 from profctl.cli._executors import executor_options
-from profctl.errors import ProgramFailed
 
 
 @guard
@@ -47,7 +48,7 @@ def nsys(
     sample: bool = typer.Option(False, "--sample/--no-sample", help="CPU sampling and context switches"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before nsys profile is killed"),
     reports: Path | None = typer.Option(None, "--reports",
-                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+                                        help=REPORTS_HELP),
     by_range: bool = typer.Option(False, "--by-range", help="add the per-NVTX-range kernel breakdown"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
@@ -73,8 +74,12 @@ def nsys(
     res = pipeline.run(req)
     rn.print_result(res, format, limit=limit or None)
     if res.returncode:
-        raise ProgramFailed(f"the program exited with status {res.returncode}; what nsys recorded is summarized "
-                            f"above and kept in {res.run_dir}")
+        from profctl import proc
+
+        log = res.log
+        text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
+        raise program_failed(res.returncode, proc.error_tail(text),
+                             "what nsys recorded is summarized above and kept in", res.run_dir, log)
 
 
 def _check_nvtx(wl: Any, traces: tuple[str, ...], capture: str | None, by_range: bool) -> None:

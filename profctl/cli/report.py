@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from profctl.cli._common import (
+    REPORTS_HELP,
     check_format,
     check_limit,
     check_outputs,
@@ -60,8 +61,7 @@ def report(
                                           "markdown, csv)"),
     tokens: int | None = typer.Option(None, "--tokens",
                                       help="keep bench rows with batch x seqlen_q = N (strong scaling: fixed tokens)"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root for run ids "
-                                                                "[default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP + " (where run ids are looked up)"),
 ) -> None:
     """Read reports and print one per-kernel summary, or compare backends across tools (tables, plots, HTML)."""
     check_format(format, FORMATS)
@@ -254,11 +254,11 @@ def _models(rows: list[BenchRow], format: str, output: Path | None, title: str |
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
     from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
+    from profctl.render.bench import noise_lines
 
     add_noise_warnings(rows)  # rows recorded before profctl flagged them get the same check
-    for r in rows:
-        if r.noise_warning:
-            warn(f"{r.backend} {r.shape_label()}: {r.noise_warning}")
+    for w in noise_lines(rows):
+        warn(w)
     if format == "html":
         emit(rm.to_html(rows, title), output)
     elif format == "json":

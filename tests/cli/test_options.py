@@ -243,7 +243,8 @@ def test_click_usage_errors_are_one_line(args: list[str]) -> None:
     (["runs", "-n"], "runs: option '-n' requires an argument; see `profctl runs --help`"),
     (["show", "--reports-dir"], "show: option '--reports-dir' requires an argument"),
     (["bench", "--no-nvtx=1"], "bench: option '--no-nvtx' does not take a value"),
-    (["bench", "--seqlen", "512", "--seqln", "5"], "(Possible options: --seqlen, --seqlen-kv, --seqlen-q)"),
+    (["bench", "--seqlen", "512", "--seqln", "5"], "no such option: --seqln (did you mean --seqlen or --seqlen-q?)"),
+    (["bench", "--bogus"], "bench: no such option: --bogus; see `profctl bench --help`"),  # no far-fetched guess
     (["bench", "-s", "512", "--", "--seqlen"], "got unexpected extra argument(s) (--seqlen)"),
     (["compare"], "compare: missing argument 'base'; see `profctl compare --help`"),
 ])
