@@ -385,9 +385,17 @@ def program_failed(status: int, lines: Sequence[str], kept: str, run_dir: Any, l
     return ProgramFailed(f"the program exited with status {status}{why}; {kept} {run_dir}", log=log)
 
 
-def target_of(wl: Any, program: list[str] | None) -> Any:
+#: --record-function-nvtx, for nsys and ncu
+RF_NVTX_HELP = ("your Python program's torch.profiler.record_function ranges also as NVTX ranges (which --range "
+                "then selects): the program runs inside profctl's small wrapper (profctl.workloads.rfnvtx)")
+
+
+def target_of(wl: Any, program: list[str] | None, *, record_function_nvtx: bool = False) -> Any:
     """The request's target: the user's program when one follows '--', else the built-in workload. Workload
     options given together with a program are an error that names them (they would be silently ignored)."""
+    if record_function_nvtx and not program:
+        raise UsageError("--record-function-nvtx applies to your own Python program: give -- python SCRIPT.py "
+                         "ARGS... (the built-in workloads push NVTX ranges of their own)")
     ctx = _RUNNING.get()
     if not program and ctx is not None and ctx.meta.get(_PROGRAM) is not None:
         raise UsageError("nothing after '--': give the program to profile (-- python SCRIPT.py ARGS...), or leave "
@@ -404,7 +412,17 @@ def target_of(wl: Any, program: list[str] | None) -> Any:
         names = ", ".join("--" + flag.get(n, n).replace("_", "-") for n in given)
         raise UsageError(f"{names}: workload options do not apply to your program ({' '.join(program)}); give "
                          "either workload options or -- CMD")
-    return Program(tuple(program), cwd=Path.cwd())
+    return Program(tuple(program), cwd=Path.cwd(), record_function_nvtx=record_function_nvtx)
+
+
+def with_range_hint(e: Any, target: Any) -> Any:
+    """A --range that matched nothing in a Python program profiled without --record-function-nvtx: the error
+    says that record_function ranges are not NVTX ranges, and which option makes them so."""
+    entry = getattr(target, "python_entry", lambda: None)()
+    if entry is not None and not getattr(target, "record_function_nvtx", False):
+        e.hint = ("a torch.profiler.record_function range is no NVTX range, so nsys and ncu do not see it: add "
+                  "--record-function-nvtx to push the program's record_function ranges as NVTX ranges")
+    return e
 
 
 def command_line() -> tuple[str, ...]:

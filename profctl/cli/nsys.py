@@ -10,6 +10,7 @@ import typer
 from profctl.cli._common import (
     PROGRAM_HELP,
     REPORTS_HELP,
+    RF_NVTX_HELP,
     check_format,
     check_limit,
     check_reports,
@@ -21,9 +22,11 @@ from profctl.cli._common import (
     target_of,
     typed_flags,
     validate_workload,
+    with_range_hint,
     workload_options,
 )
 from profctl.cli._executors import executor_options
+from profctl.errors import NothingMatched
 
 
 @guard
@@ -35,6 +38,7 @@ def nsys(
     range_: str | None = typer.Option(None, "--range",
                                       help="your program's NVTX range (NAME or DOMAIN@NAME): summarize only the "
                                            "kernels launched inside it"),
+    record_function_nvtx: bool = typer.Option(False, "--record-function-nvtx", help=RF_NVTX_HELP),
     trace: str = typer.Option("cuda,nvtx,osrt,cublas,cudnn", "--trace", "-t",
                               help="nsys --trace list (cuda is needed for the kernel table)"),
     capture: str | None = typer.Option(None, "--capture",
@@ -65,13 +69,17 @@ def nsys(
     check_limit(limit, format)
     traces = tuple(t.strip() for t in trace.split(",") if t.strip())
     _check_nvtx(wl, traces, capture, by_range)
-    req = pipeline.NsysRequest(target=target_of(wl, program), range=range_, trace=traces,
+    target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
+    req = pipeline.NsysRequest(target=target, range=range_, trace=traces,
                                capture=capture, sample=sample, timeout_s=timeout, reports=reports,
                                by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
     pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
-    res = pipeline.run(req)
+    try:
+        res = pipeline.run(req)
+    except NothingMatched as e:
+        raise with_range_hint(e, req.target) from None
     rn.print_result(res, format, limit=limit or None)
     if res.returncode:
         from profctl import proc

@@ -75,20 +75,33 @@ def img(png: bytes, alt: str) -> str:
     return (f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
 
 
-def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200) -> str:
-    """The page as text (plots drawn here; matplotlib needed)."""
-    from profctl.render.plots import all_plots
-
-    plots = all_plots(c)
-    title = title or "profctl report"
+def page(title: str, body: list[str], meta: list[str] | None = None) -> str:
+    """A whole self-contained page: `title`, the `meta` lines under it, then `body` (HTML fragments)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [
+    return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        '<div class="meta">' + "<br>".join(html.escape(x) for x in rc.header_lines(c)) +
-        f"<br>tools: {html.escape(', '.join(view.tools()) or '-')}; generated {now}</div>",
-    ]
+        '<div class="meta">' + "".join(f"{html.escape(x)}<br>" for x in meta or []) + f"generated {now}</div>",
+        *body, "</body></html>\n"])
+
+
+def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200,
+           extra: list[str] | None = None) -> str:
+    """The page as text (plots drawn here; matplotlib needed); `extra`: more sections (HTML fragments) after the
+    comparison's (a model's tables, a program's summary)."""
+    parts = comparison_sections(c, view, kernel_limit=kernel_limit)
+    meta = [*rc.header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
+    return page(title or "profctl report", parts + list(extra or []), meta)
+
+
+def comparison_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
+    """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
+    kernels, the sources and the peak figures' source."""
+    from profctl.render.plots import all_plots
+
+    plots = all_plots(c)
+    parts: list[str] = []
     if c.notes:
         parts.append("<ul>" + "".join(f'<li class="note">{html.escape(n)}</li>' for n in c.notes) + "</ul>")
     parts.append('<h2 id="plots">Plots</h2>')
@@ -139,5 +152,4 @@ def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, ke
         parts.append(f'<p class="meta">Peak figures: {html.escape(c.peak.source)}'
                      + (f"; measured: {html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")
                      + "</p>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return parts

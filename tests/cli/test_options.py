@@ -111,7 +111,6 @@ def test_the_same_value_twice_is_harmless() -> None:
     (["report", BENCH, "--view", "summary", "--tokens", "4096"], ("--tokens", "--view summary")),
     (["report", BENCH, "--view", "summary", "--shape", "b1,sq1,skv1,h1,kv1,d8,bf16,full,bhsd"],
      ("--shape", "--view summary")),
-    (["report", BENCH, "--view", "summary", "-f", "html"], ("-f html", "--view summary")),  # as typed
     (["report", BENCH, "--title", "x"], ("--title", "--format table")),
     (["report", BENCH, "--pivot", "ms", "--format", "json"], ("--pivot", "--format json")),
     (["report", BENCH, "--by-range"], ("--by-range", "bench rows")),
