@@ -313,6 +313,7 @@ def guard(fn: F) -> F:
             sys.stdout.flush()
             return out
         except ProfctlError as e:
+            _error_lines(e)
             err(translate(e.one_line()))
             raise typer.Exit(e.exit_code) from None
         except SpecError as e:
@@ -375,14 +376,20 @@ PROGRAM_HELP = ("-- CMD [ARGS...]: profile your own program instead of the built
 
 
 def program_failed(status: int, lines: Sequence[str], kept: str, run_dir: Any, log: Any) -> ProgramFailed:
-    """The error for a user's program that exited with `status`: its last error lines (its exception) printed
-    first, indented, then one line naming the exception and the log."""
-    if lines:
-        note(f"the program's last error lines ({log}):")
+    """The error for a user's program that exited with `status`: one line naming its exception and the log, its
+    last error lines (its exception) printed above it by @guard."""
+    why = f": {lines[-1].strip()}" if lines else ""
+    return ProgramFailed(f"the program exited with status {status}{why}; {kept} {run_dir}", log=log,
+                         lines=list(lines))
+
+
+def _error_lines(e: ProfctlError) -> None:
+    """A failed program's last error lines, indented, above the one-line error (ProgramFailed.lines)."""
+    lines = getattr(e, "lines", None)
+    if isinstance(e, ProgramFailed) and lines:
+        note(f"the program's last error lines ({e.log}):" if e.log else "the program's last error lines:")
         for ln in lines:
             print(f"    {ln}", file=sys.stderr)
-    why = f": {lines[-1].strip()}" if lines else ""
-    return ProgramFailed(f"the program exited with status {status}{why}; {kept} {run_dir}", log=log)
 
 
 #: --record-function-nvtx, for nsys and ncu
