@@ -4,6 +4,7 @@ checks that run before anything slow, and the console."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import functools
 import inspect
@@ -188,6 +189,10 @@ class ProfctlCommand(TyperCommand):
             note(f"note: {n}")
         ctx.meta[_TYPED] = reading.typed
         ctx.meta[_PROGRAM] = reading.program
+        if reading.program is not None and not any(p.name == "program" for p in self.get_params(ctx)):
+            err(f"{self.name}: '--' starts the command line of a program to profile, and profctl {self.name} "
+                "profiles none (profctl nsys, ncu and torch do)")
+            raise typer.Exit(2)
         try:
             return super().parse_args(ctx, reading.tokens)
         except _ClickUsageError as e:
@@ -234,8 +239,6 @@ def suggest(word: str, flags: Sequence[str]) -> list[str]:
     """The options a mistyped `word` most likely meant: a close spelling (a letter or two off: `--seqln`), or an
     option it begins (`--kv` for `--kv-heads`); none for a word like none of them (click offered `--gpus` for
     `--bogus`)."""
-    import difflib
-
     close = difflib.get_close_matches(word, flags, n=2, cutoff=0.8)
     starts = [f for f in flags if len(word) >= 4 and f.startswith(word) and f not in close]
     return (close + starts)[:3]

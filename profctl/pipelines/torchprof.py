@@ -115,7 +115,7 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
             raise
         raise ProgramFailed(f"the program exited with status {exit_status} before anything was profiled: "
                             f"{error[-1] if error else proc.last_line(res.log_text(20_000))}",
-                            log=ctx.final(log), lines=error) from None
+                            log=ctx.final(log), lines=error if exit_ev.get("exception") else []) from None
     if req.range is not None:
         summary = _within(summary, req.range)
     return TorchPart(summary=ctx.with_final_paths(summary), rows=rows, device=device, returncode=res.returncode,

@@ -187,23 +187,28 @@ def print_table(res: BenchResult, con: Any = None) -> None:
         con.print(f"[red]{kind}:[/] {escape(line)}", soft_wrap=True)
 
 
+#: more timing-spread warnings than this are said in one line
+NOISE_LINES = 4
+
+
 def warning_lines(res: BenchResult) -> list[str]:
     """The run's warnings, one line each: clock warnings, the timing-spread warnings (summarised), the rest."""
     return [*res.clock_warnings, *noise_lines(res.rows), *res.warnings]
 
 
 def noise_lines(rows: list[BenchRow]) -> list[str]:
-    """The rows' timing-spread warnings: one line each for one or two, else one line for all of them (on a busy
-    CPU most points spread alike; each row's noise_warning keeps its own numbers)."""
+    """The rows' timing-spread warnings: one line each for up to NOISE_LINES of them, else one line for all of
+    them (on a busy CPU most points spread alike; each row's noise_warning keeps its own numbers)."""
     noisy = [r for r in rows if r.noise_warning]
-    if len(noisy) <= 2:
+    if len(noisy) <= NOISE_LINES:
         return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in noisy]
     worst = max(noisy, key=lambda r: r.iqr_ratio or 0.0)
-    names = ", ".join(f"{r.backend} {r.shape_label()}" for r in noisy[:3])
-    return [f"timings spread on {len(noisy)} of {len(rows)} points ({names}{', ...' if len(noisy) > 3 else ''}): "
-            f"the middle half of their steps spans up to {worst.iqr_ratio or 0:.0%} of the median (worst: "
-            f"{worst.backend} {worst.shape_label()}); medians may move between runs (a busy machine, host-bound "
-            "steps): more --iters, or profile them (each row's noise_warning has its numbers)"]
+    first, more = noisy[0], noisy[1:]
+    names = ", ".join(f"{r.backend} {r.shape_label()}" for r in more[:2]) + (", ..." if len(more) > 2 else "")
+    return [f"{first.backend} {first.shape_label()} and {len(more)} more of the {len(rows)} points ({names}): "
+            f"timings spread: the middle half of their steps spans up to {worst.iqr_ratio or 0:.0%} of the median "
+            f"(worst: {worst.backend} {worst.shape_label()}); medians may move between runs (a busy machine, "
+            "host-bound steps): more --iters, or profile them (each row's noise_warning has its numbers)"]
 
 
 def problem_lines(res: BenchResult) -> list[tuple[str, str]]:
