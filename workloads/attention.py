@@ -295,10 +295,15 @@ def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any
 def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
              seed: int = 0, hooks: Hooks | None = None, budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one case and return its result row (status ok / unsupported / oom / error, with the reason). `budget`:
-    the point's memory estimate against what it may use (point_memory); an oom names them."""
+    the point's memory estimate against what it may use (point_memory): a point over it is an oom row once its
+    backend is known to run here (before anything is allocated), and any oom names them."""
+    budget = dict(budget or {})
+    refusal = budget.pop("refusal", None)
     row = _run_case(spec, warmup=warmup, iters=iters, nvtx=nvtx, check=check, flush_l2=flush_l2, seed=seed,
-                    hooks=hooks)
-    if row.get("status") == "oom" and budget and budget.get("estimate_detail"):
+                    hooks=hooks, refusal=refusal)
+    if row.get("status") == "oom" and refusal:
+        return {**row, **budget}
+    if row.get("status") == "oom" and budget.get("estimate_detail"):
         have = budget.get("available_bytes")
         row["reason"] = (f"{row.get('reason')} (its estimate: "
                          f"{memory.describe(budget['estimate_detail'], budget.get('estimate_bytes'))}"
@@ -333,7 +338,7 @@ def gpu_budget(limit_gib: float | None) -> memory.Budget | None:
 
 
 def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
-              seed: int, hooks: Hooks | None) -> dict[str, Any]:
+              seed: int, hooks: Hooks | None, refusal: str | None = None) -> dict[str, Any]:
     from . import backends
 
     hooks = hooks or Hooks()
@@ -343,6 +348,8 @@ def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check
             warnings.simplefilter("always")
             try:
                 spec, fn, info = load_backend(spec)
+                if refusal:  # the backend runs here, the point does not fit: nothing allocated
+                    return {"status": "oom", "reason": refusal, **info}
                 c = _Case(spec, fn, nv=Nvtx(nvtx, mirror=hooks.ranges()), hooks=hooks, seed=seed)
                 o = c.first_call()
             except backends.BadReference as e:
@@ -478,12 +485,11 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
         if i < a.skip or (only is not None and i not in only):
             continue
         budget = point_memory(spec, check=not a.no_check, limit_gib=a.memory_limit)
-        refusal = budget.pop("refusal")
-        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(), "memory": budget})
+        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(),
+              "memory": {k: v for k, v in budget.items() if k != "refusal"}})
         faults.in_workload(spec)  # profctl's own tests (PROFCTL_FAULT)
-        row = {"status": "oom", "reason": refusal, **budget} if refusal else run_case(
-            spec, warmup=a.warmup, iters=a.iters, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2,
-            seed=a.seed, hooks=hooks, budget=budget)
+        row = run_case(spec, warmup=a.warmup, iters=a.iters, nvtx=not a.no_nvtx, check=not a.no_check,
+                       flush_l2=a.flush_l2, seed=a.seed, hooks=hooks, budget=budget)
         emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
         label = f"{spec.case_id} {spec.pass_}"
         if row["status"] == "ok":

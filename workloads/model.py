@@ -104,8 +104,10 @@ class CaseRanges:
 
 
 def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool, part_timing: bool,
-             hooks: Hooks) -> dict[str, Any]:
-    """One point: the backend loaded and checked, the model built, warm-up and measured steps; its row."""
+             hooks: Hooks, refusal: str | None = None) -> dict[str, Any]:
+    """One point: the backend loaded and checked, the model built, warm-up and measured steps; its row.
+    `refusal`: why the point cannot fit in the memory there is (point_memory): an oom row once the backend is
+    known to run here, before the model is built."""
     import torch
 
     from . import backends, models
@@ -120,6 +122,8 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     except (backends.BadReference, backends.BackendUnavailable) as e:
         return {"status": "unsupported" if isinstance(e, backends.BackendUnavailable) else "error",
                 "reason": str(e)}
+    if refusal:
+        return {"status": "oom", "reason": refusal}
     from .backends import TORCH_DTYPES
 
     ranges = CaseRanges(Nvtx(nvtx, mirror=hooks.ranges()), spec, hooks, spec.device == "cuda")
@@ -216,9 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             budget = point_memory(spec)
             refusal = budget.pop("refusal")
             emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(), "memory": budget})
-            row = {"status": "oom", "reason": refusal, **budget} if refusal else run_case(
-                spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
-                part_timing=not a.no_part_timing, hooks=hooks)
+            row = run_case(spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
+                           part_timing=not a.no_part_timing, hooks=hooks, refusal=refusal)
+            if row.get("status") == "oom" and refusal:
+                row.update(budget)
             emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
             ok = row["status"] == "ok"
             print(f"{spec.case_id}: " + (f"median {row['median_ms']:.3f} ms, {row['tokens_per_s']:.1f} tokens/s"

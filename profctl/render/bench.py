@@ -142,8 +142,9 @@ def _what(rows: list[BenchRow]) -> str:
     if not rows:
         return ""
     if any(r.is_model for r in rows):  # model steps: which models, in which modes
-        cases = len({(r.model, r.layers, r.batch, r.seqlen, r.dtype) for r in rows})
-        return (f"{', '.join(dict.fromkeys(str(r.model) for r in rows))}, {cases} size"
+        model = [str(r.model).split("[")[0] for r in rows]  # a point that ran names its cut: llama-7b[layers=4]
+        cases = len({(m, r.layers, r.batch, r.seqlen, r.dtype) for m, r in zip(model, rows, strict=True)})
+        return (f"{', '.join(dict.fromkeys(model))}, {cases} size"
                 f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.mode) for r in rows))}")
     shapes = len({r.shape_label() for r in rows})
     return f"{shapes} shape{'s' if shapes != 1 else ''}, {', '.join(dict.fromkeys(str(r.pass_) for r in rows))}"

@@ -27,7 +27,7 @@ table{border-collapse:collapse;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
 td{background:#fff} tr>:first-child{position:sticky;left:0;z-index:1}
-td.w{white-space:normal;max-width:28em;overflow-wrap:anywhere}
+td.w{white-space:normal;min-width:14em;max-width:28em;overflow-wrap:anywhere}
 td[title]{text-decoration:underline dotted #999;cursor:help}
 tr.base td{background:#fafae8} tr.fail td{color:#999}
 figure{display:inline-block;margin:8px 12px 8px 0;vertical-align:top;max-width:100%}
@@ -37,7 +37,7 @@ img{max-width:100%;height:auto;border:1px solid #eee}
 """
 
 LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
-        "tool", "path", "version", "#"}
+        "tool", "path", "version", "#", "op", "range", "domain", "style", "model", "mode"}
 #: characters of a kernel name in a table cell (the whole name is the cell's tooltip)
 HTML_NAME_WIDTH = 36
 #: columns whose text may be long: they wrap inside the cell
