@@ -41,24 +41,35 @@ def invoke(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str
 
 
 # ------------------------------------------------------------------------------------------- 3: --strict, -q
-def test_quiet_never_hides_a_wrong_result_or_a_failed_point_and_strict_fails_on_both(tmp_path: Path) -> None:
+@pytest.fixture
+def mine(tmp_path: Path) -> str:
+    """A function of our own that computes the wrong thing (1.5x attention)."""
     (tmp_path / "mine.py").write_text(WRONG)
-    mine = f"{tmp_path / 'mine.py'}:attention"
-    args = ["bench", *SMALL, "--reports", str(tmp_path), "-q"]
-    env = {"PROFCTL_FAULT": "crash:sdpa-math"}
-    rc, out, err = invoke([*args, "-b", f"{mine},sdpa-math", "-f", "json"], env)
+    return f"{tmp_path / 'mine.py'}:attention"
+
+
+def test_quiet_never_hides_a_wrong_result_or_a_failed_point(tmp_path: Path, mine: str) -> None:
+    rc, out, err = invoke(["bench", *SMALL, "--reports", str(tmp_path), "-q", "-b", f"{mine},sdpa-math", "-f",
+                           "json"], {"PROFCTL_FAULT": "crash:sdpa-math"})
     assert rc == 0, err  # one point ran (wrongly): without --strict that is not a failure
     assert "wrong result: mine.attention b1 s32 h2 d16 fp32: relative error" in err
     assert "failed: sdpa-math b1 s32 h2 d16 fp32 fwd: crashed: workload process died" in err
-    rows = json.loads(out)
-    row = next(r for r in rows if r["backend"] == "mine.attention")
+    row = next(r for r in json.loads(out) if r["backend"] == "mine.attention")
     assert row["check"] == "fail"
     # class 10 on the same rows: a CPU row's memory is the host's peak over its measured iterations
     assert row["peak_host_mem_bytes"] > 50 * 2**20 and row["peak_mem_bytes"] == row["peak_host_mem_bytes"]
     assert row["peak_mem_where"] == "host"
-    rc, _, err = invoke([*args, "-b", f"{mine},sdpa-math", "--strict"], env)
+
+
+def test_strict_fails_on_a_failed_point(tmp_path: Path, mine: str) -> None:
+    rc, _, err = invoke(["bench", *SMALL, "--reports", str(tmp_path), "-q", "-b", f"{mine},sdpa-math", "--strict"],
+                        {"PROFCTL_FAULT": "crash:sdpa-math"})
     assert rc == 1 and "a point failed: sdpa-math" in err, err
-    rc, _, err = invoke([*args, "-b", mine, "--baseline", "none", "--strict"])
+
+
+def test_strict_fails_on_a_wrong_result(tmp_path: Path, mine: str) -> None:
+    rc, _, err = invoke(["bench", *SMALL, "--reports", str(tmp_path), "-q", "-b", mine, "--baseline", "none",
+                         "--strict"])
     assert rc == 1 and "--strict: a wrong result: mine.attention" in err, err
 
 
