@@ -90,6 +90,12 @@ class WorkloadFailed(ProfctlError):
 
 
 class ProgramFailed(ProfctlError):
-    """The user's program exited with a non-zero status; what the tool recorded was kept."""
+    """The user's program exited with a non-zero status; what the tool recorded was kept. `lines`: its last error
+    lines (the end of its traceback), which the CLI prints above the one-line error."""
 
     exit_code = 8
+
+    def __init__(self, message: str, *, log: Path | str | None = None, hint: str | None = None,
+                 lines: list[str] | None = None) -> None:
+        super().__init__(message, log=log, hint=hint)
+        self.lines = list(lines or [])

@@ -2,8 +2,9 @@
 backend (its name or its label) fail the way real points fail, where they fail, so the tests can check that a
 sweep records the failure and goes on. Unset (as everywhere but in those tests), nothing happens.
 
-* ``crash`` / ``hang``: in the workload child, when a case starts (:func:`in_workload`): the process ends
-  abruptly, as a segfault or a CUDA fault would, or blocks.
+* ``crash`` / ``hang`` / ``sigkill``: in the workload child, when a case starts (:func:`in_workload`): the
+  process ends abruptly, as a segfault or a CUDA fault would, blocks, or is killed by SIGKILL as the kernel's
+  out-of-memory killer kills it.
 * ``kill-worker``: in a pipeline's part on a Dask worker, when the child reports that a point started
   (:func:`on_worker`): the worker process ends a second later (a real crash comes during the point)."""
 
@@ -23,12 +24,17 @@ def _asked(spec: Any) -> str:
 
 
 def in_workload(spec: Any) -> None:
-    """In the workload child as case `spec` starts: ``crash`` exits with 139, ``hang`` sleeps for an hour."""
+    """In the workload child as case `spec` starts: ``crash`` exits with 139, ``hang`` sleeps for an hour,
+    ``sigkill`` kills it with SIGKILL."""
     kind = _asked(spec)
     if kind == "crash":
         os._exit(139)
     if kind == "hang":
         time.sleep(3600)
+    if kind == "sigkill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def on_worker(spec: Any, *, worker: bool) -> None:

@@ -220,6 +220,21 @@ def last_line(text: str) -> str:
     return (errors or real)[-1][:300] if real else "(no output)"
 
 
+def error_tail(text: str, lines: int = 6) -> list[str]:
+    """The last lines of a program's output that say why it failed: the end of its last Python traceback (the
+    innermost frame and the exception), else its last lines that are not a profiler's noise."""
+    all_lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
+    real = [ln for ln in all_lines if not _NOISE.search(ln)]
+    starts = [i for i, ln in enumerate(real) if ln.startswith("Traceback (most recent call last)")]
+    if starts:
+        block = real[starts[-1] + 1:]
+        frames = [i for i, ln in enumerate(block) if ln.lstrip().startswith('File "')]
+        exc = next((i for i, ln in enumerate(block) if not ln.startswith(" ")), len(block))
+        first = max((i for i in frames if i < exc), default=0)
+        return block[first:][:lines]
+    return real[-min(3, lines):]
+
+
 def _quote(a: str) -> str:
     import shlex
 

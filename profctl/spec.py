@@ -403,9 +403,12 @@ class AttentionSweep:
     nvtx: bool = True
     check: bool = True
     flush_l2: bool = False
+    memory_limit_gib: float | None = None  # refuse points whose memory estimate is over it (oom rows)
 
     def __post_init__(self) -> None:
         check_run_options(self.device, self.warmup, self.iters)
+        if self.memory_limit_gib is not None and not self.memory_limit_gib > 0:
+            raise SpecError(f"--memory-limit must be positive (GiB), got {self.memory_limit_gib}")
 
     # ---- from the outside world
     @classmethod
@@ -479,6 +482,8 @@ class AttentionSweep:
             argv += ["--kv-heads", csv(s.kv_heads)]
         argv += [flag for flag, on in (("--no-nvtx", not s.nvtx), ("--no-check", not s.check),
                                        ("--flush-l2", s.flush_l2)) if on]
+        if s.memory_limit_gib is not None:
+            argv += ["--memory-limit", str(s.memory_limit_gib)]
         return argv
 
     def manifest_dict(self) -> dict[str, Any]:
@@ -491,7 +496,8 @@ class AttentionSweep:
                 "kv_heads": opt(self.kv_heads), "head_dim": opt(self.head_dim), "dtype": opt(self.dtype),
                 "causal": opt(self.causal), "layout": opt(self.layout), "device": self.device,
                 "warmup": self.warmup, "iters": self.iters, "seed": self.seed, "nvtx": self.nvtx,
-                "check": self.check, "flush_l2": self.flush_l2, "pass": opt(self.passes)}
+                "check": self.check, "flush_l2": self.flush_l2, "pass": opt(self.passes),
+                **({"memory_limit_gib": self.memory_limit_gib} if self.memory_limit_gib is not None else {})}
 
 
 def csv(xs: Iterable[Any]) -> str:
@@ -527,6 +533,13 @@ def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[s
 #: model presets (workloads/models.py has their shapes; docs/models.md the table)
 MODEL_PRESETS: tuple[str, ...] = ("gpt-tiny", "gpt-sm", "gpt-md", "gpt-lg", "llama-tiny", "llama-7b")
 MODES: tuple[str, ...] = ("train", "prefill", "decode")
+#: what the options are checked against before a model sweep runs: each preset's (layers, query heads, learned
+#: positions or None for rotary); workloads/model_presets.py is the source (tests/unit/test_model_checks.py checks
+#: that the two agree)
+PRESET_LIMITS: dict[str, tuple[int, int, int | None]] = {
+    "gpt-tiny": (2, 4, 128), "gpt-sm": (12, 12, 1024), "gpt-md": (24, 16, 1024), "gpt-lg": (36, 20, 1024),
+    "llama-tiny": (2, 4, None), "llama-7b": (32, 32, None),
+}
 
 
 @dataclass(frozen=True)
@@ -563,6 +576,21 @@ class ModelSpec:
             raise SpecError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
         if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
             raise SpecError(f"--memory-limit must be positive (GiB), got {self.memory_limit_gib}")
+        layers, heads, _ = PRESET_LIMITS[self.model]
+        if self.layers is not None and self.layers > layers:
+            raise SpecError(f"--layers {self.layers}: {self.model} has {layers} layers; --layers cuts it to fewer")
+        if self.kv_heads is not None and (self.kv_heads > heads or heads % self.kv_heads):
+            divisors = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
+            raise SpecError(f"--kv-heads {self.kv_heads}: {self.model} has {heads} query heads; --kv-heads must "
+                            f"divide them ({divisors})")
+
+    def positions_refusal(self) -> str | None:
+        """Why a preset with learned positions cannot take this context, or None (rotary takes any)."""
+        limit = PRESET_LIMITS[self.model][2]
+        need = self.seqlen + (self.mode == "decode")
+        if limit is not None and need > limit:
+            return f"{self.model} has {limit} learned positions; --seqlen {self.seqlen} {self.mode} needs {need}"
+        return None
 
     @property
     def label(self) -> str:
@@ -648,6 +676,10 @@ class ModelSweep:
                for be in s.backends]
         if not out:
             raise SpecError("the model options select no case (an empty list?)")
+        for m in s.models:  # a model none of whose points can run: refused now (a mixed sweep keeps its rows)
+            why = [w for w in (p.positions_refusal() for p in out if p.model == m) if w]
+            if len(why) == sum(1 for p in out if p.model == m):
+                raise SpecError(f"{why[0]}: no point of {m} can run (use a llama preset for longer contexts)")
         return out
 
     def with_backends(self, backends: Sequence[str]) -> ModelSweep:

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from profctl import faults
+from profctl import faults, memory
 from profctl import nvtx as ns
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
 
@@ -178,6 +178,7 @@ class _Case:
         self.retained: Any = None
         self.l2: Any = None
         self.timer: Timer | None = None
+        self.host_peak = False
 
     def call(self, q: Any, k: Any, v: Any) -> Any:
         return self.fn(q, k, v, **self.kw)
@@ -289,6 +290,8 @@ class _Case:
             torch.cuda.reset_peak_memory_stats()
             mem_before = torch.cuda.memory_allocated()
             torch.cuda.cudart().cudaProfilerStart()
+        else:
+            self.host_peak = memory.reset_peak()  # the peak resident memory of the measured iterations
         self.stack[1] = ns.MEASURE
         self.hooks.measure_begin(self.spec)
         return mem_before
@@ -305,6 +308,7 @@ class _Case:
             row["workspace_bytes"] = peak - mem_before
         else:
             row["peak_mem_bytes"] = None
+            row["peak_host_mem_bytes"] = memory.peak() if self.host_peak else None
         return row
 
     def release(self) -> None:
@@ -333,8 +337,52 @@ def load_backend(spec: AttentionSpec) -> tuple[AttentionSpec, Any, dict[str, Any
 
 
 def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
-             seed: int = 0, hooks: Hooks | None = None) -> dict[str, Any]:
-    """Run one case and return its result row (status ok / unsupported / oom / error, with the reason)."""
+             seed: int = 0, hooks: Hooks | None = None, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one case and return its result row (status ok / unsupported / oom / error, with the reason). `budget`:
+    the point's memory estimate against what it may use (point_memory): a point over it is an oom row once its
+    backend is known to run here (before anything is allocated), and any oom names them."""
+    budget = dict(budget or {})
+    refusal = budget.pop("refusal", None)
+    row = _run_case(spec, warmup=warmup, iters=iters, nvtx=nvtx, check=check, flush_l2=flush_l2, seed=seed,
+                    hooks=hooks, refusal=refusal)
+    if row.get("status") == "oom" and refusal:
+        return {**row, **budget}
+    if row.get("status") == "oom" and budget.get("estimate_detail"):
+        have = budget.get("available_bytes")
+        row["reason"] = (f"{row.get('reason')} (its estimate: "
+                         f"{memory.describe(budget['estimate_detail'], budget.get('estimate_bytes'))}"
+                         + (f"; {have / memory.GIB:.2f} GiB {budget.get('available_what')}" if have else "") + ")")
+    return row
+
+
+def point_memory(spec: AttentionSpec, *, check: bool, limit_gib: float | None) -> dict[str, Any]:
+    """What a point needs (memory.attention_estimate) and what it may use: the GPU's free memory or the host's
+    (memory.host_budget), and --memory-limit; `refusal` says why it cannot run, when it cannot."""
+    need = memory.attention_estimate(spec, check=check)
+    have = memory.host_budget(limit_gib) if spec.device != "cuda" else gpu_budget(limit_gib)
+    out: dict[str, Any] = {"estimate_bytes": sum(need.values()), "estimate_detail": need}
+    if have is not None:
+        out.update(available_bytes=have.bytes, available_what=have.what)
+    out["refusal"] = memory.refusal(need, have)
+    return out
+
+
+def gpu_budget(limit_gib: float | None) -> memory.Budget | None:
+    """What a new allocation on the (current) GPU can get: its free memory, and --memory-limit."""
+    import torch
+
+    try:
+        free, _ = torch.cuda.mem_get_info()
+    except Exception:
+        return None
+    found = [memory.Budget(int(free), "free on the GPU")]
+    if limit_gib is not None:
+        found.append(memory.Budget(int(limit_gib * memory.GIB), "of --memory-limit"))
+    return min(found, key=lambda b: b.bytes)
+
+
+def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check: bool, flush_l2: bool,
+              seed: int, hooks: Hooks | None, refusal: str | None = None) -> dict[str, Any]:
     from . import backends
 
     hooks = hooks or Hooks()
@@ -344,6 +392,8 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
             warnings.simplefilter("always")
             try:
                 spec, fn, info = load_backend(spec)
+                if refusal:  # the backend runs here, the point does not fit: nothing allocated
+                    return {"status": "oom", "reason": refusal, **info}
                 c = _Case(spec, fn, nv=Nvtx(nvtx, mirror=hooks.ranges()), hooks=hooks, seed=seed)
                 o = c.first_call()
             except backends.BadReference as e:
@@ -417,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-nvtx", action="store_true", help="no NVTX ranges (to measure their cost)")
     p.add_argument("--no-check", action="store_true", help="skip the float64 reference check")
     p.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before each iteration")
+    p.add_argument("--memory-limit", type=float, default=None,
+                   help="GiB: refuse points whose memory estimate is over it (default: the memory free)")
     p.add_argument("--jsonl", default=None, help="append start/result events here, one JSON object a line")
     p.add_argument("--serve", action="store_true",
                    help="stay up and run the batches of case indices given on stdin (workloads/serve.py)")
@@ -437,7 +489,8 @@ def sweep_from_args(a: argparse.Namespace) -> AttentionSweep:
         backend=a.backend, batch=a.batch, seqlen=a.seqlen if a.seqlen_q is None else None, seqlen_q=a.seqlen_q,
         seqlen_kv=a.seqlen_kv, heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype,
         causal=a.causal, pass_=a.pass_, layout=a.layout, device=a.device, warmup=a.warmup, iters=a.iters,
-        seed=a.seed, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2)
+        seed=a.seed, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2,
+        memory_limit_gib=a.memory_limit)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -487,10 +540,12 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
     for i, spec in enumerate(specs):
         if i < skip or (only is not None and i not in only):
             continue
-        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
+        budget = point_memory(spec, check=not a.no_check, limit_gib=a.memory_limit)
+        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(),
+              "memory": {k: v for k, v in budget.items() if k != "refusal"}})
         faults.in_workload(spec)  # profctl's own tests (PROFCTL_FAULT)
         row = run_case(spec, warmup=a.warmup, iters=a.iters, nvtx=not a.no_nvtx, check=not a.no_check,
-                       flush_l2=a.flush_l2, seed=a.seed, hooks=hooks)
+                       flush_l2=a.flush_l2, seed=a.seed, hooks=hooks, budget=budget)
         emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
         label = f"{spec.case_id} {spec.pass_}"
         if row["status"] == "ok":

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec, dtype_refusal
 
-from .results import one_line
+from .results import one_line, out_of_memory
 
 AttnFn = Callable[..., torch.Tensor]
 
@@ -290,7 +290,7 @@ def classify_failure(exc: BaseException, caught_warnings: list[warnings.WarningM
     attach), 'oom' for out-of-memory, 'error' for anything else.
     """
     msg = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in msg.lower():
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or out_of_memory(exc):
         return "oom", one_line(msg)
     if isinstance(exc, BackendUnavailable):
         return "unsupported", one_line(str(exc))

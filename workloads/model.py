@@ -104,8 +104,10 @@ class CaseRanges:
 
 
 def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool, part_timing: bool,
-             hooks: Hooks) -> dict[str, Any]:
-    """One point: the backend loaded and checked, the model built, warm-up and measured steps; its row."""
+             hooks: Hooks, refusal: str | None = None) -> dict[str, Any]:
+    """One point: the backend loaded and checked, the model built, warm-up and measured steps; its row.
+    `refusal`: why the point cannot fit in the memory there is (point_memory): an oom row once the backend is
+    known to run here, before the model is built."""
     import torch
 
     from . import backends, models
@@ -120,6 +122,8 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     except (backends.BadReference, backends.BackendUnavailable) as e:
         return {"status": "unsupported" if isinstance(e, backends.BackendUnavailable) else "error",
                 "reason": str(e)}
+    if refusal:
+        return {"status": "oom", "reason": refusal}
     from .backends import TORCH_DTYPES
 
     ranges = CaseRanges(Nvtx(nvtx, mirror=hooks.ranges()), spec, hooks, spec.device == "cuda")
@@ -140,6 +144,27 @@ def run_case(spec: ModelSpec, *, warmup: int, iters: int, seed: int, nvtx: bool,
     row.pop("config", None)
     row["params"] = row.get("params") or models.param_count(cfg)
     return row
+
+
+def point_memory(spec: ModelSpec) -> dict[str, Any]:
+    """What a point needs (models.estimate_bytes) and what it may use (the host's or the GPU's free memory, and
+    --memory-limit); `refusal` says why it cannot run when the machine cannot hold it (a point over
+    --memory-limit is refused by run_model_case itself, which also caps the allocator)."""
+    from profctl import memory
+
+    from . import models
+    from .attention import gpu_budget
+
+    cfg = models.preset(spec.model, layers=spec.layers, kv_heads=spec.kv_heads)
+    kind = "eager" if spec.backend in ("eager", "sdpa-math") else "flash"
+    est, parts = models.estimate_bytes(cfg, spec.batch, spec.seqlen, spec.mode, spec.dtype, kind, detail=True)
+    have = memory.host_budget(spec.memory_limit_gib) if spec.device != "cuda" else gpu_budget(spec.memory_limit_gib)
+    out: dict[str, Any] = {"estimate_bytes": est, "estimate_detail": parts, "refusal": None}
+    if have is not None:
+        out.update(available_bytes=have.bytes, available_what=have.what)
+        if have.what != "of --memory-limit":
+            out["refusal"] = memory.refusal(parts, have, est)
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,9 +233,13 @@ def _run_cases(a: argparse.Namespace, specs: list[Any], emit: Callable[[dict[str
     for i, spec in enumerate(specs):
         if i < skip or (only is not None and i not in only):
             continue
-        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time()})
+        budget = point_memory(spec)
+        refusal = budget.pop("refusal")
+        emit({"event": "start", "index": i, "spec": spec.to_dict(), "t": time.time(), "memory": budget})
         row = run_case(spec, warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx,
-                       part_timing=not a.no_part_timing, hooks=hooks)
+                       part_timing=not a.no_part_timing, hooks=hooks, refusal=refusal)
+        if row.get("status") == "oom" and refusal:
+            row.update(budget)
         emit({"event": "row", "index": i, "spec": spec.to_dict(), "t": time.time(), **row})
         ok = row["status"] == "ok"
         print(f"{spec.case_id}: " + (f"median {row['median_ms']:.3f} ms, {row['tokens_per_s']:.1f} tokens/s"

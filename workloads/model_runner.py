@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from profctl import memory
 from profctl.spec import MODES
 
 from .model_marks import Ranges, TeeRanges
@@ -23,7 +24,7 @@ from .model_net import AttnFn, KVCache, build_model, clear_masks, eager_attentio
 from .model_presets import ModelConfig
 from .model_steps import decode_step, make_optimizer, prefill, train_step
 from .part_timer import PartTimer
-from .results import one_line, timing_stats
+from .results import one_line, out_of_memory, timing_stats
 
 
 def _attention_kind(attn_fn: AttnFn) -> str:
@@ -96,7 +97,7 @@ def run_model_case(cfg: ModelConfig, *, mode: str, batch: int, seqlen: int, dtyp
         return {**row, "status": "oom", "reason": one_line(f"{type(e).__name__}: {e}")}
     except Exception as e:
         msg = one_line(f"{type(e).__name__}: {e}")
-        status = "oom" if "out of memory" in msg.lower() else (
+        status = "oom" if out_of_memory(e) else (
             "unsupported" if isinstance(e, NotImplementedError) or "No available kernel" in msg else "error")
         return {**row, "status": status, "reason": msg}
     finally:
@@ -149,6 +150,7 @@ class _Point:
     part_rng: Ranges | None = None  # the same with the PartTimer, for the part-timed steps
     capped: bool = False
     first_loss_at: int = 0
+    host_peak: bool = False  # the process's peak resident memory was reset before the measured steps
 
     @property
     def cuda(self) -> bool:
@@ -223,6 +225,8 @@ class _Point:
             torch.cuda.synchronize(dev)
             row["static_bytes"] = int(torch.cuda.memory_allocated(dev))
             torch.cuda.reset_peak_memory_stats(dev)
+        else:
+            self.host_peak = memory.reset_peak()  # the peak resident memory of the measured steps
         self.first_loss_at = len(self.losses)
         _hook(hooks, "measure_begin")
         t0 = time.perf_counter()
@@ -294,6 +298,7 @@ def _fill_row(row: dict[str, Any], st: _Point, fl: dict[str, int], times: list[f
         row["mem_per_token_bytes"] = (peak - row["static_bytes"]) / tok_held
     else:
         row["peak_mem_allocated_bytes"] = row["peak_mem_reserved_bytes"] = row["mem_per_token_bytes"] = None
+        row["peak_host_mem_bytes"] = memory.peak() if st.host_peak else None
     if timer is None or not part_times:
         return
     parts = timer.results(len(part_times))

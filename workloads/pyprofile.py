@@ -187,8 +187,9 @@ def _install_nvtx_package(m: RangeMirror) -> None:
     nvtx.annotate = Annotate
 
 
-def run_program(entry: list[str]) -> int:
-    """Run ``SCRIPT.py ARGS`` or ``-m MODULE ARGS`` as __main__; its exit status."""
+def run_program(entry: list[str], error: dict[str, Any] | None = None) -> int:
+    """Run ``SCRIPT.py ARGS`` or ``-m MODULE ARGS`` as __main__; its exit status. An exception it raises is printed
+    as Python would (without this wrapper's frames) and described in `error` (``exception``, ``where``)."""
     module = entry[0] == "-m"
     target = entry[1] if module else entry[0]
     sys.argv = [target if module else entry[0], *entry[(2 if module else 1):]]
@@ -207,10 +208,26 @@ def run_program(entry: list[str]) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as e:
+        _print_own_traceback(e, error)
         return 1
     return 0
+
+
+def _print_own_traceback(e: BaseException, error: dict[str, Any] | None) -> None:
+    """The program's traceback from its own first frame on (not this wrapper's, nor runpy's), and the exception
+    and the innermost frame in `error`."""
+    tb = e.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+                              or tb.tb_frame.f_code.co_filename.startswith("<frozen")):
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb)
+    sys.stderr.flush()
+    if error is not None:
+        error["exception"] = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1][:500]
+        last = traceback.extract_tb(tb)[-1] if tb is not None else None
+        if last is not None:
+            error["where"] = f"{last.filename}:{last.lineno} in {last.name}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     prof = profile(activities=activities, record_shapes=a.torch_shapes, profile_memory=a.torch_memory,
                    with_stack=a.torch_stacks)
     prof.start()
+    error: dict[str, Any] = {}
     try:
-        status = run_program(entry)
+        status = run_program(entry, error)
     finally:
         mirror.close()
         if cuda:
@@ -251,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.synchronize()
         prof.stop()
         _write(prof, Path(a.trace), cuda)
-    _emit(a.jsonl, {"event": "exit", "status": status})
+    _emit(a.jsonl, {"event": "exit", "status": status, **error})
     return status
 
 

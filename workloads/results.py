@@ -22,6 +22,17 @@ def one_line(s: str, width: int = 400) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+#: how allocators say they ran out: CUDA ("out of memory"), the CPU allocator ("can't allocate memory",
+#: "not enough memory"), the C library (ENOMEM: "Cannot allocate memory")
+_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is an allocation that failed for want of memory, on the GPU or on the host."""
+    msg = f"{type(exc).__name__}: {exc}".lower()
+    return isinstance(exc, MemoryError) or any(w in msg for w in _OOM_WORDS)
+
+
 def jsonl_emitter(path: str | None, *, default: Callable[[Any], Any] | None = None) -> Callable[[dict[str, Any]], None]:
     """A function that appends one event as a JSON line to `path` (nothing when None), flushed to disk at once so
     that the parent keeps every finished row if the process dies."""

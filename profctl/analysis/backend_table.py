@@ -212,6 +212,7 @@ class BackendRow:
     tools: list[str] = field(default_factory=list)
     reason: str | None = None
     main_kernel_name: str | None = None  # the main kernel's whole (demangled) name; main_kernel is for tables
+    peak_mem_where: str | None = None  # "host" when peak_mem_bytes is the host's peak (a CPU bench row)
 
 
 @dataclass
@@ -364,6 +365,7 @@ def _row(view: CrossToolView, g: tuple[str, str, str | None], ks: list[JoinedKer
         shape_key=shape, seqlen=seqlen, causal=causal, pass_=pass_, backend=backend, status=status,
         time_ms=time_ns / 1e6 if time_ns else None, time_source=source, flops=flop, tflops=rate, pct_peak=pct,
         pct_measured_peak=pct_m, speedup=None, peak_mem_bytes=b.peak_mem_bytes if b else None,
+        peak_mem_where=b.peak_mem_where if b else None,
         kernel_ms=kernel_ns / 1e6 if kernel_ns else None, kernels_per_iter=launches,
         launch_overhead=gap,
         main_kernel=_name(main_ncu or main), main_kernel_name=_full_name(main_ncu or main),

@@ -75,14 +75,16 @@ def memory_by_context(rows: list[BenchRow]) -> list[dict[str, str]]:
     def fits(g: list[BenchRow]) -> dict[str, str]:
         """Backends whose peak (reserved, else allocated) fits the card; '?' where no memory was measured (CPU)."""
         out = {}
-        measured = [r for r in g if r.ok and (r.peak_mem_reserved_bytes or r.peak_mem_bytes)]
+        measured = [r for r in g if r.ok and r.peak_mem_where != "host"
+                    and (r.peak_mem_reserved_bytes or r.peak_mem_bytes)]
         refused = [r for r in g if r.status == "oom"]
         for card in CARDS_GIB:
             ok = [r.name for r in measured if (r.peak_mem_reserved_bytes or r.peak_mem_bytes or 0) <= card * 2**30]
             out[f"fits {card} GB"] = ", ".join(ok) if ok else ("?" if not measured and not refused else "none")
         return out
 
-    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen"), lambda r: _gib(r.peak_mem_bytes), fits)
+    return pivot(rows, ("model", "layers", "mode", "batch", "seqlen"),
+                 lambda r: _gib(r.peak_mem_bytes) + (" (host)" if r.peak_mem_where == "host" else ""), fits)
 
 
 def tokens_by_context(rows: list[BenchRow]) -> list[dict[str, str]]:

@@ -4,6 +4,7 @@ checks that run before anything slow, and the console."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import functools
 import inspect
@@ -20,12 +21,14 @@ import typer
 from typer.core import TyperCommand
 
 from profctl.cli import argv
-from profctl.errors import CannotWrite, ProfctlError, UnsupportedShape, UsageError
+from profctl.errors import CannotWrite, ProfctlError, ProgramFailed, UnsupportedShape, UsageError
 from profctl.fsutil import atomic_write_text, check_writable, why, write_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _LIST = "comma list"
+#: --reports, said the same way by every command
+REPORTS_HELP = "the run store, the folder of run directories [default: $PROFCTL_REPORTS, else ./reports]"
 
 
 def _opt(default: Any, *flags: str, help: str) -> Any:
@@ -36,8 +39,9 @@ def _opt(default: Any, *flags: str, help: str) -> Any:
 #: list: an option given twice is an error (ProfctlCommand), never a silent replacement.
 WORKLOAD_OPTIONS: list[tuple[str, Any, Any]] = [
     ("backend", str | None, _opt(None, "--backend", "--backends", "-b",
-        help=f"{_LIST}: flash-attn, fa4, sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math, eager "
-             "[default: all on GPU; sdpa-flash,sdpa-math,eager on CPU]")),
+        help=f"{_LIST}: flash-attn, fa4, sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math, eager, triton, or your "
+             "function as path/file.py:fn or package.module:fn [default: all on GPU; sdpa-flash,sdpa-math,eager on "
+             "CPU]")),
     ("batch", str | None, _opt(None, "--batch", help=f"{_LIST} [default: 1]")),
     ("seqlen", str | None, _opt(None, "--seqlen", "-s",
         help=f"{_LIST}; sets seqlen-q, and seqlen-kv unless --seqlen-kv is given "
@@ -78,14 +82,15 @@ MODEL_OPTIONS: list[tuple[str, Any, Any]] = [
     ("layers", str | None, _mopt(None, "--layers", help=f"{_LIST}: cut the preset to N layers (to fit)")),
     ("mode", str | None, _mopt(None, "--mode", help=f"{_LIST} of train, prefill, decode [default: train]")),
     ("memory_limit", float | None, _mopt(None, "--memory-limit",
-        help="GiB: cap the allocator; points that cannot fit are oom rows (\"fits a 24 GB GPU?\")")),
+        help="GiB: refuse points whose memory estimate is over it (oom rows; also the attention workload) and cap "
+             "a model's CUDA allocator (\"fits a 24 GB GPU?\") [default: the memory free on the device]")),
     ("part_timing", bool, _mopt(True, "--part-timing/--no-part-timing",
         help="time each part of the step (attention's share) with CUDA events")),
 ]
 #: attention-only options, refused with --model (they would be silently ignored)
 _ATTENTION_ONLY = {"seqlen_q": "--seqlen-q", "seqlen_kv": "--seqlen-kv", "heads": "--heads", "head_dim": "--head-dim",
                    "causal": "--causal", "pass_": "--pass", "layout": "--layout", "flush_l2": "--flush-l2"}
-_MODEL_ONLY = {"layers": "--layers", "mode": "--mode", "memory_limit": "--memory-limit"}
+_MODEL_ONLY = {"layers": "--layers", "mode": "--mode"}
 
 
 def build_workload(kw: dict[str, Any]) -> Any:
@@ -99,7 +104,7 @@ def build_workload(kw: dict[str, Any]) -> Any:
         given = [flag for n, flag in _MODEL_ONLY.items() if mopts.get(n) is not None]
         if given:
             raise UsageError(f"{', '.join(given)}: model options need --model")
-        return Workload(AttentionSweep.from_strings(**kw))
+        return Workload(AttentionSweep.from_strings(**kw, memory_limit_gib=mopts["memory_limit"]))
     given = [flag for n, flag in _ATTENTION_ONLY.items() if kw.get(n) not in (None, False)]
     if given:
         raise UsageError(f"{', '.join(given)}: attention-workload options do not apply with --model")
@@ -141,6 +146,7 @@ _ClickUsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ i
 #: the context of the command being run (set while it runs), for typed_flags(), given() and guard's messages
 _RUNNING: ContextVar[Any] = ContextVar("profctl_running_command", default=None)
 _TYPED = "profctl.typed"
+_PROGRAM = "profctl.program"
 
 
 class ProfctlCommand(TyperCommand):
@@ -151,6 +157,8 @@ class ProfctlCommand(TyperCommand):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         for p in self.params:  # `[default: ...]` in a help text is rich markup to typer's help: keep it text
+            if getattr(p, "is_flag", False) and getattr(p, "metavar", None) is None:
+                setattr(p, "metavar", "")  # noqa: B010 - a flag takes no value: no `<bool>` in --help
             text = getattr(p, "help", None)
             if text and "[" in text and "\\[" not in text:
                 setattr(p, "help", text.replace("[", "\\["))  # noqa: B010 - typer's options have it, not click's type
@@ -181,6 +189,11 @@ class ProfctlCommand(TyperCommand):
         for n in reading.notes:
             note(f"note: {n}")
         ctx.meta[_TYPED] = reading.typed
+        ctx.meta[_PROGRAM] = reading.program
+        if reading.program is not None and not any(p.name == "program" for p in self.get_params(ctx)):
+            err(f"{self.name}: '--' starts the command line of a program to profile, and profctl {self.name} "
+                "profiles none (profctl nsys, ncu and torch do)")
+            raise typer.Exit(2)
         try:
             return super().parse_args(ctx, reading.tokens)
         except _ClickUsageError as e:
@@ -217,7 +230,19 @@ def _click_message(e: Any, table: argv.Table, typed: dict[str, str]) -> str:
         if opt is not None:
             flag = typed.get(opt.param, option_name)
             return f"Option '{flag}' {'requires an argument' if opt.takes_value else 'does not take a value'}"
+    if option_name is not None and hasattr(e, "possibilities"):  # NoSuchOption: suggest only a near miss
+        near = suggest(str(option_name), [f for f in table.by_flag if f.startswith("--")])
+        return f"no such option: {option_name}" + (f" (did you mean {' or '.join(near)}?)" if near else "")
     return str(e.format_message())
+
+
+def suggest(word: str, flags: Sequence[str]) -> list[str]:
+    """The options a mistyped `word` most likely meant: a close spelling (a letter or two off: `--seqln`), or an
+    option it begins (`--kv` for `--kv-heads`); none for a word like none of them (click offered `--gpus` for
+    `--bogus`)."""
+    close = difflib.get_close_matches(word, flags, n=2, cutoff=0.8)
+    starts = [f for f in flags if len(word) >= 4 and f.startswith(word) and f not in close]
+    return (close + starts)[:3]
 
 
 def typed_flags() -> dict[str, str]:
@@ -292,13 +317,15 @@ def guard(fn: F) -> F:
             sys.stdout.flush()
             return out
         except ProfctlError as e:
+            _error_lines(e)
             err(translate(e.one_line()))
             raise typer.Exit(e.exit_code) from None
         except SpecError as e:
             err(translate(str(e)))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            err("interrupted; finished results were kept")
+            err("interrupted (a run directory made before keeps what had finished: profctl runs --status "
+                "incomplete)")
             raise typer.Exit(130) from None
         except (StdoutFailed, OSError) as e:
             oserr = e.error if isinstance(e, StdoutFailed) else e
@@ -352,9 +379,38 @@ PROGRAM_HELP = ("-- CMD [ARGS...]: profile your own program instead of the built
                 "'--' is its command line)")
 
 
-def target_of(wl: Any, program: list[str] | None) -> Any:
+def program_failed(status: int, lines: Sequence[str], kept: str, run_dir: Any, log: Any) -> ProgramFailed:
+    """The error for a user's program that exited with `status`: one line naming its exception and the log, its
+    last error lines (its exception) printed above it by @guard."""
+    why = f": {lines[-1].strip()}" if lines else ""
+    return ProgramFailed(f"the program exited with status {status}{why}; {kept} {run_dir}", log=log,
+                         lines=list(lines))
+
+
+def _error_lines(e: ProfctlError) -> None:
+    """A failed program's last error lines, indented, above the one-line error (ProgramFailed.lines)."""
+    lines = getattr(e, "lines", None)
+    if isinstance(e, ProgramFailed) and lines:
+        note(f"the program's last error lines ({e.log}):" if e.log else "the program's last error lines:")
+        for ln in lines:
+            print(f"    {ln}", file=sys.stderr)
+
+
+#: --record-function-nvtx, for nsys and ncu
+RF_NVTX_HELP = ("your Python program's torch.profiler.record_function ranges also as NVTX ranges (which --range "
+                "then selects): the program runs inside profctl's small wrapper (profctl.workloads.rfnvtx)")
+
+
+def target_of(wl: Any, program: list[str] | None, *, record_function_nvtx: bool = False) -> Any:
     """The request's target: the user's program when one follows '--', else the built-in workload. Workload
     options given together with a program are an error that names them (they would be silently ignored)."""
+    if record_function_nvtx and not program:
+        raise UsageError("--record-function-nvtx applies to your own Python program: give -- python SCRIPT.py "
+                         "ARGS... (the built-in workloads push NVTX ranges of their own)")
+    ctx = _RUNNING.get()
+    if not program and ctx is not None and ctx.meta.get(_PROGRAM) is not None:
+        raise UsageError("nothing after '--': give the program to profile (-- python SCRIPT.py ARGS...), or leave "
+                         "out '--' to profile the built-in workload")
     if not program:
         return wl
     from profctl.pipelines.targets import Program
@@ -367,7 +423,17 @@ def target_of(wl: Any, program: list[str] | None) -> Any:
         names = ", ".join("--" + flag.get(n, n).replace("_", "-") for n in given)
         raise UsageError(f"{names}: workload options do not apply to your program ({' '.join(program)}); give "
                          "either workload options or -- CMD")
-    return Program(tuple(program), cwd=Path.cwd())
+    return Program(tuple(program), cwd=Path.cwd(), record_function_nvtx=record_function_nvtx)
+
+
+def with_range_hint(e: Any, target: Any) -> Any:
+    """A --range that matched nothing in a Python program profiled without --record-function-nvtx: the error
+    says that record_function ranges are not NVTX ranges, and which option makes them so."""
+    entry = getattr(target, "python_entry", lambda: None)()
+    if entry is not None and not getattr(target, "record_function_nvtx", False):
+        e.hint = ("a torch.profiler.record_function range is no NVTX range, so nsys and ncu do not see it: add "
+                  "--record-function-nvtx to push the program's record_function ranges as NVTX ranges")
+    return e
 
 
 def command_line() -> tuple[str, ...]:
@@ -416,7 +482,15 @@ def check_outputs(*paths: tuple[str, Path | str | None]) -> None:
             raise UsageError(f"{seen[key]} and {flag} both write to {where}: give each its own file")
         seen[key] = flag
         if key != "-":
-            check_writable(p, flag)
+            try:
+                check_writable(p, flag)
+            except CannotWrite as e:  # found before any work: a bad option value (exit 2, as docs/bench.md says)
+                raise UsageError(e.message, hint=e.hint) from None
+            missing = Path(p).parent
+            if not missing.exists():
+                while not missing.parent.exists():
+                    missing = missing.parent
+                note(f"note: {flag} {p}: the folder {missing} does not exist; it will be made")
 
 
 def check_reports(reports: Path | str | None) -> None:
@@ -428,8 +502,8 @@ def check_reports(reports: Path | str | None) -> None:
     problem = write_problem(root / "run")
     if problem:
         problem = problem.replace(f" (in {root})", "")
-        raise CannotWrite(f"cannot create a run directory under {root}: {problem}",
-                          hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write")
+        raise UsageError(f"cannot create a run directory under {root}: {problem}",
+                         hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write")
 
 
 def validate_workload(wl: Any) -> Any:

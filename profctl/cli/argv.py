@@ -123,6 +123,8 @@ class Reading(NamedTuple):
     tokens: list[str]
     typed: dict[str, str]
     notes: tuple[str, ...]
+    #: the words after ``--`` (a user's program), None when the line has no ``--``
+    program: tuple[str, ...] | None = None
 
 
 class _Given(NamedTuple):
@@ -143,9 +145,11 @@ def read(tokens: Sequence[str], table: Table) -> Reading:
     out: list[str] = []
     seen: dict[str, list[_Given]] = {}
     notes: list[str] = []
+    program: tuple[str, ...] | None = None
     for i, tok in enumerate(tokens):
         if tok == "--":
             out += tokens[i:]
+            program = tuple(tokens[i + 1:])
             break
         words, given = _word(tok, tokens[i + 1] if i + 1 < len(tokens) else None, table, notes)
         if given is not None:
@@ -156,7 +160,7 @@ def read(tokens: Sequence[str], table: Table) -> Reading:
         if not opt.multiple and len({g.value for g in occ}) > 1:
             second = next(g for g in occ[1:] if g.value != occ[0].value)
             raise GivenTwice(occ[0], second, is_list=opt.is_list, notes=notes)
-    return Reading(out, {param: occ[0].flag for param, occ in seen.items()}, tuple(notes))
+    return Reading(out, {param: occ[0].flag for param, occ in seen.items()}, tuple(notes), program)
 
 
 def _word(tok: str, nxt: str | None, table: Table, notes: list[str]) -> tuple[list[str], tuple[str, _Given] | None]:

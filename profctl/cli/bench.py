@@ -10,6 +10,7 @@ import typer
 
 from profctl.cli import _ab
 from profctl.cli._common import (
+    REPORTS_HELP,
     check_format,
     check_outputs,
     check_reports,
@@ -40,12 +41,12 @@ def bench(
     json_out: Path | None = typer.Option(None, "--json", hidden=True, help="old spelling of -f json -o FILE"),
     csv_out: Path | None = typer.Option(None, "--csv", hidden=True, help="old spelling of -f csv -o FILE"),
     md_out: Path | None = typer.Option(None, "--markdown", hidden=True, help="old spelling of -f markdown -o FILE"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
     timeout: float = typer.Option(900.0, "--timeout", help="seconds before a point is killed"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, no progress bar"),
-    strict: bool = typer.Option(False, "--strict", help="exit non-zero if any point did not run (CI); with --ab "
-                                                        "--fail-if-slower, an inconclusive case beyond the limit "
-                                                        "fails too"),
+    strict: bool = typer.Option(False, "--strict", help="exit 1 if any point did not run or gave a wrong result "
+                                                        "(CI); with --ab --fail-if-slower, an inconclusive case "
+                                                        "beyond the limit fails too"),
     label: str | None = typer.Option(None, "--label",
                                      help="name what this run measures, so `profctl compare` pairs its rows with "
                                           "another run's rows of that name: NAME (one backend) or "
@@ -122,19 +123,31 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
     for _, fmt, path in outputs:
         if path is not None:
             emit(renderers[fmt](res), path)
-    if not show:  # the table printed them; without it they still belong on stderr
-        for w in [*res.clock_warnings, *res.noise_warnings]:
+    if not show:  # the table printed them; without it they still belong on stderr: -q never hides a problem
+        for w in rb.warning_lines(res):
             warn(w)
+        for kind, line in rb.problem_lines(res):
+            note(f"{kind}: {line}")
+    for line in rb.failure_lines(res):
+        if not show or len(line) > 80:  # the table cuts a reason: the whole of it, once
+            note(f"failed: {line}")
     for line in rb.what_ran(res, requested):
         note(line)
     note(f"run: {res.run_dir}")
     if res.interrupted:
-        print("profctl: interrupted; finished rows were kept in " + str(res.run_dir), file=sys.stderr)
+        kept = f"{len(res.rows)} finished row(s) were kept in" if res.rows else "no point had finished; the run is"
+        print(f"profctl: interrupted; {kept} {res.run_dir}", file=sys.stderr)
         raise typer.Exit(130)
     failed = [r for r in res.rows if not r.ok]  # res.failed_cases, as bench rows
-    if len(failed) == len(res.rows) or (strict and failed):
+    wrong = [r for r in res.rows if r.ok and r.check == "fail"]
+    if (res.rows and len(failed) == len(res.rows)) or (strict and failed):
         r = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         what = " ".join(x for x in (r.backend, r.shape_label(), r.pass_) if x)
         raise ProfctlError(f"{'no point ran' if len(failed) == len(res.rows) else 'a point failed'}: "
                            f"{what}: {r.status}: {r.reason}{more}")
+    if strict and wrong:
+        r = wrong[0]
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise ProfctlError(f"--strict: a wrong result: {r.backend} {r.shape_label()}: the output does not match "
+                           f"the float64 reference{more}")

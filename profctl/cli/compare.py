@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import check_format, check_outputs, conflict, emit, guard
+from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard
 from profctl.errors import UsageError
 
 
@@ -36,7 +36,7 @@ def compare(
                                 help="with --fail-if-slower: an inconclusive case beyond the limit fails too"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
 ) -> None:
     """Compare two runs or summaries: faster, slower, unchanged or inconclusive, per case (exit 1 on a
     regression past --fail-if-slower, 6 when the runs are not comparable)."""

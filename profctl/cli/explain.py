@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from profctl.cli._common import check_format, check_outputs, emit, guard
+from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
 from profctl.errors import UsageError
 
 
@@ -23,7 +23,7 @@ def explain(
                                                            "does not say it, e.g. b1,s4096,h32,d128,bf16[,causal]"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
 ) -> None:
     """Why is kernel A slower (or faster) than kernel B? The two side by side, the gap in ranked parts."""
     check_format(format, ("table", "markdown", "json"))

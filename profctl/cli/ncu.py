@@ -18,16 +18,20 @@ import typer
 
 from profctl.cli._common import (
     PROGRAM_HELP,
+    REPORTS_HELP,
+    RF_NVTX_HELP,
     check_format,
     check_reports,
     command_line,
     guard,
+    program_failed,
     target_of,
     validate_workload,
+    with_range_hint,
     workload_options,
 )
 from profctl.cli._executors import executor_options
-from profctl.errors import ProgramFailed
+from profctl.errors import NothingMatched
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -45,6 +49,8 @@ def ncu(
     range_: str | None = typer.Option(None, "--range", rich_help_panel=_PANEL,
                                       help="profile only launches inside your program's NVTX range (NAME or "
                                            "DOMAIN@NAME; push/pop or start/end)"),
+    record_function_nvtx: bool = typer.Option(False, "--record-function-nvtx", rich_help_panel=_PANEL,
+                                              help=RF_NVTX_HELP),
     launch_skip: int | None = typer.Option(None, "--launch-skip", rich_help_panel=_PANEL,
                                            help="skip this many matching launches before profiling (ncu -s)"),
     recipe: str = typer.Option("tensor-core", "--recipe", "-r", rich_help_panel=_PANEL,
@@ -63,7 +69,7 @@ def ncu(
     timeout: float = typer.Option(1800.0, "--timeout", rich_help_panel=_PANEL,
                                   help="kill ncu after this many seconds"),
     reports: Path | None = typer.Option(None, "--reports", rich_help_panel=_PANEL,
-                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+                                        help=REPORTS_HELP),
     format: str = typer.Option("table", "--format", "-f", rich_help_panel=_PANEL,
                                help="table, markdown, csv (the kernels) or json"),
     *,
@@ -80,7 +86,8 @@ def ncu(
     # with typer's vendored click and the standalone one)
     if not program and getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
         wl = wl.with_iters(1)
-    req = pipeline.NcuRequest(target=target_of(wl, program), recipe=recipes.get(recipe), kernel=kernel,
+    target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
+    req = pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
                               launch_skip=launch_skip, launch_count=launch_count, range=range_,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
                               timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
@@ -88,11 +95,18 @@ def ncu(
     validate_workload(wl)
     check_reports(reports)
     req = replace(req, exe=pipeline.tool.find())
-    res = pipeline.run(req)
+    try:
+        res = pipeline.run(req)
+    except NothingMatched as e:
+        raise with_range_hint(e, req.target) from None
     _print(res, format)
     if res.returncode:
-        raise ProgramFailed(f"the program exited with status {res.returncode}; the launches profiled before are "
-                            f"shown above and kept in {res.run_dir}")
+        from profctl import proc
+
+        log = res.run_dir / "ncu.log"
+        text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
+        raise program_failed(res.returncode, proc.error_tail(text),
+                             "the launches profiled before are shown above and kept in", res.run_dir, log)
 
 
 def _print(result: Any, format: str) -> None:

@@ -9,6 +9,8 @@ import typer
 
 from profctl.cli._common import (
     PROGRAM_HELP,
+    REPORTS_HELP,
+    RF_NVTX_HELP,
     check_format,
     check_limit,
     check_reports,
@@ -16,13 +18,15 @@ from profctl.cli._common import (
     conflict,
     given,
     guard,
+    program_failed,
     target_of,
     typed_flags,
     validate_workload,
+    with_range_hint,
     workload_options,
 )
 from profctl.cli._executors import executor_options
-from profctl.errors import ProgramFailed
+from profctl.errors import NothingMatched
 
 
 @guard
@@ -34,6 +38,7 @@ def nsys(
     range_: str | None = typer.Option(None, "--range",
                                       help="your program's NVTX range (NAME or DOMAIN@NAME): summarize only the "
                                            "kernels launched inside it"),
+    record_function_nvtx: bool = typer.Option(False, "--record-function-nvtx", help=RF_NVTX_HELP),
     trace: str = typer.Option("cuda,nvtx,osrt,cublas,cudnn", "--trace", "-t",
                               help="nsys --trace list (cuda is needed for the kernel table)"),
     capture: str | None = typer.Option(None, "--capture",
@@ -47,7 +52,7 @@ def nsys(
     sample: bool = typer.Option(False, "--sample/--no-sample", help="CPU sampling and context switches"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before nsys profile is killed"),
     reports: Path | None = typer.Option(None, "--reports",
-                                        help="run directory root [default: $PROFCTL_REPORTS or ./reports]"),
+                                        help=REPORTS_HELP),
     by_range: bool = typer.Option(False, "--by-range", help="add the per-NVTX-range kernel breakdown"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
@@ -64,17 +69,25 @@ def nsys(
     check_limit(limit, format)
     traces = tuple(t.strip() for t in trace.split(",") if t.strip())
     _check_nvtx(wl, traces, capture, by_range)
-    req = pipeline.NsysRequest(target=target_of(wl, program), range=range_, trace=traces,
+    target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
+    req = pipeline.NsysRequest(target=target, range=range_, trace=traces,
                                capture=capture, sample=sample, timeout_s=timeout, reports=reports,
                                by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
     pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
-    res = pipeline.run(req)
+    try:
+        res = pipeline.run(req)
+    except NothingMatched as e:
+        raise with_range_hint(e, req.target) from None
     rn.print_result(res, format, limit=limit or None)
     if res.returncode:
-        raise ProgramFailed(f"the program exited with status {res.returncode}; what nsys recorded is summarized "
-                            f"above and kept in {res.run_dir}")
+        from profctl import proc
+
+        log = res.log
+        text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
+        raise program_failed(res.returncode, proc.error_tail(text),
+                             "what nsys recorded is summarized above and kept in", res.run_dir, log)
 
 
 def _check_nvtx(wl: Any, traces: tuple[str, ...], capture: str | None, by_range: bool) -> None:

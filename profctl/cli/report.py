@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from profctl.cli._common import (
+    REPORTS_HELP,
     check_format,
     check_limit,
     check_outputs,
@@ -61,8 +62,7 @@ def report(
                                           "markdown, csv)"),
     tokens: int | None = typer.Option(None, "--tokens",
                                       help="keep bench rows with batch x seqlen_q = N (strong scaling: fixed tokens)"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root for run ids "
-                                                                "[default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP + " (where run ids are looked up)"),
     table: str | None = typer.Option(None, "--table", help=TABLE_HELP),
     range_: str | None = typer.Option(None, "--range", help="-f perfetto: only the window of this NVTX or "
                                                             "record_function range (NAME or DOMAIN@NAME)"),
@@ -105,7 +105,7 @@ def report(
                 raise conflict(flag, "--view summary" if view == "summary" else "this input (one report of one "
                                "tool: the per-kernel summary)", f"{flag} applies to the comparison view; give "
                                "--view compare")
-        _summary(inputs, format, by_range=by_range, limit=limit, output=output)
+        _summary(inputs, format, by_range=by_range, limit=limit, output=output, title=title)
         return
     if given("by_range"):
         why = "--view compare" if view == "compare" else f"these inputs ({_why_compare(format, pivot, tools, paths)})"
@@ -150,9 +150,7 @@ def _check_options(format: str, view: str, pivot: str | None, tokens: int | None
     if tokens is not None and tokens <= 0:
         raise UsageError(f"--tokens must be positive, got {tokens}")
     if view == "summary":
-        if format == "html":
-            raise conflict("--format html", "--view summary", "the HTML page is the comparison view")
-        for opt, val in (("--pivot", pivot), ("--tokens", tokens), ("--title", title), ("--shape", shape)):
+        for opt, val in (("--pivot", pivot), ("--tokens", tokens), ("--shape", shape)):
             if val is not None:
                 raise conflict(opt, "--view summary", f"{opt} applies to the comparison view")
     if title is not None and format != "html":
@@ -172,7 +170,8 @@ def _why_compare(format: str, pivot: str | None, tools: set[str], paths: list[Pa
     return "reports of several tools"
 
 
-def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None) -> None:
+def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None,
+             title: str | None = None) -> None:
     from profctl import inputs as resolver
     from profctl.render.summary import render
     from profctl.render.tables import text_console
@@ -185,6 +184,16 @@ def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, outp
         for w in s.warnings:
             if w not in s.meta.get("notes", []):  # said once, as a note
                 warn(w)
+    if format == "html":  # the summary as a page: its plots, kernels (or CPU ops) and ranges
+        from profctl.render.html import page
+        from profctl.render.summary import html_section
+        from profctl.render.tables import display_path
+
+        one = concat(summaries)
+        where = ", ".join(display_path(x.path) for x in one.sources)
+        emit(page(title or "profctl report: summary", [html_section(one, title=f"Summary: {where}",
+                                                                    limit=limit or 200)]), output)
+        return
     if format == "table" and output is not None:
         con, buf = text_console()
         render(concat(summaries), format, limit=limit or None, con=con)
@@ -198,12 +207,12 @@ def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, outp
 def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None, baseline: str,
              shape: str | None, gpu: str | None, title: str | None, pivot: list[str] | None = None,
              tokens: int | None = None) -> None:
+    """The comparison of backends, with the model tables and the summaries of reports that name no backend
+    (a user's program) beside it: every mix of inputs gets every part it holds (render.report)."""
     from profctl import inputs as resolver
-    from profctl.analysis import backend_table, crosstool
-    from profctl.render import backend_table as rc
-    from profctl.render.tables import console, markdown, print_table, text_console
+    from profctl.render import report as rr
 
-    summaries = []
+    summaries: list[tuple[Any, Any]] = []
     rows: list[BenchRow] = []
     device = gpu
     for i in inputs:
@@ -213,46 +222,106 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
                 rows.append(r)
             device = device or resolver.device_of(i)
         else:
-            summaries.append(resolver.read_for_join(i))
-    if rows and all(r.is_model for r in rows) and not summaries:
-        _models(rows, format, output, title)
+            summaries.append((i, resolver.read_for_join(i)))
+    models = [r for r in rows if r.is_model]
+    rows = [r for r in rows if not r.is_model]
+    if models and not rows and not summaries and not pivot and tokens is None:
+        _models(models, format, output, title)
         return
     if tokens is not None:
         rows = [r for r in rows if (r.batch or 0) * (r.seqlen_q or 0) == tokens]
         if not rows:
-            raise UsageError(f"--tokens {tokens}: no bench row has batch x seqlen_q = {tokens}")
+            raise UsageError(f"--tokens {tokens}: no bench row of the attention workload has batch x seqlen_q = "
+                             f"{tokens}")
     named = {resolver.device_of(i) for i in inputs} - {None}
     if gpu and named and named != {gpu}:
         note(f"note: --gpu {gpu} is used for the peak figures; the inputs name {', '.join(sorted(map(str, named)))}")
-    view = crosstool.join(summaries, rows, device=device, shape=shape)
+    parts = _join(summaries, rows, device=device, shape=shape, baseline=baseline)
+    parts.models = models
+    if models:
+        from profctl.render.bench import noise_lines
+
+        for w in noise_lines(models):
+            warn(w)
+    if pivot:
+        _pivot(parts, pivot, format, output)
+        return
+    if parts.table is None:
+        what = ", ".join(t for t, _ in parts.summaries) or "model rows"
+        note(f"note: no backend of profctl's attention workload in these inputs; shown as they are: {what}")
+    if format == "html":
+        emit(rr.to_html(parts, title, limit or None), output)
+    elif format == "json":
+        emit(rr.to_json(parts), output)
+    elif format == "csv":
+        emit(rr.to_csv(parts), output)
+    elif format == "markdown":
+        emit(rr.to_markdown(parts, limit or None), output)
+    else:
+        from profctl.render.tables import console, text_console
+
+        con, buf = text_console() if output is not None else (console(240), None)
+        rr.print_all(parts, con, limit or None)
+        if buf is not None:
+            emit(buf.getvalue(), output)
+
+
+def _join(summaries: list[tuple[Any, Any]], rows: list[BenchRow], *, device: str | None, shape: str | None,
+          baseline: str) -> Any:
+    """The comparison of the inputs (None when it has no row), and the summaries none of whose kernels it
+    placed (a user's program, a report without profctl's ranges), titled for their own section."""
+    from profctl.analysis import backend_table, crosstool
+    from profctl.render.report import ReportParts
+
+    view = crosstool.join([s for _, s in summaries], rows, device=device, shape=shape)
     c = backend_table.build(view, baseline=None if baseline == "none" else baseline, device=device)
-    if given("baseline") and baseline != "none" and c.baseline != baseline:
+    if given("baseline") and baseline != "none" and c.baseline != baseline and c.rows:
         c.notes.insert(0, f"--baseline {baseline}: no row of {baseline} in these inputs; speedups are against "
                           f"{c.baseline or 'nothing'}")
-    con, buf = text_console() if output is not None else (console(240), None)
-    if pivot:
-        prow = rc.pivot_rows(c, pivot)
-        if format == "csv":
-            emit(rc.pivot_csv(prow), output)
-        elif format == "markdown":
-            emit(markdown(prow), output)
-        else:
-            print_table(con, "profctl report --pivot " + ",".join(pivot), prow)
-            if buf is not None:
-                emit(buf.getvalue(), output)
-        return
-    if format == "html":
-        from profctl.render import html
+    placed = {str(src.get("path")): int(src.get("kernels_placed") or 0) for src in view.sources}
+    apart = [(i, s) for i, s in summaries if not any(placed.get(x.path, 0) for x in s.sources)]
+    if c.rows and apart:  # the comparison's notes about what it could not place are said by the sections
+        c.notes[:] = [n for n in c.notes if not any(x.tool in n and "could not" in n for _, s in apart
+                                                    for x in s.sources)]
+    return ReportParts(table=c if c.rows else None, view=view if c.rows else None,
+                       summaries=[(_title(i, s), s) for i, s in apart])
 
-        emit(html.render(c, view, title=title, kernel_limit=limit or None), output)
-    elif format == "json":
-        emit(rc.to_json(c, view), output)
-    elif format == "csv":
-        emit(rc.to_csv(c), output)
+
+def _title(inp: Any, s: Any) -> str:
+    """A summary's section title: the program it profiled (from its run's manifest), else its file."""
+    from profctl import runs
+    from profctl.render.tables import display_path
+
+    tool = s.sources[0].tool if s.sources else inp.tool
+    where = display_path(inp.path)
+    if inp.run_dir is not None:
+        try:
+            prog = (runs.read_manifest(inp.run_dir).get("program") or {}).get("argv")
+        except Exception:
+            prog = None
+        if isinstance(prog, list) and prog:
+            return f"Your program: {' '.join(map(str, prog))} ({tool}, {where})"
+    return f"{tool} summary: {where}"
+
+
+def _pivot(parts: Any, pivot: list[str], format: str, output: Path | None) -> None:
+    from profctl.render import backend_table as rc
+    from profctl.render.tables import console, markdown, print_table, text_console
+
+    if parts.table is None:
+        raise UsageError("--pivot lays out the comparison of backends, and these inputs hold none (no bench row "
+                         "or profile of profctl's attention workload)")
+    if parts.models or parts.summaries:
+        note("note: --pivot shows the comparison of backends only; the model rows and summaries of these inputs "
+             "are left out")
+    prow = rc.pivot_rows(parts.table, pivot)
+    if format == "csv":
+        emit(rc.pivot_csv(prow), output)
     elif format == "markdown":
-        emit(rc.to_markdown(c, view, limit or None), output)
+        emit(markdown(prow), output)
     else:
-        rc.print_table(c, view, limit or None, con=con)
+        con, buf = text_console() if output is not None else (console(240), None)
+        print_table(con, "profctl report --pivot " + ",".join(pivot), prow)
         if buf is not None:
             emit(buf.getvalue(), output)
 
@@ -261,11 +330,11 @@ def _models(rows: list[BenchRow], format: str, output: Path | None, title: str |
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
     from profctl.pipelines.bench import add_noise_warnings
     from profctl.render import models as rm
+    from profctl.render.bench import noise_lines
 
     add_noise_warnings(rows)  # rows recorded before profctl flagged them get the same check
-    for r in rows:
-        if r.noise_warning:
-            warn(f"{r.backend} {r.shape_label()}: {r.noise_warning}")
+    for w in noise_lines(rows):
+        warn(w)
     if format == "html":
         emit(rm.to_html(rows, title), output)
     elif format == "json":

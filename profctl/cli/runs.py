@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import check_format, check_limit, check_outputs, conflict, emit, guard, note
+from profctl.cli._common import REPORTS_HELP, check_format, check_limit, check_outputs, conflict, emit, guard, note
 from profctl.errors import BadReport, UsageError
 from profctl.fsutil import current_umask
 
@@ -35,7 +35,11 @@ def _dur(seconds: float | None) -> str:
 
 def _cmd(m: dict[str, Any], width: int = 70) -> str:
     c = m.get("command")
-    text = " ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or "")
+    return _cut(" ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or ""), width)
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters, an ellipsis saying where it was cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -55,7 +59,7 @@ def _points(m: dict[str, Any]) -> str:
 
 @guard
 def runs(
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
     kind: str | None = typer.Option(None, "--kind", help="only runs of this kind (bench, nsys, ncu, torch, ab)"),
     status: str | None = typer.Option(None, "--status", help="only runs with this status"),
     limit: int = typer.Option(0, "--limit", help="the N most recent runs in the table (table, markdown) "
@@ -138,14 +142,14 @@ def _facts(info: Any) -> list[tuple[str, str]]:
         out.append(("points", f"{m.get('rows')} of {m.get('points')} finished"))
     for t in m.get("tools") or []:
         out.append((f"tool {t.get('name')}", (f"{t.get('version')}: " if t.get("version") else "")
-                    + " ".join(str(a) for a in t.get("argv") or [])[:300]))
+                    + _cut(" ".join(str(a) for a in t.get("argv") or []), 300)))
     return out
 
 
 @guard
 def show(
     run: str = typer.Argument("latest", help="a run directory, its id, a unique part of the id, or 'latest'"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv (the rows) or json"),
     repro: bool = typer.Option(False, "--repro", help="write a bash script that reruns the run's case exactly "
                                                       "(command, environment, version and GPU checks)"),

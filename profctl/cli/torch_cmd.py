@@ -10,19 +10,21 @@ import typer
 
 from profctl.cli._common import (
     PROGRAM_HELP,
+    REPORTS_HELP,
     check_format,
     check_limit,
     check_reports,
     command_line,
     guard,
     note,
+    program_failed,
     target_of,
     validate_workload,
     warn,
     workload_options,
 )
 from profctl.cli._executors import executor_options
-from profctl.errors import ProgramFailed, UsageError
+from profctl.errors import UsageError
 
 
 @guard
@@ -43,7 +45,7 @@ def torch_cmd(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
     limit: int = typer.Option(0, "--limit", help="show at most N rows per table, most total time first (table, "
                                                  "markdown) [default: all]"),
-    reports: Path | None = typer.Option(None, "--reports", help="run directory root [default: ./reports]"),
+    reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the workload is killed"),
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
@@ -78,5 +80,5 @@ def torch_cmd(
         note(f"{spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}")
     print(f"run: {res.run_dir}\ntrace: {res.trace}\nkey_averages: {res.table}", file=sys.stderr)
     if res.program_status:
-        raise ProgramFailed(f"the program exited with status {res.program_status}; its trace up to then is "
-                            f"summarized above and kept in {res.run_dir}")
+        raise program_failed(res.program_status, res.program_error, "its trace up to then is summarized above and "
+                             "kept in", res.run_dir, res.log)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from profctl import faults, runs
+from profctl import faults, memory, runs
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.nvml import Sampler
 from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally, Target
@@ -65,6 +66,7 @@ class BenchResult(Result):
     device: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     baseline: str | None = None
+    points: int | None = None  # the points the sweep planned (rows: those that finished)
 
     def __post_init__(self) -> None:  # rows given as JSON objects (the Python API, an old caller) become rows
         self.rows = bench_rows(self.rows)
@@ -250,6 +252,7 @@ class _Sweep:
         self.where = where_fields(ctx.where)
         self.rows: dict[int, BenchRow] = {}
         self.child: Any = None
+        self.memory: dict[str, Any] | None = None  # the current point's memory estimate and budget (its start event)
         self.current: int | None = None
         self.started = 0.0
         self.idle = False  # a warm child said it finished the batch it was given
@@ -320,8 +323,7 @@ class _Sweep:
         self._take(self.events.read(final=True))  # rows written just before exit
         i = self.current
         if i is not None and i not in self.rows:
-            self._row(i, failed_row(self.specs[i], "crashed", f"workload process died (exit {rc}) during this "
-                                    f"point; see {self.ctx.final(self.log)}"))
+            self._row(i, self._died(i, rc))
             return i + 1
         mine = [j for j in self.rows if j >= start]
         if not mine:
@@ -329,6 +331,20 @@ class _Sweep:
             how = f"exited with status {rc}" if rc not in _CLEAN_EXITS else f"ended (status {rc})"
             raise WorkloadFailed(f"the workload process {how} before running any case", log=self.ctx.final(self.log))
         return max(mine) + 1
+
+    def _died(self, i: int, rc: int) -> BenchRow:
+        """The row of point `i` whose child died with status `rc`: ``oom`` when the system killed it (SIGKILL,
+        not sent by profctl) while the point's memory estimate was large for the memory it had, else
+        ``crashed``."""
+        log = self.ctx.final(self.log)
+        if rc == -signal.SIGKILL:
+            oom = memory.killed_for_memory(self.memory)
+            if oom:
+                return failed_row(self.specs[i], "oom", f"{oom}; see {log}")
+            return failed_row(self.specs[i], "crashed", f"workload process killed (exit {rc}, SIGKILL, not sent by "
+                              "profctl: on Linux most often the out-of-memory killer) during this point; see "
+                              f"{log}")
+        return failed_row(self.specs[i], "crashed", f"workload process died (exit {rc}) during this point; see {log}")
 
     def _take(self, evs: list[dict[str, Any]]) -> None:
         for ev in evs:
@@ -338,6 +354,7 @@ class _Sweep:
                 self.ctx.emit({"event": "device", "device": self.device})
             elif kind == "start":
                 self.current, self.started = int(ev["index"]), time.monotonic()
+                self.memory = ev.get("memory")
                 self.sampler.take()  # drop samples from between points
                 self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util})
                 faults.on_worker(self.specs[self.current], worker=self.ctx.on_worker)  # profctl's tests
@@ -406,7 +423,8 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     runs.finish(run_dir, status, **done)
     failed: list[dict[str, Any]] = [r for r in ordered if not r.ok]
     return BenchResult(run_dir=run_dir, status=status, rows=ordered, device=sweep.device,
-                       interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed)
+                       interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed,
+                       points=len(sweep.specs))
 
 
 def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dict[str, str]:

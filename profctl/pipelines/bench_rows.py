@@ -60,6 +60,8 @@ def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[s
             row.peak_mem_bytes = row.peak_mem_allocated_bytes
     for key in ("median_ms", "tflops", "rel_error", "peak_mem_bytes"):
         row.setdefault(key, None)
+    if row.peak_mem_bytes is None and row.peak_host_mem_bytes is not None:  # a CPU: the host's figure stands in
+        row.peak_mem_bytes, row.peak_mem_where = row.peak_host_mem_bytes, "host"
     med = row.median_ms
     if row.ok and med and row.flops:
         rate = flops.tflops(row.flops, med * 1e-3)

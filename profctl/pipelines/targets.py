@@ -259,6 +259,9 @@ class Program:
     extra_env: tuple[tuple[str, str], ...] = ()
     kind: str = "program"
     device: str = "cuda"
+    #: a Python program's torch.profiler.record_function ranges pushed as NVTX ranges too (nsys and ncu see them:
+    #: it runs inside profctl.workloads.rfnvtx)
+    record_function_nvtx: bool = False
     foreign: ClassVar[bool] = True
     case_ranges: ClassVar[bool] = False
     nvtx: ClassVar[bool] = True  # whatever ranges it pushes itself
@@ -272,6 +275,9 @@ class Program:
 
         if not self.command:
             raise UsageError("no program given: profctl nsys|ncu|torch [OPTIONS] -- CMD [ARGS...]")
+        if self.record_function_nvtx and self.python_entry() is None:
+            raise UsageError("--record-function-nvtx runs a Python program's record_function ranges as NVTX "
+                             "ranges: give -- python SCRIPT.py ARGS... or -- python -m MODULE ARGS...")
         exe = self.command[0]
         where = Path(self.cwd or ".") / exe if os.sep in exe else None
         found = (where.is_file() and os.access(where, os.X_OK)) if where is not None else shutil.which(exe)
@@ -309,14 +315,21 @@ class Program:
         if entry is None:
             raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS... or "
                              "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
-        first = self.command[0]
-        python = first if Path(first).name.startswith("python") and "/" in first else sys.executable
-        return [python, "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl),
+        return [self._python(), "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl),
                 *options.argv(), "--", *entry]
 
     def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
              extra: Sequence[str] = ()) -> list[str]:
-        return list(self.command)
+        entry = self.python_entry() if self.record_function_nvtx else None
+        if entry is None:
+            return list(self.command)
+        return [self._python(), "-m", "profctl.workloads.rfnvtx", "--", *entry]
+
+    def _python(self) -> str:
+        """The interpreter a Python program runs with under a wrapper of profctl's: the one given by its path,
+        else (a bare ``python``) the one profctl runs in, which has profctl and torch."""
+        first = self.command[0]
+        return first if Path(first).name.startswith("python") and "/" in first else sys.executable
 
     def env(self) -> dict[str, str]:
         return dict(self.extra_env)

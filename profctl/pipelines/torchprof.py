@@ -46,6 +46,7 @@ class TorchResult(Result):
     device: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     program_status: int | None = None  # a program's own exit status
+    program_error: list[str] = field(default_factory=list)  # its last error lines (its exception), when it failed
 
 
 @dataclass
@@ -59,6 +60,7 @@ class TorchPart:
     returncode: int
     exit_status: int | None
     notes: list[str]
+    error: list[str] = field(default_factory=list)
 
 
 def run(req: TorchRequest) -> TorchResult:
@@ -97,7 +99,9 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
     events = runs.read_events(jsonl)
     rows, device = runs.rows_of(events), runs.device_of(events)
-    exit_status = next((e.get("status") for e in events if e.get("event") == "exit"), None)
+    exit_ev = next((e for e in events if e.get("event") == "exit"), {})
+    exit_status = exit_ev.get("status")
+    error = program_error(exit_ev, res.log_text(50_000)) if exit_status else []
     if not trace.exists():
         why = _why(rows) or proc.last_line(res.log_text(20_000))
         raise WorkloadFailed(f"no torch.profiler trace was written (exit status {res.returncode}): {why}",
@@ -110,11 +114,23 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
         if not exit_status:
             raise
         raise ProgramFailed(f"the program exited with status {exit_status} before anything was profiled: "
-                            f"{proc.last_line(res.log_text(20_000))}", log=ctx.final(log)) from None
+                            f"{error[-1] if error else proc.last_line(res.log_text(20_000))}",
+                            log=ctx.final(log), lines=error if exit_ev.get("exception") else []) from None
     if req.range is not None:
         summary = _within(summary, req.range)
     return TorchPart(summary=ctx.with_final_paths(summary), rows=rows, device=device, returncode=res.returncode,
-                     exit_status=exit_status, notes=notes)
+                     exit_status=exit_status, notes=notes, error=error)
+
+
+def program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:
+    """A failed program's last error lines: the end of its traceback in its output, its exception last (from
+    the wrapper's exit event when the output has none)."""
+    lines = proc.error_tail(log_text)
+    exc = exit_event.get("exception")
+    if exc and (not lines or lines[-1].strip() != exc):
+        where = exit_event.get("where")
+        lines = ([f"at {where}"] if where else []) + [str(exc)]
+    return lines
 
 
 def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: bool, interrupted: bool
@@ -150,7 +166,8 @@ def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: boo
     return TorchResult(run_dir=run_dir, status=status, summary=summary, trace=first / tool.TRACE_NAME,
                        table=first / tool.TABLE_NAME, log=first / LOG_NAME, returncode=rc, rows=rows, device=device,
                        notes=[n for v in vals for n in v.notes], warnings=warnings,
-                       failed_cases=[r for r in rows if r.get("status") != "ok"], program_status=exit_status)
+                       failed_cases=[r for r in rows if r.get("status") != "ok"], program_status=exit_status,
+                       program_error=next((v.error for v in vals if v.error), []))
 
 
 def _concat(s: Summary, run_dir: Path, rows: list[dict[str, Any]]) -> Summary:

@@ -31,8 +31,8 @@ def _rate(v: float | None) -> str:
     return f"{v:,.1f}" if v >= 1 else f"{v:.3f}"
 
 
-def _mib(v: float | None) -> str:
-    return "-" if not v else f"{v / 2**20:,.0f} MiB"
+def _mib(v: float | None, where: str | None = None) -> str:
+    return "-" if not v else f"{v / 2**20:,.0f} MiB" + (f" ({where})" if where else "")
 
 
 def shape_label(r: BackendRow) -> str:
@@ -60,7 +60,7 @@ def display_rows(c: BackendTable) -> list[dict[str, Any]]:
             "TFLOP/s": _rate(r.tflops),
             "% peak": _f(r.pct_peak, ".0f"),
             "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
-            "peak mem": _mib(r.peak_mem_bytes),
+            "peak mem": _mib(r.peak_mem_bytes, r.peak_mem_where),
             "kernels/it": _f(r.kernels_per_iter, ".3g"),
             "launch gap": f"{100 * r.launch_overhead:.0f}%" if r.launch_overhead is not None else "-",
             "main kernel": main,

@@ -18,12 +18,13 @@ CSV_COLUMNS = (
     "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
     "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
     "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
-    "iqr_ratio", "noise_warning", "roof", "roof_ms", "pct_of_roof",
+    "iqr_ratio", "noise_warning", "roof", "roof_ms", "pct_of_roof", "peak_host_mem_bytes", "peak_mem_where",
 )
 
 
-def _mib(b: Any) -> str:
-    return f"{b / 2**20:,.0f} MiB" if isinstance(b, (int, float)) else "-"
+def _mib(b: Any, where: Any = None) -> str:
+    """Bytes in MiB; ``(host)`` when the figure is the host's peak resident memory (a CPU run)."""
+    return f"{b / 2**20:,.0f} MiB" + (f" ({where})" if where else "") if isinstance(b, (int, float)) else "-"
 
 
 def display_rows(res: BenchResult) -> list[dict[str, str]]:
@@ -50,7 +51,7 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
             "% peak": f"{pct:.0f}%" if pct is not None else "-",
             **({"of roof": f"{r.pct_of_roof:.0f}% {r.roof}" if r.pct_of_roof is not None else "-"} if roofs else {}),
             "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
-            "peak mem": _mib(r.peak_mem_bytes),
+            "peak mem": _mib(r.peak_mem_bytes, r.peak_mem_where),
             "rel err": (f"{err:.1e}" + ("" if r.check != "fail" else " FAIL")) if err is not None else "-",
             "SM MHz": f"{clk['sm_clock_mhz_median']:.0f}" if clk.get("sm_clock_mhz_median") else "-",
         })
@@ -58,7 +59,10 @@ def display_rows(res: BenchResult) -> list[dict[str, str]]:
 
 
 def _status(r: BenchRow) -> str:
-    return str(r.status) if r.ok else f"{r.status}: {(r.reason or '')[:80]}"
+    """A row's status, and for a failed point its reason cut to 80 characters (an ellipsis says so; the whole
+    reason is printed under the table and kept in the data formats)."""
+    reason = r.reason or ""
+    return str(r.status) if r.ok else f"{r.status}: {reason if len(reason) <= 80 else reason[:79] + '…'}"
 
 
 def backend_name(r: BenchRow) -> str:
@@ -89,7 +93,7 @@ def model_row(r: BenchRow) -> dict[str, str]:
         "MFU": f"{100 * mfu:.1f}%" if ok and mfu is not None else "-",
         "attn share": f"{100 * share:.0f}%" if ok and share is not None else "-",
         "speedup": f"{r.speedup:.2f}x" if r.speedup else "-",
-        "peak mem": _mib(r.peak_mem_bytes),
+        "peak mem": _mib(r.peak_mem_bytes, r.peak_mem_where),
     }
 
 
@@ -113,19 +117,16 @@ def _first_clause(reason: str, width: int = 90) -> str:
 
 
 def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
-    """What the sweep did, in words: which backends ran where, a baseline added, backends that could not run."""
+    """What the sweep did, in words: which backends ran where on how many of the planned points, a baseline
+    added, backends that could not run."""
     ran = list(dict.fromkeys(str(r.backend) for r in res.rows if r.ok))
     ok = sum(1 for r in res.rows if r.ok)
-    if any(r.is_model for r in res.rows):  # model steps: which models, in which modes
-        cases = len({(r.model, r.layers, r.batch, r.seqlen, r.dtype) for r in res.rows})
-        what = (f"{', '.join(dict.fromkeys(str(r.model) for r in res.rows))}, {cases} size"
-                f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.mode) for r in res.rows))}")
-    else:
-        shapes = len({r.shape_label() for r in res.rows})
-        what = (f"{shapes} shape{'s' if shapes != 1 else ''}, "
-                f"{', '.join(dict.fromkeys(str(r.pass_) for r in res.rows))}")
-    lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {len(res.rows)} point"
-             f"{'s' if len(res.rows) != 1 else ''} ({what})"
+    planned = max(res.points or 0, len(res.rows))
+    unfinished = planned - len(res.rows)
+    what = "; ".join(x for x in (_what(res.rows), "none finished" if not res.rows else
+                                 f"{unfinished} not finished" if unfinished else "") if x)
+    lines = [f"ran {', '.join(ran) or 'nothing'} on {_device_name(res)}: {ok} of {planned} point"
+             f"{'s' if planned != 1 else ''}" + (f" ({what})" if what else "")
              + ("" if requested else "; backends: the defaults for "
                 f"{res.rows[0].device if res.rows else 'this device'}")]
     if res.baseline and requested and res.baseline not in requested:
@@ -134,6 +135,19 @@ def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
     for b, (n, why) in not_run(res).items():
         lines.append(f"not run here: {b} ({n} point(s)): {why}")
     return lines
+
+
+def _what(rows: list[BenchRow]) -> str:
+    """The finished rows' cases in words: models and modes, or shapes and passes ('' without rows)."""
+    if not rows:
+        return ""
+    if any(r.is_model for r in rows):  # model steps: which models, in which modes
+        model = [str(r.model).split("[")[0] for r in rows]  # a point that ran names its cut: llama-7b[layers=4]
+        cases = len({(m, r.layers, r.batch, r.seqlen, r.dtype) for m, r in zip(model, rows, strict=True)})
+        return (f"{', '.join(dict.fromkeys(model))}, {cases} size"
+                f"{'s' if cases != 1 else ''}, {', '.join(dict.fromkeys(str(r.mode) for r in rows))}")
+    shapes = len({r.shape_label() for r in rows})
+    return f"{shapes} shape{'s' if shapes != 1 else ''}, {', '.join(dict.fromkeys(str(r.pass_) for r in rows))}"
 
 
 def print_table(res: BenchResult, con: Any = None) -> None:
@@ -168,15 +182,57 @@ def print_table(res: BenchResult, con: Any = None) -> None:
             style = "red"
         t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
-    for w in [*res.clock_warnings, *res.noise_warnings, *res.warnings]:
-        con.print(f"[yellow]warning:[/] {escape(w)}")
+    for w in warning_lines(res):
+        con.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
+    for kind, line in problem_lines(res):
+        con.print(f"[red]{kind}:[/] {escape(line)}", soft_wrap=True)
+
+
+#: more timing-spread warnings than this are said in one line
+NOISE_LINES = 4
+
+
+def warning_lines(res: BenchResult) -> list[str]:
+    """The run's warnings, one line each: clock warnings, the timing-spread warnings (summarised), the rest."""
+    return [*res.clock_warnings, *noise_lines(res.rows), *res.warnings]
+
+
+def noise_lines(rows: list[BenchRow]) -> list[str]:
+    """The rows' timing-spread warnings: one line each for up to NOISE_LINES of them, else one line for all of
+    them (on a busy CPU most points spread alike; each row's noise_warning keeps its own numbers)."""
+    noisy = [r for r in rows if r.noise_warning]
+    if len(noisy) <= NOISE_LINES:
+        return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in noisy]
+    worst = max(noisy, key=lambda r: r.iqr_ratio or 0.0)
+    first, more = noisy[0], noisy[1:]
+    names = ", ".join(f"{r.backend} {r.shape_label()}" for r in more[:2]) + (", ..." if len(more) > 2 else "")
+    return [f"{first.backend} {first.shape_label()} and {len(more)} more of the {len(rows)} points ({names}): "
+            f"timings spread: the middle half of their steps spans up to {worst.iqr_ratio or 0:.0%} of the median "
+            f"(worst: {worst.backend} {worst.shape_label()}); medians may move between runs (a busy machine, "
+            "host-bound steps): more --iters, or profile them (each row's noise_warning has its numbers)"]
+
+
+def problem_lines(res: BenchResult) -> list[tuple[str, str]]:
+    """(kind, line) for every result that is wrong or suspect: never hidden, whatever else is left out."""
+    out = []
     for raw in res.rows:
         if raw.suspect:
-            con.print(f"[red]suspect:[/] {raw.backend} {raw.shape_label()}: {raw.suspect_reason} — "
-                      "check the FLOP count and the timing")
+            out.append(("suspect", f"{raw.backend} {raw.shape_label()}: {raw.suspect_reason} — check the FLOP "
+                                   "count and the timing"))
         if raw.check == "fail":
-            con.print(f"[red]wrong result:[/] {raw.backend} {raw.shape_label()}: relative error "
-                      f"{raw.rel_error:.2e} > tolerance {raw.tolerance:.0e}")
+            err = f"relative error {raw.rel_error:.2e}" if raw.rel_error is not None else \
+                str(raw.get("check_reason") or "the output does not match the reference")
+            tol = f" > tolerance {raw.tolerance:.0e}" if raw.rel_error is not None and raw.tolerance else ""
+            out.append(("wrong result", f"{raw.backend} {raw.shape_label()}: {err}{tol}"))
+    return out
+
+
+def failure_lines(res: BenchResult) -> list[str]:
+    """One line per point that failed to run (error, crashed, oom, timeout), with its whole reason: what the
+    table shows cut, and what -q must still say. Backends that could not run here at all are said by what_ran."""
+    skip = set(not_run(res))
+    return [f"{r.backend} {r.shape_label()}{' ' + str(r.pass_) if r.pass_ else ''}: {r.status}: {r.reason}"
+            for r in res.rows if not r.ok and r.backend not in skip and r.status != "unsupported"]
 
 
 def to_text(res: BenchResult) -> str:

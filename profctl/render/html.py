@@ -27,7 +27,7 @@ table{border-collapse:collapse;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
 td{background:#fff} tr>:first-child{position:sticky;left:0;z-index:1}
-td.w{white-space:normal;max-width:28em;overflow-wrap:anywhere}
+td.w{white-space:normal;min-width:14em;max-width:28em;overflow-wrap:anywhere}
 td[title]{text-decoration:underline dotted #999;cursor:help}
 tr.base td{background:#fafae8} tr.fail td{color:#999}
 figure{display:inline-block;margin:8px 12px 8px 0;vertical-align:top;max-width:100%}
@@ -37,7 +37,8 @@ img{max-width:100%;height:auto;border:1px solid #eee}
 """
 
 LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
-        "tool", "path", "version", "#", "Sequence", "Best", "precision"}
+        "tool", "path", "version", "#", "Sequence", "Best", "precision", "op", "range", "domain", "style", "model",
+        "mode"}
 #: characters of a kernel name in a table cell (the whole name is the cell's tooltip)
 HTML_NAME_WIDTH = 36
 #: columns whose text may be long: they wrap inside the cell
@@ -75,20 +76,33 @@ def img(png: bytes, alt: str) -> str:
     return (f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
 
 
-def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200) -> str:
-    """The page as text (plots drawn here; matplotlib needed)."""
-    from profctl.render.plots import all_plots
-
-    plots = all_plots(c)
-    title = title or "profctl report"
+def page(title: str, body: list[str], meta: list[str] | None = None) -> str:
+    """A whole self-contained page: `title`, the `meta` lines under it, then `body` (HTML fragments)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [
+    return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        '<div class="meta">' + "<br>".join(html.escape(x) for x in rc.header_lines(c)) +
-        f"<br>tools: {html.escape(', '.join(view.tools()) or '-')}; generated {now}</div>",
-    ]
+        '<div class="meta">' + "".join(f"{html.escape(x)}<br>" for x in meta or []) + f"generated {now}</div>",
+        *body, "</body></html>\n"])
+
+
+def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200,
+           extra: list[str] | None = None) -> str:
+    """The page as text (plots drawn here; matplotlib needed); `extra`: more sections (HTML fragments) after the
+    comparison's (a model's tables, a program's summary)."""
+    parts = comparison_sections(c, view, kernel_limit=kernel_limit)
+    meta = [*rc.header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
+    return page(title or "profctl report", parts + list(extra or []), meta)
+
+
+def comparison_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
+    """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
+    kernels, the sources and the peak figures' source."""
+    from profctl.render.plots import all_plots
+
+    plots = all_plots(c)
+    parts: list[str] = []
     if c.notes:
         parts.append("<ul>" + "".join(f'<li class="note">{html.escape(n)}</li>' for n in c.notes) + "</ul>")
     parts.append('<h2 id="plots">Plots</h2>')
@@ -139,5 +153,4 @@ def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, ke
         parts.append(f'<p class="meta">Peak figures: {html.escape(c.peak.source)}'
                      + (f"; measured: {html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")
                      + "</p>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return parts

@@ -67,11 +67,17 @@ def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: 
 
 
 def to_html(rows: list[BenchRow], title: str | None = None) -> str:
-    from profctl.render.html import CSS, img, table
+    from profctl.render.html import page
 
-    title = title or "profctl report: models"
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{_html.escape(title)}</h1>"]
+    return page(title or "profctl report: models", [html_section(rows, heading=False)])
+
+
+def html_section(rows: list[BenchRow], *, heading: bool = True) -> str:
+    """The model tables and their plots as a section of a page (step time, tokens/s and memory against
+    context)."""
+    from profctl.render.html import img, table
+
+    parts = ['<h2 id="models">Models</h2>'] if heading else []
     gib = [BenchRow(r, peak_gib=(r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None) for r in rows]
     plots = [
         ("step", _plot(rows, "seqlen", "median_ms", "step time (ms)", "Step time against context", ("train",))),
@@ -84,6 +90,5 @@ def to_html(rows: list[BenchRow], title: str | None = None) -> str:
         if png:
             parts.append(f'<figure id="plot-{pid}">{img(png, pid)}</figure>')
     for t_title, t in am.tables(rows):
-        parts += [f"<h2>{_html.escape(t_title)}</h2>", table(t)]
-    parts.append("</body></html>\n")
+        parts += [f"<{'h3' if heading else 'h2'}>{_html.escape(t_title)}</{'h3' if heading else 'h2'}>", table(t)]
     return "\n".join(parts)

@@ -306,3 +306,28 @@ def all_plots(c: BackendTable) -> list[tuple[str, str, bytes]]:
         if png:
             out.append((pid, title, png))
     return out
+
+
+def bars(labels: list[str], values: list[float], *, xlabel: str, title: str,
+         colors: list[str] | None = None) -> bytes | None:
+    """A horizontal bar chart, the largest bar on top, each bar with its number (a summary's kernels, CPU ops or
+    ranges by time); None without a positive value. A linear axis from zero, unless the values span a decade."""
+    cs: list[str] = list(colors or []) + ["#1f77b4"] * len(labels)
+    pairs = [(lab, v, cs[i]) for i, (lab, v) in enumerate(zip(labels, values, strict=False)) if v > 0]
+    if not pairs:
+        return None
+    plt = require()
+    pairs = pairs[::-1]  # barh draws the first at the bottom
+    fig, ax = plt.subplots(figsize=(7.6, 0.32 * len(pairs) + 1.4))
+    ax.barh(range(len(pairs)), [p[1] for p in pairs], color=[p[2] for p in pairs])
+    ax.set_yticks(range(len(pairs)))
+    ax.set_yticklabels([p[0] if len(p[0]) <= 48 else p[0][:30] + "…" + p[0][-17:] for p in pairs], fontsize=7)
+    for i, p in enumerate(pairs):
+        ax.annotate(f" {p[1]:.3g}", (p[1], i), va="center", fontsize=7)
+    if log_axis([p[1] for p in pairs]):
+        ax.set_xscale("log")
+        xlabel += " (log scale)"
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    return _png(fig)

@@ -76,3 +76,58 @@ def render(s: Summary, fmt: str, *, limit: int | None = None, con: Any = None) -
     if rrows:
         print_table(con, "NVTX ranges", rrows, more=rmore)
     return None
+
+
+#: kernels (or CPU ops) and ranges drawn in a summary's plots
+PLOT_TOP = 15
+
+
+def summary_plots(s: Summary) -> list[tuple[str, str, bytes]]:
+    """(id, title, PNG): the kernels (a CPU-only trace: its CPU ops by self time) with most total time, and the
+    ranges with most time (GPU projected where a timeline tool gives it, else their own span)."""
+    from profctl.render.plots import CLASS_COLORS, bars
+
+    cpu_only = not s.kernels and bool(s.cpu_ops)
+    items: list[Any] = sorted(s.cpu_ops if cpu_only else s.kernels, key=lambda k: -k.total_ns)[:PLOT_TOP]
+    names = [(k.name if cpu_only else (k.short_name or k.name)) + (f" [{k.nvtx_range}]" if k.nvtx_range else "")
+             for k in items]
+    classes = [str(getattr(k, "op_class", None) or getattr(k, "kernel_class", None) or "other") for k in items]
+    out = []
+    what = "CPU ops by self time" if cpu_only else "kernels by total time"
+    png = bars(names, [k.total_ns / 1e6 for k in items], xlabel="ms", title=f"Where the time goes: {what}",
+               colors=[CLASS_COLORS.get(c, "#bcbd22") for c in classes])
+    if png:
+        out.append(("top", f"The {len(items)} {what}", png))
+    rs = sorted(s.ranges, key=lambda r: -(r.gpu_proj_total_ns or r.range_total_ns or 0))[:PLOT_TOP]
+    gpu = any(r.gpu_proj_total_ns for r in rs)
+    png = bars([r.name for r in rs], [((r.gpu_proj_total_ns if gpu else r.range_total_ns) or 0) / 1e6 for r in rs],
+               xlabel="ms", title="Ranges: " + ("GPU time projected" if gpu else "time inside each range"))
+    if png:
+        out.append(("ranges", f"The {len(rs)} ranges with most time", png))
+    return out
+
+
+def html_section(s: Summary, *, title: str, limit: int | None = None, anchor: str = "summary") -> str:
+    """One summary as a section of an HTML page: its plots, its kernels (or CPU ops) and its ranges."""
+    import html
+
+    from profctl.render.html import img, table
+
+    cpu_only = not s.kernels and bool(s.cpu_ops)
+    krows, more = limited(cpu_op_rows(s) if cpu_only else kernel_rows(s), limit)
+    parts = [f'<h2 id="{html.escape(anchor)}">{html.escape(title)}</h2>',
+             f'<p class="meta">from {html.escape(sources_line(s))}</p>']
+    notes = [*s.meta.get("notes", []), *[w for w in s.warnings if w not in s.meta.get("notes", [])]]
+    if notes:
+        parts.append("<ul>" + "".join(f'<li class="note">{html.escape(str(n))}</li>' for n in notes) + "</ul>")
+    for pid, ptitle, png in summary_plots(s):
+        parts.append(f'<figure id="plot-{html.escape(anchor)}-{pid}">{img(png, ptitle)}'
+                     f"<figcaption>{html.escape(ptitle)}</figcaption></figure>")
+    parts += [f"<h3>{'CPU ops (self time)' if cpu_only else 'Kernels'}</h3>", table(krows)]
+    if more:
+        parts.append(f"<p><em>{more} more row(s) left out (--limit 0 shows all)</em></p>")
+    if s.ranges:
+        parts += ["<h3>Ranges</h3>", table(range_rows(s))]
+    if not krows and not s.ranges:
+        parts.append("<p><em>this report holds no kernel, CPU op or range</em></p>")
+    return "\n".join(parts)

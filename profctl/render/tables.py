@@ -22,7 +22,8 @@ NAME_COLUMNS = ("kernel", "main kernel")
 #: terminal width of a name column; longer names are elided in the middle and given a footnote
 NAME_WIDTH = 48
 #: columns whose text reads left to right (everything else that looks like a number is right-aligned)
-_NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(%|x|ms|us|ns|s|min|B|KB|MB|GB|MiB|GiB|MHz)?( \(!\)| FAIL)?$")
+_NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(%|x|ms|us|ns|s|min|B|KB|MB|GB|MiB|GiB|MHz)?"
+                     r"( \(!\)| FAIL| \(host\))?$")
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -80,13 +81,20 @@ def elide_rows(rows: list[dict[str, Any]], width: int = NAME_WIDTH) -> tuple[lis
     """Rows with long names elided in the middle and a footnote mark; the footnotes ('[n] full name'), one per
     distinct full name."""
     notes: dict[str, int] = {}
+    fulls: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        for c in NAME_COLUMNS:
+            if c in r:
+                fulls.setdefault((c, str(r[c])), set()).add(full_text(r, c))
     out = []
     for r in rows:
         r2 = dict(r)
         for c in NAME_COLUMNS:
             if c not in r:
                 continue
-            if len(str(r[c])) > width:
+            # a long name, or one that reads like another row's name but is another kernel (three
+            # `elementwise_kernel` rows of different templates): its whole name in a footnote
+            if len(str(r[c])) > width or len(fulls[(c, str(r[c]))]) > 1:
                 n = notes.setdefault(full_text(r, c), len(notes) + 1)
                 r2[c] = f"{elide(str(r[c]), width - len(str(n)) - 3)} [{n}]"
         out.append(r2)
@@ -152,20 +160,53 @@ def limited(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[dict[st
 
 
 def console(width: int = 200, *, stderr: bool = False) -> Any:
-    """A rich Console: the terminal's width on a terminal, `width` columns in a pipe or a file."""
+    """A rich Console: the terminal's width on a terminal; in a pipe or a file at least `width` columns, and as
+    many as a table needs to keep each of its rows on one line."""
     from rich.console import Console
 
     con = Console(stderr=stderr)
-    return con if con.is_terminal else Console(width=width, stderr=stderr)
+    return con if con.is_terminal else _wide_console()(width=width, stderr=stderr)
 
 
 def text_console(width: int = 240) -> tuple[Any, io.StringIO]:
-    """A rich Console that writes plain text (no colour, `width` columns) into a buffer: a terminal table for a
-    file (`-f table -o FILE`)."""
-    from rich.console import Console
-
+    """A rich Console that writes plain text (no colour, at least `width` columns, wider for a table that needs
+    it) into a buffer: a terminal table for a file (`-f table -o FILE`)."""
     buf = io.StringIO()
-    return Console(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False), buf
+    con = _wide_console()(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False)
+    return con, buf
+
+
+_WIDE: Any = None
+
+
+def _wide_console() -> Any:
+    """The Console class for pipes and files (made once, on first use: rich loads only when a table is printed)."""
+    global _WIDE
+    if _WIDE is None:
+        from rich.console import Console
+        from rich.table import Table
+
+        class WideConsole(Console):
+            """Prints a table wider than the console at the table's own width (one row per line, nothing wrapped
+            mid-word: a pipe or a file has no screen edge), and text lines whole."""
+
+            def print(self, *objects: Any, **kw: Any) -> None:
+                wide = self.options.update_width(10_000)
+                need = max((self.measure(o, options=wide).maximum for o in objects if isinstance(o, Table)),
+                           default=0)
+                kw.setdefault("soft_wrap", not any(isinstance(o, Table) for o in objects))
+                if need <= self.width:
+                    super().print(*objects, **kw)
+                    return
+                old = self.width
+                self.width = need
+                try:
+                    super().print(*objects, **kw)
+                finally:
+                    self.width = old
+
+        _WIDE = WideConsole
+    return _WIDE
 
 
 _RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+-[0-9a-f]{6}$")

@@ -116,6 +116,10 @@ class BenchRow(dict[str, Any]):
     peak_mem_bytes: _Field[int | None] = _Field()
     peak_mem_allocated_bytes: _Field[int | None] = _Field()
     peak_mem_reserved_bytes: _Field[int | None] = _Field()
+    #: the process's peak resident host memory over the measured steps (a CPU run: no GPU counter)
+    peak_host_mem_bytes: _Field[int | None] = _Field()
+    #: "host" when peak_mem_bytes is peak_host_mem_bytes (a CPU run); absent for the GPU's allocator figure
+    peak_mem_where: _Field[str | None] = _Field()
     torch_dtype: _Field[str | None] = _Field()
     tokens_per_s: _Field[float | None] = _Field()
     samples_per_s: _Field[float | None] = _Field()

@@ -1,10 +1,12 @@
 """Every command that reads the run store reads every kind of run the other commands write, and any manifest
 field of an unexpected type (older versions, other commands, hand edits): `runs`, `show`, `compare` and `report`
-never end in a traceback.
+never end in a traceback -- over every pair of kinds and the whole mix (issue 21, class 1: `profctl report reports`
+after the quickstart ended in `internal error: KeyError`), and a user's own program gets a real report in every
+format, its CPU ops, ranges and plots (class 2: it printed an empty `Backends (none)`).
 
-bench and torch really run here (CPU); the nsys and ncu run directories are built the way
-profctl/pipelines/nsys.py and ncu.py write them, with the reports profctl recorded on the GPU machine
-(tests/data/nsys_profctl_fwdbwd.sqlite.gz, ncu_profctl_fwdbwd.ncu-rep.gz).
+bench (attention and --model) and torch (the workload, and a program of our own) really run here (CPU); the nsys
+and ncu run directories are built the way profctl/pipelines/nsys.py and ncu.py write them, with the reports
+profctl recorded on the GPU machine (tests/data/nsys_profctl_fwdbwd.sqlite.gz, ncu_profctl_fwdbwd.ncu-rep.gz).
 """
 
 from __future__ import annotations
@@ -81,18 +83,50 @@ def ncu_run(root: Path) -> Path:
     return d
 
 
+#: a user's own program: two steps marked with torch.profiler.record_function, matmuls in them
+PROGRAM = """
+import sys
+import torch
+from torch.profiler import record_function
+
+x = torch.randn(48, 96)
+w = torch.randn(96, 96, requires_grad=True)
+for _ in range(int(sys.argv[1])):
+    with record_function("alpha"):
+        h = torch.relu(x @ w)
+    with record_function("beta"):
+        (h @ w).sum().backward()
+"""
+KINDS = ["bench", "model", "torch", "program", "nsys", "ncu"]
+
+
+def _new(root: Path, before: set[Path], kind: str) -> Path:
+    (d,) = [p for p in root.glob(f"*-{kind}-*") if p not in before]
+    return d
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One run of each command in one run store."""
+    """One run of each kind the store can hold, in one run store: an attention bench, a model bench, torch on
+    the workload, torch on a program of our own, nsys and ncu (from recorded reports)."""
     root = tmp_path_factory.mktemp("store")
     r = CliRunner()
     out = {}
     res = r.invoke(app, ["bench", *TINY, "-b", "sdpa-math,eager", "-q", "--reports", str(root)])
     assert res.exit_code == 0, res.output
     out["bench"] = next(root.glob("*-bench-*"))
+    res = r.invoke(app, ["bench", "--model", "gpt-tiny", "--device", "cpu", "-s", "32", "--iters", "2", "--warmup",
+                         "0", "-b", "eager", "-q", "--reports", str(root)])
+    assert res.exit_code == 0, res.output
+    out["model"] = _new(root, {out["bench"]}, "bench")
     res = r.invoke(app, ["torch", *TINY, "-b", "sdpa-math,eager", "-f", "json", "--reports", str(root)])
     assert res.exit_code == 0, res.output
     out["torch"] = next(root.glob("*-torch-*"))
+    prog = root.parent / "myblock.py"
+    prog.write_text(PROGRAM)
+    res = r.invoke(app, ["torch", "-f", "json", "--reports", str(root), "--", "python", str(prog), "2"])
+    assert res.exit_code == 0, res.output
+    out["program"] = _new(root, {out["torch"]}, "torch")
     out["nsys"] = nsys_run(root)
     out["ncu"] = ncu_run(root)
     return out
@@ -114,17 +148,17 @@ def test_runs_lists_every_kind(store: dict[str, Path], fmt: str) -> None:
             assert d.name in res.stdout
 
 
-@pytest.mark.parametrize("kind", ["bench", "torch", "nsys", "ncu"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
 def test_show_every_kind(store: dict[str, Path], kind: str, fmt: str) -> None:
     res = CliRunner().invoke(app, ["show", str(store[kind]), "-f", fmt])
     _clean(res)
     assert res.exit_code == 0, res.output
     if fmt == "json":
-        assert json.loads(res.stdout)["manifest"]["kind"] == kind
+        assert json.loads(res.stdout)["manifest"]["kind"] == {"model": "bench", "program": "torch"}.get(kind, kind)
 
 
-@pytest.mark.parametrize("kind", ["bench", "torch", "nsys", "ncu"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_compare_every_kind_with_itself(store: dict[str, Path], kind: str) -> None:
     res = CliRunner().invoke(app, ["compare", str(store[kind]), str(store[kind]), "-f", "json"])
     _clean(res)
@@ -144,6 +178,89 @@ def test_report_reads_the_whole_store(store: dict[str, Path], tmp_path: Path) ->
     _clean(res)
     assert res.exit_code == 0, res.output
     assert {"bench", "torch", "nsys", "ncu"} <= {s["tool"] for s in json.loads(res.stdout)["sources"]}
+
+
+# ------------------------------------------------------------------------------------------- every pair, every mix
+#: what a report's JSON holds of each kind: (where, what)
+def _holds(d: dict[str, Any], kind: str, store: dict[str, Path]) -> bool:
+    """Whether report JSON `d` shows the run of `kind`: its rows in the comparison, its model tables, or its
+    summary."""
+    name = store[kind].name
+    if kind == "model":
+        return bool(d.get("models")) or (isinstance(d, list) and bool(d))
+    if kind == "program":
+        sums = d.get("summaries") or ([d] if d.get("schema") == "profctl.summary/1" else [])
+        return any(name in json.dumps(x["sources"]) and x["cpu_ops"] for x in sums)
+    return any(name in str(src.get("path")) for src in d.get("sources", [])) and bool(d.get("rows"))
+
+
+PAIRS = [(a, b) for i, a in enumerate(KINDS) for b in KINDS[i:]]
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}+{b}" for a, b in PAIRS])
+def test_report_reads_every_pair_of_kinds(store: dict[str, Path], a: str, b: str) -> None:
+    """Every pair of kinds (a kind with itself included) in one report: each shows up, nothing silently empty."""
+    res = CliRunner().invoke(app, ["report", str(store[a]), str(store[b]), "-f", "json"])
+    _clean(res)
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for k in {a, b}:
+        assert _holds(d if isinstance(d, dict) else {"models": d}, k, store), (k, res.stdout[:2000])
+
+
+@pytest.mark.parametrize(("a", "b"), [(a, b) for a in KINDS for b in KINDS])
+def test_compare_every_ordered_pair_is_a_comparison_or_one_line(store: dict[str, Path], a: str, b: str) -> None:
+    res = CliRunner().invoke(app, ["compare", str(store[a]), str(store[b]), "-f", "json"])
+    _clean(res)
+    if res.exit_code == 0:
+        assert json.loads(res.stdout)["rows"]
+    else:  # refused as not comparable (6), in one line that says why
+        assert res.exit_code == 6 and len(res.stderr.strip().splitlines()) == 1, res.output
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json", "html"])
+def test_report_of_the_whole_store_in_every_format(store: dict[str, Path], fmt: str, tmp_path: Path) -> None:
+    """`profctl report reports` after the quickstart: the first example of docs/reports.md."""
+    root = store["bench"].parent
+    out = tmp_path / f"report.{fmt}"
+    res = CliRunner().invoke(app, ["report", str(root), "-f", fmt, "-o", str(out)])
+    _clean(res)
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    if fmt == "json":
+        d = json.loads(text)
+        assert all(_holds(d, k, store) for k in KINDS), text[:3000]
+    elif fmt == "csv":
+        assert "# backends" in text and "# myblock" not in text and "aten::mm" in text and "Step time" in text
+    else:  # the comparison, the model tables and the program, each under its title
+        for needle in ("Backends", "Step time", "Your program: python", "aten::mm", "alpha", "beta"):
+            assert needle in text, (needle, text[:3000])
+    if fmt == "html":
+        assert text.count("<img") >= 4 and 'id="summary-0"' in text
+
+
+# ------------------------------------------------------------------------------------------- a program's report
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json", "html"])
+@pytest.mark.parametrize("view", ["auto", "summary", "compare"])
+def test_a_programs_run_gets_a_real_report(store: dict[str, Path], fmt: str, view: str, tmp_path: Path) -> None:
+    """`profctl report <a run of profctl torch -- python myblock.py>` (what `profctl show` suggests): its CPU ops
+    and its record_function ranges, and plots in HTML -- in every format and view, never an empty table."""
+    out = tmp_path / f"r.{fmt}"
+    res = CliRunner().invoke(app, ["report", str(store["program"]), "-f", fmt, "--view", view, "-o", str(out)])
+    _clean(res)
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "(none)" not in text and "nothing to plot" not in text
+    if fmt == "json":
+        d = json.loads(text)
+        assert d["schema"] == "profctl.summary/1" and any(c["name"] == "aten::mm" for c in d["cpu_ops"])
+        assert {"alpha", "beta"} <= {c["nvtx_range"] for c in d["cpu_ops"]} | {r["name"] for r in d["ranges"]}
+    else:
+        assert "aten::mm" in text and ("alpha" in text or fmt == "csv")
+    if fmt == "html":
+        assert text.count("<img") == 2 and "Ranges" in text
+    if view != "summary" and fmt in ("table", "markdown"):
+        assert "Your program: python" in text and "myblock.py" in text
 
 
 #: manifest fields as other versions, other commands or hand edits leave them
@@ -192,3 +309,13 @@ def test_torch_run_of_0_1_with_a_device_string(store: dict[str, Path], tmp_path:
         res = CliRunner().invoke(app, args)
         _clean(res)
         assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("kind", ["bench", "model"])
+def test_cpu_rows_carry_the_hosts_peak_memory(store: dict[str, Path], kind: str) -> None:
+    """Issue 21, class 10: no GPU counter on a CPU, so the row's memory is the host's peak over the measured steps,
+    said as such."""
+    rows = json.loads((store[kind] / "bench.json").read_text())
+    assert rows and all(r["peak_host_mem_bytes"] > 10 * 2**20 and r["peak_mem_where"] == "host" for r in rows)
+    res = CliRunner().invoke(app, ["show", str(store[kind])])
+    assert "MiB (host)" in res.stdout

@@ -125,6 +125,9 @@ def test_interrupted_bench_keeps_finished_rows_and_is_incomplete(tmp_path: Path)
     finished = sorted(e["index"] for e in on_disk if e["event"] == "row")
     assert 1 <= len(rows) == len(finished) < 6 and m["rows"] == len(rows) and m["points"] == 6
     assert all(r["status"] == "ok" and r["times_ms"] for r in rows)
+    # what it says counts as the store does: N of the 6 planned points (issue 21, class 7)
+    assert f"{len(rows)} of 6 points" in err and f"{6 - len(rows)} not finished" in err, err
+    assert f"interrupted; {len(rows)} finished row(s) were kept in" in err
     # the child was stopped with its parent: no workload process left behind
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

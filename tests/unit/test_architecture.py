@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: lowest first; a unit may import units of its own layer or below (never above)
 LAYERS: list[set[str]] = [
     {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
-     "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs"},
+     "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs",
+     "profctl.memory"},
     {"profctl.proc", "profctl.nvml", "profctl.runs", "profctl.recipes"},
     {"profctl.tools", "profctl.readers"},
     {"profctl.inputs", "profctl.analysis"},
@@ -28,7 +29,7 @@ FORBIDDEN = {("profctl.readers", "profctl.tools"), ("profctl.pipelines", "profct
              ("profctl.pipelines", "profctl.cli"), ("profctl.analysis", "profctl.render")}
 #: what the workload processes may import from profctl (they run in a child, with torch, without the rest)
 WORKLOADS_MAY_IMPORT = {"profctl.spec", "profctl.nvtx", "profctl.shapes", "profctl.errors", "profctl._version",
-                        "profctl.flops", "profctl.faults"}
+                        "profctl.flops", "profctl.faults", "profctl.memory"}
 #: the workload programs: the repository's workloads/ folder, shipped as this package (pyproject's package-dir)
 WORKLOADS = "profctl.workloads"
 MAX_FUNCTION_LINES = 80
