@@ -24,7 +24,7 @@ if want tests2; then
   at "GPU tests 2"
   timeout -s INT ${T2:-400} python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 tests/gpu/test_bench_gpu.py \
     tests/gpu/test_models_gpu.py tests/gpu/test_program_gpu.py tests/unit/test_triton_attention.py \
-    tests/unit/test_triton_fp8.py > "$OUT/gpu_tests2.txt" 2>&1
+    tests/unit/test_triton_fp8.py tests/gpu/test_record_function_nvtx_gpu.py > "$OUT/gpu_tests2.txt" 2>&1
   tail -14 "$OUT/gpu_tests2.txt"
 fi
 if want warm; then

@@ -41,6 +41,7 @@ def _tool(name: str) -> None:
 
 
 def _invoke(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     prog = tmp_path / "steps.py"
     prog.write_text(PROGRAM)
     r = CliRunner().invoke(app, [args[0], "--reports", str(tmp_path / "runs"), *args[1:], "--", sys.executable,
