@@ -64,7 +64,7 @@ def refusal(need: dict[str, int], have: Budget | None, total: int | None = None)
     if have is None or total <= have.bytes:
         return None
     hint = "; --no-check leaves the float64 reference out" if max(need, key=lambda k: need[k]) == "check" else ""
-    return (f"refused before allocating: it needs about {describe(need, total)}, more than the "
+    return (f"refused before allocating: it needs about {describe(need, total)} of memory, more than the "
             f"{have.bytes / GIB:.2f} GiB {have.what}{hint}")
 
 
