@@ -44,6 +44,18 @@ from pathlib import Path
 from typing import Any
 
 from profctl import inputs, runs
+from profctl.analysis.compare_rows import (
+    CASE_FIELDS,
+    CLOCK_TOLERANCE,
+    CPU_THRESHOLD,
+    SHORT_MS,
+    Floors,
+    NotComparable,
+    Regression,
+    RegressionReport,
+    RowResult,
+)
+from profctl.analysis.compare_summaries import _pair_summary, _summary_index, _summary_method
 from profctl.analysis.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -58,8 +70,8 @@ from profctl.analysis.stats import (
     samples_needed,
     seed_of,
 )
-from profctl.errors import BadReport, ProfctlError, UsageError
-from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow, bench_rows
+from profctl.errors import BadReport, UsageError
+from profctl.schema.bench import BenchRow, bench_rows
 
 #: kept importable from here (tests, older callers): the statistics live in profctl.analysis.stats
 iterations_needed = samples_needed
@@ -92,51 +104,6 @@ __all__ = [
     "pct_change",
     "regressions",
 ]
-#: the SM clock may differ this much between the sides before it is called out
-CLOCK_TOLERANCE = 0.03
-#: GPU medians below this (ms) were launch-bound and bimodal between processes on the H100 (benchmarks/RESULTS.md)
-SHORT_MS = 0.15
-
-#: what pairs two runs' rows (with their label or backend): the attention case fields, for every row
-CASE_FIELDS = ATTENTION_CASE_FIELDS
-VERDICTS = ("faster", "slower", "unchanged", "inconclusive", "not judged", "failed", "n/a")
-
-
-#: the band of no real change for CPU timings (CPU ops, CPU bench rows) when none is given: on a shared 2-core
-#: machine, CPU ops of 6-40 us moved by up to 14 % between two processes of one program, those of 30-300 us by
-#: up to 6 % (docs/runs-and-compare.md); GPU kernels of 0.17 ms and more by 1.5 % (DEFAULT_THRESHOLD stands)
-CPU_THRESHOLD = 0.10
-
-
-@dataclass(frozen=True)
-class Floors:
-    """Below these a summary row is ``not judged``: too little time for a change to matter or be measured
-    (`total_ns`: the larger of the two sides' total time), too short an instance (both sides' medians under
-    `instance_ns` for a GPU kernel -- profiler overhead and timer resolution are of that size -- or under
-    `cpu_instance_ns` for a CPU op, which is then mostly dispatch and allocation and moves between processes),
-    or too few instances (`samples`, on either side, after a first call is left out)."""
-
-    total_ns: float = 50_000.0
-    instance_ns: float = 1_000.0
-    cpu_instance_ns: float = 10_000.0
-    samples: int = MIN_SAMPLES
-
-    def describe(self) -> str:
-        return (f"not judged below {self.total_ns / 1e6:g} ms in total, {self.instance_ns / 1e3:g} us per kernel "
-                f"({self.cpu_instance_ns / 1e3:g} us per CPU op) or {self.samples} instances")
-
-
-class NotComparable(ProfctlError):
-    """Two runs that measure different things (GPU, shapes, dtype, versions that change the numbers)."""
-
-    exit_code = 6
-
-
-class Regression(ProfctlError):
-    """`--fail-if-slower`: a case got slower than the limit (or stopped working)."""
-
-    exit_code = 1
-
 
 # -------------------------------------------------------------------------------------------------- inputs
 @dataclass
@@ -203,85 +170,6 @@ def _bench_rows(p: Path) -> list[BenchRow]:
 
     return bench_json.read(p, strict=False)
 
-
-# ------------------------------------------------------------------------------------------------ comparing
-@dataclass
-class RowResult:
-    """One paired case: the base and new medians, their ratio with its interval, and the verdict."""
-
-    case: dict[str, Any]
-    base_ms: float | None
-    new_ms: float | None
-    ratio: float | None = None
-    ci_lo: float | None = None
-    ci_hi: float | None = None
-    n_base: int = 0
-    n_new: int = 0
-    base_tflops: float | None = None
-    new_tflops: float | None = None
-    method: str = "bootstrap"
-    verdict: str = "n/a"
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def change(self) -> float | None:
-        """Relative change of time, new/base - 1 (positive: slower)."""
-        return None if self.ratio is None else self.ratio - 1.0
-
-    @property
-    def noise_floor(self) -> float | None:
-        """The smallest change this comparison could have seen (half the interval's width); None without one."""
-        return noise_floor(self.ci_lo, self.ci_hi)
-
-    def to_dict(self) -> dict[str, Any]:
-        tf_lo = 1.0 / self.ci_hi if self.ci_hi else None
-        tf_hi = 1.0 / self.ci_lo if self.ci_lo else None
-        return {**self.case, "base_ms": self.base_ms, "new_ms": self.new_ms, "ratio": self.ratio,
-                "change": self.change, "ci_lo": self.ci_lo, "ci_hi": self.ci_hi, "noise_floor": self.noise_floor,
-                "n_base": self.n_base, "n_new": self.n_new, "base_tflops": self.base_tflops,
-                "new_tflops": self.new_tflops, "tflops_ratio": (1.0 / self.ratio) if self.ratio else None,
-                "tflops_ci_lo": tf_lo, "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
-                "note": "; ".join(self.notes) or None}
-
-
-@dataclass
-class RegressionReport:
-    base: Side
-    new: Side
-    rows: list[RowResult]
-    threshold: float
-    confidence: float
-    method: str
-    by: str
-    warnings: list[str] = field(default_factory=list)
-    forced: list[str] = field(default_factory=list)
-    floors: Floors | None = None  # summaries: below these a row is not judged
-    threshold_why: str = ""  # where the threshold came from when it was not given ("the default for CPU timings")
-    kind: str = ""  # "bench", "summary" or "ab" (the sides' kind unless given)
-
-    def __post_init__(self) -> None:
-        self.kind = self.kind or self.base.kind
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.rows:
-            out[r.verdict] = out.get(r.verdict, 0) + 1
-        return out
-
-    def noise_range(self) -> tuple[float, float] | None:
-        """The smallest and largest noise floor over the rows that have one."""
-        xs = [r.noise_floor for r in self.rows if r.noise_floor is not None]
-        return (min(xs), max(xs)) if xs else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base.describe(), "new": self.new.describe(), "kind": self.kind,
-                "method": self.method, "threshold": self.threshold, "threshold_from": self.threshold_why or "given",
-                "confidence": self.confidence, "by": self.by,
-                "floors": None if self.floors is None else {"total_ms": self.floors.total_ns / 1e6,
-                                                            "instance_us": self.floors.instance_ns / 1e3,
-                                                            "samples": self.floors.samples},
-                "counts": self.counts(), "warnings": self.warnings, "forced": self.forced,
-                "rows": [r.to_dict() for r in self.rows]}
 
 
 def compare_runs(base: Side, new: Side, *, threshold: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
@@ -559,148 +447,8 @@ def _clock_check(rr: RowResult, b: BenchRow, n: BenchRow, threshold: float) -> N
         rr.notes.append(f"a clock difference of {slack * 100:.1f}% could explain a change this small")
 
 
-# ---- kernel summaries
-@dataclass
-class _Entry:
-    """One kernel (op) of a summary as a comparison sees it: its rows of one (match key, range) combined."""
 
-    short: str
-    med_ns: float
-    count: int
-    total_ns: float
-    samples: list[Any] = field(default_factory=list)  # profctl.schema.samples.Samples, one per row
-    rows: int = 0
-    bare: int = 0  # rows without samples: any makes the whole entry threshold-only
-    cpu: bool = False  # a CPU op standing in for kernels (a CPU-only trace)
-
-
-def _summary_index(s: Any) -> dict[tuple[str, str], _Entry]:
-    """(match key, NVTX range) -> median, count, total and samples; duplicates (merged summaries) combine
-    (medians count-weighted, samples concatenated)."""
-    from profctl.kernels import match_key
-    from profctl.schema import timed_rows
-    from profctl.schema.samples import samples_of
-
-    out: dict[tuple[str, str], _Entry] = {}
-    for k in timed_rows(s):
-        key = (match_key(k.name), k.nvtx_range or "")
-        e = out.get(key)
-        if e is None:
-            e = out[key] = _Entry(short=k.short_name, med_ns=float(k.med_ns), count=0, total_ns=0.0,
-                                  cpu=k.extra.get("device") == "cpu")
-        elif e.count + k.count:
-            e.med_ns = (e.med_ns * e.count + k.med_ns * k.count) / (e.count + k.count)
-        e.count += int(k.count)
-        e.total_ns += float(k.total_ns)
-        e.rows += 1
-        smp = samples_of(k.extra)
-        if smp is None:
-            e.bare += 1
-        else:
-            e.samples.append(smp)
-    return out
-
-
-def _phase(path: str) -> str | None:
-    """The profctl phase (warmup, measure, setup) a range path lies in, if it follows profctl's scheme."""
-    from profctl import nvtx
-
-    if not path:
-        return None
-    key = nvtx.parse_range(path)
-    if key is not None and key.phase:
-        return key.phase
-    for dom, _, parts in nvtx.split_canonical(path):
-        if dom == nvtx.DOMAIN:
-            for p in parts:
-                if p in nvtx.PHASES:
-                    return p
-    return None
-
-
-def _usable(e: _Entry, path: str) -> tuple[list[float] | None, list[str]]:
-    """The samples a comparison uses (None: the summary has none, a plain threshold) and what was left out:
-    a first call, when the row is not in a measured range and has 3 instances or more."""
-    from profctl import nvtx
-    from profctl.schema.samples import merged
-
-    if e.bare or not e.samples:
-        return None, []
-    smp = merged(e.samples)
-    assert smp is not None
-    vals, notes = list(smp.values), []
-    if smp.first_call and _phase(path) != nvtx.MEASURE and len(vals) >= 3:
-        vals = vals[1:]
-        notes.append("first call left out")
-    if smp.subsampled:
-        notes.append(f"{len(smp.values)} of {smp.of} instances sampled")
-    return vals, notes
-
-
-def _not_judged(b: _Entry, n: _Entry, nb: int, nn: int, path: str, floors: Floors) -> str | None:
-    """Why a pair is not judged (below a floor, or a warm-up range); None when it is judged."""
-    from profctl import nvtx
-
-    phase = _phase(path)
-    if phase in (nvtx.WARMUP, nvtx.SETUP):
-        return f"in the {phase} range"
-    total = max(b.total_ns, n.total_ns)
-    if total < floors.total_ns:
-        return f"{total / 1e6:.3g} ms in total, under the floor of {floors.total_ns / 1e6:g} ms"
-    floor = floors.cpu_instance_ns if (b.cpu or n.cpu) else floors.instance_ns
-    if max(b.med_ns, n.med_ns) < floor:
-        why = ("a CPU op that short is mostly dispatch and allocation, which move between processes" if b.cpu
-               else "profiler overhead and timer resolution are of that size")
-        return f"{max(b.med_ns, n.med_ns) / 1e3:.3g} us per instance, under {floor / 1e3:g} us ({why})"
-    if min(nb, nn) < floors.samples:
-        return f"{min(nb, nn)} instance(s) on a side, fewer than {floors.samples}"
-    return None
-
-
-def _pair_summary(key: tuple[str, str], b: _Entry, n: _Entry, *, threshold: float, confidence: float,
-                  resamples: int, floors: Floors) -> RowResult:
-    """One kernel (op) of both summaries: not judged, a bootstrap over its instances, or a plain threshold."""
-    sb, notes_b = _usable(b, key[1])
-    sn, notes_n = _usable(n, key[1])
-    bootstrap = sb is not None and sn is not None
-    rr = RowResult(case={"kernel": n.short, "range": key[1], "match_key": key[0]}, base_ms=b.med_ns / 1e6,
-                   new_ms=n.med_ns / 1e6, n_base=len(sb) if sb is not None else b.count,
-                   n_new=len(sn) if sn is not None else n.count, method="bootstrap" if bootstrap else "threshold")
-    if b.count != n.count:
-        rr.notes.append(f"instances {b.count} vs {n.count}")
-    if b.med_ns > 0 and n.med_ns > 0:
-        rr.ratio = n.med_ns / b.med_ns
-    why = _not_judged(b, n, rr.n_base, rr.n_new, key[1], floors)
-    if why is not None:
-        rr.verdict = "not judged"
-        rr.notes.insert(0, why)
-        return rr
-    if sb is None or sn is None:
-        if rr.ratio is not None:
-            rr.verdict, _ = decide(rr.ratio, None, None, threshold)
-            rr.notes.append("no per-instance samples: plain threshold, no interval")
-        return rr
-    if _median(sb) <= 0 or _median(sn) <= 0:
-        rr.verdict = "not judged"
-        rr.notes.insert(0, "median time 0: nothing to compare")
-        return rr
-    ratio, lo, hi = bootstrap_ratio(sb, sn, confidence=confidence, resamples=resamples, seed=seed_of(key))
-    rr.base_ms, rr.new_ms = _median(sb) / 1e6, _median(sn) / 1e6
-    rr.ratio, rr.ci_lo, rr.ci_hi = ratio, lo, hi
-    rr.verdict, why_inc = decide(ratio, lo, hi, threshold)
-    rr.notes += sorted(set(notes_b) | set(notes_n))
-    if why_inc:
-        need = samples_needed(max(len(sb), len(sn)), lo, hi, threshold)
-        rr.notes.append(why_inc + (f"; about {need} instances would tell" if need > max(len(sb), len(sn)) else ""))
-    return rr
-
-
-def _median(xs: list[float]) -> float:
-    import statistics
-
-    return float(statistics.median(xs))
-
-
+# ---- kernel summaries (the rows: profctl.analysis.compare_summaries)
 def _summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
     """Reasons to refuse two summaries (tools, ncu versions, GPUs, versions); warnings added in place."""
     sb, sn = base.summary, new.summary
@@ -742,22 +490,6 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: f
                             method=_summary_method(rows, threshold, confidence, resamples, floors), by="kernel",
                             warnings=warnings, forced=reasons if force else [], floors=floors)
 
-
-def _summary_method(rows: list[RowResult], threshold: float, confidence: float, resamples: int,
-                    floors: Floors) -> str:
-    judged = [r for r in rows if r.verdict != "not judged"]
-    boot = sum(r.method == "bootstrap" for r in judged)
-    interval = (f"ratio of medians over each kernel's instances, {confidence * 100:g}% percentile bootstrap "
-                f"({resamples} resamples)")
-    plain = (f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval (a summary "
-             "without per-instance samples, written before profctl kept them)")
-    if judged and boot == len(judged):
-        what = interval
-    elif boot:
-        what = f"{interval}; {len(judged) - boot} kernel(s) by {plain}"
-    else:
-        what = plain
-    return f"{what}; {floors.describe()}"
 
 
 # ---------------------------------------------------------------------------------------------------- the gate

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from profctl.analysis.regression import VERDICTS, RegressionReport, pct, pct_change
+from profctl.analysis.compare_rows import VERDICTS
+from profctl.analysis.regression import RegressionReport, pct, pct_change
 
 
 def display_rows(cmp: RegressionReport) -> list[dict[str, Any]]:
