@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: lowest first; a unit may import units of its own layer or below (never above)
 LAYERS: list[set[str]] = [
     {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
-     "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs", "profctl.head_dims",
-     "profctl.memory"},
+     "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs",
+     "profctl.head_dims", "profctl.memory"},
     {"profctl.proc", "profctl.nvml", "profctl.runs", "profctl.recipes"},
     {"profctl.tools", "profctl.readers"},
     {"profctl.inputs", "profctl.analysis"},
