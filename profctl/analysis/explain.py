@@ -325,10 +325,10 @@ def describe(p: KernelProfile) -> str:
     return p.base_name + (f" [{p.nvtx_path}]" if p.nvtx_path else "")
 
 
-def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[KernelProfile, str | None]:
-    """The launch `pattern` (a regex over the kernel's demangled name, base name and NVTX path) picks in
-    `profiles` (read from `where`), and a note when it picked one of several. NothingMatched names the kernels
-    there; a bad regex is a UsageError."""
+def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str = "--kernel/--vs"
+             ) -> list[KernelProfile]:
+    """The launches `pattern` (a regex over the kernel's demangled name, base name and NVTX path) matches in
+    `profiles` (read from `where`). NothingMatched names the kernels there; a bad regex is a UsageError."""
     import re
 
     from profctl.errors import NothingMatched, UsageError
@@ -336,11 +336,17 @@ def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[Ker
     try:
         rx = re.compile(pattern)
     except re.error as e:
-        raise UsageError(f"--kernel/--vs {pattern!r} is not a regular expression: {e}") from None
+        raise UsageError(f"{flag} {pattern!r} is not a regular expression: {e}") from None
     hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name) or rx.search(p.nvtx_path or "")]
     if not hits:
         seen = ", ".join(dict.fromkeys(describe(p) for p in profiles)) or "none"
         raise NothingMatched(f"{pattern!r} matches no kernel in {where}; its kernels: {seen}")
+    return hits
+
+
+def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[KernelProfile, str | None]:
+    """The first launch `pattern` matches (:func:`matching`), and a note when it picked one of several."""
+    hits = matching(profiles, pattern, where)
     note = None
     if len(hits) > 1:
         names = list(dict.fromkeys(describe(p) for p in hits))
@@ -375,4 +381,4 @@ def kernel_roofs(p: KernelProfile, shape: str | None = None) -> Roofs | None:
 
 
 __all__ = ["Explanation", "Factor", "Row", "describe", "explain", "factors", "grid_note", "instruction_mix",
-           "kernel_roofs", "limiting_unit", "occupancy_limiter", "profile_work", "select", "side_by_side"]
+           "kernel_roofs", "limiting_unit", "matching", "occupancy_limiter", "profile_work", "select", "side_by_side"]

@@ -3,12 +3,11 @@ breakdown of each kernel of Nsight Compute reports, with ncu's findings beside t
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from profctl.cli._common import emit, note
-from profctl.errors import BadReport, NothingMatched, UsageError
+from profctl.errors import BadReport, UsageError
 
 FORMATS = ("table", "markdown", "json", "html")
 #: how --view source|stalls says what a report lacks
@@ -43,17 +42,9 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
 
 
 def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
-    from profctl.analysis.explain import describe
+    from profctl.analysis.explain import matching
 
-    try:
-        rx = re.compile(pattern)
-    except re.error as e:
-        raise UsageError(f"--kernel {pattern!r} is not a regular expression: {e}") from None
-    hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name) or rx.search(p.nvtx_path or "")]
-    if not hits:
-        seen = ", ".join(dict.fromkeys(describe(p) for p in profiles)) or "none"
-        raise NothingMatched(f"--kernel {pattern!r} matches no kernel in {where}; its kernels: {seen}")
-    return hits
+    return matching(profiles, pattern, where, "--kernel")
 
 
 def _render(views: list[Any], view: str, format: str, top: int, output: Path | None, title: str | None) -> None:
