@@ -5,14 +5,9 @@
 #   warm     warm workers on the one GPU here: serial vs --workers 1 (warm) vs PROFCTL_WARM=0, medians compared,
 #            and a crash in the middle of a warm sweep (PROFCTL_FAULT=crash:sdpa-cudnn)
 #   overhead profctl ncu --recipe stalls|explain against ncu alone (benchmarks/source_overhead.py)
-set -u
-T0=$(date +%s)
-source .gpu/on-gpu.sh >/dev/null 2>&1
-export PROFCTL_NSYS=$NSYS PROFCTL_NCU=$NCU PYTHONUNBUFFERED=1
-P="python3 -m profctl"
-at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
-want() { case " ${STEPS:-tests1} " in *" $1 "*) return 0;; esac; return 1; }
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || tail -5 /tmp/pipe.log
+DEFAULT_STEPS="tests1"
+source benchmarks/_gpu_env.sh
+install
 if want tests1; then
   at "GPU tests 1"
   timeout -s INT ${T1:-520} python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 tests/gpu/test_ncu_gpu.py \

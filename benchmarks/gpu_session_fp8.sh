@@ -4,16 +4,11 @@
 # kernel against the bf16 one. Call 2, right after on the warm machine (carry [".gpu-fa4"]): STEPS="seed004"
 # -- the rows of seed 004's per-GPU forward table (batch 8, 32 heads, head dim 64, seqlen 512..8192): eager,
 # SDPA flash (FA2), cuDNN, FA4, Triton bf16 and Triton FP8 (at the best FP8 config call 1 found).
-set -u
-T0=$(date +%s)
-if [ -f .gpu/on-gpu.sh ]; then source .gpu/on-gpu.sh >/dev/null 2>&1; else source /tmp/gpu-site/on-gpu.sh >/dev/null 2>&1; fi
-export PROFCTL_NSYS=$NSYS PROFCTL_NCU=$NCU PYTHONUNBUFFERED=1
-P="python3 -m profctl"
-at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
-want() { case " ${STEPS:-install fp8 tests explain} " in *" $1 "*) return 0;; esac; return 1; }
+DEFAULT_STEPS="install fp8 tests explain"
+source benchmarks/_gpu_env.sh
 if want install; then
   at install
-  python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || tail -5 /tmp/pipe.log
+  install
 fi
 if want fp8; then
   at "FP8 against bf16, config by config"

@@ -3,17 +3,12 @@
 # (profctl ncu --recipe explain on triton and cuDNN, then profctl explain), the Triton forward's launch configs,
 # and profctl ncu --recipe stalls|explain against the same ncu argv alone. Everything under $OUT (at most 8 files):
 #   STEPS="install tests explain configs overhead" bash benchmarks/gpu_session_why.sh
-set -u
-T0=$(date +%s)
-source .gpu/on-gpu.sh >/dev/null 2>&1
-export PROFCTL_NSYS=$NSYS PROFCTL_NCU=$NCU PYTHONUNBUFFERED=1
-P="python3 -m profctl"
-at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
-want() { case " ${STEPS:-install tests explain configs overhead} " in *" $1 "*) return 0;; esac; return 1; }
+DEFAULT_STEPS="install tests explain configs overhead"
+source benchmarks/_gpu_env.sh
 LOG=$OUT/why_log.txt
 if want install; then
   at install
-  python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || { tail -5 /tmp/pipe.log; }
+  install
   python3 -c "import profctl.workloads.attention, profctl.builtin_recipes; print('profctl import ok')" 2>&1 | tail -1
 fi
 if want tests; then

@@ -4,16 +4,11 @@
 # do_bench and with profctl bench, profiled before and after with profctl ncu --recipe explain and compared with
 # profctl explain; then the GPU tests and profctl ncu --recipe stalls|explain against ncu alone.
 #   STEPS="install configs change tests overhead" bash benchmarks/gpu_session_why2.sh
-set -u
-T0=$(date +%s)
-source .gpu/on-gpu.sh >/dev/null 2>&1
-export PROFCTL_NSYS=$NSYS PROFCTL_NCU=$NCU PYTHONUNBUFFERED=1
-P="python3 -m profctl"
-at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
-want() { case " ${STEPS:-install configs change tests overhead} " in *" $1 "*) return 0;; esac; return 1; }
+DEFAULT_STEPS="install configs change tests overhead"
+source benchmarks/_gpu_env.sh
 if want install; then
   at install
-  python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || tail -5 /tmp/pipe.log
+  install
 fi
 BEST=${BEST:-}
 if want configs; then

@@ -82,10 +82,10 @@ def check_writable(path: Path | str, what: str = "") -> Path:
     return Path(path)
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
-    """Write to a temporary file in the same directory, fsync, then rename over `path`; CannotWrite (and no
-    file, not even the temporary one) when any step fails."""
-    path = Path(path)
+@contextlib.contextmanager
+def _atomic_binary(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that becomes `path` whole or not at all: a temporary file beside it (the umask's mode),
+    fsynced and renamed over `path` when the block ends, removed when it raises; an OSError is CannotWrite."""
     if path.is_dir():
         raise CannotWrite(f"cannot write {path}: it is a directory")
     try:
@@ -96,7 +96,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
     try:
         os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -108,6 +108,14 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
         if isinstance(e, OSError):
             raise CannotWrite(f"cannot write {path}: {why(e)}") from None
         raise
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
+    """Write to a temporary file in the same directory, fsync, then rename over `path`; CannotWrite (and no
+    file, not even the temporary one) when any step fails."""
+    path = Path(path)
+    with _atomic_binary(path) as f:
+        f.write(data)
     return path
 
 
@@ -121,35 +129,15 @@ def atomic_open(path: Path | str) -> Iterator[IO[str]]:
     import io
 
     path = Path(path)
-    if path.is_dir():
-        raise CannotWrite(f"cannot write {path}: it is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise CannotWrite(f"cannot write {path}: {why(e)}") from None
-    try:
-        os.fchmod(fd, new_file_mode())
-        with os.fdopen(fd, "wb") as raw:
-            inner: Any = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
-            text = io.TextIOWrapper(inner, encoding="utf-8", newline="\n")
-            try:
-                yield text
-            finally:
-                text.detach()  # flushed into `inner`; closing stays with us
-                if inner is not raw:
-                    inner.close()
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
+    with _atomic_binary(path) as raw:
+        inner: Any = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+        text = io.TextIOWrapper(inner, encoding="utf-8", newline="\n")
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise CannotWrite(f"cannot write {path}: {why(e)}") from None
-        raise
+            yield text
+        finally:
+            text.detach()  # flushed into `inner`; closing stays with us
+            if inner is not raw:
+                inner.close()
 
 
 def atomic_write_text(path: Path | str, text: str) -> Path:

@@ -61,14 +61,18 @@ class AttentionWork:
 
     @classmethod
     def of_row(cls, row: Mapping[str, Any]) -> AttentionWork | None:
-        """The work of a bench row, a spec dict or a parsed shape key (None when a field is missing)."""
+        """The work of a bench row (or its JSON object; None when a case field is missing)."""
+        from profctl.schema.bench import BenchRow
+
+        r = BenchRow.of(row)
+        b, h, sq, d = r.batch, r.heads, r.seqlen_q, r.head_dim
+        if b is None or h is None or sq is None or d is None:
+            return None
         try:
-            return cls.of(batch=int(row["batch"]), heads=int(row["heads"]),
-                          kv_heads=int(row.get("kv_heads") or row["heads"]), seqlen_q=int(row["seqlen_q"]),
-                          seqlen_kv=int(row.get("seqlen_kv") or row["seqlen_q"]), head_dim=int(row["head_dim"]),
-                          dtype=str(row.get("dtype") or "bf16"), causal=bool(row.get("causal")),
-                          causal_align=row.get("causal_align"), pass_=str(row.get("pass") or "fwd"))
-        except (KeyError, TypeError, ValueError):
+            return cls.of(batch=int(b), heads=int(h), kv_heads=int(r.kv_heads or h), seqlen_q=int(sq),
+                          seqlen_kv=int(r.seqlen_kv or sq), head_dim=int(d), dtype=str(r.dtype or "bf16"),
+                          causal=bool(r.causal), causal_align=r.causal_align, pass_=str(r.pass_ or "fwd"))
+        except (TypeError, ValueError):
             return None
 
 
@@ -167,11 +171,13 @@ def attention_roofs(work: AttentionWork, device_name: str | None) -> Roofs | Non
 
 
 def row_roofs(row: Mapping[str, Any], device_name: str | None = None) -> Roofs | None:
-    """The roofs of a bench row (its own `device_name` unless one is given)."""
+    """The roofs of a bench row on `device_name`, else on the GPU the row names (``gpu_name``)."""
+    from profctl.schema.bench import BenchRow
+
     work = AttentionWork.of_row(row)
     if work is None:
         return None
-    return attention_roofs(work, device_name or row.get("device_name") or row.get("gpu"))
+    return attention_roofs(work, device_name or BenchRow.of(row).gpu_name)
 
 
 def _ms(s: float) -> str:

@@ -36,7 +36,6 @@ class WarmChild:
     key: str
     running: proc.Running
     log: Path
-    batches: int = 0
 
     def alive(self) -> bool:
         return self.running.proc.poll() is None
@@ -47,7 +46,6 @@ class WarmChild:
         assert stdin is not None
         stdin.write((json.dumps({"cases": [int(i) for i in cases], "jsonl": str(jsonl)}) + "\n").encode())
         stdin.flush()
-        self.batches += 1
 
     def log_size(self) -> int:
         try:

@@ -61,17 +61,11 @@ def module_version() -> str | None:
     return None
 
 
-def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = True
-                  ) -> tuple[list[Launch], str | None, str]:
-    """(launches, version of the ncu that wrote the report, which reader read it).
-
-    ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check failed``,
-    seen by tests/unit/test_reader_fuzz.py). So it runs in a child Python (`isolate`, profctl.readers._ncu_child)
-    and its abort becomes a one-line BadReport; the launches come back as JSON.
-    """
+def checked(rep: Path, shown: Path) -> Any:
+    """The report's container facts (check_rep) once it is known readable here: not truncated or foreign, the
+    ncu_report module installed (ReaderMissing), and not written by an ncu newer than that module (BadReport)."""
     import importlib.util
 
-    shown = shown_as or rep
     info = check_rep(rep)
     if importlib.util.find_spec("ncu_report") is None:
         raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
@@ -81,6 +75,20 @@ def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = Tr
             f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
             f"(ncu_report {reader_version}); upgrade it: pip install -U ncu-report"
         )
+    return info
+
+
+def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = True
+                  ) -> tuple[list[Launch], str | None, str]:
+    """(launches, version of the ncu that wrote the report, which reader read it).
+
+    ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check failed``,
+    seen by tests/unit/test_reader_fuzz.py). So it runs in a child Python (`isolate`, profctl.readers._ncu_child)
+    and its abort becomes a one-line BadReport; the launches come back as JSON.
+    """
+    shown = shown_as or rep
+    info = checked(rep, shown)
+    reader_version = module_version()
     if isolate:
         launches = _read_in_child(rep, shown)
     else:

@@ -25,8 +25,7 @@ SAMPLES = "smsp__pcsamp_sample_count"
 STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 EXECUTED = "inst_executed"
 #: per-instruction memory counters (instanced by program counter) -> their short names in PcSample.memory
-MEMORY = {"derived__memory_l2_theoretical_sectors_global": "sectors",
-          "derived__memory_l2_theoretical_sectors_global_excessive": "excessive_sectors",
+MEMORY = {"derived__memory_l2_theoretical_sectors_global_excessive": "excessive_sectors",
           "derived__memory_l1_conflicts_shared_nway": "smem_nway",
           "derived__avg_thread_executed": "avg_threads"}
 #: lines of source kept on each side of a line that has instructions (for the HTML excerpt)
@@ -65,16 +64,9 @@ def read_with_summary(path: str | Path, *, by_range: bool = True, isolate: bool 
 def _in_process(rep: Path, shown: Path) -> tuple[tuple[list[Any], str | None], list[KernelProfile]]:
     """((launches, the writing ncu's version), profiles) from one load, in this process (a report ncu has
     just written here: a damaged one is what needs the child)."""
-    import importlib.util
+    from profctl.readers.ncu_report import checked
 
-    from profctl.readers.ncu_report import ReaderMissing, check_rep, module_version, newer_than
-
-    info = check_rep(rep)
-    if importlib.util.find_spec("ncu_report") is None:
-        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
-    if newer_than(info.tool_version, module_version()):
-        raise BadReport(f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
-                        f"(ncu_report {module_version()}); upgrade it: pip install -U ncu-report")
+    info = checked(rep, shown)
     import ncu_report as mod
 
     launches: list[Any] = []
@@ -83,21 +75,11 @@ def _in_process(rep: Path, shown: Path) -> tuple[tuple[list[Any], str | None], l
 
 
 def _read_in_child(rep: Path, shown: Path) -> list[KernelProfile]:
-    import importlib.util
-
     from profctl.readers.ncu_report import _read_in_child as child
-    from profctl.readers.ncu_report import check_rep, module_version, newer_than
+    from profctl.readers.ncu_report import checked
 
-    info = check_rep(rep)
-    if importlib.util.find_spec("ncu_report") is None:
-        from profctl.readers.ncu_report import ReaderMissing
-
-        raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
-    if newer_than(info.tool_version, module_version()):
-        raise BadReport(f"{shown}: written by Nsight Compute {info.tool_version}, newer than this reader "
-                        f"(ncu_report {module_version()}); upgrade it: pip install -U ncu-report")
-    doc = child(rep, shown, mode="profiles")
-    return [KernelProfile.from_dict(d) for d in doc]
+    checked(rep, shown)
+    return [KernelProfile.from_dict(d) for d in child(rep, shown, mode="profiles")]
 
 
 # ------------------------------------------------------------ ncu_report (runs in the child)

@@ -42,8 +42,8 @@ class PcSample:
     executed: int | None = None  # warp-level instructions executed at this PC
     file: str | None = None
     line: int | None = None
-    #: per-instruction memory counters where ncu has them: ``sectors`` / ``excessive_sectors`` (L2 sectors of a
-    #: global access, and those beyond an ideally coalesced one), ``smem_nway`` (shared-memory bank-conflict ways),
+    #: per-instruction memory counters where ncu has them: ``excessive_sectors`` (L2 sectors of a global access
+    #: beyond those of an ideally coalesced one), ``smem_nway`` (shared-memory bank-conflict ways),
     #: ``avg_threads`` (threads active per execution: below 32 means divergence or a ragged tail)
     memory: dict[str, float] = field(default_factory=dict)
 
