@@ -1,5 +1,7 @@
 """`profctl compare BASE NEW`: per case, the change in median time and TFLOP/s with a confidence interval, marked
-faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into a CI gate."""
+faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into a CI gate. Each side may be
+several runs of the same thing (`A1,A2,A3 B1,B2,B3`): their scatter measures the noise between runs, which one
+run per side can only assume (`--run-noise`)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from profctl.errors import UsageError
 @guard
 def compare(
     base: str = typer.Argument(..., help="the reference: a run (directory, id, part of an id, 'latest'), a "
-                                         "bench.json, or a profctl.summary/1 JSON file"),
-    new: str = typer.Argument(..., help="the run or file to judge against BASE"),
+                                         "bench.json, or a profctl.summary/1 JSON file; several runs of it as a "
+                                         "comma list (A1,A2,A3) measure the noise between runs"),
+    new: str = typer.Argument(..., help="the run or file to judge against BASE (a comma list: several runs)"),
     fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
                                               help="exit 1 when a case is slower than this (e.g. 5%) with "
                                                    "confidence, or stopped working (CI)"),
@@ -28,6 +31,10 @@ def compare(
                                        help="summaries: a kernel or op with less total time (ms) is not judged"),
     min_samples: int = typer.Option(5, "--min-samples",
                                     help="summaries: a kernel or op with fewer instances is not judged"),
+    run_noise: str | None = typer.Option(None, "--run-noise",
+                                         help="how much one run's median moves between processes of an unchanged "
+                                              "program (e.g. 3%; 0 leaves it out) [default: 6% for CPU timings, "
+                                              "0.6% for GPU timings; several runs per side measure it too]"),
     confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the intervals"),
     resamples: int = typer.Option(4000, "--resamples", help="bootstrap resamples per case"),
     by: str = typer.Option("label", "--by", help="pair bench rows by 'label' (else backend) or by 'backend'"),
@@ -61,11 +68,12 @@ def compare(
                        "a slowdown between the two would count as unchanged and pass the gate; give a "
                        "--threshold no larger than --fail-if-slower")
     floors = _floors(cm, min_total_ms, min_samples)
+    noise = _run_noise(cm, run_noise)
     check_outputs(("-o", output))
-    b = cm.load_side(base, reports)
-    n = cm.load_side(new, reports)
+    b = cm.load_sides(base, reports)
+    n = cm.load_sides(new, reports)
     result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
-                             floors=floors, limit=limit)
+                             floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
         con, buf = text_console()
         rr.render(result, "table", con=con)
@@ -80,6 +88,24 @@ def compare(
     failure = verdict.error()
     if failure is not None:
         raise failure
+
+
+def _run_noise(cm: Any, text: str | None) -> Any:
+    """--run-noise: a percentage (3%), or 0 to leave the noise between runs out; None: the default."""
+    if text is None:
+        return None
+    t = text.strip().rstrip("%").strip()
+    try:
+        v = float(t) / 100.0
+    except ValueError:
+        raise UsageError(f"--run-noise {text!r}: give a percentage such as 3% (0 leaves it out)") from None
+    if not 0 <= v < 1:
+        raise UsageError(f"--run-noise {text!r}: must be between 0% and 100%")
+    if v == 0:
+        from profctl.analysis.stats import NO_RUN_NOISE
+
+        return NO_RUN_NOISE
+    return cm.RunNoise(v, "given with --run-noise")
 
 
 def _floors(cm: Any, min_total_ms: float, min_samples: int) -> Any:
