@@ -170,6 +170,28 @@ def attention_roofs(work: AttentionWork, device_name: str | None) -> Roofs | Non
     return Roofs(peak.model, tuple(roofs))
 
 
+def shape_work(shape: str | None, backend: str | None = None, pass_: str | None = "fwd") -> AttentionWork | None:
+    """The work of one pass of a shape key (``b1,sq4096,skv4096,h32,kv32,d128,bf16[,causal]``), with `backend`'s
+    causal alignment; None for a key that does not parse or a pass without a roof. The one place a shape becomes
+    work, for every view that puts a kernel against its roofs."""
+    from profctl.shapes import Shape
+    from profctl.spec import causal_align
+
+    sh = Shape.try_parse(shape) if shape else None
+    if sh is None or (pass_ or "fwd") not in PASS_FACTOR:
+        return None
+    return AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
+                            seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
+                            causal_align=causal_align(backend or "") if sh.causal else None, pass_=pass_ or "fwd")
+
+
+def shape_roofs(shape: str | None, device_name: str | None, backend: str | None = None,
+                pass_: str | None = "fwd") -> Roofs | None:
+    """The roofs of one pass of a shape key on a GPU (:func:`shape_work`, :func:`attention_roofs`)."""
+    work = shape_work(shape, backend, pass_)
+    return attention_roofs(work, device_name) if work is not None else None
+
+
 def row_roofs(row: Mapping[str, Any], device_name: str | None = None) -> Roofs | None:
     """The roofs of a bench row on `device_name`, else on the GPU the row names (``gpu_name``)."""
     from profctl.schema.bench import BenchRow
