@@ -512,12 +512,13 @@ def mma_paths(ctx: Context) -> list[Cause]:
 
 
 def _fma_over_tensor(ctx: Context) -> float:
-    """FP32 FMA FLOP rate over the TF32 tensor rate of the GPU (per SM and clock: 256 FLOP for FMA)."""
+    """FP32 FMA FLOP rate over the TF32 tensor rate of the GPU (profctl.devices), or the H100's (67 / 495)."""
     pk = ctx.peak
-    if pk is not None and pk.sms and pk.boost_mhz and pk.tflops.get("fp32"):
-        fma = pk.sms * 256 * pk.boost_mhz * 1e6 / 1e12
-        return min(fma / pk.tflops["fp32"], 1.0)
-    return 0.13  # H100: 67 TFLOP/s FP32 against 495 TF32
+    fma = getattr(pk, "fp32_tflops", None) if pk is not None else None
+    tf32 = pk.tflops.get("fp32") if pk is not None else None
+    if fma and tf32:
+        return float(min(fma / tf32, 1.0))
+    return 67.0 / 494.7
 
 
 def pipes(ctx: Context) -> list[Cause]:
@@ -611,7 +612,7 @@ def _mma_wait(ctx: Context) -> Cause | None:
     o = ctx.other
     if o is not None and o.duration_us:
         theirs = o.util("tensor_pct")
-        mine_mma, their_mma = ctx.f.gmma + ctx.f.hmma, o.f.gmma + o.f.hmma
+        mine_mma, their_mma = ctx.f.tensor_ops or ctx.f.gmma + ctx.f.hmma, o.f.tensor_ops or o.f.gmma + o.f.hmma
         same_work = bool(mine_mma and their_mma and 0.8 < mine_mma / their_mma < 1.25)
         if not same_work or theirs <= tensor * 1.05 or share < 0.1:
             return None

@@ -1,5 +1,8 @@
 """Two kernels side by side, and why one takes longer: ``profctl explain``.
 
+First the causes (profctl.analysis.causes): what to change, where, and what it saves, ranked by the time each is
+predicted to save; then the mechanisms below, which is what this module computes itself:
+
 The side-by-side table holds what ncu's GUI would show for each kernel (throughputs, the limiting unit, tensor pipe,
 issue slots, occupancy and its limiter, launch configuration, instruction count and mix, stalls, memory traffic).
 The ranking splits the time gap into parts that add up exactly. A streaming multiprocessor sub-partition issues at
@@ -140,14 +143,24 @@ class Factor:
 
 @dataclass
 class Explanation:
+    """What ``profctl explain`` shows: A against B (or A alone, `b` None): causes first, then mechanisms."""
+
     a: KernelProfile
-    b: KernelProfile
+    b: KernelProfile | None
     rows: list[Row]
     factors: list[Factor]
     headline: str
     remainder_us: float = 0.0
     notes: list[str] = field(default_factory=list)
     roofs: dict[str, Roofs | None] = field(default_factory=dict)  # "a"/"b" -> the kernel's roofs
+    causes: list[Any] = field(default_factory=list)  # profctl.analysis.causes.Cause, ranked
+    #: what the comparison rests on and where it is weak (GPUs, roofs, samples), said before anything else
+    premises: list[str] = field(default_factory=list)
+
+    @property
+    def gap_us(self) -> float | None:
+        ta, tb = self.a.duration_ns, self.b.duration_ns if self.b is not None else None
+        return (ta - tb) / 1e3 if ta and tb else None
 
 
 def _log_ratio(x: float | None, y: float | None) -> float | None:
@@ -238,8 +251,13 @@ def _tensor_sentence(a: KernelProfile, b: KernelProfile) -> str | None:
             f"that alone is a {hi / lo:.2f}x difference in time" if lo > 0 else None)
 
 
-def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] | None = None) -> Explanation:
-    """A against B: the table, the gap's parts ranked, and a headline."""
+def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] | None = None,
+            shape_given: bool = False) -> Explanation:
+    """A against B: the causes of the gap ranked by predicted saving, the table, the gap's parts, a headline and
+    the premises (different GPUs, missing roofs, missing samples)."""
+    from profctl.analysis.causes import gap_causes
+
+    roofs = dict(roofs or {})
     fs, rem, notes = factors(a, b)
     ta, tb = a.duration_ns, b.duration_ns
     if ta and tb:
@@ -251,10 +269,59 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
     t = _tensor_sentence(a, b)
     if t:
         notes.insert(0, t)
+    sampled = a.has_samples and b.has_samples and bool(a.total_samples and b.total_samples)
     if abs(rem) > 0.15 * abs(((ta or 0) - (tb or 0)) / 1e3) and ta and tb:
-        notes.append(f"{rem:+.1f} us of the gap is not explained by these parts (replay overheads, the clock "
-                     "varying within the kernel, or counters collected in different passes)")
-    return Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, dict(roofs or {}))
+        why = ("replay overheads, the clock varying within the kernel, or counters collected in different passes"
+               if any(f.name.startswith("stall:") for f in fs) else
+               "the stall part could not be split: the report has no warp-state statistics")
+        notes.append(f"{rem:+.1f} us of the gap is not explained by these parts ({why})")
+    causes = gap_causes(a, b, roofs.get("a"), roofs.get("b")) if ta and tb and ta > tb else []
+    if ta and tb and ta <= tb:
+        notes.insert(0, "A is not slower than B: the causes below are A's own (swap --kernel and --vs to explain B)")
+        from profctl.analysis.causes import kernel_causes
+
+        causes = kernel_causes(a, roofs.get("a"))
+    e = Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, roofs, causes,
+                    premises(a, b, roofs, shape_given=shape_given, sampled=sampled))
+    return e
+
+
+def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool = False) -> Explanation:
+    """One kernel against its own figures and roofs (``profctl explain R --kernel A``): its causes, ranked."""
+    from profctl.analysis.causes import kernel_causes
+
+    head = f"A takes {a.duration_ns / 1e3:.1f} us" if a.duration_ns else "A has no duration"
+    if roofs is not None and a.duration_ns:
+        head += f": {roofs.against(a.duration_ns * 1e-9).sentence()}"
+    rows = [r for r in side_by_side(a, a)]
+    return Explanation(a, None, rows, [], head, 0.0, [], {"a": roofs}, kernel_causes(a, roofs),
+                       premises(a, None, {"a": roofs}, shape_given=shape_given, sampled=a.has_samples))
+
+
+def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs | None], *, shape_given: bool,
+             sampled: bool) -> list[str]:
+    """What the explanation rests on, where it is weak: said first, in words (issue 29: explain was silent)."""
+    out = []
+    if b is not None and a.device and b.device and a.device != b.device:
+        out.append(f"A ran on {a.device} and B on {b.device}: different GPUs, so part of the gap is the hardware's; "
+                   "the causes are judged on each kernel's own figures")
+    if b is not None and a.cc and b.cc and a.cc != b.cc and a.device == b.device:
+        out.append(f"compute capability {a.cc} against {b.cc}")
+    if not any(roofs.values()):
+        if not shape_given:
+            out.append("no speed-of-light roofs: the NVTX range names no attention shape; give --shape (e.g. "
+                       "b1,s4096,h32,d128,bf16) to put the kernels against their roofs")
+        else:
+            dev = a.device or "the GPU"
+            out.append(f"no speed-of-light roofs: profctl has no peak figures for {dev} (profctl.devices)")
+    if not sampled:
+        out.append("no warp-state samples in " + ("these reports" if b is not None else "this report")
+                   + ": causes that need them (stalls per line) are not judged and no line is named; record with "
+                   "profctl ncu --recipe explain, or ncu --set full --import-source yes")
+    elif not any(p.file for p in a.pcs):
+        out.append(f"{a.base_name} has no source lines (a library kernel, or built without nvcc -lineinfo): causes "
+                   "are named without lines")
+    return out
 
 
 # ------------------------------------------------------------ choosing kernels, their shapes and roofs

@@ -240,6 +240,15 @@ class Figures:
     def gmma(self) -> float:
         return self.opcode_count(*GMMA)
 
+    @property
+    def tensor_ops(self) -> float:
+        """Matrix operations done on the tensor cores, every path summed (ncu's ``sm__ops_path_tensor_op_*``):
+        the measure of "the same MMA work" across kernels that use different instruction shapes (0: not
+        collected)."""
+        pre = "sm__ops_path_tensor_op_"
+        return float(sum(v for k, v in self.metrics.items() if k.startswith(pre) and k.endswith("_sparsity_off.sum")
+                         and isinstance(v, (int, float)) and math.isfinite(v)))
+
     def instruction_mix(self, top: int = 6) -> str:
         total = self.opcode_total
         if not total:
