@@ -107,8 +107,8 @@ class Context:
               fix: str | None = None, note: str = "") -> Cause:
         keys = [ln.key for ln in (lines or []) if ln.key]
         if lines and not keys:
-            note = (note + "; " if note else "") + "no source line: " + (
-                "a library kernel" if not self.p.source_files else "built without line information (nvcc -lineinfo)")
+            note = (note + "; " if note else "") + ("no source line: the kernel has no line table (a library kernel, "
+                                                    "or CUDA built without nvcc -lineinfo)")
         c = Cause(id=id, lines=[k for k in keys if k is not None], saving_us=max(saving, 0.0), evidence=evidence,
                   fix=fix or CATALOG[id].fix, note=note, kernel_us=self.duration_us)
         _ncu_estimate(self, c)
