@@ -28,9 +28,10 @@ AT_THE_ROOF = frozenset({"dram-bound", "compute-bound", "sfu-bound"})
 #: a wgmma kernel's tensor-pipe efficiency when no other kernel says what one reaches (cuDNN's SDPA forward kept
 #: 65-80 % of the pipe busy on the H100/H200: tests/data/planted/attn_pair, shared/fixtures attn_tc)
 WGMMA_EFFICIENCY = 0.70
-#: mma.sync's matrix rate on Hopper as a fraction of wgmma's when the report does not give both peaks (ncu's
-#: sm__ops_path_tensor_op_{hmma,hgmma}_..._sparsity_off peak_sustained ratio, where present, replaces it)
-HMMA_RATE_ON_HOPPER = 0.5
+#: mma.sync's matrix rate on Hopper as a fraction of wgmma's when the report does not give both peaks: ncu's own
+#: model of the H200 (tests/data/planted/attn_pair) gives the bf16 paths 360448 (HMMA) and 540672 (HGMMA) ops per
+#: cycle; a report's sm__ops_path_tensor_op_{hmma,hgmma}_..._sparsity_off peak_sustained, where present, replaces it
+HMMA_RATE_ON_HOPPER = 360448 / 540672
 #: text on a source line that says it is a matrix product
 _MATMUL = re.compile(r"\b(dot|matmul|mma|gemm|wmma|einsum|bmm|addmm)\b|@|\+=\s*\w+\s*\*\s*\w+|fma\s*\(", re.I)
 
@@ -560,9 +561,28 @@ def _compute_bound(ctx: Context) -> Cause | None:
     if val >= 75:
         left = t * max(1 - val / 95, 0.0)
         ev = [f"the {name} is {val:.0f}% busy: the kernel is at its compute roof; only less work on it helps"]
-        if ctx.roofs is not None:
+        roof = _tensor_roof_us(ctx) if name.startswith("tensor") else None
+        if roof is not None:
+            left = max(t - roof, 0.0)
+            ev.append(f"its {ctx.f.tensor_ops / 1e12:.3g} TFLOP of matrix work take {roof:.1f} us at the "
+                      f"{ctx.peak.model} dense peak: {_pct(roof / t)} of the time")
+        elif ctx.roofs is not None:
             ev.append("the shape's roofs: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us" for r in ctx.roofs.roofs))
         return ctx.cause("compute-bound", left, ev)
+    return None
+
+
+def _tensor_roof_us(ctx: Context) -> float | None:
+    """The kernel's own matrix work (ncu's tensor ops) at the GPU's dense peak for its dtype, in us."""
+    ops, pk = ctx.f.tensor_ops, ctx.peak
+    if not ops or pk is None:
+        return None
+    dtypes = {"bf16": "bf16", "fp16": "fp16", "tf32": "fp32", "fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8"}
+    used = [k for k, v in ctx.p.metrics.items() if k.startswith("sm__ops_path_tensor_op_") and
+            k.endswith("_sparsity_off.sum") and v]
+    for k, d in dtypes.items():
+        if any(f"_src_{k}" in u for u in used) and pk.tflops.get(d):
+            return float(ops / (pk.tflops[d] * 1e12) * 1e6)
     return None
 
 
