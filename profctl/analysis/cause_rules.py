@@ -349,30 +349,47 @@ def launch_shape(ctx: Context) -> list[Cause]:
 
 
 def tail_effect(ctx: Context) -> Cause | None:
-    waves, grid, full = ctx.f.get("waves"), ctx.f.get("grid_size"), ctx.f.full_wave_blocks
-    if not waves or waves < 1.0 or not grid or not full:
+    """Every SM got work, but some finish early and idle while the last blocks run: a partial last wave (a grid just
+    over whole waves), or one SM holding one block more than the rest when a block fills an SM. What it costs is
+    the SMs' idle share (ncu's SM active cycles against elapsed): time x (1 - SM busy), the time if the same work
+    were spread evenly."""
+    waves, grid, full, sms = ctx.f.get("waves"), ctx.f.get("grid_size"), ctx.f.full_wave_blocks, ctx.f.get("sms")
+    busy, t = ctx.f.sm_busy, ctx.duration_us or 0.0
+    if not grid or not sms or grid < sms or t < 10:
         return None
-    whole = math.ceil(waves - 1e-9)
-    frac = waves - math.floor(waves)
-    if whole < 2 or frac <= 1e-6 or frac > 0.5:
+    by_waves = 0.0
+    if waves and waves >= 1.0 and full:
+        whole = math.ceil(waves - 1e-9)
+        frac = waves - math.floor(waves)
+        if whole >= 2 and 1e-6 < frac <= 0.5:
+            by_waves = 1 - waves / whole
+    idle = 1 - busy if busy is not None else by_waves
+    if idle < 0.1 or (by_waves == 0.0 and busy is not None and busy > 0.85):
         return None
-    saving = (ctx.duration_us or 0) * (1 - waves / whole)
-    if saving < 0.05 * (ctx.duration_us or 0):
-        return None  # many waves: the partial one costs little
-    busy = ctx.f.sm_busy
-    ev = [f"{grid:.0f} blocks, {full:.0f} per wave ({ctx.f.get('sms') or 0:.0f} SMs x {ctx.f.blocks_per_sm:.0f}): "
-          f"{waves:.2f} waves run as {whole}, the last one {_pct(frac)} full",
-          f"SMs busy {_pct(busy)} of the time" if busy is not None else "SM busy time not collected"]
-    fix = (f"give the grid a whole number of waves: {full * math.floor(waves):.0f} or {full * whole:.0f} blocks "
-           f"(now {grid:.0f}): {grid - full * math.floor(waves):.0f} fewer by giving each block a little more "
-           "work, or more, smaller blocks")
-    return ctx.cause("tail-effect", saving, ev, fix=fix)
+    ev = [f"SMs busy {_pct(busy)} of the time: some finish their blocks early and wait for the last ones"
+          if busy is not None else "SM busy time not collected"]
+    per = ctx.f.blocks_per_sm
+    if by_waves and waves and full:
+        ev.append(f"{grid:.0f} blocks, {full:.0f} per wave ({sms:.0f} SMs x {per:.0f}): {waves:.2f} waves run as "
+                  f"{math.ceil(waves - 1e-9)}, the last one {_pct(waves - math.floor(waves))} full")
+        fix = (f"give the grid a whole number of waves ({full * math.floor(waves):.0f} blocks, now {grid:.0f}): a "
+               "little more work per block, or more, smaller blocks so the last wave is fuller")
+    else:
+        extra = grid - sms * math.floor(grid / sms)
+        ev.append(f"{grid:.0f} blocks on {sms:.0f} SMs: {extra:.0f} SM(s) get one block more than the others, and a "
+                  "block fills an SM, so the rest idle while they finish")
+        lo, hi = sms * math.floor(grid / sms), sms * math.ceil(grid / sms)
+        fix = (f"make the grid a multiple of the SMs ({lo:.0f} or {hi:.0f} blocks, now {grid:.0f}) by changing the "
+               "work per block, or use smaller blocks so the imbalance averages out")
+    return ctx.cause("tail-effect", t * idle, ev, fix=fix)
 
 
 def too_few_blocks(ctx: Context) -> Cause | None:
     grid, full, sms = ctx.f.get("grid_size"), ctx.f.full_wave_blocks, ctx.f.get("sms")
     if not grid or not full or not sms or grid >= 0.9 * full or ctx.f.persistent():
         return None
+    if grid >= sms and ctx.f.sm_busy is not None and ctx.f.sm_busy < 0.85:
+        return None  # every SM has work, some idle at the end: a tail, not too few blocks
     used = min(grid, sms) / sms
     device_units = max(ctx.util("dram_pct"), ctx.util("l2_pct"))
     headroom = 0.9 / device_units if device_units > 0 else float("inf")
@@ -636,6 +653,9 @@ def _mma_wait(ctx: Context) -> Cause | None:
         same_work = bool(mine_mma and their_mma and 0.8 < mine_mma / their_mma < 1.25)
         if not same_work or theirs <= tensor * 1.05 or share < 0.1:
             return None
+        load_excess = t * load_wait_share(ctx)[0] - o.duration_us * load_wait_share(o)[0]
+        if load_excess > 0.3 * (t - o.duration_us):
+            return None  # A's warps wait on loads that B's do not: that, not the MMA overlap, is the gap
         ev.append(f"B keeps the tensor pipe {_pct(theirs)} busy for the same MMA work with "
                   f"{o.f.get('warps_per_scheduler') or 0:.2f} warps per scheduler (blocks of "
                   f"{o.f.get('block_size') or 0:.0f} threads against A's {ctx.f.get('block_size') or 0:.0f})")
@@ -647,30 +667,46 @@ def _mma_wait(ctx: Context) -> Cause | None:
     return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note)
 
 
+def load_wait_share(ctx: Context) -> tuple[float, float, float, list[Line]]:
+    """(all, long scoreboard, async-copy barriers) shares of warp time waiting for loads, and the lines."""
+    long_sb = ctx.share("long_scoreboard")  # an mbarrier (TMA) wait at SYNCS shows here too
+    sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard")],
+                 key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2] + sync_lines[:1]
+    return long_sb + sync, long_sb, sync, hot
+
+
 def _load_wait(ctx: Context) -> Cause | None:
     if not ctx.total:
         return None
-    long_sb = ctx.share("long_scoreboard")
-    sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR")
-    wait = long_sb + sync  # an mbarrier wait shows as long scoreboard at SYNCS: already in long_sb
+    wait, long_sb, sync, hot = load_wait_share(ctx)
     busiest = max(ctx.max_unit(), ctx.util("issue_pct"))
     glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
     excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0) for ln in glob)
     total = sum(ln.mem["sectors"] for ln in glob)
-    local = ctx.f.local_instructions
-    if wait < 0.25 or busiest >= 0.7 or (total and excess / total >= 0.25) or local > 0:
+    if (total and excess / total >= 0.25) or ctx.f.local_instructions > 0:
         return None
     grid, full = ctx.f.get("grid_size"), ctx.f.full_wave_blocks
-    if grid and full and grid < 0.9 * full:
+    if grid and full and grid < 0.9 * full and not ctx.f.persistent():
         return None  # idle SMs, not late loads
-    hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard")],
-                 key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2] + sync_lines[:1]
     t = ctx.duration_us or 0.0
-    saving = t * min(wait, 1 - busiest)
     ev = [f"{_pct(wait)} of the warp time waits for loads (long scoreboard {_pct(long_sb)}, async-copy barriers "
           f"{_pct(sync)}) while the busiest unit is {_pct(busiest)} busy: the loads are issued too late to hide",
           "the loads are coalesced and no SM is idle: prefetching, not the access pattern, is what is missing"]
-    return ctx.cause("loads-not-pipelined", saving, ev, hot)
+    o = ctx.other
+    if o is not None and o.duration_us and o.total:
+        theirs = load_wait_share(o)[0]
+        saving = min(t * wait - o.duration_us * theirs, t * (1 - busiest))
+        if wait < theirs + 0.05 or saving <= 0:
+            return None
+        ev.append(f"B waits {_pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {_pct(theirs)} "
+                  f"against A's {t:.1f} us x {_pct(wait)})")
+        c = ctx.cause("loads-not-pipelined", saving, ev, hot)
+        c.differential = True
+        return c
+    if wait < 0.25 or busiest >= 0.7:
+        return None
+    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot)
 
 
 def _barriers(ctx: Context) -> Cause | None:
