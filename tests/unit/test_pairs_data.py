@@ -10,6 +10,9 @@ import csv
 import io
 import json
 import lzma
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -105,3 +108,16 @@ def test_the_details_page_names_the_same_kernels(report: str) -> None:
     for p in (p for p in PAIRS if p["report"] == report):
         for k in (p["a"], p["b"]):
             assert any(k[:40] in n for n in names), (k, sorted(names))
+
+
+def test_the_triton_pairs_agree_on_the_cpu_interpreter() -> None:
+    """Every Triton pair's A and B give the same result as each other and as torch (tiny shapes, Triton's
+    interpreter): the check the GPU run repeats at full size."""
+    pytest.importorskip("triton")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "explain_accuracy" / "pairs_triton.py"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, env=env,
+                       timeout=600, check=False)
+    checks = [ln for ln in r.stdout.splitlines() if ln.startswith("check ")]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(checks) == sum(p["lang"] == "triton" for p in PAIRS) and all(": ok" in c for c in checks), checks
