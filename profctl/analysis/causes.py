@@ -12,7 +12,7 @@ sectors of a coalesced load; coalescing them saves about 2.9 ms of the 3.2 ms ga
 
 The detectors themselves live in :mod:`profctl.analysis.cause_rules`; the figures they read in
 :mod:`profctl.analysis.figures`. How often the first cause is the right one is measured on planted pairs
-(benchmarks/explain_accuracy.py, benchmarks/RESULTS.md).
+(benchmarks/explain_accuracy/score.py, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
