@@ -119,7 +119,7 @@ def main() -> int:
     if a.only:
         keep = set(a.only.split(","))
         pairs = [x for x in pairs if x["id"] in keep]
-    pairs = [x for x in pairs if not x.get("costs_nothing")]
+    pairs = [x for x in pairs if not x.get("costs_nothing") and x.get("in_accuracy_set", True)]
     rows = [score(x, a.data) for x in pairs]
     md = table(rows)
     print(md)
