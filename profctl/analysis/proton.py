@@ -30,13 +30,13 @@ _CELLS = 8_000_000
 @dataclass
 class ScopeStats:
     name: str
-    count: int
+    count: int | None  # None: Proton's tree format does not count instances
     total_cycles: int
-    mean_cycles: float
-    min_cycles: int
-    max_cycles: int
-    warps: int  # distinct warps it ran on
-    share: float  # of the summed warp lifetimes (CTA span x warps)
+    mean_cycles: float | None  # per instance (trace); per recorded warp (tree: Proton's normalized cycles)
+    min_cycles: int | None
+    max_cycles: int | None
+    warps: int | None  # distinct warps it ran on
+    share: float | None  # of the summed warp lifetimes (CTA span x warps)
     busy_cycles: int = 0  # per warp, nested instances counted once
     clock_mhz: float | None = None
 
@@ -46,7 +46,7 @@ class ScopeStats:
 
     @property
     def mean_us(self) -> float | None:
-        return self.mean_cycles / self.clock_mhz if self.clock_mhz else None
+        return self.mean_cycles / self.clock_mhz if self.clock_mhz and self.mean_cycles is not None else None
 
 
 @dataclass
@@ -108,7 +108,100 @@ class TimelineReport:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    tree: bool = False  # from Proton's tree format: counts and cycles only, no timeline
+    tree: bool = False  # from Proton's tree format: cycles per scope only, no count, no timeline
+
+    def kernel(self, pattern: str | None) -> KernelTimeline:
+        """The kernel whose name matches regex `pattern` (the only or longest-running one when None);
+        NothingMatched naming the kernels there are."""
+        import re
+
+        from profctl.errors import NothingMatched, UsageError
+
+        if pattern is None:
+            return max(self.kernels, key=lambda k: sum(s.total_cycles for s in k.scopes))
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--kernel {pattern!r} is not a regular expression: {e}") from None
+        hits = [k for k in self.kernels if rx.search(k.kernel)]
+        if not hits:
+            names = ", ".join(sorted({k.kernel for k in self.kernels}))
+            raise NothingMatched(f"--kernel {pattern!r}: no kernel of {self.source} matches; its kernels: {names}")
+        return max(hits, key=lambda k: sum(s.total_cycles for s in k.scopes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON: ``schema`` profctl.proton/1; every scope of every kernel as a row (``scopes``)."""
+        import dataclasses
+
+        d = dataclasses.asdict(self)
+        d["schema"] = SCHEMA
+        for k, kd in zip(self.kernels, d["kernels"], strict=True):
+            kd["call_stack"] = list(k.call_stack)
+            for s, sd in zip(k.scopes, kd["scopes"], strict=True):
+                sd["total_us"], sd["mean_us"] = s.total_us, s.mean_us
+        d["scopes"] = [{"kernel": k["kernel"], **s} for k in d["kernels"] for s in k["scopes"]]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TimelineReport:
+        """A report written by :meth:`to_dict` (profctl proton keeps one beside each trace)."""
+        kernels = []
+        for k in d.get("kernels", []):
+            path = k.get("path")
+            kernels.append(KernelTimeline(
+                kernel=k["kernel"], call_stack=tuple(k.get("call_stack") or ()), ctas=k["ctas"], warps=k["warps"],
+                events=k["events"], mean_cta_span=k["mean_cta_span"], max_cta_span=k["max_cta_span"],
+                scopes=[ScopeStats(**{f: v for f, v in s.items() if f not in ("total_us", "mean_us")})
+                        for s in k["scopes"]],
+                warp_share={int(w): dict(v) for w, v in k.get("warp_share", {}).items()},
+                overlaps=[Overlap(**o) for o in k.get("overlaps", [])],
+                path=None if path is None else CriticalPath(
+                    cta=path["cta"], sm=path["sm"], span_cycles=path["span_cycles"],
+                    steps=[Step(**st) for st in path["steps"]], by_scope=dict(path["by_scope"]),
+                    unscoped_cycles=path["unscoped_cycles"]),
+                timeline=[(str(x[0]), int(x[1]), int(x[2]), int(x[3])) for x in k.get("timeline", [])]))
+        return cls(source=d.get("source", ""), kernels=kernels, clock_mhz=d.get("clock_mhz"),
+                   notes=list(d.get("notes", [])), warnings=list(d.get("warnings", [])),
+                   meta=dict(d.get("meta", {})), tree=bool(d.get("tree")))
+
+
+SCHEMA = "profctl.proton/1"
+
+
+def from_tree(tree: Any, *, clock_mhz: float | None = None) -> TimelineReport:
+    """A report from Proton's tree format (profctl.readers.proton_tree): per kernel and scope its total cycles
+    and Proton's normalized (per recorded warp) cycles; no counts, shares, overlaps or path -- the tree has no
+    timeline."""
+    clock = clock_mhz or tree.clock_mhz
+    rep = TimelineReport(source=tree.path, kernels=[], clock_mhz=clock, tree=True)
+    by_kernel: dict[str, list[Any]] = {}
+    for s in tree.scopes:
+        by_kernel.setdefault(s.kernel, []).append(s)
+    for name, scopes in by_kernel.items():
+        stats = [ScopeStats(name="/".join(s.path), count=None, total_cycles=s.cycles, mean_cycles=s.normalized_cycles,
+                            min_cycles=None, max_cycles=None, warps=None, share=None, busy_cycles=s.cycles,
+                            clock_mhz=clock) for s in scopes]
+        stats.sort(key=lambda x: -x.total_cycles)
+        rep.kernels.append(KernelTimeline(kernel=name, call_stack=(), ctas=0, warps=0, events=0, mean_cta_span=0.0,
+                                          max_cta_span=0, scopes=stats, warp_share={}, overlaps=[], path=None))
+    rep.notes.append("Proton's tree format: cycles per scope only (summed over every warp and CTA; the mean is "
+                     "Proton's per-warp figure); no counts, no timeline, so no shares, overlaps or critical path: "
+                     "record with --data trace for those")
+    if tree.clock_mhz and not clock_mhz:
+        rep.notes.append(f"times use the clock Proton recorded for the device ({tree.clock_mhz:g} MHz)")
+    return rep
+
+
+def overhead_note(plain_us: float | None, scoped_us: float | None, threshold: float = 0.10) -> str | None:
+    """The cost of looking in one line when the scoped kernel is slower than the plain one by more than
+    `threshold` (None otherwise, or when either time is missing)."""
+    if not plain_us or not scoped_us:
+        return None
+    extra = scoped_us / plain_us - 1.0
+    if extra <= threshold:
+        return None
+    return (f"the scopes cost {extra * 100:.0f} % (the kernel took {scoped_us:.1f} us with them, {plain_us:.1f} "
+            "us without): the timeline is of a slower kernel; fewer scopes, --warps or --clock 32 look cheaper")
 
 
 def analyze(trace: Any, *, clock_mhz: float | None = None, cta: int | None = None) -> TimelineReport:
@@ -173,7 +266,8 @@ def _kernel(trace: Any, kern: Any, sel: Any, clock_mhz: float | None, want_cta: 
                          for s, name in sid.items()}
     overlaps = _overlaps(cta, warp, scope, start, end, list(sid), sid, busy)
     pick = _pick_cta(trace, ctas, spans, want_cta)
-    path, timeline = _critical_path(trace, pick, cta, warp, scope, start, end, first[np.searchsorted(ctas, pick)])
+    path, timeline = _critical_path(trace, pick, cta, warp, scope, start, end,
+                                    int(first[np.searchsorted(ctas, pick)]))
     return KernelTimeline(kernel=kern.name, call_stack=kern.call_stack, ctas=len(ctas), warps=len(warps),
                           events=len(sel), mean_cta_span=float(spans.mean()), max_cta_span=int(spans.max()),
                           scopes=stats, warp_share=share, overlaps=overlaps, path=path, timeline=timeline)

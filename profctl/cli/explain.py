@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
+from profctl.cli._proton_view import explain_view
 from profctl.errors import UsageError
 
 
@@ -26,6 +27,8 @@ def explain(
     reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
 ) -> None:
     """Why is kernel A slower (or faster) than kernel B? The two side by side, the gap in ranked parts."""
+    if explain_view(report, report2, kernel=kernel, vs=vs, format=format, output=output, reports=reports):
+        return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._proton_view)
     check_format(format, ("table", "markdown", "json"))
     if report2 is None and vs is None:
         raise UsageError("give --vs B (a regex for the kernel to compare with), or a second report")

@@ -65,10 +65,11 @@ class Kernel:
 
 @dataclass
 class Drops:
-    """What Proton said it dropped when it wrote the trace: per (CTA, warp) the events lost (the *first* ones:
-    its buffer is circular) and kept; and its parser's complaints (scope mismatches, clock overflow)."""
+    """What Proton said it dropped when it wrote the trace: per (CTA, warp) the records lost (the *first* ones:
+    its buffer is circular; Proton's message calls them events, and a scope instance is two of them: its start and
+    its end) and kept; and its parser's complaints (scope mismatches, clock overflow)."""
 
-    warps: list[tuple[int, int, int, int]] = field(default_factory=list)  # (cta, warp, lost, kept)
+    warps: list[tuple[int, int, int, int]] = field(default_factory=list)  # (cta, warp, records lost, kept)
     parser: list[str] = field(default_factory=list)
 
     @property
@@ -81,9 +82,10 @@ class Drops:
         if self.warps:
             ctas = len({w[0] for w in self.warps})
             kept = min(w[3] for w in self.warps)
-            out.append(f"Proton's buffer overflowed: {self.lost} events lost (the first ones of {len(self.warps)} "
-                       f"warp(s) in {ctas} CTA(s); room for {kept} events per warp): the timeline of those warps "
-                       "starts late; give --buffer global, a larger --buffer-size, or fewer warps (--warps)")
+            out.append(f"Proton's buffer overflowed: {self.lost} records lost (start and end marks: about "
+                       f"{self.lost // 2} scope instances; the first ones of {len(self.warps)} warp(s) in {ctas} "
+                       f"CTA(s), room for {kept} records per warp): the timeline of those warps starts late; give "
+                       "--buffer global, a larger --buffer-size, or fewer warps (--warps)")
         if self.parser:
             out.append(f"Proton's parser reported {len(self.parser)} problem(s), first: {self.parser[0]}")
         return "; ".join(out) or None

@@ -11,8 +11,11 @@ child's output, where Proton prints what it dropped):
   uses produce's value (~0.5 us): on every warp each consume starts after its produce ended.
 * ``groups_overlap``: 2 CTAs x 8 warps: scope ``A`` (warps 0-3 sleep ~8 us, warps 4-7 ~1 us), then scope ``B``
   (~2 us) with no barrier between: warps 4-7 run B while warps 0-3 are still in A.
-* ``groups_barrier``: the same with ``tl.debug_barrier()`` between A and B: no B starts before every A ended,
-  so no B overlaps an A of another warp.
+* ``groups_barrier``: the same with ``tl.debug_barrier()`` between A and B. Recorded on the H200 (Triton 3.6),
+  warps 4-7 open B right after their A, *before* the barrier's wait (the clock read was scheduled above the
+  barrier), so their B holds the wait: every B ends together, after every A.
+* ``groups_even``: every warp sleeps ~4 us in A, then ~2 us in B, no barrier: the warps move together, so a B
+  overlaps an A of another warp only for the few cycles the warps start apart.
 * ``noscopes``: a kernel without a scope under Proton's instrumentation.
 * ``tree``: ``chain`` in Proton's tree (hatchet) format (``data="tree"``).
 * ``overflow``: ``chain`` with 64 iterations into a 1 KiB shared buffer: Proton drops events and says so.
@@ -33,7 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-VARIANTS = ("chain", "groups_overlap", "groups_barrier", "noscopes", "tree", "overflow", "sampled", "clock32",
+VARIANTS = ("chain", "groups_overlap", "groups_barrier", "groups_even", "noscopes", "tree", "overflow", "sampled", "clock32",
             "global", "warpgroup", "two_launches")
 
 
@@ -68,12 +71,15 @@ if triton is not None:
         tl.store(y_ptr + offs, x)
 
     @triton.jit
-    def groups_kernel(x_ptr, y_ptr, BARRIER: tl.constexpr, BLOCK: tl.constexpr):
+    def groups_kernel(x_ptr, y_ptr, BARRIER: tl.constexpr, EVEN: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offs)
         zero = tl.zeros_like(x)
         with pl.scope("A"):
-            x = sleep_by_warp(x + 1, zero + 4, zero + 8000, zero + 1000)
+            if EVEN:
+                x = sleep_by_warp(x + 1, zero + 4, zero + 4000, zero + 4000)
+            else:
+                x = sleep_by_warp(x + 1, zero + 4, zero + 8000, zero + 1000)
         if BARRIER:
             tl.debug_barrier()
         with pl.scope("B"):
@@ -112,7 +118,8 @@ def run_variant(name: str, out: Path) -> None:
     data = "tree" if name == "tree" else "trace"
     proton.start(str(out / name), data=data, backend="instrumentation", mode=proton.mode.Default(**opts))
     if name.startswith("groups"):
-        groups[(grid,)](x, y, BARRIER=name == "groups_barrier", BLOCK=block, num_warps=warps)
+        groups[(grid,)](x, y, BARRIER=name == "groups_barrier", EVEN=name == "groups_even", BLOCK=block,
+                        num_warps=warps)
     elif name == "noscopes":
         plain[(grid,)](x, y, BLOCK=block, num_warps=warps)
     elif name == "two_launches":
