@@ -36,8 +36,9 @@ from profctl.readers import _torch_stream as stream
 
 #: the suffix Proton gives the trace (``proton.start("name", data="trace")`` writes ``name.chrome_trace``)
 SUFFIX = ".chrome_trace"
-_PID = re.compile(r"^(?P<kernel>.*) Core(?P<core>\d+) CTA(?P<cta>\d+)$")
-_TID = re.compile(r"^warp (?P<warp>\d+)(?: \(line (?P<line>\d+)\))?$")
+_PID = re.compile(r"^(?P<kernel>.*?)(?: Core(?P<core>\d+))? CTA(?P<cta>\d+)$")
+#: "warp 3 (line 0)" as Triton 3.6 writes it; another unit's name (a warp group, a CTA) is read the same way
+_TID = re.compile(r"^[A-Za-z_ ]*?(?P<warp>\d+)(?: \(line (?P<line>\d+)\))?$")
 #: Proton's warning when a warp's events did not fit its buffer (printed while the trace is written)
 _DROP = re.compile(r"Warning \(cta ?(?P<cta>\d+), ?warp ?(?P<warp>\d+)\): first (?P<lost>\d+) events are dropped "
                    r"due to insufficient buffer size \((?P<kept>\d+)/(?P<total>\d+)\)")
@@ -47,7 +48,8 @@ _PARSER = re.compile(r"ParserException \[offset=\d+\]: (?P<what>.*)")
 def looks_like(head: str) -> bool:
     """Whether the first characters of a JSON file are those of Proton's trace (its writer sorts keys, so the
     first event's ``args`` -- with ``Frequency (MHz)`` -- and its ``pid`` of kernel, SM and CTA come early)."""
-    return '"traceEvents"' in head and ('"Frequency (MHz)"' in head or bool(re.search(r' Core\d+ CTA\d+"', head)))
+    return '"traceEvents"' in head and ('"Frequency (MHz)"' in head or bool(re.search(r' Core\d+ CTA\d+"', head))
+                                        or (bool(re.search(r' CTA\d+"', head)) and '"warp ' in head))
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ class _Collect:
         if m is None:
             return None
         k = self.kernels.setdefault(Kernel(m["kernel"], stack), len(self.kernels))
-        return self.ctas.setdefault((k, int(m["core"]), int(m["cta"])), len(self.ctas))
+        return self.ctas.setdefault((k, int(m["core"] or -1), int(m["cta"])), len(self.ctas))
 
 
 def _warp_line(tid: str) -> tuple[int, int] | None:
