@@ -29,8 +29,11 @@ RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "pro
                                           ("ncu", "profile.ncu-rep"), ("torch", "trace.json.gz"))
 SUMMARY_NAME = "summary.json"
 _TOOL_OF_KIND = {"nsys-sqlite": "nsys", "nsys-rep": "nsys", "ncu-rep": "ncu", "ncu-csv": "ncu",
-                 "torch-trace": "torch", "summary-json": "summary", "bench-json": "bench"}
-_PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".gz")
+                 "torch-trace": "torch", "summary-json": "summary", "bench-json": "bench",
+                 "proton-trace": "proton", "proton-tree": "proton"}
+_PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".gz", ".chrome_trace", ".hatchet")
+#: Proton's outputs in a run directory of profctl proton (one per case), read in name order
+PROTON_FILES = (("proton-trace", "*.chrome_trace"), ("proton-tree", "*.hatchet"))
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ def run_inputs(d: Path) -> list[Input]:
         if f.is_file():
             kind = {"bench": "bench-json", "nsys": "nsys-sqlite", "ncu": "ncu-rep", "torch": "torch-trace"}[tool]
             out.append(Input(path=f, kind=kind, run_dir=d))
+    for kind, pattern in PROTON_FILES:
+        out += [Input(path=f, kind=kind, run_dir=d) for f in sorted(d.glob(pattern)) if f.is_file()]
     if (d / runs.MANIFEST).is_file():
         for part in sorted((p for p in d.glob("part-*") if p.is_dir()), key=_part_number):
             out += [i for i in run_inputs(part) if i.kind != "bench-json"]

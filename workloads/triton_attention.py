@@ -89,10 +89,32 @@ class KernelConfig:
     num_stages: int = 2
     tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
     pipe: bool = False  # forward (16-bit and FP8): issue the next block's Q @ K^T before this block's softmax
+    #: 16-bit forward: rescale the running max (and acc, l) only when a row's max grew by more than 2^8 in a
+    #: block (FlashAttention-4's conditional rescaling; the change profctl proton's timeline pointed to)
+    lazy: bool = False
 
     def __str__(self) -> str:
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
-                f"{'-pipe' if self.pipe else ''}")
+                f"{'-pipe' if self.pipe else ''}{'-lazy' if self.lazy else ''}")
+
+
+#: The forward's launch arguments that turn its Proton scopes on (load_q, load_k, load_v, qk, softmax, pv,
+#: store): empty -- the kernel as benchmarked -- unless inside :func:`scoped`.
+_SCOPED: dict[str, bool] = {}
+
+
+@contextmanager
+def scoped() -> Iterator[None]:
+    """Launch the 16-bit forward with its steps in Proton scopes (``profctl proton --backend triton``): the
+    ``SCOPES=True`` specialization of ``_fwd_kernel``, compiled under Proton's instrumentation. Outside this
+    block the forward is launched exactly as before (no SCOPES argument at all). ImportError when Proton is
+    not there."""
+    kernels.enable_scopes()
+    _SCOPED["SCOPES"] = True
+    try:
+        yield
+    finally:
+        _SCOPED.clear()
 
 
 #: Tests and benchmarks can force a config per kernel ("fwd", "dkdv", "dq"); see :func:`use_configs`.
@@ -200,11 +222,12 @@ def parse_configs(text: str) -> dict[str, KernelConfig]:
 
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?", part)
+        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?", part)
         if not m:
             raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr]"
-                             "[-pipe] (KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
-        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]))
+                             "[-pipe][-lazy] (KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
+        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]),
+                                 lazy=bool(m[8]))
     return out
 
 
@@ -331,7 +354,8 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
-            PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_SCOPED,
+            **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe else {}))
 
     launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
     return o, lse

@@ -11,6 +11,7 @@ interpreter when ``TRITON_INTERPRET=1`` is set before this module is first impor
 from __future__ import annotations
 
 import os
+from typing import Any
 
 try:  # the module must import without Triton; calling the attention then raises TritonAttentionUnavailable
     import triton
@@ -24,6 +25,23 @@ except Exception as _e:  # ImportError, or a broken install raising at import
 
 #: Whether the kernels below were built for Triton's CPU interpreter (decided once, at import, like Triton).
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on", "y")
+
+#: Proton's kernel language (``triton.profiler.language``) once :func:`enable_scopes` ran, else None. The forward
+#: names its steps with Proton scopes only when launched with ``SCOPES=True`` (``profctl proton --backend
+#: triton``); with the default ``SCOPES=False`` the scope calls are constexpr-pruned before any IR is made, so the
+#: kernel profctl benchmarks is the same code as without them (checked: the same PTX, offline sm_90 compile).
+pl: Any = None
+
+
+def enable_scopes() -> None:
+    """Make the ``SCOPES=True`` forward compile: import Proton's kernel language and let it instrument Triton
+    kernels (``pl.enable_semantic("triton")``), before the first scoped launch. Raises ImportError (or what a
+    broken Proton raises) when Proton is not there."""
+    global pl
+    import triton.profiler.language as proton_language
+
+    proton_language.enable_semantic("triton")
+    pl = proton_language
 
 
 if triton is not None:
@@ -39,6 +57,18 @@ if triton is not None:
             if a.dtype == tl.bfloat16:
                 return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         return tl.dot(a, b, acc, input_precision=DOT_PREC)
+
+    @triton.jit
+    def _scope_in(NAME: tl.constexpr, ON: tl.constexpr):
+        """Open Proton scope NAME when ON (a constexpr: off, nothing is emitted)."""
+        if ON:
+            pl.enter_scope(NAME)
+
+    @triton.jit
+    def _scope_out(NAME: tl.constexpr, ON: tl.constexpr):
+        """Close Proton scope NAME when ON."""
+        if ON:
+            pl.exit_scope(NAME)
 
     @triton.jit
     def _load_rows(ptrs, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -80,18 +110,42 @@ if triton is not None:
                       lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
-                      DOT_PREC: tl.constexpr, TMA: tl.constexpr):
-        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound."""
+                      DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr = False,
+                      LAZY: tl.constexpr = False):
+        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound.
+        SCOPES: each step in a Proton scope (load_k, load_v, qk, softmax, pv). LAZY (unmasked blocks, a
+        positive scale): rescale only when a row's max grew by more than 2^8."""
         offs_n0 = tl.arange(0, BLOCK_N)
         for start_n in range(lo, hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             offs_n = start_n + offs_n0
+            _scope_in("load_k", SCOPES)
             k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
                            offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            _scope_out("load_k", SCOPES)
+            _scope_in("load_v", SCOPES)
             v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
                            offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+            _scope_out("load_v", SCOPES)
+            _scope_in("qk", SCOPES)
             s = _mma(q, tl.trans(k), None, DOT_PREC)
-            if MASKED:
+            _scope_out("qk", SCOPES)
+            _scope_in("softmax", SCOPES)
+            if LAZY:
+                # FlashAttention-4's conditional rescaling: the running max moves (and acc, l are rescaled) only
+                # when some row's max grew by more than 2^8 in this block; otherwise P is taken against the
+                # stale max (values up to 256: exact in the final normalization, which uses the same max), and
+                # the softmax does not touch acc, so the previous block's P @ V need not finish before it.
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                if tl.max(m_new - m_i, 0) > 8.0:
+                    alpha = tl.exp2(m_i - m_new)
+                    acc = acc * alpha[:, None]
+                    l_i = l_i * alpha
+                    m_i = m_new
+                p = tl.exp2(s * qk_scale - m_i[:, None])
+                l_i = l_i + tl.sum(p, 1)
+                m_new = m_i
+            elif MASKED:
                 keep = offs_n[None, :] < seqlen_kv
                 if CAUSAL:
                     keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
@@ -106,16 +160,22 @@ if triton is not None:
                 s = s * qk_scale
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 p = tl.exp2(s - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+            if not LAZY:
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
+            _scope_out("softmax", SCOPES)
+            _scope_in("pv", SCOPES)
             acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
+            _scope_out("pv", SCOPES)
             m_i = m_new
         return acc, l_i, m_i
 
     @triton.jit
-    def _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr):
+    def _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr,
+                    SCOPES: tl.constexpr = False):
         """One unmasked online-softmax step: scores `s` of a key block -> rescaled `acc` + P @ V, l, m."""
+        _scope_in("softmax", SCOPES)
         if SCALE_POS:
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
             p = tl.exp2(s * qk_scale - m_new[:, None])
@@ -126,41 +186,57 @@ if triton is not None:
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
+        _scope_out("softmax", SCOPES)
+        _scope_in("pv", SCOPES)
         acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
+        _scope_out("pv", SCOPES)
         return acc, l_i, m_new
 
     @triton.jit
     def _fwd_key_loop_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                 KD, VD, b32, kh32, lo, hi, offs_d, seqlen_kv, qk_scale,
                                 BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                                SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr):
+                                SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+                                SCOPES: tl.constexpr = False):
         """The unmasked key blocks [lo, hi) with Q @ K^T of the next block issued before the softmax of this one,
         so the tensor cores work on it while the softmax runs (FlashAttention-3's intra-warpgroup overlap):
         `profctl explain` found the plain loop's warps waiting on each wgmma result (WARPGROUP.DEPBAR) at tl.dot."""
         offs_n0 = tl.arange(0, BLOCK_N)
         if lo < hi:
             offs_n = lo + offs_n0
+            _scope_in("load_k", SCOPES)
             k = _load_tile(KD, b32, kh32, lo, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
                            offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+            _scope_out("load_k", SCOPES)
+            _scope_in("qk", SCOPES)
             s = _mma(q, tl.trans(k), None, DOT_PREC)
+            _scope_out("qk", SCOPES)
             for start_n in range(lo, hi - BLOCK_N, BLOCK_N):
                 start_n = tl.multiple_of(start_n, BLOCK_N)
                 nxt = start_n + BLOCK_N
                 offs_k = nxt + offs_n0
+                _scope_in("load_k", SCOPES)
                 k = _load_tile(KD, b32, kh32, nxt, k_base + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd,
                                offs_k, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
+                _scope_out("load_k", SCOPES)
+                _scope_in("qk", SCOPES)
                 s_next = _mma(q, tl.trans(k), None, DOT_PREC)
+                _scope_out("qk", SCOPES)
                 offs_v = start_n + offs_n0
+                _scope_in("load_v", SCOPES)
                 v = _load_tile(VD, b32, kh32, start_n,
                                v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
                                offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-                acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC)
+                _scope_out("load_v", SCOPES)
+                acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC, SCOPES)
                 s = s_next
             last = hi - BLOCK_N
             offs_v = last + offs_n0
+            _scope_in("load_v", SCOPES)
             v = _load_tile(VD, b32, kh32, last, v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
                            offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-            acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC)
+            _scope_out("load_v", SCOPES)
+            acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC, SCOPES)
         return acc, l_i, m_i
 
     @triton.jit
@@ -172,7 +248,8 @@ if triton is not None:
                     heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
-                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False):
+                    DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False,
+                    SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False):
         if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
@@ -191,8 +268,10 @@ if triton is not None:
         q_base = Q + off_b * stride_qb + off_h * stride_qh
         k_base = K + off_b * stride_kb + off_kh * stride_kh
         v_base = V + off_b * stride_vb + off_kh * stride_vh
+        _scope_in("load_q", SCOPES)
         q = _load_tile(QD, b32, h32, start_m, q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
                        offs_m, seqlen_q, offs_d, BLOCK_M, HEAD_DIM, BLOCK_D, True, TMA)
+        _scope_out("load_q", SCOPES)
 
         # key blocks [0, full) are seen whole by every row of this query block; [full, hi) need the mask
         if CAUSAL:
@@ -209,23 +288,26 @@ if triton is not None:
         if PIPE:
             acc, l_i, m_i = _fwd_key_loop_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                                     stride_vd, KD, VD, b32, kh32, 0, full, offs_d, seqlen_kv,
-                                                    qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, SCALE_POS, DOT_PREC, TMA)
+                                                    qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, SCALE_POS, DOT_PREC, TMA,
+                                                    SCOPES)
         else:
             acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                           stride_vd, KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off,
                                           qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC,
-                                          TMA)
+                                          TMA, SCOPES, LAZY)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                       KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA)
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA, SCOPES)
         seen = l_i > 0.0
         l_safe = tl.where(seen, l_i, 1.0)
         o = acc / l_safe[:, None]
         lse = tl.where(seen, m_i + tl.log2(l_safe), float("inf"))  # +inf: the backward's exp2(s - lse) is 0
+        _scope_in("store", SCOPES)
         o_base = Out + off_b * stride_ob + off_h * stride_oh
         _store_rows(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, o.to(Out.dtype.element_ty),
                     offs_m, seqlen_q, offs_d, HEAD_DIM, BLOCK_D)
         tl.store(LSE + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=offs_m < seqlen_q)
+        _scope_out("store", SCOPES)
 
     #: Triton 3.9's interpreter casts fp32 to e4m3 by truncating the mantissa (and mishandles the carry of its
     #: round-to-nearest mode); there (only) P is first rounded onto the e4m3 grid in fp32, to nearest with ties to

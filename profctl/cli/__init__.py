@@ -47,6 +47,7 @@ COMMANDS = [
     ("show", "profctl.cli.runs", "show"),
     ("compare", "profctl.cli.compare", "compare"),
     ("explain", "profctl.cli.explain", "explain"),
+    ("proton", "profctl.cli.proton", "proton"),
 ]
 
 for _name, _mod, _fn in COMMANDS:

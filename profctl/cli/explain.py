@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
+from profctl.cli._proton_view import explain_view
 from profctl.errors import UsageError
 
 
@@ -29,6 +30,8 @@ def explain(
 ) -> None:
     """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
     (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
+    if explain_view(report, report2, kernel=kernel, vs=vs, format=format, output=output, reports=reports):
+        return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._proton_view)
     check_format(format, ("table", "markdown", "json"))
     if shape is not None:
         shape = _shape_key(shape)

@@ -23,6 +23,7 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
+from profctl.cli._proton_view import timelines_first
 from profctl.cli._report_more import TABLE_HELP, other_view
 from profctl.cli._source_view import source_view
 from profctl.errors import UsageError
@@ -35,8 +36,10 @@ FORMATS = ("table", "markdown", "csv", "json", "html", "perfetto")
 
 @guard
 @by_gpu_option
+@timelines_first
 def report(
     paths: list[Path] = typer.Argument(..., help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, torch trace .json[.gz], "
+                                                 "Proton .chrome_trace/.hatchet, "
                                                  "profctl bench rows (.json), run directories (reports/<run-id>/), a "
                                                  "directory of them, or a run id / 'latest'"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv, json, html or perfetto"),

@@ -19,6 +19,7 @@ from profctl.pipelines.executors import Local, OnEvent, PartContext, PartOutcome
 from profctl.proc import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    from profctl.tools.proton import ProtonOptions
     from profctl.tools.torchprof import TorchOptions
 
 R = TypeVar("R")
@@ -104,6 +105,13 @@ class Target(Protocol):
     def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
                    ) -> list[str]:
         """The command line that runs the cases `only` under torch.profiler, writing `trace` and the events."""
+        ...
+
+    def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
+                    time_iters: int = 0) -> list[str]:
+        """The command line that runs case `case` (a program: itself) under Proton's instrumentation, writing
+        Proton's output at `out` (its suffix added by Proton) and the events; `time_iters`: time that many plain
+        and scoped launches instead (profctl.workloads.proton_run). UsageError for what Proton cannot record."""
         ...
 
 

@@ -20,7 +20,13 @@ from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
 
 if TYPE_CHECKING:
+    from profctl.tools.proton import ProtonOptions
     from profctl.tools.torchprof import TorchOptions
+
+#: the workload child that runs Triton kernels under Proton (profctl proton)
+PROTON_MODULE = "profctl.workloads.proton_run"
+#: the Triton forward's dtypes that carry Proton scopes (the FP8 forward has none)
+PROTON_DTYPES = ("bf16", "fp16")
 
 
 def resolve_device(device: str) -> str:
@@ -156,6 +162,11 @@ class _SweepProgram(Generic[SweepT]):
 
         return self.argv(jsonl=jsonl, only=only, extra=trace_argv(trace, options))
 
+    def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
+                    time_iters: int = 0) -> list[str]:
+        raise UsageError("profctl proton records Triton kernels: profctl's Triton forward (--backend triton) or "
+                         "your own program (-- python SCRIPT.py), not the model workload")
+
 
 @dataclass(frozen=True)
 class Workload(_SweepProgram[AttentionSweep]):
@@ -182,6 +193,23 @@ class Workload(_SweepProgram[AttentionSweep]):
         """One regex over the measured ranges of `cases` (every case: None)."""
         every = self.nvtx_cases()
         return [[ncu_include(every if cases is None else [every[i] for i in cases])]]
+
+    def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
+                    time_iters: int = 0) -> list[str]:
+        """Case `case` of profctl's Triton forward with its Proton scopes (one recorded launch; with
+        `time_iters`, that many plain and scoped launches timed). Only the 16-bit Triton forward has scopes."""
+        import json
+
+        spec = self.cases()[case or 0]
+        if spec.backend != "triton":
+            raise UsageError(f"--backend {spec.backend}: profctl proton records profctl's Triton forward "
+                             "(--backend triton), whose steps carry Proton scopes, or your program (-- python ...)")
+        if spec.pass_ != "fwd" or spec.dtype not in PROTON_DTYPES:
+            raise UsageError(f"--pass {spec.pass_} --dtype {spec.dtype}: the Proton scopes are in the Triton "
+                             f"forward in {' or '.join(PROTON_DTYPES)} (--pass fwd)")
+        return [self.python, "-m", PROTON_MODULE, "--out", str(out), "--jsonl", str(jsonl),
+                *options.argv(buffer_default="global"), "--warmup", str(self.sweep.warmup),
+                "--case", json.dumps(spec.to_dict()), *(["--time", str(time_iters)] if time_iters else [])]
 
 
 @dataclass(frozen=True)
@@ -317,6 +345,17 @@ class Program:
                              "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
         return [self._python(), "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl),
                 *options.argv(), "--", *entry]
+
+    def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
+                    time_iters: int = 0) -> list[str]:
+        """The user's Python program inside a Proton session (profctl.workloads.proton_run): its kernels are
+        compiled with Proton's instrumentation, so the scopes their @triton.jit code opens are recorded."""
+        entry = self.python_entry()
+        if entry is None:
+            raise UsageError("profctl proton records Triton kernels of Python programs: give -- python SCRIPT.py "
+                             "ARGS... or -- python -m MODULE ARGS...")
+        return [self._python(), "-m", PROTON_MODULE, "--out", str(out), "--jsonl", str(jsonl), *options.argv(),
+                "--", *entry]
 
     def argv(self, *, jsonl: Path | None = None, skip: int = 0, only: Sequence[int] | None = None,
              extra: Sequence[str] = ()) -> list[str]:

@@ -8,6 +8,8 @@
 | torch.profiler trace (.json[.gz])    | profctl.readers.torch_trace    |
 | profctl summary JSON                 | profctl.schema.Summary         |
 | profctl bench rows (JSON list)       | profctl.readers.bench_json     |
+| Proton trace (.chrome_trace)         | profctl.readers.proton_trace   |
+| Proton tree (.hatchet)               | profctl.readers.proton_tree    |
 
 Every format may also be gzip- or xz-compressed (profctl.readers._compressed), found by content.
 
@@ -36,7 +38,8 @@ __all__ = ["GZIP_MAGIC", "NeedsTool", "ReaderFault", "read", "sniff"]
 
 
 def sniff(path: Path) -> str:
-    """The format of `path`: nsys-sqlite, nsys-rep, ncu-rep, ncu-csv, torch-trace or summary-json."""
+    """The format of `path`: nsys-sqlite, nsys-rep, ncu-rep, ncu-csv, torch-trace, summary-json, bench-json,
+    proton-trace or proton-tree."""
     if not path.exists():
         raise BadReport(f"{path}: no such file")
     if path.is_dir():
@@ -46,9 +49,12 @@ def sniff(path: Path) -> str:
             head = f.read(4096)
     except OSError as e:
         raise BadReport(f"{path}: cannot read: {e.strerror}") from None
-    if not head:
-        raise BadReport(f"{path}: empty file")
     name = path.name.lower()
+    if not head:
+        if plain_name(Path(name)).endswith((".chrome_trace", ".hatchet")):
+            raise BadReport(f"{path}: empty Proton output: Proton writes nothing when no launched kernel had a scope "
+                            "(pl.scope / pl.enter_scope in @triton.jit code, after pl.enable_semantic('triton'))")
+        raise BadReport(f"{path}: empty file")
     if compression(head):
         name = plain_name(Path(name))
         head = read_head(path)
@@ -70,6 +76,12 @@ def _sniff_text(path: Path, head: bytes) -> str:
             return "summary-json"
         if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text):
             return "bench-json"
+        from profctl.readers import proton_trace, proton_tree
+
+        if proton_trace.looks_like(text):
+            return "proton-trace"
+        if proton_tree.looks_like(text):
+            return "proton-tree"
         return "torch-trace"
     first = text.splitlines()[0] if text else ""
     if first.startswith('"ID"') or first.startswith('"Process ID"') or "Kernel Name" in first:
@@ -77,7 +89,7 @@ def _sniff_text(path: Path, head: bytes) -> str:
     if text.startswith("==PROF==") or "==PROF==" in text[:200] or '\n"ID","Process ID"' in text:
         return "ncu-csv"
     raise BadReport(f"{path}: not a report profctl knows (nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, "
-                    "torch.profiler .json[.gz], or a profctl summary)")
+                    "torch.profiler .json[.gz], Proton .chrome_trace/.hatchet, or a profctl summary)")
 
 
 class NeedsTool(BadReport):
@@ -109,6 +121,9 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
     if kind == "bench-json":
         raise BadReport(f"{p}: bench rows, not a kernel report: they have no per-kernel summary "
                         "(profctl report shows them as the backend comparison)")
+    if kind in ("proton-trace", "proton-tree"):
+        raise BadReport(f"{p}: a Proton timeline of scopes inside kernels, not a per-kernel summary: profctl report "
+                        "shows it on its own (profctl report FILE), profctl explain compares two")
     mod = importlib.import_module(_READERS[kind])
     try:
         summary: Summary = _read_unpacked(p, mod, **options) if kind == "nsys-sqlite" else mod.read(p, **options)

@@ -66,6 +66,12 @@ CASES: dict[str, dict[str, Any]] = {
     "fp32-d32-causal-pipelined": _case(1, 2, 2, 40, 40, 32, "fp32", True, cfg={"fwd": [16, 16, 4, 2, False, True]}),
     "fp32-d32-one-full-block-pipelined": _case(1, 2, 2, 20, 20, 32, "fp32", False,
                                                cfg={"fwd": [16, 16, 4, 2, False, True]}),
+    # conditional rescaling (KernelConfig.lazy): the default scale takes the rescale branch on the first block
+    # only; scale 3 spreads the scores so that later blocks raise a row's max by more than 2^8 and take it again
+    "bf16-d64-full-lazy": _case(1, 2, 2, 33, 70, 64, "bf16", False, cfg={"fwd": [16, 16, 4, 2, True, False, True]}),
+    "fp32-d32-full-lazy-scale3": _case(1, 2, 2, 40, 90, 32, "fp32", False, scale=3.0,
+                                       cfg={"fwd": [16, 16, 4, 2, False, False, True]}),
+    "bf16-d64-causal-lazy": _case(1, 2, 2, 45, 45, 64, "bf16", True, cfg={"fwd": [16, 16, 4, 2, True, False, True]}),
 }
 #: Cases that must FAIL the tolerance: the checks can catch a wrong scale and a wrong causal alignment.
 BROKEN: dict[str, dict[str, Any]] = {

@@ -16,6 +16,8 @@ def test_parse_configs() -> None:
     assert str(got["dq"]) == "m128n64w8s3-ptr"
     with pytest.raises(ValueError, match="'fwd=m64' is not KERNEL="):
         ta.parse_configs("fwd=m64")
+    lazy = ta.parse_configs("fwd=m128n128w8s3-lazy")["fwd"]
+    assert lazy == ta.KernelConfig(128, 128, 8, 3, lazy=True) and str(lazy) == "m128n128w8s3-lazy"
 
 
 def test_the_environment_forces_a_config(monkeypatch: pytest.MonkeyPatch) -> None:

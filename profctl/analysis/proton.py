@@ -1,0 +1,429 @@
+"""What a Proton timeline says about a kernel (profctl.readers.proton_trace): per scope its count and cycles,
+each warp's share of the kernel in each scope, the critical path through one CTA, and for each pair of scopes
+how much of one runs while the other runs on another warp of the same CTA (whether the MMA of one warp group
+hides behind the softmax of the other).
+
+Definitions (docs/timelines.md):
+
+* **total cycles** of a scope: the sum of its instances' durations, as the trace holds them (nested instances
+  counted each); **mean**: total / count. With the SM clock known (profctl proton records it), also in µs.
+* **CTA span**: from the first start to the last end of the CTA's events (cycles; one clock base per CTA).
+* **warp share** of warp w in scope S: S's cycles on warp w over every CTA / the CTAs' spans summed.
+* **overlap of A under B**: the cycles in which a warp is inside A while at least one *other* warp of the same
+  CTA is inside B, over the cycles that warp is inside A (A's busy cycles: per warp, nested instances of A
+  counted once). "pv under softmax 40 %" = 40 % of the P·V time runs while another warp does softmax.
+* **critical path** of a CTA: from its last-ending scope instance back to its start, each step the
+  latest-ending instance (any warp; same warp first on a tie) that ended before the step began, over the
+  innermost instances (an instance holding another one of the same warp is left out); what lies between
+  steps is cycles in no scope on the path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: above this many (segment x channel) cells an overlap computation is cut into batches of CTAs
+_CELLS = 8_000_000
+
+
+@dataclass
+class ScopeStats:
+    name: str
+    count: int | None  # None: Proton's tree format does not count instances
+    total_cycles: int
+    mean_cycles: float | None  # per instance (trace); per recorded warp (tree: Proton's normalized cycles)
+    min_cycles: int | None
+    max_cycles: int | None
+    warps: int | None  # distinct warps it ran on
+    share: float | None  # of the summed warp lifetimes (CTA span x warps)
+    busy_cycles: int = 0  # per warp, nested instances counted once
+    clock_mhz: float | None = None
+
+    @property
+    def total_us(self) -> float | None:
+        return self.total_cycles / self.clock_mhz if self.clock_mhz else None
+
+    @property
+    def mean_us(self) -> float | None:
+        return self.mean_cycles / self.clock_mhz if self.clock_mhz and self.mean_cycles is not None else None
+
+
+@dataclass
+class Overlap:
+    a: str
+    b: str
+    a_cycles: int  # A's busy cycles
+    cycles: int  # of those, while B ran on another warp of the CTA
+    fraction: float
+
+
+@dataclass
+class Step:
+    scope: str
+    warp: int
+    start: int  # cycles from the CTA's first event
+    end: int
+
+
+@dataclass
+class CriticalPath:
+    cta: int  # CTA id
+    sm: int
+    span_cycles: int
+    steps: list[Step]
+    by_scope: dict[str, int]  # cycles of each scope on the path
+    unscoped_cycles: int  # on the path, in no scope
+
+
+@dataclass
+class KernelTimeline:
+    kernel: str
+    call_stack: tuple[str, ...]
+    ctas: int
+    warps: int
+    events: int
+    mean_cta_span: float
+    max_cta_span: int
+    scopes: list[ScopeStats]
+    warp_share: dict[int, dict[str, float]]  # warp -> scope -> share of the kernel
+    overlaps: list[Overlap]
+    path: CriticalPath | None
+    timeline: list[tuple[str, int, int, int]] = field(default_factory=list)  # one CTA: (scope, warp, start, end)
+
+    def scope(self, name: str) -> ScopeStats | None:
+        return next((s for s in self.scopes if s.name == name), None)
+
+    def overlap(self, a: str, b: str) -> Overlap | None:
+        return next((o for o in self.overlaps if o.a == a and o.b == b), None)
+
+
+@dataclass
+class TimelineReport:
+    """Every kernel of one trace (or tree), with what the reader and the run said about it."""
+
+    source: str
+    kernels: list[KernelTimeline]
+    clock_mhz: float | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    tree: bool = False  # from Proton's tree format: cycles per scope only, no count, no timeline
+
+    def kernel(self, pattern: str | None) -> KernelTimeline:
+        """The kernel whose name matches regex `pattern` (the only or longest-running one when None);
+        NothingMatched naming the kernels there are."""
+        import re
+
+        from profctl.errors import NothingMatched, UsageError
+
+        if pattern is None:
+            return max(self.kernels, key=lambda k: sum(s.total_cycles for s in k.scopes))
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--kernel {pattern!r} is not a regular expression: {e}") from None
+        hits = [k for k in self.kernels if rx.search(k.kernel)]
+        if not hits:
+            names = ", ".join(sorted({k.kernel for k in self.kernels}))
+            raise NothingMatched(f"--kernel {pattern!r}: no kernel of {self.source} matches; its kernels: {names}")
+        return max(hits, key=lambda k: sum(s.total_cycles for s in k.scopes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON: ``schema`` profctl.proton/1; every scope of every kernel as a row (``scopes``)."""
+        import dataclasses
+
+        d = dataclasses.asdict(self)
+        d["schema"] = SCHEMA
+        for k, kd in zip(self.kernels, d["kernels"], strict=True):
+            kd["call_stack"] = list(k.call_stack)
+            for s, sd in zip(k.scopes, kd["scopes"], strict=True):
+                sd["total_us"], sd["mean_us"] = s.total_us, s.mean_us
+        d["scopes"] = [{"kernel": k["kernel"], **s} for k in d["kernels"] for s in k["scopes"]]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TimelineReport:
+        """A report written by :meth:`to_dict` (profctl proton keeps one beside each trace)."""
+        kernels = []
+        for k in d.get("kernels", []):
+            path = k.get("path")
+            kernels.append(KernelTimeline(
+                kernel=k["kernel"], call_stack=tuple(k.get("call_stack") or ()), ctas=k["ctas"], warps=k["warps"],
+                events=k["events"], mean_cta_span=k["mean_cta_span"], max_cta_span=k["max_cta_span"],
+                scopes=[ScopeStats(**{f: v for f, v in s.items() if f not in ("total_us", "mean_us")})
+                        for s in k["scopes"]],
+                warp_share={int(w): dict(v) for w, v in k.get("warp_share", {}).items()},
+                overlaps=[Overlap(**o) for o in k.get("overlaps", [])],
+                path=None if path is None else CriticalPath(
+                    cta=path["cta"], sm=path["sm"], span_cycles=path["span_cycles"],
+                    steps=[Step(**st) for st in path["steps"]], by_scope=dict(path["by_scope"]),
+                    unscoped_cycles=path["unscoped_cycles"]),
+                timeline=[(str(x[0]), int(x[1]), int(x[2]), int(x[3])) for x in k.get("timeline", [])]))
+        return cls(source=d.get("source", ""), kernels=kernels, clock_mhz=d.get("clock_mhz"),
+                   notes=list(d.get("notes", [])), warnings=list(d.get("warnings", [])),
+                   meta=dict(d.get("meta", {})), tree=bool(d.get("tree")))
+
+
+SCHEMA = "profctl.proton/1"
+
+
+def from_tree(tree: Any, *, clock_mhz: float | None = None) -> TimelineReport:
+    """A report from Proton's tree format (profctl.readers.proton_tree): per kernel and scope its total cycles
+    and Proton's normalized (per recorded warp) cycles; no counts, shares, overlaps or path -- the tree has no
+    timeline."""
+    clock = clock_mhz or tree.clock_mhz
+    rep = TimelineReport(source=tree.path, kernels=[], clock_mhz=clock, tree=True)
+    by_kernel: dict[str, list[Any]] = {}
+    for s in tree.scopes:
+        by_kernel.setdefault(s.kernel, []).append(s)
+    for name, scopes in by_kernel.items():
+        stats = [ScopeStats(name="/".join(s.path), count=None, total_cycles=s.cycles, mean_cycles=s.normalized_cycles,
+                            min_cycles=None, max_cycles=None, warps=None, share=None, busy_cycles=s.cycles,
+                            clock_mhz=clock) for s in scopes]
+        stats.sort(key=lambda x: -x.total_cycles)
+        rep.kernels.append(KernelTimeline(kernel=name, call_stack=(), ctas=0, warps=0, events=0, mean_cta_span=0.0,
+                                          max_cta_span=0, scopes=stats, warp_share={}, overlaps=[], path=None))
+    rep.notes.append("Proton's tree format: cycles per scope only (summed over every warp and CTA; the mean is "
+                     "Proton's per-warp figure); no counts, no timeline, so no shares, overlaps or critical path: "
+                     "record with --data trace for those")
+    if tree.clock_mhz and not clock_mhz:
+        rep.notes.append(f"times use the clock Proton recorded for the device ({tree.clock_mhz:g} MHz)")
+    return rep
+
+
+def overhead_note(plain_us: float | None, scoped_us: float | None, threshold: float = 0.10) -> str | None:
+    """The cost of looking in one line when the scoped kernel is slower than the plain one by more than
+    `threshold` (None otherwise, or when either time is missing)."""
+    if not plain_us or not scoped_us:
+        return None
+    extra = scoped_us / plain_us - 1.0
+    if extra <= threshold:
+        return None
+    return (f"the scopes cost {extra * 100:.0f} % (the kernel took {scoped_us:.1f} us with them, {plain_us:.1f} "
+            "us without): the timeline is of a slower kernel; fewer scopes, --warps or --clock 32 look cheaper")
+
+
+def analyze(trace: Any, *, clock_mhz: float | None = None, cta: int | None = None) -> TimelineReport:
+    """The figures of every kernel in `trace` (a profctl.readers.proton_trace.ProtonTrace). `cta`: the CTA id
+    whose critical path and timeline to show (default: the kernel's longest CTA)."""
+    import numpy as np
+
+    rep = TimelineReport(source=trace.path, kernels=[], clock_mhz=clock_mhz)
+    kidx = trace.kernel_of_event()
+    for k, kern in enumerate(trace.kernels):
+        sel = np.nonzero(kidx == k)[0]
+        if len(sel):
+            rep.kernels.append(_kernel(trace, kern, sel, clock_mhz, cta))
+    if trace.skipped:
+        rep.notes.append(f"{trace.skipped} event(s) of the file were not scope instances of a kernel: left out")
+    if abs(trace.freq_mhz - 1000.0) > 1e-6:
+        rep.notes.append(f"the trace's timestamps assume {trace.freq_mhz:g} MHz; read back into cycles with it")
+    said = trace.drops.describe()
+    if said:
+        rep.warnings.append(said)
+    if cta is not None and not any(kt.path and kt.path.cta == cta for kt in rep.kernels):
+        rep.warnings.append(f"--cta {cta}: no kernel of this trace has a CTA {cta}; its longest CTA is shown")
+    return rep
+
+
+def _kernel(trace: Any, kern: Any, sel: Any, clock_mhz: float | None, want_cta: int | None) -> KernelTimeline:
+    import numpy as np
+
+    cta = trace.cta[sel]
+    warp = trace.warp[sel]
+    scope = trace.scope[sel]
+    start = trace.start[sel]
+    end = start + trace.dur[sel]
+    dur = trace.dur[sel]
+    ctas = np.unique(cta)
+    # per CTA: its first start and its span
+    order = np.argsort(cta, kind="stable")
+    c_sorted = cta[order]
+    bounds = np.searchsorted(c_sorted, ctas, side="left")
+    first = np.minimum.reduceat(start[order], bounds)
+    last = np.maximum.reduceat(end[order], bounds)
+    spans = last - first
+    warps = np.unique(warp)
+    names = [trace.scopes[i] for i in np.unique(scope)]
+    sid = {trace.scopes.index(n): n for n in names}
+    busy = _busy(cta, warp, scope, start, end)
+    lifetime = float(spans.sum()) * len(warps)
+    stats = []
+    for s, name in sid.items():
+        m = scope == s
+        d = dur[m]
+        stats.append(ScopeStats(name=name, count=int(m.sum()), total_cycles=int(d.sum()),
+                                mean_cycles=float(d.mean()), min_cycles=int(d.min()), max_cycles=int(d.max()),
+                                warps=len(np.unique(warp[m])), share=float(d.sum()) / lifetime if lifetime else 0.0,
+                                busy_cycles=int(busy.get(s, 0)), clock_mhz=clock_mhz))
+    stats.sort(key=lambda x: -x.total_cycles)
+    span_sum = float(spans.sum())
+    share: dict[int, dict[str, float]] = {}
+    for w in warps:
+        mw = warp == w
+        share[int(w)] = {name: float(dur[mw & (scope == s)].sum()) / span_sum if span_sum else 0.0
+                         for s, name in sid.items()}
+    overlaps = _overlaps(cta, warp, scope, start, end, list(sid), sid, busy)
+    pick = _pick_cta(trace, ctas, spans, want_cta)
+    path, timeline = _critical_path(trace, pick, cta, warp, scope, start, end,
+                                    int(first[np.searchsorted(ctas, pick)]))
+    return KernelTimeline(kernel=kern.name, call_stack=kern.call_stack, ctas=len(ctas), warps=len(warps),
+                          events=len(sel), mean_cta_span=float(spans.mean()), max_cta_span=int(spans.max()),
+                          scopes=stats, warp_share=share, overlaps=overlaps, path=path, timeline=timeline)
+
+
+def _pick_cta(trace: Any, ctas: Any, spans: Any, want: int | None) -> int:
+    """The CTA (its index in trace.ctas) to follow: the one with CTA id `want`, else the longest."""
+    if want is not None:
+        for c in ctas:
+            if trace.ctas[int(c)][2] == want:
+                return int(c)
+    return int(ctas[int(spans.argmax())])
+
+
+def _busy(cta: Any, warp: Any, scope: Any, start: Any, end: Any) -> dict[int, int]:
+    """Per scope, the cycles some warp is inside it, per warp counted once (nested instances merged): the
+    instances of one (CTA, warp, scope) sorted by start and merged where they touch, every group at once (each
+    group shifted past the previous one on a common axis, so one running maximum serves them all)."""
+    import numpy as np
+
+    if not len(start):
+        return {}
+    key = (cta.astype(np.int64) << 32) | (warp.astype(np.int64) << 16) | scope.astype(np.int64)
+    order = np.lexsort((start, key))
+    k, s, e = key[order], start[order], end[order]
+    g = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1
+    base = int(s.min())
+    rng = int(e.max()) - base + 1
+    s2 = (s - base) + g * rng
+    run_end = np.maximum.accumulate((e - base) + g * rng)
+    new = np.r_[True, s2[1:] > run_end[:-1]]
+    first = np.nonzero(new)[0]
+    ends = run_end[np.r_[first[1:] - 1, len(s2) - 1]]
+    lengths = ends - s2[first]
+    sc = (k[first] & 0xFFFF).astype(np.int64)
+    sums = np.bincount(sc, weights=lengths.astype(np.float64))
+    return {int(i): round(float(v)) for i, v in enumerate(sums) if v}
+
+
+def _overlaps(cta: Any, warp: Any, scope: Any, start: Any, end: Any, sids: list[int], names: dict[int, str],
+              busy: dict[int, int]) -> list[Overlap]:
+    """For every ordered pair (A, B) of scopes, the cycles a warp is in A while another warp of its CTA is in B.
+    Elementary segments between all event boundaries of a CTA, and per segment which warps are inside which
+    scope (coverage counts from cumulative sums), CTAs in batches."""
+    import numpy as np
+
+    wids = np.unique(warp)
+    widx = np.searchsorted(wids, warp)
+    sidx = np.searchsorted(np.array(sids), scope)
+    S, W = len(sids), len(wids)
+    acc = np.zeros((S, S), dtype=np.int64)
+    ctas = np.unique(cta)
+    per_cta = max(1, len(cta) // max(1, len(ctas)))
+    batch = max(1, _CELLS // max(1, 2 * per_cta * S * W))
+    order = np.argsort(cta, kind="stable")
+    c_sorted = cta[order]
+    for b0 in range(0, len(ctas), batch):
+        lo = np.searchsorted(c_sorted, ctas[b0], side="left")
+        hi = np.searchsorted(c_sorted, ctas[min(b0 + batch, len(ctas)) - 1], side="right")
+        idx = order[lo:hi]
+        _overlap_batch(acc, cta[idx], widx[idx], sidx[idx], start[idx], end[idx], S, W)
+    out = []
+    for i, a in enumerate(sids):
+        for j, b in enumerate(sids):
+            base = busy.get(a, 0)
+            out.append(Overlap(a=names[a], b=names[b], a_cycles=base, cycles=int(acc[i, j]),
+                               fraction=float(acc[i, j]) / base if base else 0.0))
+    return out
+
+
+def _overlap_batch(acc: Any, cta: Any, w: Any, s: Any, start: Any, end: Any, S: int, W: int) -> None:
+    import numpy as np
+
+    # CTAs laid end to end on one axis: each CTA's times shifted so no segment spans two CTAs
+    ctas, inv = np.unique(cta, return_inverse=True)
+    lo = np.full(len(ctas), np.iinfo(np.int64).max)
+    np.minimum.at(lo, inv, start)
+    hi = np.zeros(len(ctas), dtype=np.int64)
+    np.maximum.at(hi, inv, end)
+    offset = np.concatenate(([0], np.cumsum(hi - lo + 1)[:-1]))
+    t0 = start - lo[inv] + offset[inv]
+    t1 = end - lo[inv] + offset[inv]
+    times = np.unique(np.concatenate((t0, t1)))
+    if len(times) < 2:
+        return
+    ch = (s * W + w).astype(np.int64)
+    cells = len(times) * S * W
+    up = np.bincount(np.searchsorted(times, t0) * (S * W) + ch, minlength=cells)
+    down = np.bincount(np.searchsorted(times, t1) * (S * W) + ch, minlength=cells)
+    delta = (up - down).reshape(len(times), S * W)
+    cover = np.cumsum(delta, axis=0)[:-1] > 0  # segment k = [times[k], times[k+1])
+    seg = np.diff(times)
+    active = cover.reshape(len(seg), S, W)
+    count = active.sum(axis=2)  # warps inside each scope, per segment
+    for j in range(S):
+        nb = count[:, j][:, None]
+        other = (nb - active[:, j, :]) > 0  # per warp: is B on another warp?
+        for i in range(S):
+            n = (active[:, i, :] & other).sum(axis=1)
+            acc[i, j] += int((n * seg).sum())
+
+
+def _critical_path(trace: Any, pick: int, cta: Any, warp: Any, scope: Any, start: Any, end: Any,
+                   origin: int) -> tuple[CriticalPath, list[tuple[str, int, int, int]]]:
+    import numpy as np
+
+    m = np.nonzero(cta == pick)[0]
+    ev = sorted(zip((int(x) - origin for x in start[m]), (int(x) - origin for x in end[m]),
+                    (int(x) for x in warp[m]), (trace.scopes[int(x)] for x in scope[m]), strict=True))
+    timeline = [(name, w, s, e) for s, e, w, name in ev]
+    leaves = _leaves(ev)
+    span = max(e for _, e, _, _ in ev) - min(s for s, _, _, _ in ev)
+    steps = _chain(leaves)
+    by_scope: dict[str, int] = {}
+    for st in steps:
+        by_scope[st.scope] = by_scope.get(st.scope, 0) + st.end - st.start
+    on_path = sum(by_scope.values())
+    _, sm, cta_id = trace.ctas[pick]
+    return (CriticalPath(cta=cta_id, sm=sm, span_cycles=span, steps=steps, by_scope=by_scope,
+                         unscoped_cycles=max(0, span - on_path)), timeline)
+
+
+def _chain(leaves: list[tuple[int, int, int, str]]) -> list[Step]:
+    """The critical path back from the last-ending instance: each step the latest-ending instance ending no
+    later than the step starts (earlier in (end, start) order, so zero-length instances cannot loop), the same
+    warp first among equals."""
+    import bisect
+
+    if not leaves:
+        return []
+    by_end = sorted(leaves, key=lambda x: (x[1], x[0], x[2]))
+    ends = [x[1] for x in by_end]
+    pos = len(by_end) - 1
+    out = [by_end[pos]]
+    while True:
+        cur = by_end[pos]
+        i = min(bisect.bisect_right(ends, cur[0]), pos) - 1
+        if i < 0:
+            break
+        j = bisect.bisect_left(ends, ends[i], 0, i + 1)
+        same = [q for q in range(j, i + 1) if by_end[q][2] == cur[2]]
+        pos = same[-1] if same else i
+        out.append(by_end[pos])
+    return [Step(x[3], x[2], x[0], x[1]) for x in reversed(out)]
+
+
+def _leaves(ev: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:
+    """Instances holding no other instance of the same warp (the innermost scopes)."""
+    out = []
+    per_warp: dict[int, list[tuple[int, int, int, str]]] = {}
+    for x in ev:
+        per_warp.setdefault(x[2], []).append(x)
+    for xs in per_warp.values():
+        for i, x in enumerate(xs):
+            holds = any(y is not x and x[0] <= y[0] and y[1] <= x[1] and (y[0], y[1]) != (x[0], x[1])
+                        for y in xs[i + 1:] if y[0] <= x[1])
+            if not holds:
+                out.append(x)
+    return out

@@ -1,0 +1,264 @@
+"""The Proton pipeline (``profctl proton``): Triton kernels recorded by Proton's instrumentation backend -- each
+case of profctl's Triton forward with its steps in scopes, or a user's Python program -- and each timeline read
+into per-scope figures (profctl.analysis.proton).
+
+Run directory, per case ``case-<i>`` (a program: ``proton``): ``<name>.chrome_trace`` (Proton's timeline; or
+``<name>.hatchet`` with ``--data tree``), ``<name>.log`` (the child's output: Proton's buffer warnings land there),
+``<name>.timeline.json`` (the figures, so reports need not read the trace again), ``<name>.drops.json`` (what
+Proton said it dropped), and for the built-in forward ``<name>-timing.log`` (the cost of looking: the plain and
+the scoped kernel timed); ``workload.jsonl`` (the children's events) and the manifest.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profctl import proc, runs
+from profctl.errors import NothingMatched, ProgramFailed, ToolFailed, ToolNotFound, UsageError, WorkloadFailed
+from profctl.pipelines.base import Request, Result, Target
+from profctl.pipelines.executors import PartContext, PartOutcome, gather
+from profctl.tools import proton as tool
+
+JSONL_NAME = "workload.jsonl"
+#: the scoped kernel slower than the plain one by more than this is said in the output
+OVERHEAD_WARN = 0.10
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtonRequest(Request):
+    """How Proton records, how many launches time the cost of looking (the built-in forward; 0: not timed),
+    and which CTA's critical path and timeline to show (None: each kernel's longest)."""
+
+    options: tool.ProtonOptions = field(default_factory=tool.ProtonOptions)
+    overhead_iters: int = 20
+    cta: int | None = None
+
+
+@dataclass
+class Recording:
+    """One case's (or the program's) timeline: its files, the figures, and what it cost."""
+
+    name: str
+    output: Path
+    log: Path
+    report: Any  # profctl.analysis.proton.TimelineReport
+    case: dict[str, Any] | None = None
+    overhead: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
+class ProtonResult(Result):
+    recordings: list[Recording]
+    device: dict[str, Any] = field(default_factory=dict)
+    triton: str | None = None
+    notes: list[str] = field(default_factory=list)
+    program_status: int | None = None
+    program_error: list[str] = field(default_factory=list)
+
+
+def run(req: ProtonRequest) -> ProtonResult:
+    """Record the target under Proton; UsageError for what Proton cannot record here (no GPU, a backend
+    without scopes), ToolNotFound/ToolFailed when Proton is missing or too old, NothingMatched when no kernel
+    with a scope ran, ProgramFailed when the program failed before anything was recorded."""
+    if req.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
+    if req.overhead_iters < 0:
+        raise UsageError(f"--overhead must be >= 0 launches, got {req.overhead_iters}")
+    with req.executor.session() as ex:
+        target = ex.ask(req.target.resolve)
+        _check_gpu(target)
+        argvs = _argvs(target, req)  # refuses unsupported cases before anything runs
+        triton = ex.ask(tool.check, argvs[0][0])
+        ex.prepare(target.device)
+        run_dir = runs.new_run("proton", root=req.reports, argv=list(req.command) if req.command else None,
+                               extra={**target.manifest(), "proton": req.options.describe(_default_buffer(target)),
+                                      "triton": triton})
+        with runs.recording(run_dir):
+            part = functools.partial(_part, req=req, target=target)
+            outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
+                                                    device=target.device, on_event=lambda p, e: None))
+            res = _combine(outs, run_dir, triton)
+            if interrupted:
+                raise KeyboardInterrupt
+    return res
+
+
+def _default_buffer(target: Target) -> str:
+    return "global" if target.cases() else "shared"
+
+
+def _argvs(target: Target, req: ProtonRequest) -> list[list[str]]:
+    cases: list[int | None] = list(range(len(target.cases()))) or [None]
+    return [target.proton_argv(Path("x"), Path("x.jsonl"), req.options, i) for i in cases]
+
+
+def _check_gpu(target: Target) -> None:
+    from profctl.pipelines.targets import cuda_usable
+
+    if target.runs_on_cpu() or not cuda_usable():
+        raise UsageError("profctl proton records on a GPU (Proton's instrumentation backend runs kernels there), and "
+                         "no CUDA GPU is usable here; to read a trace recorded elsewhere: profctl report "
+                         "FILE.chrome_trace")
+
+
+@dataclass
+class ProtonPart:
+    recordings: list[Recording]
+    device: dict[str, Any]
+    exit_status: int | None
+    error: list[str]
+    notes: list[str]
+
+
+def _part(ctx: PartContext, *, req: ProtonRequest, target: Target) -> ProtonPart:
+    """Each case in its own child (the program in one): the cost of looking first, then the recording."""
+    target = ctx.localize(target)
+    cases: list[int | None] = (list(ctx.part.cases) if ctx.part.cases is not None
+                               else list(range(len(target.cases())))) or [None]
+    tail = runs.EventTail(ctx.workdir / JSONL_NAME)
+    out = ProtonPart([], {}, None, [], [])
+    for i in cases:
+        name = "proton" if i is None else f"case-{i}"
+        overhead = _timing(ctx, req, target, i, name, tail, out.notes) if i is not None and req.overhead_iters \
+            else None
+        rec = _record(ctx, req, target, i, name, tail, out)
+        rec.overhead = overhead
+        note = _overhead_line(overhead)
+        if note:
+            rec.report.warnings.append(note)
+        rec.report.meta["overhead"] = overhead
+        _save(rec)
+        out.recordings.append(rec)
+    return out
+
+
+def _timing(ctx: PartContext, req: ProtonRequest, target: Target, i: int, name: str, tail: runs.EventTail,
+            notes: list[str]) -> dict[str, Any] | None:
+    """The plain and the scoped kernel timed (torch.profiler's kernel times) in a child of their own."""
+    log = ctx.workdir / f"{name}-timing.log"
+    argv = target.proton_argv(ctx.workdir / f".{name}-timing", ctx.workdir / JSONL_NAME, req.options, i,
+                              req.overhead_iters)
+    ctx.record_tool("proton (cost of looking)", argv, log=log)
+    res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
+    ev = next((e for e in tail.read(final=True) if e.get("event") == "overhead"), None)
+    if ev is None:
+        notes.append(f"{name}: the cost of looking was not measured (exit status {res.returncode}: "
+                     f"{proc.last_line(res.log_text(20_000))}; log {ctx.final(log)})")
+        return None
+    plain, scoped = ev.get("plain_median_us"), ev.get("scoped_median_us")
+    return {"plain_us": plain, "scoped_us": scoped, "launches": req.overhead_iters, "method": ev.get("method"),
+            "ratio": scoped / plain if plain and scoped else None, "clock_mhz": ev.get("clock_mhz")}
+
+
+def _overhead_line(o: dict[str, Any] | None) -> str | None:
+    from profctl.analysis.proton import overhead_note
+
+    return overhead_note(o.get("plain_us"), o.get("scoped_us"), OVERHEAD_WARN) if o else None
+
+
+def _record(ctx: PartContext, req: ProtonRequest, target: Target, i: int | None, name: str,
+            tail: runs.EventTail, part: ProtonPart) -> Recording:
+    base = ctx.workdir / name
+    log = ctx.workdir / f"{name}.log"
+    argv = target.proton_argv(base, ctx.workdir / JSONL_NAME, req.options, i)
+    ctx.record_tool("proton", argv, log=log)
+    res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
+    events = tail.read(final=True)
+    part.device = next(({k: v for k, v in e.items() if k != "event"} for e in events if e.get("event") == "device"),
+                       part.device)
+    done = next((e for e in events if e.get("event") in ("recorded", "exit")), {})
+    if done.get("event") == "exit" and done.get("status"):
+        part.exit_status = int(done["status"])
+        part.error = _program_error(done, res.log_text(50_000))
+    out = tool.output(base, req.options.data)
+    text = res.log_text()
+    if not out.is_file() or out.stat().st_size == 0:
+        raise _nothing(res, out, text, ctx.final(log), done, part)
+    return Recording(name=name, output=ctx.final(out), log=ctx.final(log), case=done.get("case"),
+                     report=_read(out, text, req, done, ctx.final(out)))
+
+
+def _program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:
+    from profctl.pipelines.torchprof import program_error
+
+    return program_error(exit_event, log_text)
+
+
+def _nothing(res: Any, out: Path, text: str, log: Path, done: dict[str, Any], part: ProtonPart) -> Exception:
+    """Why no timeline came out, as the error to raise."""
+    if "Proton cannot be imported" in text:
+        return ToolNotFound(f"Proton cannot be imported by the program's Python: {proc.last_line(text)}", log=log)
+    problem = tool.log_problem(text)
+    if problem:
+        return ToolFailed(problem, log=log)
+    if part.exit_status:
+        why = part.error[-1] if part.error else proc.last_line(text)
+        return ProgramFailed(f"the program exited with status {part.exit_status} before Proton recorded a scope: "
+                             f"{why}", log=log, lines=part.error)
+    if res.returncode and not done:
+        return WorkloadFailed(f"the Proton child failed (exit status {res.returncode}): {proc.last_line(text)}",
+                              log=log)
+    return NothingMatched(f"Proton's trace is empty ({out.name}): no Triton kernel with a Proton scope ran (a "
+                          "non-Triton program, or kernels without pl.scope / pl.enter_scope in their @triton.jit "
+                          "code); the program ran to its end", log=log)
+
+
+def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], final: Path) -> Any:
+    """The recording's figures, with what Proton said it dropped and the clock the child saw."""
+    from profctl.analysis import proton as ap
+    from profctl.readers import proton_trace, proton_tree
+
+    drops = proton_trace.drops_in_log(log_text)
+    clock = done.get("clock_mhz") or None
+    if req.options.data == "tree":
+        rep = ap.from_tree(proton_tree.read(out), clock_mhz=clock)
+        said = drops.describe()
+        if said:
+            rep.warnings.append(said)
+    else:
+        rep = ap.analyze(proton_trace.read(out, drops=drops), clock_mhz=clock, cta=req.cta)
+    rep.source = str(final)
+    if clock:
+        rep.notes.append(f"times at the SM clock NVML reported right after the launch: {clock} MHz")
+    if drops.warps or drops.parser:
+        from profctl.fsutil import atomic_write_text
+
+        atomic_write_text(out.with_name(out.name.rsplit(".", 1)[0] + ".drops.json"), json.dumps(drops.to_dict()))
+    return rep
+
+
+def _save(rec: Recording) -> None:
+    """The figures beside the trace (``<name>.timeline.json``): reports read them instead of the trace."""
+    from profctl.fsutil import atomic_write_text
+
+    p = timeline_path(Path(rec.output))
+    rec.report.meta.update({"case": rec.case, "trace_bytes": Path(rec.output).stat().st_size})
+    atomic_write_text(p, json.dumps(rec.report.to_dict()))
+
+
+def timeline_path(output: Path) -> Path:
+    """Where the figures of Proton's output `output` are kept in a run."""
+    stem = output.name.rsplit(".", 1)[0] if output.suffix in (".chrome_trace", ".hatchet") else output.name
+    return output.with_name(stem + ".timeline.json")
+
+
+def _combine(outs: list[PartOutcome[ProtonPart]], run_dir: Path, triton: str) -> ProtonResult:
+    ok = [o.value for o in outs if o.error is None and o.value is not None]
+    if not ok:
+        if outs and outs[0].error is not None:
+            raise outs[0].error
+        raise WorkloadFailed("no part of the run finished")
+    recs = [r for v in ok for r in v.recordings]
+    device = next((v.device for v in ok if v.device), {})
+    status = next((v.exit_status for v in ok if v.exit_status), None)
+    runs.finish(run_dir, "complete" if not status else "incomplete", device=device or None,
+                traces=[str(Path(r.output).relative_to(run_dir)) for r in recs],
+                overhead=[r.overhead for r in recs], **({"reason": f"exit status {status}"} if status else {}))
+    warnings = [f"the program exited with status {status}; its timeline up to then was kept"] if status else []
+    return ProtonResult(run_dir=run_dir, status="complete" if not status else "incomplete", recordings=recs,
+                        device=device, triton=triton, notes=[n for v in ok for n in v.notes], warnings=warnings,
+                        program_status=status, program_error=next((v.error for v in ok if v.error), []))
