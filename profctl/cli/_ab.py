@@ -9,7 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profctl.cli._common import check_outputs, check_reports, command_line, conflict, emit, given, note, warn
+from profctl.cli._common import (
+    check_outputs,
+    check_reports,
+    command_line,
+    conflict,
+    emit,
+    given,
+    note,
+    percent,
+    warn,
+)
 from profctl.errors import ProfctlError, UsageError
 
 
@@ -94,8 +104,8 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         if len(sweep.backends) != 1:
             raise UsageError("--ab-env runs one function under two settings: give exactly one --backend")
         env_a, env_b = pipeline.parse_env_pair(ab_env)
-    limit = parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
-    delta = parse_percent(threshold, "--threshold") if threshold is not None else None
+    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    delta = percent(threshold, "--threshold") if threshold is not None else None
     if limit is not None and delta is not None and delta > limit:
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
                        "a slowdown between the two would count as unchanged and pass the gate")

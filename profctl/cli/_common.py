@@ -455,6 +455,27 @@ def conflict(a: str, b: str, why: str) -> UsageError:
     return UsageError(f"{a} and {b} contradict each other: {why}")
 
 
+def percent(text: str, flag: str) -> float:
+    """A threshold option's value (`--fail-if-slower`, `--threshold`, on compare and on bench --ab) as a
+    fraction: `5%` -> 0.05. One reading for every such number: the percent sign is required, because a bare
+    number reads two ways (0.6 as 0.6 % or as 60 %?) and guessing made `0.6` a 60 % gate beside `1` meaning 1 %.
+    UsageError naming the flag, as typed, otherwise."""
+    t = text.strip()
+    flag = typed_flags().get(flag.lstrip("-").replace("-", "_"), flag)
+    body = t[:-1].strip() if t.endswith("%") else None
+    try:
+        v = float(body if body is not None else t)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: give a percentage such as 5%") from None
+    if body is None:
+        ways = f"{v:g}% or {v * 100:g}%" if 0 < v < 1 else f"{v:g}%"
+        raise UsageError(f"{flag} {t}: a threshold needs its percent sign ({ways}?): a bare number could be a "
+                         "percent or a fraction")
+    if not 0 < v < 100:
+        raise UsageError(f"{flag} {t}: must be more than 0% and less than 100%")
+    return v / 100.0
+
+
 def check_format(format: str, allowed: Sequence[str]) -> None:
     if format not in allowed:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(allowed)}", hint=None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard
+from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard, percent
 from profctl.errors import UsageError
 
 
@@ -51,8 +51,8 @@ def compare(
         raise UsageError(f"--confidence {confidence:g}: a level between 0 and 1, e.g. 0.95")
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
-    delta = cm.parse_percent(threshold, "--threshold") if threshold is not None else None
-    limit = cm.parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    delta = percent(threshold, "--threshold") if threshold is not None else None
+    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
     if strict and limit is None:
         raise conflict("--strict", "no --fail-if-slower", "--strict makes inconclusive cases fail the "
                        "--fail-if-slower gate; give --fail-if-slower too")

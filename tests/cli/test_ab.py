@@ -114,6 +114,9 @@ def test_one_function_under_two_environment_settings(fns: Path, tmp_path: Path) 
     (["--ab", "eager,sdpa-math", "--workers", "2"], "--workers"),
     (["--fail-if-slower", "5%"], "no --ab"),
     (["--rounds", "5"], "no --ab"),
+    (["--ab", "eager,sdpa-math", "--fail-if-slower", "0.6"], "--fail-if-slower 0.6: a threshold needs its percent"),
+    (["--ab", "eager,sdpa-math", "--threshold", "2"], "--threshold 2: a threshold needs its percent sign"),
+    (["--ab", "eager,sdpa-math", "--threshold", "100%"], "--threshold 100%: must be more than 0%"),
 ])
 def test_bad_ab_options_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     r = CliRunner().invoke(app, ["bench", "--device", "cpu", "--reports", str(tmp_path), *args])

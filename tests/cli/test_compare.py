@@ -123,6 +123,26 @@ def test_bad_arguments_are_one_line(runner: CliRunner, tmp_path: Path) -> None:
         assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr and "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("flag", ["--fail-if-slower", "--threshold"])
+def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: str) -> None:
+    """Issue 29 item 2: `--fail-if-slower 0.6` was a 60 % gate beside `1` meaning 1 %, so the gate passed a +53 %
+    case. A threshold needs its percent sign; a bare number is refused in one line naming the option."""
+    a = make_run(tmp_path, seed=1)
+    b = make_run(tmp_path, seed=2, scale=1.53)
+    for bare in ("0.6", "1", "5"):
+        r = runner.invoke(app, ["compare", str(a), str(b), flag, bare])
+        assert r.exit_code == 2, r.output
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"profctl: error: {flag} {bare}: a threshold needs its percent sign"), line
+    for bad in ("0%", "100%", "-5%", "150%"):
+        r = runner.invoke(app, ["compare", str(a), str(b), flag, bad])
+        assert r.exit_code == 2 and f"{flag} {bad}: must be more than 0%" in r.stderr, r.output
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "60 %", "--threshold", "0.5%"])
+    assert r.exit_code == 0, r.output  # +53 % < 60 %: passes, read as percent
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "10%", "--threshold", "0.5%"])
+    assert r.exit_code == 1 and "slower" in r.stderr, r.output
+
+
 def test_formats_and_output_file(runner: CliRunner, tmp_path: Path) -> None:
     a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2, scale=1.1)
     r = runner.invoke(app, ["compare", str(a / "bench.json"), str(b / "bench.json"), "--format", "csv"])
