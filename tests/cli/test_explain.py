@@ -108,3 +108,29 @@ def test_report_view_source_refuses_other_views_options() -> None:
     assert code == 2 and "--by-range" in err
     code, _, err = run("report", CUDA, "--kernel", "x")
     assert code == 2 and "--kernel" in err
+
+
+def _bit_flipped(data_file, tmp_path: Path) -> Path:
+    """nvtx_mixed.ncu-rep with one bit flipped in its first result (byte 30403, 0x02 -> 0x0a): ncu_report then
+    returns that launch with no name and no metrics, which profctl read as `<unnamed launch 0>` at 0 ns."""
+    b = bytearray(data_file("nvtx_mixed.ncu-rep").read_bytes())
+    assert b[30403] == 0x02
+    b[30403] ^= 0x08
+    p = tmp_path / "flipped.ncu-rep"
+    p.write_bytes(bytes(b))
+    return p
+
+
+@pytest.mark.parametrize("args", [
+    ("report", "{rep}"), ("report", "{rep}", "-f", "json"), ("report", "{rep}", "--view", "source"),
+    ("report", "{rep}", "--view", "stalls"), ("explain", "{rep}", "--kernel", "nvjet", "--vs", "elementwise"),
+])
+def test_a_bit_flipped_report_is_damaged_not_data(data_file, tmp_path: Path, args: tuple[str, ...]) -> None:
+    """Issue 29 item 5: the reader refuses a launch ncu_report could not decode, so every command that reads the
+    report says it is damaged (exit 5, one line) instead of showing unnamed 0 ns launches or 'its kernels: none'."""
+    rep = _bit_flipped(data_file, tmp_path)
+    rc, out, err = run(*(a.format(rep=rep) for a in args))
+    assert rc == 5, (out, err)
+    assert out == "" and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "a damaged Nsight Compute report: launch 0 has no kernel name and no metrics" in line
