@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -58,6 +60,24 @@ def test_runs_lists_and_show_prints(runner: CliRunner, tmp_path: Path) -> None:
     assert doc["manifest"]["tools"][0]["version"] == "2025.3.1" and doc["rows"] is None
     r = runner.invoke(app, ["show", "latest", "--reports", str(tmp_path)])
     assert r.exit_code == 0 and other.name in r.stdout
+
+
+def test_machine_output_of_runs_is_whole(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 29 item 7: `runs -f csv` cut the command with an ellipsis (csv and json are always whole) and put
+    the tables' "-" where nothing was recorded; the table may cut, the data may not."""
+    argv = ["profctl", "bench", "--device", "cpu", "-b", "eager,sdpa-math", "-s", "128,256,512,1024", "--heads",
+            "4", "--label", "a-label-long-enough-that-the-command-line-runs-past-seventy-characters"]
+    a = runs.new_run("bench", root=tmp_path, argv=argv)
+    runs.finish(a, "complete", device={"name": "cpu"}, points=16, rows=16)
+    plain = runs.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])  # no device, no points
+    runs.finish(plain, "complete")
+    r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "csv"])
+    assert r.exit_code == 0, r.output
+    got = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert got[0]["command"] == " ".join(argv) and "…" not in r.stdout
+    assert got[1]["gpu"] == "" and got[1]["points"] == ""  # nothing recorded: empty, not "-"
+    r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "markdown"])
+    assert r.exit_code == 0 and "…" in r.stdout  # the table a person reads is cut, and says so
 
 
 def test_show_unknown_run_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
