@@ -302,8 +302,8 @@ def _per_token(rows: list[BenchRow], baseline: str, device: str | None, what: st
                             **{h: ratio(s, x) for h, s, x in zip(heads, grid[cols[0].label], grid[c.label],
                                                                   strict=True)}})
         if out:
-            panels.append(Panel(f"{_gpu_title(ctx['gpu'])}: {what}, {_case_text(ctx)}, {ctx['pass']}", ctx, ["Sequence", *heads],
-                                out))
+            panels.append(Panel(f"{_gpu_title(ctx['gpu'])}: {what}, {_case_text(ctx)}, {ctx['pass']}", ctx,
+                                ["Sequence", *heads], out))
     return panels
 
 
@@ -376,8 +376,8 @@ def seed002_batch(rows: list[BenchRow], baseline: str, device: str | None) -> li
                         "ms": cell, sp_col: sp, "Efficiency": eff})
         ctx = {"gpu": gpu, "backend": name, "seqlen_q": sq, "seqlen_kv": skv, "heads": h, "kv_heads": kv,
                "head_dim": d, "dtype": dtype, "causal": bool(causal), "layout": layout, "pass": pass_}
-        panels.append(Panel(f"{_gpu_title(gpu)}: {name}, seqlen {seqlen_label(sq, skv)}, heads={_heads(h, kv)}, dim={d}, "
-                            f"{dtype}, {_mask(causal)}, {pass_}: throughput over batch", ctx,
+        panels.append(Panel(f"{_gpu_title(gpu)}: {name}, seqlen {seqlen_label(sq, skv)}, heads={_heads(h, kv)}, "
+                            f"dim={d}, {dtype}, {_mask(causal)}, {pass_}: throughput over batch", ctx,
                             ["Batch Size", "Problem Size (BxSxHxD)", "ms", sp_col, "Efficiency"], out))
     return panels
 
@@ -433,8 +433,8 @@ def seed003_torch_triton(rows: list[BenchRow], baseline: str, device: str | None
             out.append(dict(zip(SEED003_COLUMNS, cells, strict=True)))
         if out:
             ctx = {"gpu": gpu, "batch": batch, "heads": h, "kv_heads": kv, "causal": bool(causal), "layout": layout}
-            panels.append(Panel(f"{_gpu_title(gpu)}: batch={batch}, heads={_heads(h, kv)}, {_mask(causal)}: {baseline} (torch) "
-                                "against triton, ms", ctx, list(SEED003_COLUMNS), out))
+            panels.append(Panel(f"{_gpu_title(gpu)}: batch={batch}, heads={_heads(h, kv)}, {_mask(causal)}: "
+                                f"{baseline} (torch) against triton, ms", ctx, list(SEED003_COLUMNS), out))
     return panels
 
 

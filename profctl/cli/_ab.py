@@ -73,7 +73,6 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
              fail_if_slower: str | None, reports: Path | None, timeout: float, label: str | None,
              executor: Any) -> Any:
     """The A/B request the options describe; UsageError for options that contradict it."""
-    from profctl.analysis.regression import parse_percent
     from profctl.pipelines import ab as pipeline
     from profctl.pipelines.executors import Local
     from profctl.spec import SpecError, parse_backends

@@ -57,7 +57,7 @@ def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, code, says", [
-    (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 1,
+    (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 7,
      "'flash_fwd' matches no kernel in"),
     (("explain", PAIR, "--kernel", "_fwd"), 2, "give --vs B"),
     (("explain", PAIR, "--kernel", "_fwd", "--vs", "_fwd"), 2, "pick the same launch"),
@@ -99,7 +99,7 @@ def test_report_view_source_on_a_report_without_samples(shared_fixture) -> None:
 
 def test_report_view_source_kernel_matches_nothing() -> None:
     code, _, err = run("report", CUDA, "--view", "source", "--kernel", "nosuch")
-    assert code == 1
+    assert code == 7
     assert "its kernels: gather_strided" in err
 
 

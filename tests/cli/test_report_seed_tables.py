@@ -106,7 +106,7 @@ def test_a_gpu_nothing_names_is_empty_data_not_prose(name: str, tmp_path: Path) 
     (["--table", "seed-004-forward", "--pivot", "ms"], 2, "--pivot and --table seed-004-forward contradict"),
     (["--table", "seed-004-forward", "--view", "summary"], 2, "contradict"),
     (["--table", "seed-004-forward", "--title", "x"], 2, "--title"),
-    (["--table", "seed-002-batch"], 1, "two or more batch sizes"),
+    (["--table", "seed-002-batch"], 7, "two or more batch sizes"),
 ])
 def test_refused_in_one_line(args: list[str], code: int, needle: str) -> None:
     one_line_error(run(str(DATA / "bench_h100_b1h32d128_fwd.json.gz"), *args), code, needle)
@@ -114,4 +114,4 @@ def test_refused_in_one_line(args: list[str], code: int, needle: str) -> None:
 
 def test_a_table_needs_bench_rows(shared_fixture) -> None:
     res = run(str(shared_fixture("attn.sqlite")), "--table", "seed-004-forward")
-    assert res.exit_code == 5 and "no bench rows" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 7 and "no bench rows" in res.output and "Traceback" not in res.output

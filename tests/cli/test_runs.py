@@ -157,6 +157,44 @@ def test_interrupted_bench_keeps_finished_rows_and_is_incomplete(tmp_path: Path)
     assert run_dir.name in r.stdout
 
 
+@pytest.mark.parametrize("command", [
+    ["torch", "--device", "cpu", "-b", "sdpa-math", "-s", "1024,2048,4096", "--heads", "4", "--iters", "400"],
+    ["bench", "--device", "cpu", "--ab", "eager,sdpa-math", "-s", "256,512", "--heads", "4", "--iters", "20",
+     "--rounds", "200"],
+])
+def test_ctrl_c_names_the_run_directory(tmp_path: Path, command: list[str]) -> None:
+    """Issue 29 item 8: Ctrl-C of a torch or A/B run said only "interrupted (a run directory made before ...)".
+    Every command names the run directory it made, which keeps what had finished."""
+    p = subprocess.Popen([sys.executable, "-m", "profctl", *command, "--reports", str(tmp_path)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_as_in_a_terminal)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(tmp_path.glob("*/manifest.json")):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        time.sleep(2.0)  # the workload is running
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    (run_dir,) = list(tmp_path.iterdir())
+    assert p.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last == f"profctl: error: interrupted; what had finished is kept in {run_dir} (profctl show " \
+                   f"{run_dir.name})", err
+    assert runs.read_manifest(run_dir)["status"] == "incomplete"
+
+
+def test_ctrl_c_before_a_run_directory_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt before any run directory exists says that, not 'a run directory made before keeps ...'."""
+    from profctl.cli import _common
+
+    assert _common._interrupted(time.time() + 3600) == "interrupted before any run directory was made"
+
+
 def test_two_benches_at_once_never_collide(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "profctl", "bench", *TINY, "--backend", "eager", "-q", "--reports", str(tmp_path)]
     procs = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

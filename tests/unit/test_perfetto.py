@@ -158,7 +158,7 @@ def test_unknown_range_is_one_line_and_writes_nothing(data_file, tmp_path: Path)
     out = tmp_path / "trace.json"
     res = runner.invoke(app, ["report", str(data_file("nsys_profctl_fwdbwd.sqlite")), "-f", "perfetto", "-o",
                               str(out), "--range", "nope"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 7, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "--range 'nope'" in lines[0] and "profctl@measure" in lines[0]
     assert not out.exists() and not list(tmp_path.glob(".trace.json*"))
@@ -172,7 +172,7 @@ def test_to_stdout_without_output(data_file) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--range", "measure"], "--range and --format table contradict"),
+    (["--range", "measure"], "--range does not apply here: --range picks the window of a timeline"),
     (["-f", "perfetto", "--pivot", "ms"], "--pivot and -f perfetto contradict"),
     (["-f", "perfetto", "--view", "summary"], "contradict"),
     (["-f", "perfetto", "--limit", "3"], "--limit and -f perfetto contradict"),
