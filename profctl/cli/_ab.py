@@ -95,6 +95,9 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         if len(pair) != 2:
             raise UsageError(f"--ab {ab!r}: give two variants, A,B (old,new), e.g. --ab old.py:attn,new.py:attn")
         variant_b = pair[1]
+        if pair[0] == pair[1]:
+            warn(f"--ab {ab}: A and B are the same variant: the answer measures only the noise between rounds (an "
+                 "A/A run)")
         wl = type(wl)(sweep.with_backends(pair[:1]))
         env_a: tuple[tuple[str, str], ...] = ()
         env_b: tuple[tuple[str, str], ...] = ()

@@ -565,13 +565,13 @@ def validate_workload(wl: Any) -> Any:
         specs = wl.sweep.specs()
     except SpecError as e:
         raise UsageError(str(e)) from None
+    device = resolve_device(wl.sweep.device)
     if hasattr(wl.sweep, "head_dim"):  # the attention workload
-        fatal, warnings = dtype_problems(specs)
+        fatal, warnings = dtype_problems(specs, device)
         if fatal:  # exit 1, as a sweep whose every point was refused: nothing could run, said before running
             raise UnsupportedShape(f"no point can run: {fatal}")
         for w in warnings:
             warn(w)
-    device = resolve_device(wl.sweep.device)
     if device == "cuda" and hasattr(wl.sweep, "head_dim"):  # the model workload's head dims come from presets
         s = wl.sweep.with_defaults(device)
         for w in head_dim_warnings(s.backends, s.head_dim, s.dtype):

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard, percent
+from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard, percent, warn
 from profctl.errors import UsageError
 
 
@@ -64,6 +64,9 @@ def compare(
     check_outputs(("-o", output))
     b = cm.load_side(base, reports)
     n = cm.load_side(new, reports)
+    if _same_data(Path(b.path), Path(n.path)):
+        warn(f"BASE {base} and NEW {new} are the same data: every case is compared with itself, so the answer says "
+             "nothing about a change (give two runs)")
     result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
                              floors=floors, limit=limit)
     if format == "table" and output is not None:
@@ -80,6 +83,17 @@ def compare(
     failure = verdict.error()
     if failure is not None:
         raise failure
+
+
+def _same_data(a: Path, b: Path) -> bool:
+    """Whether the two sides read the same data: one path (a run named twice, by id and by folder), a run and
+    a file of its own, or two files with the same bytes (a copy)."""
+    import filecmp
+
+    a, b = a.resolve(), b.resolve()
+    if a == b or (a.is_dir() and b.parent == a) or (b.is_dir() and a.parent == b):
+        return True
+    return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, shallow=False)
 
 
 def _floors(cm: Any, min_total_ms: float, min_samples: int) -> Any:

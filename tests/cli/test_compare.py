@@ -143,6 +143,22 @@ def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: st
     assert r.exit_code == 1 and "slower" in r.stderr, r.output
 
 
+def test_comparing_a_run_with_itself_warns(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 29 item 10: `compare X X` answered "unchanged" without a word. The same run named twice (by id and
+    by folder), a run and its own bench.json, or a copy of a file: a warning that the answer says nothing."""
+    a = make_run(tmp_path, seed=1)
+    copy = tmp_path / "copy.json"
+    copy.write_bytes((a / "bench.json").read_bytes())
+    for x, y in ((str(a), str(a)), (a.name, str(a)), (str(a), str(a / "bench.json")), (str(a / "bench.json"),
+                                                                                      str(copy))):
+        r = runner.invoke(app, ["compare", x, y, "--reports", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        assert f"warning: BASE {x} and NEW {y} are the same data" in r.stderr, (x, y, r.stderr)
+    b = make_run(tmp_path, seed=2)
+    r = runner.invoke(app, ["compare", str(a), str(b)])
+    assert r.exit_code == 0 and "same data" not in r.stderr
+
+
 def test_formats_and_output_file(runner: CliRunner, tmp_path: Path) -> None:
     a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2, scale=1.1)
     r = runner.invoke(app, ["compare", str(a / "bench.json"), str(b / "bench.json"), "--format", "csv"])
