@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,51 @@ def test_report_view_source_html(tmp_path: Path) -> None:
     assert code == 0, err
     text = page.read_text()
     assert "PLANT: tl.sum" in text and 'class="hot"' in text and "rgba(220,40,40," in text
+
+
+def test_source_html_is_one_row_per_line_and_readable(tmp_path: Path) -> None:
+    """Issue 29 item 6: `pre.src span{display:block}` also hit the line-number and share spans inside a line, so
+    every source line took three rows, and the hottest line's number was grey on dark red. One row per line (the
+    rule hits only a line's own span), and every shade keeps the text readable (contrast >= 4.5, WCAG AA); in
+    headless Chromium, when it is installed, the hottest line's band is one text row high."""
+    from profctl.render import source as rs
+
+    page = tmp_path / "src.html"
+    code, _, err = run("report", CUDA, "--view", "source", "-k", "gather_strided", "-f", "html", "-o", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "pre.src>span{display:block" in text and "pre.src span{" not in text
+    excerpt = text[text.index('<pre class="src">'):]
+    excerpt = excerpt[:excerpt.index("</pre>")]
+    lines = re.findall(r'<span(?: class="hot")?(?: style="[^"]*")?><span class="ln">(\d+)</span>', excerpt)
+    assert len(lines) >= 5 and excerpt.count('<span class="ln">') == len(lines)
+
+    def luminance(rgb: tuple[float, ...]) -> float:
+        c = [v / 255 for v in rgb]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    alpha = 0.08 + rs.MAX_SHADE  # the hottest line
+    bg = tuple(255 * (1 - alpha) + v * alpha for v in (220, 40, 40))
+    for fg in ((0x33,) * 3, (0x22,) * 3):  # .ln / .sh, and the source
+        hi, lo = sorted((luminance(bg), luminance(fg)), reverse=True)
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if chromium is None:
+        pytest.skip("no Chromium here for the layout check")
+    shot = tmp_path / "src.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1100,6000", page.as_uri()], capture_output=True, timeout=120)
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    hot = bg  # the hottest line's own colour, rows of it in the first excerpt
+    mask = (np.abs(a - np.array(hot)).sum(axis=2) < 12).sum(axis=1) > 400
+    rows = np.flatnonzero(mask)
+    assert rows.size, "no hottest line found in the screenshot"
+    band = rows[rows < rows[0] + 60]  # the first band: 12px text at line-height 1.35
+    assert 12 <= band.size <= 20, band.size  # one text row, not three
 
 
 def test_report_view_source_on_a_report_without_samples(shared_fixture) -> None:
