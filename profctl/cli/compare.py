@@ -3,6 +3,7 @@ faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into 
 
 from __future__ import annotations
 
+import filecmp
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,8 +89,6 @@ def compare(
 def _same_data(a: Path, b: Path) -> bool:
     """Whether the two sides read the same data: one path (a run named twice, by id and by folder), a run and
     a file of its own, or two files with the same bytes (a copy)."""
-    import filecmp
-
     a, b = a.resolve(), b.resolve()
     if a == b or (a.is_dir() and b.parent == a) or (b.is_dir() and a.parent == b):
         return True
