@@ -72,13 +72,12 @@ def test_ncu_launch_without_a_name_is_a_damaged_report() -> None:
     """A stand-in for ncu_report's objects: a launch whose names are None is one ncu_report could not decode
     (Nsight Compute names every kernel it profiles): the report is damaged, not a kernel to show as unnamed
     (issue 29 item 5). A Launch without a name that reaches the summary some other way is still said."""
-    import pytest
-
-    from profctl.errors import BadReport
-
     from pathlib import Path
     from types import SimpleNamespace
 
+    import pytest
+
+    from profctl.errors import BadReport
     from profctl.readers import _ncu, ncu_report
 
     class Metric:
