@@ -5,12 +5,16 @@ An attention pass has three kinds of unavoidable work, each with a hardware rate
 * **tensor**: the useful matmul FLOPs (:mod:`profctl.flops`, with the backend's causal alignment) at the dtype's
   dense tensor-core peak;
 * **sfu**: one exponential per visible (query, key) score in the forward, one more in the backward (P is
-  recomputed), at the special-function unit's rate (MUFU: 16 per clock per SM on sm_80/sm_90, SMs x boost clock;
-  FlashAttention-3's point that exp, not the matmul, limits attention at small head dims);
+  recomputed), at the special-function unit's rate (MUFU: 16 per clock per SM from sm_80 to sm_120, 32 for EX2 on
+  Blackwell Ultra sm_103, :data:`profctl.devices.ARCHS`; SMs x boost clock; FlashAttention-3's point that exp, not
+  the matmul, limits attention at small head dims);
 * **dram**: the minimum bytes: Q, K, V read once and O written once (the backward also reads O, dO and the
   log-sum-exp and writes dQ, dK, dV), at the DRAM bandwidth.
 
-The binding roof is the slowest of the three; a kernel's time against it says how much headroom is left
+Two more roofs take their work from a profile rather than the shape: :func:`smem_roof` (shared-memory bytes at
+SMs x 128 B/clk x boost clock) and :func:`fp32_roof` (FLOPs on the FMA pipe, for a matmul done without tensor cores).
+
+Of the shape's three, the binding roof is the slowest; a kernel's time against it says how much headroom is left
 ("62 % of the tensor roof; 0.18 ms left"). Peaks and their sources live in :mod:`profctl.devices`; where a
 measured figure exists (a large matmul, a device copy on the project's GPU), it is given beside the datasheet one.
 Pure arithmetic: no torch import.
@@ -80,7 +84,7 @@ class AttentionWork:
 class Roof:
     """One roof: the least time the pass needs under one hardware rate, and how that was computed."""
 
-    name: str          # tensor | sfu | dram
+    name: str          # tensor | sfu | dram (attention_roofs); smem | fp32 (smem_roof, fp32_roof)
     seconds: float
     rate: float        # the rate used, in the unit below
     unit: str          # "TFLOP/s" | "Texp/s" | "TB/s"
@@ -90,7 +94,8 @@ class Roof:
     @property
     def what(self) -> str:
         amount = {"tensor": f"{self.work / 1e12:.3g} TFLOP", "sfu": f"{self.work / 1e9:.3g} G exp",
-                  "dram": f"{self.work / 1e6:.3g} MB"}[self.name]
+                  "dram": f"{self.work / 1e6:.3g} MB", "smem": f"{self.work / 1e6:.3g} MB",
+                  "fp32": f"{self.work / 1e12:.3g} TFLOP"}[self.name]
         return f"{amount} at {self.rate:.4g} {self.unit}"
 
 
@@ -168,6 +173,54 @@ def attention_roofs(work: AttentionWork, device_name: str | None) -> Roofs | Non
     roofs.append(Roof("dram", work.dram_bytes / (peak.dram_tbps * 1e12), peak.dram_tbps, "TB/s", work.dram_bytes,
                       f"{peak.model} DRAM bandwidth: {peak.source}"))
     return Roofs(peak.model, tuple(roofs))
+
+
+def shape_work(shape: str | None, backend: str | None = None, pass_: str | None = "fwd") -> AttentionWork | None:
+    """The work of one pass of a shape key (``b1,sq4096,skv4096,h32,kv32,d128,bf16[,causal]``), with `backend`'s
+    causal alignment; None for a key that does not parse or a pass without a roof. The one place a shape becomes
+    work, for every view that puts a kernel against its roofs."""
+    from profctl.shapes import Shape
+    from profctl.spec import causal_align
+
+    sh = Shape.try_parse(shape) if shape else None
+    if sh is None or (pass_ or "fwd") not in PASS_FACTOR:
+        return None
+    return AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
+                            seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
+                            causal_align=causal_align(backend or "") if sh.causal else None, pass_=pass_ or "fwd")
+
+
+def shape_roofs(shape: str | None, device_name: str | None, backend: str | None = None,
+                pass_: str | None = "fwd") -> Roofs | None:
+    """The roofs of one pass of a shape key on a GPU (:func:`shape_work`, :func:`attention_roofs`)."""
+    work = shape_work(shape, backend, pass_)
+    return attention_roofs(work, device_name) if work is not None else None
+
+
+def smem_roof(smem_bytes: float, device_name: str | None) -> Roof | None:
+    """The least time to move `smem_bytes` through shared memory (loads and stores, as ncu counts them) on the named
+    GPU: SMs x bytes per clock per SM x boost clock (:attr:`profctl.devices.DevicePeak.smem_tbps`). The roof of a
+    kernel bound by shared memory (FlashAttention-4's backward on B200); None when the GPU's SMs or clock are
+    unknown. Shape alone does not fix an attention kernel's shared-memory traffic (its tiling does), so this roof
+    takes the bytes from the profile."""
+    peak = devices.lookup(device_name)
+    rate = peak.smem_tbps if peak else None
+    if peak is None or rate is None:
+        return None
+    return Roof("smem", smem_bytes / (rate * 1e12), rate, "TB/s", smem_bytes,
+                f"{peak.model}: {peak.sms} SMs x {peak.smem_bytes_per_clk_sm} B/clk x {peak.boost_mhz:.0f} MHz "
+                f"({peak.smem_source})")
+
+
+def fp32_roof(flops: float, device_name: str | None) -> Roof | None:
+    """The least time for `flops` on the FP32 (FMA) pipe of the named GPU, the roof of a matmul done without tensor
+    cores (an fp32 ``tl.dot`` without TF32, a hand-written FMA loop); None when the GPU has no such figure."""
+    peak = devices.lookup(device_name)
+    rate = peak.fp32_tflops if peak else None
+    if peak is None or rate is None:
+        return None
+    return Roof("fp32", flops / (rate * 1e12), rate, "TFLOP/s", flops,
+                f"{peak.model} FP32 non-tensor peak: {peak.sources.get('fp32_tflops', peak.source)}")
 
 
 def row_roofs(row: Mapping[str, Any], device_name: str | None = None) -> Roofs | None:

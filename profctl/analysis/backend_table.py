@@ -21,22 +21,14 @@ from typing import Any
 
 from profctl import devices
 from profctl.analysis.crosstool import CrossToolView, JoinedKernel, bench_group
+from profctl.analysis.figures import Figures, value
 from profctl.schema.bench import BenchRow
 from profctl.shapes import Shape
 
-#: ncu metric names per figure, first present wins (recipes differ: tensor-core, speed-of-light, dram, fixtures)
-METRICS: dict[str, tuple[str, ...]] = {
-    "tensor_pct": ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                   "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
-    "dram_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                 "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
-    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "mem_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
-    "occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
-    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
-    "duration_ns": ("gpu__time_duration.sum", "gpu__time_duration.avg"),
-}
+#: the figures the table reads, by its own names -> profctl.analysis.figures keys (one home for the metric names)
+FIGURE_KEYS = {"tensor_pct": "tensor_pct", "dram_pct": "dram_pct", "sm_pct": "compute_pct", "mem_pct": "memory_pct",
+               "occupancy_pct": "achieved_occupancy", "theoretical_occupancy_pct": "theoretical_occupancy",
+               "duration_ns": "duration_ns"}
 BOUND_PCT = 60.0
 #: launch gap share (1 - kernel time / time) above which an iteration is launch-bound: most of its time no kernel
 #: of it runs, so speeding the kernel up cannot help much, whatever its ncu figures say
@@ -45,19 +37,12 @@ BREAKDOWN_CLASSES = ("gemm", "softmax", "elementwise", "reduce", "flash_fwd", "f
 
 
 def metric(ms: dict[str, float], figure: str) -> float | None:
-    for name in METRICS[figure]:
-        if name in ms:
-            return float(ms[name])
-    return None
+    """One of the table's figures (:data:`FIGURE_KEYS`) of an ncu row's metrics (profctl.analysis.figures)."""
+    return value(ms, FIGURE_KEYS[figure])
 
 
 def dram_bytes(ms: dict[str, float]) -> float | None:
-    if "dram__bytes.sum" in ms:
-        return float(ms["dram__bytes.sum"])
-    r, w = ms.get("dram__bytes_read.sum"), ms.get("dram__bytes_write.sum")
-    if r is None and w is None:
-        return None
-    return float(r or 0.0) + float(w or 0.0)
+    return Figures(ms).dram_bytes
 
 
 # ------------------------------------------------------------------------------------------ scalar rules

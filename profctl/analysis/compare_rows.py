@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis.stats import MIN_SAMPLES, noise_floor
+from profctl.analysis.stats import MIN_SAMPLES, Estimate, RunNoise, decide, noise_floor, runs_needed, samples_needed
 from profctl.errors import ProfctlError
 from profctl.schema.bench import ATTENTION_CASE_FIELDS
 
@@ -73,6 +73,10 @@ class RowResult:
     method: str = "bootstrap"
     verdict: str = "n/a"
     notes: list[str] = field(default_factory=list)
+    runs: tuple[int, int] = (1, 1)  # runs on each side behind the estimate
+    run_noise: float | None = None  # the per-run noise (log-scale sigma) the interval allowed for
+    run_noise_measured: float | None = None  # what the runs themselves showed (several runs on a side)
+    run_limited: bool = False  # noise between runs, not between instances, set the interval's width
 
     @property
     def change(self) -> float | None:
@@ -92,7 +96,45 @@ class RowResult:
                 "n_base": self.n_base, "n_new": self.n_new, "base_tflops": self.base_tflops,
                 "new_tflops": self.new_tflops, "tflops_ratio": (1.0 / self.ratio) if self.ratio else None,
                 "tflops_ci_lo": tf_lo, "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
+                "runs_base": self.runs[0], "runs_new": self.runs[1], "run_noise": self.run_noise,
+                "run_noise_measured": self.run_noise_measured, "run_limited": self.run_limited,
                 "note": "; ".join(self.notes) or None}
+
+
+def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more: str) -> None:
+    """Fill a row from an estimate over runs: ratio, interval, verdict, and when inconclusive what would tell
+    (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise)."""
+    rr.ratio, rr.ci_lo, rr.ci_hi = est.ratio, est.lo, est.hi
+    rr.runs, rr.run_noise, rr.run_noise_measured = est.runs, est.sigma or None, est.measured_sigma
+    rr.run_limited = est.run_limited
+    rr.verdict, why = decide(est.ratio, est.lo, est.hi, threshold)
+    if not why:
+        return
+    if est.run_limited:
+        k = runs_needed(est, threshold)
+        if est.runs == (1, 1):
+            why += (f"; with one run per side the noise between runs (±{est.sigma * 100:.1f}% a run) cannot be told "
+                    "from a change this small: give several runs per side (BASE1,BASE2,BASE3 NEW1,NEW2,NEW3)")
+        elif k:
+            why += f"; about {k} runs per side would tell"
+        rr.notes.append(why)
+        return
+    need = samples_needed(samples, est.lo, est.hi, threshold)
+    if more == "--iters":
+        rr.notes.append(why + (f"; about --iters {need} would tell" if need > samples else ""))
+    else:
+        rr.notes.append(why + (f"; about {need} {more} would tell" if need > samples else ""))
+
+
+def run_noise_words(noise: RunNoise, runs: tuple[int, int]) -> str:
+    """How the intervals treat noise between runs, in words for the report's method line."""
+    if runs == (1, 1):
+        if noise.off:
+            return "one run per side, run-to-run noise left out (--run-noise 0)"
+        return (f"one run per side: intervals include run-to-run noise of ±{noise.sigma * 100:g}% a run "
+                f"({noise.source}; --run-noise sets it; several runs per side measure it)")
+    return (f"{runs[0]} run(s) against {runs[1]}: run-to-run noise measured from them, pooled with "
+            f"±{noise.sigma * 100:g}% a run ({noise.source}) as a few runs' worth")
 
 
 @dataclass
@@ -109,6 +151,8 @@ class RegressionReport:
     floors: Floors | None = None  # summaries: below these a row is not judged
     threshold_why: str = ""  # where the threshold came from when it was not given ("the default for CPU timings")
     kind: str = ""  # "bench", "summary" or "ab" (the sides' kind unless given)
+    noise: RunNoise | None = None  # the run-to-run noise the intervals allowed for (None: paired A/B rounds)
+    runs: tuple[int, int] = (1, 1)  # runs on each side
 
     def __post_init__(self) -> None:
         self.kind = self.kind or self.base.kind
@@ -131,6 +175,8 @@ class RegressionReport:
                 "floors": None if self.floors is None else {"total_ms": self.floors.total_ns / 1e6,
                                                             "instance_us": self.floors.instance_ns / 1e3,
                                                             "samples": self.floors.samples},
+                "runs": {"base": self.runs[0], "new": self.runs[1]},
+                "run_noise": None if self.noise is None else {"sigma": self.noise.sigma, "source": self.noise.source},
                 "counts": self.counts(), "warnings": self.warnings, "forced": self.forced,
                 "rows": [r.to_dict() for r in self.rows]}
 

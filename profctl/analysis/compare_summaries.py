@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis.compare_rows import Floors, RowResult
-from profctl.analysis.stats import bootstrap_ratio, decide, samples_needed, seed_of
+from profctl.analysis.compare_rows import Floors, RowResult, judge
+from profctl.analysis.stats import RunNoise, across_runs, decide, seed_of
 
 
 # ---- kernel summaries
@@ -110,42 +110,73 @@ def _not_judged(b: _Entry, n: _Entry, nb: int, nn: int, path: str, floors: Floor
     return None
 
 
-def _pair_summary(key: tuple[str, str], b: _Entry, n: _Entry, *, threshold: float, confidence: float,
-                  resamples: int, floors: Floors) -> RowResult:
-    """One kernel (op) of both summaries: not judged, a bootstrap over its instances, or a plain threshold."""
-    sb, notes_b = _usable(b, key[1])
-    sn, notes_n = _usable(n, key[1])
-    bootstrap = sb is not None and sn is not None
+def group_index(summaries: list[Any]) -> dict[tuple[str, str], list[_Entry]]:
+    """(match key, NVTX range) -> one entry per run (summary) that has it."""
+    out: dict[tuple[str, str], list[_Entry]] = {}
+    for s in summaries:
+        for k, e in _summary_index(s).items():
+            out.setdefault(k, []).append(e)
+    return out
+
+
+def _combined(es: list[_Entry]) -> _Entry:
+    """The runs' entries of one kernel as one (for the floors and the threshold-only path)."""
+    if len(es) == 1:
+        return es[0]
+    count = sum(e.count for e in es)
+    med = sum(e.med_ns * e.count for e in es) / count if count else es[0].med_ns
+    return _Entry(short=es[0].short, med_ns=med, count=count // len(es), total_ns=sum(e.total_ns for e in es) / len(es),
+                  samples=[x for e in es for x in e.samples], rows=sum(e.rows for e in es),
+                  bare=sum(e.bare for e in es), cpu=any(e.cpu for e in es))
+
+
+def _pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, threshold: float,
+                  confidence: float, resamples: int, floors: Floors, noise: RunNoise) -> RowResult:
+    """One kernel (op) over the runs of both sides: not judged, an interval over runs and instances, or a plain
+    threshold."""
+    b, n = _combined(bs), _combined(ns)
+    usable = [_usable(e, key[1]) for e in (*bs, *ns)]
+    sb = [u[0] for u in usable[:len(bs)]]
+    sn = [u[0] for u in usable[len(bs):]]
+    left_out = sorted({note for _, notes in usable for note in notes})
+    bootstrap = all(x is not None for x in (*sb, *sn))
     rr = RowResult(case={"kernel": n.short, "range": key[1], "match_key": key[0]}, base_ms=b.med_ns / 1e6,
-                   new_ms=n.med_ns / 1e6, n_base=len(sb) if sb is not None else b.count,
-                   n_new=len(sn) if sn is not None else n.count, method="bootstrap" if bootstrap else "threshold")
+                   new_ms=n.med_ns / 1e6, n_base=sum(len(x) for x in sb if x) if bootstrap else b.count,
+                   n_new=sum(len(x) for x in sn if x) if bootstrap else n.count,
+                   method="bootstrap" if bootstrap else "threshold", runs=(len(bs), len(ns)))
     if b.count != n.count:
-        rr.notes.append(f"instances {b.count} vs {n.count}")
+        rr.notes.append(f"instances {b.count} vs {n.count}" + (" (a run's mean)" if rr.runs != (1, 1) else ""))
     if b.med_ns > 0 and n.med_ns > 0:
         rr.ratio = n.med_ns / b.med_ns
-    why = _not_judged(b, n, rr.n_base, rr.n_new, key[1], floors)
+    fewest_b = min(len(x or ()) for x in sb) if bootstrap else rr.n_base
+    fewest_n = min(len(x or ()) for x in sn) if bootstrap else rr.n_new
+    why = _not_judged(b, n, fewest_b, fewest_n, key[1], floors)
     if why is not None:
         rr.verdict = "not judged"
         rr.notes.insert(0, why)
         return rr
-    if sb is None or sn is None:
+    if not bootstrap:
         if rr.ratio is not None:
             rr.verdict, _ = decide(rr.ratio, None, None, threshold)
             rr.notes.append("no per-instance samples: plain threshold, no interval")
         return rr
-    if _median(sb) <= 0 or _median(sn) <= 0:
+    runs_b, runs_n = [x for x in sb if x], [x for x in sn if x]
+    if any(_median(x) <= 0 for x in (*runs_b, *runs_n)):
         rr.verdict = "not judged"
         rr.notes.insert(0, "median time 0: nothing to compare")
         return rr
-    ratio, lo, hi = bootstrap_ratio(sb, sn, confidence=confidence, resamples=resamples, seed=seed_of(key))
-    rr.base_ms, rr.new_ms = _median(sb) / 1e6, _median(sn) / 1e6
-    rr.ratio, rr.ci_lo, rr.ci_hi = ratio, lo, hi
-    rr.verdict, why_inc = decide(ratio, lo, hi, threshold)
-    rr.notes += sorted(set(notes_b) | set(notes_n))
-    if why_inc:
-        need = samples_needed(max(len(sb), len(sn)), lo, hi, threshold)
-        rr.notes.append(why_inc + (f"; about {need} instances would tell" if need > max(len(sb), len(sn)) else ""))
+    est = across_runs(runs_b, runs_n, noise=noise, confidence=confidence, resamples=resamples, seed=seed_of(key))
+    rr.base_ms = _geo([_median(x) for x in runs_b]) / 1e6
+    rr.new_ms = _geo([_median(x) for x in runs_n]) / 1e6
+    rr.notes += left_out
+    judge(rr, est, threshold, samples=max(len(x) for x in (*runs_b, *runs_n)), more="instances")
     return rr
+
+
+def _geo(xs: list[float]) -> float:
+    import math
+
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def _median(xs: list[float]) -> float:

@@ -11,58 +11,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from profctl.analysis.figures import Figures
 from profctl.nvtx import parse_range
 from profctl.recipes import THRESHOLDS, Recipe
 from profctl.schema import KernelRow, Summary
 
-COMPUTE = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
-MEMORY = ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)
-DRAM = (
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-)
-TENSOR = (
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-)
-ACHIEVED = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
-THEORETICAL = ("sm__maximum_warps_per_active_cycle_pct",)
-
-#: candidate limiting units: label -> metrics (first present wins), all percent of peak
-UNITS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "tensor pipe",
-        (
-            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-        ),
-    ),
-    (
-        "FMA pipe",
-        (
-            "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed",
-        ),
-    ),
-    (
-        "ALU pipe",
-        (
-            "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed",
-            "sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_elapsed",
-        ),
-    ),
-    ("XU pipe (exp)", ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed",)),
-    ("LSU pipe", ("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed",)),
-    ("issue", ("sm__inst_issued.avg.pct_of_peak_sustained_elapsed",)),
-    ("L1/shared", ("l1tex__throughput.avg.pct_of_peak_sustained_active",)),
-    ("L2", ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)),
-    ("DRAM", DRAM),
-)
-MEMORY_UNITS = {"L1/shared", "L2", "DRAM"}
+MEMORY_UNITS = {"L1/shared", "L2", "DRAM", "memory"}
 MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
 #: kernels that are a whole attention pass on their own (a roof applies to one launch)
 ATTENTION = ("flash_fwd",)
@@ -100,13 +54,6 @@ class Diagnosis:
         return d
 
 
-def _first(m: dict[str, float], names: Sequence[str]) -> float | None:
-    for n in names:
-        if n in m:
-            return m[n]
-    return None
-
-
 def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | None]:
     """(backend, pass, shape key) a launch's NVTX path names (profctl.nvtx.parse_range)."""
     k = parse_range(nvtx_range)
@@ -123,17 +70,11 @@ def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | No
 def roof_of(shape: str | None, backend: str | None, pass_: str | None, device: str | None, seconds: float
             ) -> tuple[str | None, float | None]:
     """(the sentence, the percent) of `seconds` against the binding roof of an attention pass of this shape."""
-    from profctl.roofs import AttentionWork, attention_roofs
-    from profctl.shapes import Shape
-    from profctl.spec import causal_align
+    from profctl.roofs import shape_roofs
 
-    sh = Shape.try_parse(shape)
-    if sh is None or pass_ not in ("fwd", "bwd", "fwd+bwd") or seconds <= 0:
+    if pass_ not in ("fwd", "bwd", "fwd+bwd") or seconds <= 0:
         return None, None
-    work = AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
-                            seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
-                            causal_align=causal_align(backend or "") if sh.causal else None, pass_=pass_)
-    r = attention_roofs(work, device)
+    r = shape_roofs(shape, device, backend, pass_)
     if r is None:
         return None, None
     h = r.against(seconds)
@@ -144,13 +85,14 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
                  device: str | None = None) -> Diagnosis:
     th = recipe.all_thresholds() if recipe else {key: v for key, (v, _) in THRESHOLDS.items()}
     m = k.metrics
-    compute, memory, dram = _first(m, COMPUTE), _first(m, MEMORY), _first(m, DRAM)
-    tensor = _first(m, TENSOR)
-    ach, theo = _first(m, ACHIEVED), _first(m, THEORETICAL)
+    f = Figures(m)
+    compute, memory, dram = f.get("compute_pct"), f.get("memory_pct"), f.get("dram_pct")
+    tensor = f.get("tensor_pct")
+    ach, theo = f.get("achieved_occupancy"), f.get("theoretical_occupancy")
 
-    units = [(label, v) for label, names in UNITS if (v := _first(m, names)) is not None]
+    units = f.units()
     if memory is None:
-        mem_units = [v for label, v in units if label in MEMORY_UNITS]
+        mem_units = [v for label, v in units.items() if label in MEMORY_UNITS]
         memory = max(mem_units) if mem_units else None
     bound = "unknown"
     if compute is not None and memory is not None:
@@ -161,12 +103,11 @@ def diagnose_row(k: KernelRow, recipe: Recipe | None = None, cc: tuple[int, int]
         else:
             bound = "memory-bound"
     # where the report has no per-unit figure on one side, that side's speed-of-light total stands in for it
-    labels = {label for label, _ in units}
-    if memory is not None and not labels & MEMORY_UNITS:
-        units.append(("memory", memory))
-    if compute is not None and not labels - MEMORY_UNITS:
-        units.append(("SM", compute))
-    limiter, limiter_pct = max(units, key=lambda x: x[1]) if units else (None, None)
+    if memory is not None and not set(units) & MEMORY_UNITS:
+        units["memory"] = memory
+    if compute is not None and not set(units) - MEMORY_UNITS:
+        units["SM"] = compute
+    limiter, limiter_pct = max(units.items(), key=lambda x: x[1]) if units else (None, None)
 
     notes: list[str] = []
     if bound == "latency-bound" and compute is not None and memory is not None:

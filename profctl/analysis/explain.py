@@ -1,5 +1,8 @@
 """Two kernels side by side, and why one takes longer: ``profctl explain``.
 
+First the causes (profctl.analysis.causes): what to change, where, and what it saves, ranked by the time each is
+predicted to save; then the mechanisms below, which is what this module computes itself:
+
 The side-by-side table holds what ncu's GUI would show for each kernel (throughputs, the limiting unit, tensor pipe,
 issue slots, occupancy and its limiter, launch configuration, instruction count and mix, stalls, memory traffic).
 The ranking splits the time gap into parts that add up exactly. A streaming multiprocessor sub-partition issues at
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl.analysis import source as src
+from profctl.analysis.figures import Figures, metric
 from profctl.analysis.stalls import ratio_metric, reason
 from profctl.roofs import Roofs
 from profctl.schema.profile import KernelProfile
@@ -31,80 +35,26 @@ CPI = "smsp__average_warp_latency_per_inst_issued.ratio"
 INST = "smsp__inst_issued.sum"
 INST_EXEC = "smsp__inst_executed.sum"
 WARPS = "smsp__warps_active.avg.per_cycle_active"
-ACTIVE, ELAPSED = "sm__cycles_active.avg", "sm__cycles_elapsed.avg"
 CLOCK = "gpc__cycles_elapsed.avg.per_second"
-TENSOR = ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-          "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-          "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active")
-ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
-LIMITS = {"registers": "launch__occupancy_limit_registers", "shared memory": "launch__occupancy_limit_shared_mem",
-          "warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks",
-          "barriers": "launch__occupancy_limit_barriers"}
 
 
-def metric(p: KernelProfile, *names: str) -> float | None:
-    """The first of `names` the profile has."""
-    for n in names:
-        v = p.metrics.get(n)
-        if v is not None and math.isfinite(v):
-            return v
-    return None
-
-
-# ------------------------------------------------------------ one kernel's figures
+# ------------------------------------------------------------ one kernel's figures (profctl.analysis.figures)
 def limiting_unit(p: KernelProfile) -> tuple[str, float] | None:
     """The busiest unit, as ncu's compute and memory workload sections measure it (percent of its peak)."""
-    cands: dict[str, float] = {}
-    for name, v in p.metrics.items():
-        if name.startswith("sm__inst_executed_pipe_") and name.endswith(".avg.pct_of_peak_sustained_active"):
-            pipe = name[len("sm__inst_executed_pipe_"):-len(".avg.pct_of_peak_sustained_active")]
-            if "_pred_on" not in pipe and not pipe.endswith("_realtime"):
-                cands[f"{pipe} pipe"] = v
-        elif name.startswith("sm__pipe_") and name.endswith("_cycles_active.avg.pct_of_peak_sustained_active"):
-            pipe = name[len("sm__pipe_"):-len("_cycles_active.avg.pct_of_peak_sustained_active")]
-            cands[f"{pipe} pipe"] = max(v, cands.get(f"{pipe} pipe", 0.0))
-    for label, name in (("L1/shared", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
-                        ("L2", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
-                        ("DRAM", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-                        ("issue slots", ISSUE)):
-        val = p.metrics.get(name)
-        if val is not None:
-            cands[label] = val
-    cands = {k.replace("tensor_op_", "tensor ").replace("_", " "): v for k, v in cands.items() if math.isfinite(v)}
-    if not cands:
-        return None
-    k = max(cands, key=lambda k: cands[k])
-    return k, cands[k]
+    return Figures.of(p).limiting_unit()
 
 
 def occupancy_limiter(p: KernelProfile) -> str | None:
     """What caps the blocks per SM (registers, shared memory, warps, blocks, barriers): the smallest limit."""
-    lim = {k: p.metrics[m] for k, m in LIMITS.items() if m in p.metrics}
-    if not lim:
-        return None
-    low = min(lim.values())
-    who = [k for k, v in lim.items() if v == low]
-    return f"{' and '.join(who)} ({low:.0f} block{'s' if low != 1 else ''}/SM)"
+    return Figures.of(p).occupancy_limiter()
 
 
 def grid_note(p: KernelProfile) -> str:
-    grid = metric(p, "launch__grid_size")
-    sms = metric(p, "device__attribute_multiprocessor_count", "launch__sm_count")
-    waves = metric(p, "launch__waves_per_multiprocessor")
-    if grid is None:
-        return ""
-    per_sm = min((p.metrics[m] for m in LIMITS.values() if m in p.metrics), default=None)
-    if sms and per_sm and grid <= sms * per_sm and waves is not None and waves <= 1.0001:
-        return f"persistent: {grid:.0f} blocks for {sms:.0f} SMs (one wave, blocks loop over the work)"
-    return f"{waves:.2f} waves" if waves is not None else ""
+    return Figures.of(p).grid_note()
 
 
 def instruction_mix(p: KernelProfile, top: int = 6) -> str:
-    total = sum(p.opcodes.values())
-    if not total:
-        return ""
-    ops = sorted(p.opcodes.items(), key=lambda kv: -kv[1])[:top]
-    return ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in ops)
+    return Figures.of(p).instruction_mix(top)
 
 
 # ------------------------------------------------------------ the side-by-side table
@@ -125,42 +75,34 @@ def _num(v: float | None, fmt: str) -> str:
 
 
 def _rows_numeric(a: KernelProfile, b: KernelProfile) -> list[Row]:
-    def m(label: str, unit: str, fmt: str, get: Callable[[KernelProfile], float | None]) -> Row:
-        x, y = get(a), get(b)
+    fa, fb = Figures.of(a), Figures.of(b)
+
+    def m(label: str, unit: str, fmt: str, get: Callable[[Figures], float | None]) -> Row:
+        x, y = get(fa), get(fb)
         return Row(label, _num(x, fmt), _num(y, fmt), x, y, unit)
 
-    def bytes_of(*names: str) -> Callable[[KernelProfile], float | None]:
-        def f(p: KernelProfile) -> float | None:
-            vals = [metric(p, n) for n in names]
-            return sum(v for v in vals if v is not None) / 1e6 if any(v is not None for v in vals) else None
-        return f
+    def fig(key: str, fmt: str, scale: float = 1.0, label: str | None = None, unit: str | None = None) -> Row:
+        from profctl.analysis.figures import FIGURES
+
+        f = FIGURES[key]
+        return m(label or f.label, f.unit if unit is None else unit, fmt,
+                 lambda x: (x.get(key) / scale if x.get(key) is not None else None))  # type: ignore[operator]
+
+    def mb(get: Callable[[Figures], float | None]) -> Callable[[Figures], float | None]:
+        return lambda x: (v / 1e6 if (v := get(x)) is not None else None)
 
     return [
-        m("duration", "us", ".1f", lambda p: (p.duration_ns or 0) / 1e3 or None),
-        m("SM clock", "MHz", ".0f", lambda p: (metric(p, CLOCK) or 0) / 1e6 or None),
-        m("compute throughput", "% of peak", ".1f",
-          lambda p: metric(p, "sm__throughput.avg.pct_of_peak_sustained_elapsed")),
-        m("memory throughput", "% of peak", ".1f",
-          lambda p: metric(p, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")),
-        m("tensor pipe", "% of active cycles", ".1f", lambda p: metric(p, *TENSOR)),
-        m("issue slots busy", "%", ".1f", lambda p: metric(p, ISSUE)),
-        m("achieved occupancy", "% of max warps", ".1f",
-          lambda p: metric(p, "sm__warps_active.avg.pct_of_peak_sustained_active")),
-        m("theoretical occupancy", "% of max warps", ".1f",
-          lambda p: metric(p, "sm__maximum_warps_per_active_cycle_pct")),
-        m("warps per scheduler", "", ".2f", lambda p: metric(p, WARPS)),
-        m("eligible warps per scheduler", "", ".2f", lambda p: metric(p, "smsp__warps_eligible.avg.per_cycle_active")),
-        m("registers per thread", "", ".0f", lambda p: metric(p, "launch__registers_per_thread")),
-        m("shared memory per block", "KiB", ".1f",
-          lambda p: (metric(p, "launch__shared_mem_per_block") or 0) / 1024 or None),
-        m("block size", "threads", ".0f", lambda p: metric(p, "launch__block_size")),
-        m("grid size", "blocks", ".0f", lambda p: metric(p, "launch__grid_size")),
-        m("instructions executed", "M", ".1f", lambda p: (metric(p, INST_EXEC) or 0) / 1e6 or None),
-        m("cycles per issued instruction", "", ".2f", lambda p: metric(p, CPI)),
-        m("L1/shared traffic", "MB", ".1f", bytes_of("l1tex__t_bytes.sum")),
-        m("L2 traffic", "MB", ".1f", bytes_of("lts__t_bytes.sum")),
-        m("L2 hit rate", "%", ".1f", lambda p: metric(p, "lts__t_sector_hit_rate.pct")),
-        m("DRAM traffic", "MB", ".1f", bytes_of("dram__bytes_read.sum", "dram__bytes_write.sum")),
+        m("duration", "us", ".1f", lambda x: x.duration_us),
+        fig("clock_hz", ".0f", 1e6, unit="MHz"),
+        fig("compute_pct", ".1f"), fig("memory_pct", ".1f"), fig("tensor_pct", ".1f"), fig("issue_pct", ".1f"),
+        fig("achieved_occupancy", ".1f"), fig("theoretical_occupancy", ".1f"),
+        fig("warps_per_scheduler", ".2f"), fig("eligible_per_scheduler", ".2f"), fig("registers", ".0f"),
+        fig("smem_per_block", ".1f", 1024, unit="KiB"), fig("block_size", ".0f"), fig("grid_size", ".0f"),
+        fig("inst_executed", ".1f", 1e6, unit="M"), fig("cpi", ".2f"), fig("threads_per_inst", ".1f"),
+        m("L1/shared traffic", "MB", ".1f", mb(lambda x: x.get("l1_bytes"))),
+        m("L2 traffic", "MB", ".1f", mb(lambda x: x.get("l2_bytes"))),
+        fig("l2_hit", ".1f"),
+        m("DRAM traffic", "MB", ".1f", mb(lambda x: x.dram_bytes)),
     ]
 
 
@@ -169,7 +111,7 @@ def side_by_side(a: KernelProfile, b: KernelProfile) -> list[Row]:
     rows = [r for r in _rows_numeric(a, b) if r.va is not None or r.vb is not None]
 
     def unit(p: KernelProfile) -> str:
-        u = limiting_unit(p)
+        u = Figures.of(p).limiting_unit()
         return f"{u[0]} ({u[1]:.0f}%)" if u else "-"
 
     rows += [Row("limiting unit", unit(a), unit(b)),
@@ -201,14 +143,24 @@ class Factor:
 
 @dataclass
 class Explanation:
+    """What ``profctl explain`` shows: A against B (or A alone, `b` None): causes first, then mechanisms."""
+
     a: KernelProfile
-    b: KernelProfile
+    b: KernelProfile | None
     rows: list[Row]
     factors: list[Factor]
     headline: str
     remainder_us: float = 0.0
     notes: list[str] = field(default_factory=list)
     roofs: dict[str, Roofs | None] = field(default_factory=dict)  # "a"/"b" -> the kernel's roofs
+    causes: list[Any] = field(default_factory=list)  # profctl.analysis.causes.Cause, ranked
+    #: what the comparison rests on and where it is weak (GPUs, roofs, samples), said before anything else
+    premises: list[str] = field(default_factory=list)
+
+    @property
+    def gap_us(self) -> float | None:
+        ta, tb = self.a.duration_ns, self.b.duration_ns if self.b is not None else None
+        return (ta - tb) / 1e3 if ta and tb else None
 
 
 def _log_ratio(x: float | None, y: float | None) -> float | None:
@@ -253,8 +205,7 @@ def factors(a: KernelProfile, b: KernelProfile) -> tuple[list[Factor], float, li
 
 
 def _busy(p: KernelProfile) -> float | None:
-    act, ela = metric(p, ACTIVE), metric(p, ELAPSED)
-    return act / ela if act and ela else None
+    return Figures.of(p).sm_busy
 
 
 def _pct_more(x: float, y: float) -> str:
@@ -292,7 +243,7 @@ def _cpi_parts(a: KernelProfile, b: KernelProfile, notes: list[str]) -> list[tup
 
 
 def _tensor_sentence(a: KernelProfile, b: KernelProfile) -> str | None:
-    x, y = metric(a, *TENSOR), metric(b, *TENSOR)
+    x, y = Figures.of(a).get("tensor_pct"), Figures.of(b).get("tensor_pct")
     if x is None or y is None or max(x, y) < 5:
         return None
     hi, lo, who, other = (y, x, "B", "A") if y > x else (x, y, "A", "B")
@@ -300,8 +251,13 @@ def _tensor_sentence(a: KernelProfile, b: KernelProfile) -> str | None:
             f"that alone is a {hi / lo:.2f}x difference in time" if lo > 0 else None)
 
 
-def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] | None = None) -> Explanation:
-    """A against B: the table, the gap's parts ranked, and a headline."""
+def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] | None = None,
+            shape_given: bool = False) -> Explanation:
+    """A against B: the causes of the gap ranked by predicted saving, the table, the gap's parts, a headline and
+    the premises (different GPUs, missing roofs, missing samples)."""
+    from profctl.analysis.causes import gap_causes
+
+    roofs = dict(roofs or {})
     fs, rem, notes = factors(a, b)
     ta, tb = a.duration_ns, b.duration_ns
     if ta and tb:
@@ -313,10 +269,59 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
     t = _tensor_sentence(a, b)
     if t:
         notes.insert(0, t)
+    sampled = a.has_samples and b.has_samples and bool(a.total_samples and b.total_samples)
     if abs(rem) > 0.15 * abs(((ta or 0) - (tb or 0)) / 1e3) and ta and tb:
-        notes.append(f"{rem:+.1f} us of the gap is not explained by these parts (replay overheads, the clock "
-                     "varying within the kernel, or counters collected in different passes)")
-    return Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, dict(roofs or {}))
+        why = ("replay overheads, the clock varying within the kernel, or counters collected in different passes"
+               if any(f.name.startswith("stall:") for f in fs) else
+               "the stall part could not be split: the report has no warp-state statistics")
+        notes.append(f"{rem:+.1f} us of the gap is not explained by these parts ({why})")
+    causes = gap_causes(a, b, roofs.get("a"), roofs.get("b")) if ta and tb and ta > tb else []
+    if ta and tb and ta <= tb:
+        notes.insert(0, "A is not slower than B: the causes below are A's own (swap --kernel and --vs to explain B)")
+        from profctl.analysis.causes import kernel_causes
+
+        causes = kernel_causes(a, roofs.get("a"))
+    e = Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, roofs, causes,
+                    premises(a, b, roofs, shape_given=shape_given, sampled=sampled))
+    return e
+
+
+def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool = False) -> Explanation:
+    """One kernel against its own figures and roofs (``profctl explain R --kernel A``): its causes, ranked."""
+    from profctl.analysis.causes import kernel_causes
+
+    head = f"A takes {a.duration_ns / 1e3:.1f} us" if a.duration_ns else "A has no duration"
+    if roofs is not None and a.duration_ns:
+        head += f": {roofs.against(a.duration_ns * 1e-9).sentence()}"
+    rows = [r for r in side_by_side(a, a)]
+    return Explanation(a, None, rows, [], head, 0.0, [], {"a": roofs}, kernel_causes(a, roofs),
+                       premises(a, None, {"a": roofs}, shape_given=shape_given, sampled=a.has_samples))
+
+
+def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs | None], *, shape_given: bool,
+             sampled: bool) -> list[str]:
+    """What the explanation rests on, where it is weak: said first, in words (issue 29: explain was silent)."""
+    out = []
+    if b is not None and a.device and b.device and a.device != b.device:
+        out.append(f"A ran on {a.device} and B on {b.device}: different GPUs, so part of the gap is the hardware's; "
+                   "the causes are judged on each kernel's own figures")
+    if b is not None and a.cc and b.cc and a.cc != b.cc and a.device == b.device:
+        out.append(f"compute capability {a.cc} against {b.cc}")
+    if not any(roofs.values()):
+        if not shape_given:
+            out.append("no speed-of-light roofs: the NVTX range names no attention shape; give --shape (e.g. "
+                       "b1,s4096,h32,d128,bf16) to put the kernels against their roofs")
+        else:
+            dev = a.device or "the GPU"
+            out.append(f"no speed-of-light roofs: profctl has no peak figures for {dev} (profctl.devices)")
+    if not sampled:
+        out.append("no warp-state samples in " + ("these reports" if b is not None else "this report")
+                   + ": causes that need them (stalls per line) are not judged and no line is named; record with "
+                   "profctl ncu --recipe explain, or ncu --set full --import-source yes")
+    elif not any(p.file for p in a.pcs):
+        out.append(f"{a.base_name} has no source lines (a library kernel, or built without nvcc -lineinfo): causes "
+                   "are named without lines")
+    return out
 
 
 # ------------------------------------------------------------ choosing kernels, their shapes and roofs
@@ -359,18 +364,11 @@ def profile_work(p: KernelProfile, shape: str | None = None) -> Any:
     """The attention work of a kernel (profctl.roofs.AttentionWork): from `shape` (a shape key such as
     ``b1,sq4096,h32,d128``) when given, else from profctl's NVTX range the launch ran in; None without either."""
     from profctl.nvtx import parse_range
-    from profctl.roofs import AttentionWork
-    from profctl.shapes import Shape
-    from profctl.spec import causal_align
+    from profctl.roofs import shape_work
 
     key = parse_range(p.nvtx_path) if p.nvtx_path else None
-    sh = Shape.try_parse(shape) if shape else Shape.try_parse(key.shape_key if key else None)
-    if sh is None:
-        return None
-    align = causal_align(key.backend) if key and sh.causal else None
-    return AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
-                            seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
-                            causal_align=align, pass_=(key.pass_ if key and key.pass_ else "fwd"))
+    return shape_work(shape or (key.shape_key if key else None), key.backend if key else None,
+                      (key.pass_ if key and key.pass_ else "fwd"))
 
 
 def kernel_roofs(p: KernelProfile, shape: str | None = None) -> Roofs | None:

@@ -30,9 +30,13 @@ Each row also says the smallest change it could have seen (``noise_floor``, prof
 ``unchanged`` says how sure it is. The statistics live in profctl.analysis.stats; :func:`gate` decides
 ``--fail-if-slower`` for every kind of comparison (bench runs, summaries, ``profctl bench --ab``).
 
-Iterations of one process are not independent runs: the interval covers iteration noise, not run-to-run noise
-(another process, another clock state). The threshold is there for the rest; docs/runs-and-compare.md and
-benchmarks/RESULTS.md ("compare noise") say how big run-to-run noise was on the GPU machine.
+Iterations of one process are not independent runs: another process of the same program differs by more than
+its iterations suggest (clock state, memory placement, scheduling). So a side may be several runs (``BASE1,BASE2,
+BASE3``), and every interval also holds the noise between runs (profctl.analysis.stats.across_runs): measured
+from the runs when a side has several, else profctl's measured default for the timing kind (CPU or GPU,
+:func:`default_noise`; ``--run-noise`` sets it), and the report says plainly when one run per side is what limits
+the verdict. docs/runs-and-compare.md and benchmarks/RESULTS.md ("compare noise", "run-to-run noise") have the
+numbers.
 """
 
 from __future__ import annotations
@@ -54,13 +58,20 @@ from profctl.analysis.compare_rows import (
     Regression,
     RegressionReport,
     RowResult,
+    judge,
+    run_noise_words,
 )
-from profctl.analysis.compare_summaries import _pair_summary, _summary_index, _summary_method
+from profctl.analysis.compare_summaries import _pair_summary, _summary_method, group_index
 from profctl.analysis.stats import (
+    CPU_RUN_NOISE,
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_THRESHOLD,
+    GPU_RUN_NOISE,
     MIN_SAMPLES,
+    NO_RUN_NOISE,
+    RunNoise,
+    across_runs,
     bootstrap_paired,
     bootstrap_ratio,
     decide,
@@ -82,22 +93,26 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_THRESHOLD",
     "MIN_SAMPLES",
+    "NO_RUN_NOISE",
     "Floors",
     "Gate",
     "NotComparable",
     "Regression",
     "RegressionReport",
     "RowResult",
+    "RunNoise",
     "Side",
     "bootstrap_paired",
     "bootstrap_ratio",
     "case_label",
     "compare_runs",
     "decide",
+    "default_noise",
     "default_threshold",
     "gate",
     "iterations_needed",
     "load_side",
+    "load_sides",
     "noise_floor",
     "parse_percent",
     "pct",
@@ -118,15 +133,48 @@ class Side:
     status: str | None = None
     rows: list[BenchRow] = field(default_factory=list)
     summary: Any = None  # profctl.schema.Summary
+    #: the runs of a side given as several (``A1,A2,A3``): each a Side of one run; empty for one run
+    members: list[Side] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rows = bench_rows(self.rows)  # rows given as JSON objects
 
+    @property
+    def runs(self) -> list[Side]:
+        """The side's runs: its members, or itself."""
+        return self.members or [self]
+
     def describe(self) -> dict[str, Any]:
         m = self.manifest
-        return {"ref": self.ref, "kind": self.kind, "path": str(self.path), "name": self.name,
-                "run_id": m.get("run_id"), "status": self.status, "label": m.get("label"),
-                "gpu": _gpu_name(self), "git": (m.get("git") or {}).get("commit")}
+        out = {"ref": self.ref, "kind": self.kind, "path": str(self.path), "name": self.name,
+               "run_id": m.get("run_id"), "status": self.status, "label": m.get("label"),
+               "gpu": _gpu_name(self), "git": (m.get("git") or {}).get("commit")}
+        if self.members:
+            out["runs"] = [r.describe() for r in self.members]
+        return out
+
+
+def load_sides(refs: str | Path, root: Path | str | None = None) -> Side:
+    """One side of a comparison: a run or file (:func:`load_side`), or several runs of the same thing given as a
+    comma list (``A1,A2,A3``), whose scatter measures the noise between runs."""
+    parts = [p.strip() for p in str(refs).split(",")] if "," in str(refs) and not Path(refs).exists() else [str(refs)]
+    if any(not p for p in parts):
+        raise UsageError(f"{refs!r}: an empty run in the comma list")
+    if len(parts) == 1:
+        return load_side(parts[0], root)
+    runs = [load_side(p, root) for p in parts]
+    kinds = {r.kind for r in runs}
+    if len(kinds) > 1:
+        raise NotComparable(f"{refs}: the runs of one side must be of one kind (bench runs or summaries), not "
+                            f"{' and '.join(sorted(_kind_words(r) for r in runs))}")
+    names = [r.name for r in runs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"{refs}: {', '.join(twice)} given twice in one side")
+    first = runs[0]
+    return Side(ref=str(refs), kind=first.kind, path=first.path, name=f"{first.name} (+{len(runs) - 1} more)",
+                manifest=first.manifest, status=first.status, rows=list(first.rows), summary=first.summary,
+                members=runs)
 
 
 def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
@@ -174,12 +222,14 @@ def _bench_rows(p: Path) -> list[BenchRow]:
 
 def compare_runs(base: Side, new: Side, *, threshold: float | None = None, confidence: float = DEFAULT_CONFIDENCE,
                  resamples: int = DEFAULT_RESAMPLES, by: str = "label", force: bool = False,
-                 floors: Floors | None = None, limit: float | None = None) -> RegressionReport:
+                 floors: Floors | None = None, limit: float | None = None,
+                 noise: RunNoise | None = None) -> RegressionReport:
     """Pair the two sides' cases and decide each; NotComparable (with every reason) unless `force`.
 
     `threshold`: the band of no real change; None: the default for what was timed (:func:`default_threshold`),
     narrowed to `limit` (a ``--fail-if-slower`` limit) when that is smaller. `floors`: what a summary row needs
-    to be judged (default :class:`Floors`)."""
+    to be judged (default :class:`Floors`). `noise`: the run-to-run noise each interval allows for (None: the
+    default for what was timed, :func:`default_noise`; with several runs per side, measured too)."""
     if base.kind != new.kind:
         raise NotComparable(f"{base.name} is {_kind_words(base)} and {new.name} is {_kind_words(new)}: "
                             "compare bench runs with bench runs, summaries with summaries")
@@ -194,15 +244,19 @@ def compare_runs(base: Side, new: Side, *, threshold: float | None = None, confi
         raise UsageError(f"confidence {confidence:g} must be in [0.5, 1)")
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
-    warnings = [f"{s.name} is {s.status}: only its finished points are compared" for s in (base, new)
-                if s.status in ("incomplete", "running", "failed")]
+    warnings = [f"{s.name} is {s.status}: only its finished points are compared" for side in (base, new)
+                for s in side.runs if s.status in ("incomplete", "running", "failed")]
+    if noise is None:
+        noise = default_noise(base, new)
     if base.kind == "bench":
         rep = _compare_bench(base, new, threshold=threshold, confidence=confidence, resamples=resamples, by=by,
-                             force=force, warnings=warnings)
+                             force=force, warnings=warnings, noise=noise)
     else:
         rep = _compare_summaries(base, new, threshold=threshold, confidence=confidence, resamples=resamples,
-                                 force=force, warnings=warnings, floors=floors or Floors())
+                                 force=force, warnings=warnings, floors=floors or Floors(), noise=noise)
     rep.threshold_why = why
+    rep.noise = noise
+    rep.runs = (len(base.runs), len(new.runs))
     return rep
 
 
@@ -210,17 +264,25 @@ def default_threshold(base: Side, new: Side) -> tuple[float, str]:
     """The band of no real change when none is given, and why: :data:`CPU_THRESHOLD` when everything compared
     was timed on a CPU (CPU ops and CPU bench rows move more between processes), else
     :data:`DEFAULT_THRESHOLD`."""
-    def cpu(s: Side) -> bool:
-        if s.kind == "bench":
-            return bool(s.rows) and all(r.device == "cpu" for r in s.rows)
-        from profctl.schema import timed_rows
-
-        rows = timed_rows(s.summary) if s.summary is not None else []
-        return bool(rows) and all(k.extra.get("device") == "cpu" for k in rows)
-
-    if cpu(base) and cpu(new):
+    if _all_cpu(base) and _all_cpu(new):
         return CPU_THRESHOLD, "the default for CPU timings"
     return DEFAULT_THRESHOLD, "the default"
+
+
+def default_noise(base: Side, new: Side) -> RunNoise:
+    """The run-to-run noise assumed where the runs cannot measure it: :data:`CPU_RUN_NOISE` when everything
+    compared was timed on a CPU, else :data:`GPU_RUN_NOISE`."""
+    return CPU_RUN_NOISE if _all_cpu(base) and _all_cpu(new) else GPU_RUN_NOISE
+
+
+def _all_cpu(s: Side) -> bool:
+    """Whether everything a side timed was timed on a CPU (CPU ops, CPU bench rows)."""
+    if s.kind == "bench":
+        return bool(s.rows) and all(r.device == "cpu" for r in s.rows)
+    from profctl.schema import timed_rows
+
+    rows = timed_rows(s.summary) if s.summary is not None else []
+    return bool(rows) and all(k.extra.get("device") == "cpu" for k in rows)
 
 
 def _kind_words(s: Side) -> str:
@@ -331,14 +393,35 @@ def _vals(v: set[Any]) -> str:
     return ",".join(xs[:6]) + (",..." if len(xs) > 6 else "")
 
 
+def _group_index(side: Side, by: str, fields: tuple[str, ...], warnings: list[str], label: str
+                 ) -> dict[tuple[Any, ...], list[BenchRow]]:
+    """Case key -> the side's rows for it, one per run that has it."""
+    out: dict[tuple[Any, ...], list[BenchRow]] = {}
+    for i, run in enumerate(side.runs):
+        tag = label if len(side.runs) == 1 else f"{label} run {i + 1} ({run.name})"
+        for k, r in _index(run.rows, by, fields, warnings, tag).items():
+            out.setdefault(k, []).append(r)
+    return out
+
+
+def _side_checks(side: Side, label: str, backends: set[str]) -> list[str]:
+    """Reasons the runs of one side are not runs of the same thing (different GPU or versions)."""
+    out = []
+    for other in side.runs[1:]:
+        reasons, _ = _env_checks(side.runs[0], other, backends)
+        out += [f"{label} runs {side.runs[0].name} and {other.name}: {r}" for r in reasons]
+    return out
+
+
 def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, by: str,
-                   force: bool, warnings: list[str]) -> RegressionReport:
+                   force: bool, warnings: list[str], noise: RunNoise) -> RegressionReport:
     fields = CASE_FIELDS
     names = ("label" if by == "label" else "backend", *fields)
-    bi = _index(base.rows, by, fields, warnings, "base")
-    ni = _index(new.rows, by, fields, warnings, "new")
-    backends = {str(r.backend) for r in (*base.rows, *new.rows)}
+    bi = _group_index(base, by, fields, warnings, "base")
+    ni = _group_index(new, by, fields, warnings, "new")
+    backends = {str(r.backend) for side in (base, new) for run in side.runs for r in run.rows}
     reasons, warns = _env_checks(base, new, backends)
+    reasons += _side_checks(base, "base", backends) + _side_checks(new, "new", backends)
     warnings += warns
     common = [k for k in bi if k in ni]
     forced: list[str] = []
@@ -368,46 +451,54 @@ def _compare_bench(base: Side, new: Side, *, threshold: float, confidence: float
             raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
         forced += reasons
     if any((r.device == "cuda") and not (r.clocks or {}).get("clock_samples")
-           for pair in pairs for r in pair):
+           for pair in pairs for rs in pair for r in rs):
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
-    rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples)
+    rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples, noise=noise)
             for b, n in pairs]
     return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
-                      method=f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} resamples)",
-                      by=by, warnings=warnings, forced=forced)
+                            method=f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} "
+                                   f"resamples), {run_noise_words(noise, (len(base.runs), len(new.runs)))}",
+                            by=by, warnings=warnings, forced=forced)
 
 
-def _pair_bench(b: BenchRow, n: BenchRow, *, by: str, threshold: float, confidence: float,
-                resamples: int) -> RowResult:
+def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: float, confidence: float,
+                resamples: int, noise: RunNoise) -> RowResult:
+    """One case over the runs of each side: failed, an interval over runs and iterations, or a threshold."""
+    b, n = bs[0], ns[0]
     name = _name(n, by)
     case: dict[str, Any] = {"name": name, "backend_base": b.backend, "backend_new": n.backend,
                             "shape": n.shape_label(), "pass": n.pass_}
     case.update({f: n.get(f) for f in CASE_FIELDS if f != "pass"})
+    ok_b, ok_n = [r for r in bs if r.ok], [r for r in ns if r.ok]
     rr = RowResult(case=case, base_ms=b.median_ms, new_ms=n.median_ms, base_tflops=b.tflops, new_tflops=n.tflops)
-    if not b.ok or not n.ok:
-        if b.ok:
+    if not ok_b or not ok_n:
+        bad = next(r for r in ns if not r.ok) if not ok_n else None
+        if ok_b and bad is not None:
             rr.verdict = "failed"
-            rr.notes.append(f"new: {n.status}: {(n.reason or '')[:120]}")
+            rr.notes.append(f"new: {bad.status}: {(bad.reason or '')[:120]}")
         else:
-            rr.notes.append(f"base: {b.status}" + (f"; new: {n.status}" if not n.ok else ""))
+            rr.notes.append(f"base: {b.status}" + (f"; new: {n.status}" if not ok_n else ""))
         return rr
-    tb, tn = list(b.times_ms or []), list(n.times_ms or [])
-    rr.n_base, rr.n_new = len(tb), len(tn)
-    if tb and tn and min(len(tb), len(tn)) >= MIN_SAMPLES:
-        ratio, lo, hi = bootstrap_ratio(tb, tn, confidence=confidence, resamples=resamples,
-                                        seed=_seed((name, case["shape"], case["pass"])))
-        rr.ratio, rr.ci_lo, rr.ci_hi = ratio, lo, hi
-        rr.verdict, why = decide(ratio, lo, hi, threshold)
-        if why:
-            need = iterations_needed(max(len(tb), len(tn)), lo, hi, threshold)
-            rr.notes.append(why + (f"; about --iters {need} would tell" if need > max(len(tb), len(tn)) else ""))
-    elif rr.base_ms and rr.new_ms:
-        rr.ratio = rr.new_ms / rr.base_ms
-        if tb and tn:
+    lost = [f"{side}: {len(rs) - len(ok)} of {len(rs)} runs {next(r.status for r in rs if not r.ok)}"
+            for side, rs, ok in (("base", bs, ok_b), ("new", ns, ok_n)) if len(ok) < len(rs)]
+    rr.notes += [f"{w}: left out" for w in lost]
+    tb, tn = [list(r.times_ms or []) for r in ok_b], [list(r.times_ms or []) for r in ok_n]
+    rr.n_base, rr.n_new = sum(map(len, tb)), sum(map(len, tn))
+    fewest = min(len(t) for t in (*tb, *tn))
+    if fewest >= MIN_SAMPLES:
+        est = across_runs(tb, tn, noise=noise, confidence=confidence, resamples=resamples,
+                          seed=_seed((name, case["shape"], case["pass"])))
+        judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters")
+        rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
+        rr.base_tflops, rr.new_tflops = _scaled_tflops(ok_b[0], rr.base_ms), _scaled_tflops(ok_n[0], rr.new_ms)
+    elif all(r.median_ms for r in (*ok_b, *ok_n)):
+        rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
+        rr.ratio = (rr.new_ms or 0) / rr.base_ms if rr.base_ms else None
+        if all(tb) and all(tn):
             rr.verdict = "inconclusive"
             rr.method = "too few samples"
-            rr.notes.append(f"{min(len(tb), len(tn))} iterations; at least {MIN_SAMPLES} needed for an interval")
-        else:
+            rr.notes.append(f"{fewest} iterations; at least {MIN_SAMPLES} needed for an interval")
+        elif rr.ratio is not None:
             rr.method = "threshold"
             rr.verdict, _ = decide(rr.ratio, None, None, threshold)
             rr.notes.append("no per-iteration samples: plain threshold, no interval")
@@ -415,6 +506,18 @@ def _pair_bench(b: BenchRow, n: BenchRow, *, by: str, threshold: float, confiden
         return rr
     _clock_check(rr, b, n, threshold)
     return rr
+
+
+def _geomean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals else None
+
+
+def _scaled_tflops(r: BenchRow, ms: float | None) -> float | None:
+    """The row's TFLOP/s at the side's median time (the same FLOPs over every run)."""
+    if r.tflops is None or not r.median_ms or not ms:
+        return r.tflops
+    return r.tflops * r.median_ms / ms
 
 
 def _clock_check(rr: RowResult, b: BenchRow, n: BenchRow, threshold: float) -> None:
@@ -451,18 +554,20 @@ def _clock_check(rr: RowResult, b: BenchRow, n: BenchRow, threshold: float) -> N
 # ---- kernel summaries (the rows: profctl.analysis.compare_summaries)
 def _summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
     """Reasons to refuse two summaries (tools, ncu versions, GPUs, versions); warnings added in place."""
-    sb, sn = base.summary, new.summary
     reasons, warns = _env_checks(base, new, set())
+    reasons += _side_checks(base, "base", set()) + _side_checks(new, "new", set())
     warnings += warns
-    tb = {x.tool for x in sb.sources}
-    tn = {x.tool for x in sn.sources}
+    tb = {x.tool for run in base.runs for x in run.summary.sources}
+    tn = {x.tool for run in new.runs for x in run.summary.sources}
     if tb != tn:
         reasons.append(f"different tools: {_vals(tb)} vs {_vals(tn)} (ncu replays each kernel alone; its times do "
                        "not compare with a timeline's)")
     else:
         for tool in sorted(tb):
-            vb = {x.tool_version for x in sb.sources if x.tool == tool and x.tool_version}
-            vn = {x.tool_version for x in sn.sources if x.tool == tool and x.tool_version}
+            vb = {x.tool_version for run in base.runs for x in run.summary.sources
+                  if x.tool == tool and x.tool_version}
+            vn = {x.tool_version for run in new.runs for x in run.summary.sources
+                  if x.tool == tool and x.tool_version}
             if vb and vn and vb != vn:
                 msg = f"{tool} {_vals(vb)} vs {_vals(vn)}"
                 (reasons if tool == "ncu" else warnings).append(msg)
@@ -470,13 +575,14 @@ def _summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
 
 
 def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, force: bool,
-                       warnings: list[str], floors: Floors) -> RegressionReport:
+                       warnings: list[str], floors: Floors, noise: RunNoise) -> RegressionReport:
     reasons = _summary_checks(base, new, warnings)
-    bi, ni = _summary_index(base.summary), _summary_index(new.summary)
+    bi = group_index([r.summary for r in base.runs])
+    ni = group_index([r.summary for r in new.runs])
     common = [k for k in bi if k in ni]
     if not common:
-        ex_b = ", ".join(sorted({v.short for v in bi.values()})[:3]) or "none"
-        ex_n = ", ".join(sorted({v.short for v in ni.values()})[:3]) or "none"
+        ex_b = ", ".join(sorted({v[0].short for v in bi.values()})[:3]) or "none"
+        ex_n = ", ".join(sorted({v[0].short for v in ni.values()})[:3]) or "none"
         raise NotComparable(f"not comparable: no kernel in common (base: {ex_b}; new: {ex_n})")
     if reasons and not force:
         raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
@@ -484,11 +590,15 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: f
     if only_b or only_n:
         warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
     rows = [_pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
-                          floors=floors) for k in common]
+                          floors=floors, noise=noise) for k in common]
     rows.sort(key=lambda r: (r.verdict == "not judged", -(r.base_ms or 0)))
+    runs = (len(base.runs), len(new.runs))
+    method = _summary_method(rows, threshold, confidence, resamples, floors)
+    if any(r.method == "bootstrap" for r in rows):
+        method += f"; {run_noise_words(noise, runs)}"
     return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
-                            method=_summary_method(rows, threshold, confidence, resamples, floors), by="kernel",
-                            warnings=warnings, forced=reasons if force else [], floors=floors)
+                            method=method, by="kernel", warnings=warnings, forced=reasons if force else [],
+                            floors=floors)
 
 
 

@@ -97,6 +97,21 @@ AT_OPCODE: dict[tuple[str, str], str] = {
     ("short_scoreboard", "LDS"): "waiting for shared-memory loads",
     ("mio_throttle", "SHFL"): "warp shuffles queue up (a row reduction: tl.max / tl.sum across threads)",
     ("short_scoreboard", "SHFL"): "waiting for warp shuffles (a row reduction across threads)",
+    ("mio_throttle", "LDG"): "global loads queue up in the load/store path: many narrow or uncoalesced loads; widen "
+                             "them (128-bit vectors) and coalesce them (shared memory and MUFU are not involved)",
+    ("mio_throttle", "STG"): "global stores queue up: many narrow or uncoalesced stores; widen and coalesce them",
+    ("mio_throttle", "ATOM"): "atomics queue up: reduce within the warp/block first, then one atomic per block",
+    ("mio_throttle", "RED"): "reductions to memory queue up: reduce within the warp/block first",
+    ("lg_throttle", "LDG"): "global load instructions fill the L1 queue: fewer, wider, coalesced loads",
+    ("lg_throttle", "STG"): "global store instructions fill the L1 queue: fewer, wider, coalesced stores",
+    ("lg_throttle", "LDL"): "local-memory loads (register spills or a per-thread array) fill the L1 queue",
+    ("lg_throttle", "STL"): "local-memory stores (register spills or a per-thread array) fill the L1 queue",
+    ("long_scoreboard", "LDL"): "waiting for a local-memory load: a spilled register or a per-thread array indexed "
+                                "at run time",
+    ("lg_throttle", "RED"): "reductions to global memory fill the L1 queue: one per thread; reduce in the warp first",
+    ("lg_throttle", "ATOM"): "atomics fill the L1 queue: one per thread; reduce in the warp first",
+    ("drain", "EXIT"): "the kernel's last stores (or atomics) draining before the warp exits",
+    ("barrier", "BAR.RED"): "a block-wide barrier with a reduction (__syncthreads_count/and/or)",
 }
 
 

@@ -6,7 +6,16 @@ interleaved A/B runs of ``profctl bench --ab`` all use these functions, so one v
 * :func:`bootstrap_paired`: the same ratio for interleaved A/B rounds, resampling whole rounds for both
   sides at once (paired);
 * :func:`decide`: the verdict from a ratio, its interval and the threshold;
-* :func:`noise_floor`: the smallest change a comparison could have seen (half the interval's width).
+* :func:`noise_floor`: the smallest change a comparison could have seen (half the interval's width);
+* :func:`across_runs`: the ratio over several runs per side (one is allowed), with an interval that holds the noise
+  between processes (:class:`RunNoise`) as well as the noise between the instances of one process.
+
+Why the second level: the iterations of one process are not independent runs. Two processes of one unchanged
+program differ by more than either's iterations suggest (CPU frequency, memory placement, scheduling, GPU clocks),
+so an interval over one run's instances would call that difference a change. A run is the unit of noise (as
+pyperf treats its worker processes): each side's per-run medians scatter by ``sigma`` on the log scale; with
+several runs per side ``sigma`` is measured from them (pooled with a measured default worth
+:data:`PRIOR_RUNS` runs), with one run per side it is the default alone, and the comparison says so.
 
 Medians because a few slow instances (a context switch, a clock ramp) should not move the answer; a bootstrap
 because per-instance times are skewed and a ratio of medians has no handy closed form; a ratio because it reads
@@ -18,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_THRESHOLD = 0.02
@@ -25,6 +35,50 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
 #: fewer samples than this on either side (iterations, instances, rounds): no interval
 MIN_SAMPLES = 5
+#: how many runs' worth of evidence the default run-to-run noise counts for when runs measure it too
+PRIOR_RUNS = 6.0
+
+
+@dataclass(frozen=True)
+class RunNoise:
+    """How much one run's median moves between processes of an unchanged program: ``sigma``, the standard deviation
+    of the log of a run's median (0.05: about 5 %), and where that figure comes from."""
+
+    sigma: float
+    source: str
+
+    @property
+    def off(self) -> bool:
+        return self.sigma <= 0
+
+
+#: measured with benchmarks/run_noise.py on the 2-core CI machine (docs/runs-and-compare.md, "Run-to-run noise"):
+#: CPU ops of examples/ops_program.py over eight processes, pooled sigma 4.0 % with other jobs running and 5.2 %
+#: with both cores kept busy (10 % for a 12-us op); 6 % covers both
+CPU_RUN_NOISE = RunNoise(0.06, "profctl's default for CPU timings, measured with benchmarks/run_noise.py")
+#: bench rows of 0.17 ms and more on the H100: the 12 pairs of three runs of one workload differed by 0.8 % RMS
+#: (1.5 % at most), i.e. 0.6 % a run (benchmarks/RESULTS.md, "compare noise")
+GPU_RUN_NOISE = RunNoise(0.006, "profctl's default for GPU timings, measured on the H100 (benchmarks/RESULTS.md)")
+NO_RUN_NOISE = RunNoise(0.0, "left out (--run-noise 0): the intervals cover one process's instances only")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """new / base over the runs of each side, and its interval with what went into it."""
+
+    ratio: float
+    lo: float
+    hi: float
+    runs: tuple[int, int]       # runs on the base and new side
+    within: float               # log half-width from the instances of each run (the bootstrap), 0 without
+    between: float              # log half-width from run-to-run noise
+    sigma: float                # the per-run noise used (log scale)
+    measured_sigma: float | None  # what the runs themselves showed (None: one run per side)
+
+    @property
+    def run_limited(self) -> bool:
+        """Whether noise between runs, not between instances, sets the interval's width."""
+        return self.between > self.within
 
 
 def seed_of(key: Any) -> int:
@@ -86,6 +140,90 @@ def bootstrap_paired(base_rounds: Sequence[Sequence[float]], new_rounds: Sequenc
     return mb0 / ma0, float(lo), float(hi)
 
 
+def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *, noise: RunNoise,
+                confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+                ) -> Estimate:
+    """The ratio of the two sides' geometric means of per-run medians, with an interval of two parts added in
+    quadrature on the log scale: the percentile bootstrap over each run's instances (what one process's noise
+    allows), and ``t x sigma_b x sqrt(1/k_base + 1/k_new)`` for the noise between runs, where ``sigma_b`` pools
+    what the runs show (their medians' scatter on each side, less what instance noise explains) with `noise`'s
+    default counted as :data:`PRIOR_RUNS` runs. One run per side: ``sigma_b`` is the default alone. With
+    ``noise.sigma == 0`` and one run per side this is :func:`bootstrap_ratio`'s interval."""
+    import numpy as np
+
+    if not base_runs or not new_runs:
+        raise ValueError("a side without runs")
+    a = [np.asarray(list(r), dtype=float) for r in base_runs]
+    b = [np.asarray(list(r), dtype=float) for r in new_runs]
+    if any(x.size == 0 for x in (*a, *b)):
+        raise ValueError("empty sample")
+    la = np.log([float(np.median(x)) for x in a])
+    lb = np.log([float(np.median(x)) for x in b])
+    ratio = float(math.exp(lb.mean() - la.mean()))
+    rng = np.random.default_rng(seed)
+    boot_a, var_a = _boot_log_medians(a, rng, resamples)
+    boot_b, var_b = _boot_log_medians(b, rng, resamples)
+    stat = np.exp(boot_b.mean(axis=0) - boot_a.mean(axis=0))
+    alpha = (1.0 - confidence) / 2.0
+    qlo, qhi = (float(v) for v in np.quantile(stat, [alpha, 1.0 - alpha]))
+    down, up = max(math.log(ratio / qlo), 0.0), max(math.log(qhi / ratio), 0.0)
+    ka, kb = len(a), len(b)
+    dof = (ka - 1) + (kb - 1)
+    measured = None
+    if dof > 0:
+        ss = float(((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
+        within_var = float(np.mean([*var_a, *var_b]))  # what instance noise alone puts into a run's median
+        measured = math.sqrt(max(ss / dof - within_var, 0.0))
+    sigma = noise.sigma
+    between = 0.0
+    if not noise.off or measured is not None:
+        pooled = (dof * (measured or 0.0) ** 2 + PRIOR_RUNS * noise.sigma ** 2) / (dof + PRIOR_RUNS)
+        sigma = math.sqrt(pooled)
+        if sigma > 0:
+            between = _t_quantile(1.0 - alpha, dof + PRIOR_RUNS) * sigma * math.sqrt(1.0 / ka + 1.0 / kb)
+    lo = ratio * math.exp(-math.hypot(down, between))
+    hi = ratio * math.exp(math.hypot(up, between))
+    return Estimate(ratio, lo, hi, (ka, kb), max(down, up), between, sigma, measured)
+
+
+def _boot_log_medians(runs: Sequence[Any], rng: Any, resamples: int) -> tuple[Any, list[float]]:
+    """(resamples x runs) bootstrap log-medians of each run's instances, and each run's bootstrap variance."""
+    import numpy as np
+
+    out = np.empty((len(runs), resamples))
+    for i, x in enumerate(runs):
+        chunk = max(1, 2_000_000 // max(x.size, 1))
+        for s in range(0, resamples, chunk):
+            k = min(chunk, resamples - s)
+            out[i, s:s + k] = np.log(np.median(x[rng.integers(0, x.size, (k, x.size))], axis=1))
+    return out, [float(v) for v in out.var(axis=1)]
+
+
+def _t_quantile(p: float, dof: float) -> float:
+    """Student's t quantile (Cornish-Fisher expansion around the normal; within 0.5 % for dof >= 4)."""
+    z = _z_quantile(p)
+    g1 = (z ** 3 + z) / 4
+    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
+    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
+    return z + g1 / dof + g2 / dof ** 2 + g3 / dof ** 3
+
+
+def _z_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def runs_needed(est: Estimate, threshold: float) -> int | None:
+    """Runs per side for the run-to-run part of the interval to fit inside half the band (None: it already
+    does, or instance noise is what limits)."""
+    target = math.log(1.0 + threshold) / 2
+    if not est.run_limited or est.between <= target or target <= 0:
+        return None
+    k = min(est.runs)
+    return math.ceil(k * (est.between / target) ** 2)
+
+
 def decide(ratio: float, lo: float | None, hi: float | None, threshold: float) -> tuple[str, str | None]:
     """The verdict for a time ratio and its interval (None: no interval, a plain threshold), and why it is
     inconclusive when it is."""
@@ -133,5 +271,7 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"±{x * 100:.1f}%"
 
 
-__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "MIN_SAMPLES", "bootstrap_paired",
-           "bootstrap_ratio", "decide", "noise_floor", "pct", "pct_change", "samples_needed", "seed_of"]
+__all__ = ["CPU_RUN_NOISE", "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "GPU_RUN_NOISE",
+           "MIN_SAMPLES", "NO_RUN_NOISE", "PRIOR_RUNS", "Estimate", "RunNoise", "across_runs", "bootstrap_paired",
+           "bootstrap_ratio", "decide", "noise_floor", "pct", "pct_change", "runs_needed", "samples_needed",
+           "seed_of"]

@@ -481,11 +481,11 @@ def _a_default(side: str) -> bool:
     return opt is not None and not given(opt.param)
 
 
-def percent(text: str, flag: str) -> float:
-    """A threshold option's value (`--fail-if-slower`, `--threshold`, on compare and on bench --ab) as a
-    fraction: `5%` -> 0.05. One reading for every such number: the percent sign is required, because a bare
+def percent(text: str, flag: str, *, zero: bool = False) -> float:
+    """A threshold option's value (`--fail-if-slower`, `--threshold`, `--run-noise`, on compare and on bench --ab)
+    as a fraction: `5%` -> 0.05. One reading for every such number: the percent sign is required, because a bare
     number reads two ways (0.6 as 0.6 % or as 60 %?) and guessing made `0.6` a 60 % gate beside `1` meaning 1 %.
-    UsageError naming the flag, as typed, otherwise."""
+    `zero`: 0 (bare or 0%) is allowed, and is 0. UsageError naming the flag, as typed, otherwise."""
     t = text.strip()
     flag = typed_flags().get(flag.lstrip("-").replace("-", "_"), flag)
     body = t[:-1].strip() if t.endswith("%") else None
@@ -493,6 +493,8 @@ def percent(text: str, flag: str) -> float:
         v = float(body if body is not None else t)
     except ValueError:
         raise UsageError(f"{flag} {text!r}: give a percentage such as 5%") from None
+    if zero and v == 0:
+        return 0.0
     if body is None:
         ways = f"{v:g}% or {v * 100:g}%" if 0 < v < 1 else f"{v:g}%"
         raise UsageError(f"{flag} {t}: a threshold needs its percent sign ({ways}?): a bare number could be a "

@@ -1,5 +1,7 @@
 """`profctl compare BASE NEW`: per case, the change in median time and TFLOP/s with a confidence interval, marked
-faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into a CI gate."""
+faster / slower / unchanged / inconclusive; `--fail-if-slower 5%` turns it into a CI gate. Each side may be
+several runs of the same thing (`A1,A2,A3 B1,B2,B3`): their scatter measures the noise between runs, which one
+run per side can only assume (`--run-noise`)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from profctl.errors import UsageError
 @guard
 def compare(
     base: str = typer.Argument(..., help="the reference: a run (directory, id, part of an id, 'latest'), a "
-                                         "bench.json, or a profctl.summary/1 JSON file"),
-    new: str = typer.Argument(..., help="the run or file to judge against BASE"),
+                                         "bench.json, or a profctl.summary/1 JSON file; several runs of it as a "
+                                         "comma list (A1,A2,A3) measure the noise between runs"),
+    new: str = typer.Argument(..., help="the run or file to judge against BASE (a comma list: several runs)"),
     fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
                                               help="exit 1 when a case is slower than this (e.g. 5%) with "
                                                    "confidence, or stopped working (CI)"),
@@ -29,6 +32,10 @@ def compare(
                                        help="summaries: a kernel or op with less total time (ms) is not judged"),
     min_samples: int = typer.Option(5, "--min-samples",
                                     help="summaries: a kernel or op with fewer instances is not judged"),
+    run_noise: str | None = typer.Option(None, "--run-noise",
+                                         help="how much one run's median moves between processes of an unchanged "
+                                              "program (e.g. 3%; 0 leaves it out) [default: 6% for CPU timings, "
+                                              "0.6% for GPU timings; several runs per side measure it too]"),
     confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the intervals"),
     resamples: int = typer.Option(4000, "--resamples", help="bootstrap resamples per case"),
     by: str = typer.Option("label", "--by", help="pair bench rows by 'label' (else backend) or by 'backend'"),
@@ -62,14 +69,13 @@ def compare(
                        "a slowdown between the two would count as unchanged and pass the gate; give a "
                        "--threshold no larger than --fail-if-slower")
     floors = _floors(cm, min_total_ms, min_samples)
+    noise = _run_noise(cm, run_noise)
     check_outputs(("-o", output))
-    b = cm.load_side(base, reports)
-    n = cm.load_side(new, reports)
-    if _same_data(Path(b.path), Path(n.path)):
-        warn(f"BASE {base} and NEW {new} are the same data: every case is compared with itself, so the answer says "
-             "nothing about a change (give two runs)")
+    b = cm.load_sides(base, reports)
+    n = cm.load_sides(new, reports)
+    _warn_same_data(b, n)
     result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
-                             floors=floors, limit=limit)
+                             floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
         con, buf = text_console()
         rr.render(result, "table", con=con)
@@ -86,13 +92,39 @@ def compare(
         raise failure
 
 
+def _warn_same_data(b: Any, n: Any) -> None:
+    """A warning when the two sides read the same data (`compare X X`): the answer then says nothing about a
+    change. With several runs a side, a run on both sides is named."""
+    runs_b = [m.path for m in b.members] or [b.path]
+    runs_n = [m.path for m in n.members] or [n.path]
+    shared = [x for x in runs_b if any(_same_data(Path(x), Path(y)) for y in runs_n)]
+    if shared and len(shared) == len(runs_b) == len(runs_n):
+        warn(f"BASE {b.ref} and NEW {n.ref} are the same data: every case is compared with itself, so the answer "
+             "says nothing about a change (give two runs)")
+    elif shared:
+        warn(f"{', '.join(map(str, shared))} on both sides: a run compared with itself understates the change")
+
+
 def _same_data(a: Path, b: Path) -> bool:
-    """Whether the two sides read the same data: one path (a run named twice, by id and by folder), a run and
+    """Whether two runs or files are the same data: one path (a run named twice, by id and by folder), a run and
     a file of its own, or two files with the same bytes (a copy)."""
     a, b = a.resolve(), b.resolve()
     if a == b or (a.is_dir() and b.parent == a) or (b.is_dir() and a.parent == b):
         return True
     return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, shallow=False)
+
+
+def _run_noise(cm: Any, text: str | None) -> Any:
+    """--run-noise: a percentage (3%, read as every threshold is: the percent sign needed), or 0 to leave the
+    noise between runs out; None: the default."""
+    if text is None:
+        return None
+    v = percent(text, "--run-noise", zero=True)
+    if v == 0:
+        from profctl.analysis.stats import NO_RUN_NOISE
+
+        return NO_RUN_NOISE
+    return cm.RunNoise(v, "given with --run-noise")
 
 
 def _floors(cm: Any, min_total_ms: float, min_samples: int) -> Any:

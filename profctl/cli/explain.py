@@ -1,6 +1,7 @@
-"""`profctl explain REPORT [REPORT2] --kernel A --vs B`: two kernels of Nsight Compute reports side by side, and
-the time gap between them split into ranked parts (instructions, each stall reason, resident warps, idle SMs,
-clock), with each kernel's hot lines, ncu's findings and its speed-of-light headroom."""
+"""`profctl explain REPORT [REPORT2] --kernel A [--vs B]`: the causes of kernel A's time, or of its gap to kernel B
+(what to change, where, what it saves), ranked by predicted saving; then the mechanisms: the two side by side,
+the gap split into parts (instructions, each stall reason, resident warps, idle SMs, clock), hot lines, ncu's
+findings and the speed-of-light headroom."""
 
 from __future__ import annotations
 
@@ -18,41 +19,44 @@ def explain(
     report2: str | None = typer.Argument(None, help="a second report: B comes from it (the same kernel before and "
                                                     "after a change)"),
     kernel: str = typer.Option(..., "--kernel", "-k", help="regex picking kernel A (name, base name or NVTX path)"),
-    vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2]"),
+    vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2; "
+                                                     "neither: A alone, against its roofs]"),
     shape: str | None = typer.Option(None, "--shape", help="the attention shape for the roofs when the NVTX range "
                                                            "does not say it, e.g. b1,s4096,h32,d128,bf16[,causal]"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
     reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
 ) -> None:
-    """Why is kernel A slower (or faster) than kernel B? The two side by side, the gap in ranked parts."""
+    """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
+    (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
     check_format(format, ("table", "markdown", "json"))
-    if report2 is None and vs is None:
-        raise UsageError("give --vs B (a regex for the kernel to compare with), or a second report")
     if shape is not None:
         shape = _shape_key(shape)
     check_outputs(("-o", output))
     from profctl import inputs
     from profctl.analysis import explain as ex
     from profctl.render import explain as rx
-    from profctl.render.tables import text_console
+    from profctl.render.tables import console_fitted, fitted_console
 
     pa = inputs.read_profiles(report, root=reports)
-    pb = inputs.read_profiles(report2, root=reports) if report2 is not None else pa
     a, note_a = ex.select(pa, kernel, report)
-    b, note_b = ex.select(pb, vs or kernel, report2 or report)
-    if a is b:
-        raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({ex.describe(a)})")
-    e = ex.explain(a, b, roofs={"a": ex.kernel_roofs(a, shape), "b": ex.kernel_roofs(b, shape)})
-    e.notes += [n for n in (note_a, note_b) if n]
+    if report2 is None and vs is None:
+        e = ex.explain_one(a, ex.kernel_roofs(a, shape), shape_given=shape is not None)
+        e.notes += [n for n in (note_a,) if n]
+    else:
+        pb = inputs.read_profiles(report2, root=reports) if report2 is not None else pa
+        b, note_b = ex.select(pb, vs or kernel, report2 or report)
+        if a is b:
+            raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({ex.describe(a)})")
+        e = ex.explain(a, b, roofs={"a": ex.kernel_roofs(a, shape), "b": ex.kernel_roofs(b, shape)},
+                       shape_given=shape is not None)
+        e.notes += [n for n in (note_a, note_b) if n]
     if format == "json":
         emit(rx.to_json(e), output)
     elif format == "markdown":
         emit(rx.markdown(e), output)
     else:
-        from profctl.render.tables import console
-
-        con, buf = text_console() if output is not None else (console(), None)
+        con, buf = fitted_console() if output is not None else (console_fitted(), None)
         rx.print_explanation(e, con)
         if buf is not None:
             emit(buf.getvalue(), output)

@@ -24,10 +24,20 @@ from profctl.schema.profile import KernelProfile, Marker, PcSample, RuleFinding,
 SAMPLES = "smsp__pcsamp_sample_count"
 STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 EXECUTED = "inst_executed"
-#: per-instruction memory counters (instanced by program counter) -> their short names in PcSample.memory
+#: per-instruction counters (instanced by program counter) -> their short names in PcSample.memory: global
+#: sectors an access moved and would move ideally coalesced, shared-memory wavefronts it took and would take
+#: without bank conflicts, its global requests, threads executing it, divergent branch targets
 MEMORY = {"derived__memory_l2_theoretical_sectors_global_excessive": "excessive_sectors",
           "derived__memory_l1_conflicts_shared_nway": "smem_nway",
-          "derived__avg_thread_executed": "avg_threads"}
+          "derived__avg_thread_executed": "avg_threads",
+          "memory_l2_theoretical_sectors_global": "sectors",
+          "memory_l2_theoretical_sectors_global_ideal": "sectors_ideal",
+          "memory_l2_theoretical_sectors_local": "local_sectors",
+          "memory_l1_wavefronts_shared": "wavefronts",
+          "memory_l1_wavefronts_shared_ideal": "wavefronts_ideal",
+          "memory_l1_tag_requests_global": "requests",
+          "smsp__branch_targets_threads_divergent": "divergent_targets",
+          "thread_inst_executed": "thread_inst"}
 #: lines of source kept on each side of a line that has instructions (for the HTML excerpt)
 CONTEXT_LINES = 6
 _KINDS = {0: "info", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}

@@ -1,9 +1,11 @@
-"""``profctl explain``: two kernels side by side and the time gap between them in ranked parts, as a terminal
-table, Markdown or JSON."""
+"""``profctl explain``: the causes first (what to change, where, what it saves, and why profctl thinks so), then the
+mechanisms (two kernels side by side, the gap in ranked parts, hot lines, ncu's findings), as a terminal text,
+Markdown or JSON. Text lines wrap at the terminal's width (120 columns in a pipe or a file)."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from profctl.analysis import source as src
@@ -13,14 +15,19 @@ from profctl.render.source import finding_rows, line_rows
 
 #: hot lines and findings shown per kernel under the comparison
 TOP = 3
+#: causes shown in full (the rest: one line each)
+SHOWN = 5
 
 
 def _who(p: Any) -> str:
     rng = f" [{p.nvtx_path}]" if p.nvtx_path else ""
-    return f"{p.base_name}{rng} ({tables.display_path(p.report)})"
+    dev = f" on {p.device}" if p.device else ""
+    return f"{p.base_name}{rng}{dev} ({tables.display_path(p.report)})"
 
 
 def table_rows(e: Explanation) -> list[dict[str, Any]]:
+    if e.b is None:
+        return [{"": r.quantity, "A": r.a, "unit": r.unit} for r in e.rows]
     return [{"": r.quantity, "A": r.a, "B": r.b, "unit": r.unit} for r in e.rows]
 
 
@@ -37,7 +44,7 @@ def roof_lines(e: Explanation) -> list[str]:
     out = []
     for who, p in (("A", e.a), ("B", e.b)):
         r = e.roofs.get(who.lower())
-        if r is None or not p.duration_ns:
+        if p is None or r is None or not p.duration_ns:
             continue
         h = r.against(p.duration_ns * 1e-9)
         roofs = ", ".join(f"{x.name} {x.seconds * 1e6:.1f} us" for x in r.roofs)
@@ -45,31 +52,112 @@ def roof_lines(e: Explanation) -> list[str]:
     return out
 
 
+def _out_of(e: Explanation) -> tuple[float | None, str]:
+    """What a saving is a share of: the gap (A against B) or the kernel's time (A alone)."""
+    gap = e.gap_us
+    if e.b is not None and gap is not None and gap > 0:
+        return gap, "of the gap"
+    return (e.a.duration_ns / 1e3 if e.a.duration_ns else None), "of A's time"
+
+
+def cause_blocks(e: Explanation) -> list[tuple[str, list[str]]]:
+    """Each cause as (its first line, its detail lines): rank, id and title, where, the saving and ncu's estimate,
+    the evidence, the fix, a caveat."""
+    total, what = _out_of(e)
+    out = []
+    for i, c in enumerate(e.causes, 1):
+        share = f" ({100 * c.saving_us / total:.0f}% {what})" if total else ""
+        head = f"{i}. {c.id}: {c.title} at {c.where()}"
+        saves = "not predicted" if c.id == "latency-bound" else f"saves about {c.saving_us:,.1f} us{share}"
+        if c.ncu_us is not None:
+            saves += f"; ncu's {c.ncu_rule} estimates {c.ncu_us:,.1f} us"
+        detail = [saves, *(f"evidence: {x}" for x in c.evidence), f"fix: {c.fix}"]
+        if c.note:
+            detail.append(f"note: {c.note}")
+        if c.definition.attention:
+            detail.append(f"in attention: {c.definition.attention}")
+        out.append((head, detail if i <= SHOWN else [saves]))
+    return out
+
+
+def _headline_cause(e: Explanation) -> str | None:
+    if not e.causes:
+        return None
+    c = e.causes[0]
+    if c.id == "latency-bound":
+        return f"cause: {c.title} ({c.evidence[0] if c.evidence else ''})"
+    total, what = _out_of(e)
+    share = f", {100 * c.saving_us / total:.0f}% {what}" if total else ""
+    return f"first cause: {c.id} at {c.where()}: fixing it saves about {c.saving_us:,.1f} us{share}"
+
+
 def print_explanation(e: Explanation, con: Any) -> None:
-    con.print(f"A: {_who(e.a)}", markup=False)
-    con.print(f"B: {_who(e.b)}", markup=False)
-    con.print(e.headline, style="bold", markup=False)
-    tables.print_table(con, "side by side", table_rows(e))
+    width = min(getattr(con, "width", 120) or 120, 120)
+
+    def say(text: str, indent: str = "", style: str | None = None) -> None:
+        for line in textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ") or [""]:
+            con.print(line, markup=False, style=style, highlight=False)
+
+    say(f"A: {_who(e.a)}")
+    if e.b is not None:
+        say(f"B: {_who(e.b)}")
+    say(e.headline, style="bold")
+    for x in e.premises:
+        say(f"premise: {x}", style="yellow")
+    head = _headline_cause(e)
+    if head:
+        say(head, style="bold")
+    if e.causes:
+        total, what = _out_of(e)
+        say("")
+        say("Causes, ranked by the time fixing each is predicted to save"
+            + (f" ({what}: {total:,.1f} us)" if total else "") + ":", style="bold")
+        for first, detail in cause_blocks(e):
+            say(first, " ", style="bold")
+            for d in detail:
+                say(d, "    ")
+    elif e.b is not None:
+        say("No cause of the catalog fits this gap (docs/diagnosis.md, Causes): the mechanisms below say where "
+            "the time goes.")
+    say("")
+    say("Mechanisms (what ncu measured):", style="bold")
+    tables.print_table(con, "side by side" if e.b is not None else "figures", table_rows(e))
     if e.factors:
         tables.print_table(con, "where the gap comes from (parts add up; + makes A slower)", factor_rows(e))
     for n in [*e.notes, *roof_lines(e)]:
-        con.print(f"  {n}", markup=False, soft_wrap=True)
+        say(n, "  ")
     for who, p in (("A", e.a), ("B", e.b)):
+        if p is None:
+            continue
         v = src.view(p, TOP)
         if v.lines or v.sass:
-            what = "hot lines" if v.lines else "hot instructions"
-            tables.print_table(con, f"{who}: {what}", line_rows(v, TOP, terse=True))
+            what_ = "hot lines" if v.lines else "hot instructions"
+            tables.print_table(con, f"{who}: {what_}", line_rows(v, TOP, terse=True))
         rows = finding_rows(v, TOP, terse=True)
         if rows:
             tables.print_table(con, f"{who}: ncu's top findings", rows)
 
 
 def markdown(e: Explanation) -> str:
-    out = [f"**A**: {_who(e.a)}  \n**B**: {_who(e.b)}\n", f"**{e.headline}**\n", tables.markdown(table_rows(e))]
+    out = [f"**A**: {_who(e.a)}  "]
+    if e.b is not None:
+        out.append(f"**B**: {_who(e.b)}  ")
+    out += ["", f"**{e.headline}**", ""]
+    out += [f"> premise: {x}" for x in e.premises]
+    if e.causes:
+        total, what = _out_of(e)
+        out += ["", "### Causes, ranked by the time fixing each is predicted to save"
+                + (f" ({what}: {total:,.1f} us)" if total else ""), ""]
+        for first, detail in cause_blocks(e):
+            out.append(f"{first}  ")
+            out += [f"   - {d}" for d in detail]
+    out += ["", "### Mechanisms", "", tables.markdown(table_rows(e))]
     if e.factors:
         out += ["\nWhere the gap comes from (the parts add up; + makes A slower):\n", tables.markdown(factor_rows(e))]
     out += [f"- {n}" for n in [*e.notes, *roof_lines(e)]]
     for who, p in (("A", e.a), ("B", e.b)):
+        if p is None:
+            continue
         v = src.view(p, TOP)
         out += [f"\n{who}: {'hot lines' if v.lines else 'hot instructions'}\n", tables.markdown(line_rows(v, TOP))]
         rows = finding_rows(v, TOP)
@@ -79,18 +167,27 @@ def markdown(e: Explanation) -> str:
 
 
 def to_dict(e: Explanation) -> dict[str, Any]:
+    """``profctl.explain/2``: ``causes`` (ranked; id, title, lines, saving_us, evidence, fix, ncu's estimate) and
+    ``premises`` first, then the mechanisms as in /1 (``a``, ``b``, ``rows``, ``factors``, ``notes``)."""
     from profctl.render.source import to_dict as view_dict
 
-    def side(who: str, p: Any) -> dict[str, Any]:
+    def side(who: str, p: Any) -> dict[str, Any] | None:
+        if p is None:
+            return None
         r = e.roofs.get(who)
         d = view_dict(src.view(p, TOP), TOP)
+        d["device"] = p.device
         d["roofs"] = r.to_dict(p.duration_ns * 1e-9 if p.duration_ns else None) if r else None
         return d
 
-    return {"schema": "profctl.explain/1", "headline": e.headline,
+    total, what = _out_of(e)
+    return {"schema": "profctl.explain/2", "headline": e.headline, "gap_us": e.gap_us,
+            "causes": [c.to_dict() for c in e.causes],
+            "saving_out_of": {"us": total, "what": what.replace("of ", "")},
+            "premises": e.premises,
             "a": side("a", e.a), "b": side("b", e.b),
-            "rows": [{"quantity": r.quantity, "a": r.a, "b": r.b, "a_value": r.va, "b_value": r.vb, "unit": r.unit}
-                     for r in e.rows],
+            "rows": [{"quantity": r.quantity, "a": r.a, "b": r.b if e.b is not None else None, "a_value": r.va,
+                      "b_value": r.vb if e.b is not None else None, "unit": r.unit} for r in e.rows],
             "factors": [{"name": f.name, "us": f.us, "share": f.share, "says": f.says} for f in e.factors],
             "remainder_us": e.remainder_us, "notes": e.notes}
 

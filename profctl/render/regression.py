@@ -58,6 +58,11 @@ def footer_lines(cmp: RegressionReport) -> list[str]:
     if nr is not None:
         out.append(f"noise floor: the smallest change each row could have seen was {pct(nr[0])}"
                    + (f" to {pct(nr[1])}" if nr[1] > nr[0] else "") + " (half its interval's width)")
+    held = [r for r in cmp.rows if r.verdict == "inconclusive" and r.run_limited]
+    if held and cmp.runs == (1, 1) and cmp.noise is not None and not cmp.noise.off:
+        out.append(f"one run per side: {len(held)} row(s) inconclusive because a run's median moves by about "
+                   f"±{cmp.noise.sigma * 100:g}% between processes ({cmp.noise.source}); give several runs per side "
+                   "(profctl compare A1,A2,A3 B1,B2,B3) to measure that noise and judge smaller changes")
     out += [f"forced past: {f}" for f in cmp.forced]
     out += [f"warning: {w}" for w in cmp.warnings]
     return out

@@ -168,6 +168,23 @@ def console(width: int = 200, *, stderr: bool = False) -> Any:
     return con if con.is_terminal else _wide_console()(width=width, stderr=stderr)
 
 
+def fitted_console(width: int = 120) -> tuple[Any, io.StringIO]:
+    """A plain-text Console into a buffer that wraps table cells to `width` columns (for views whose cells hold
+    sentences: a file or a pipe gets lines a terminal can show)."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    return Console(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False), buf
+
+
+def console_fitted(width: int = 120) -> Any:
+    """The terminal's Console on a terminal; in a pipe, a plain Console `width` columns wide that wraps cells."""
+    from rich.console import Console
+
+    con = Console()
+    return con if con.is_terminal else Console(width=width, color_system=None, soft_wrap=False)
+
+
 def text_console(width: int = 240) -> tuple[Any, io.StringIO]:
     """A rich Console that writes plain text (no colour, at least `width` columns, wider for a table that needs
     it) into a buffer: a terminal table for a file (`-f table -o FILE`)."""

@@ -42,9 +42,11 @@ class PcSample:
     executed: int | None = None  # warp-level instructions executed at this PC
     file: str | None = None
     line: int | None = None
-    #: per-instruction memory counters where ncu has them: ``excessive_sectors`` (L2 sectors of a global access
-    #: beyond those of an ideally coalesced one), ``smem_nway`` (shared-memory bank-conflict ways),
-    #: ``avg_threads`` (threads active per execution: below 32 means divergence or a ragged tail)
+    #: per-instruction counters where ncu has them: ``sectors`` / ``sectors_ideal`` / ``excessive_sectors`` (L2
+    #: sectors of a global access, of an ideally coalesced one, and the difference), ``wavefronts`` /
+    #: ``wavefronts_ideal`` and ``smem_nway`` (shared-memory wavefronts with and without bank conflicts, the
+    #: conflict ways), ``local_sectors``, ``requests`` (global), ``avg_threads`` and ``thread_inst`` (threads
+    #: active per execution: below 32 means divergence or a ragged tail), ``divergent_targets``
     memory: dict[str, float] = field(default_factory=dict)
 
 

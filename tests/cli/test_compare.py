@@ -56,18 +56,36 @@ def runner() -> CliRunner:
 
 
 def test_identical_runs_are_unchanged_exit_0(runner: CliRunner, tmp_path: Path) -> None:
-    a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2)
-    r = runner.invoke(app, ["compare", a.name, b.name, "--reports", str(tmp_path), "--fail-if-slower", "5%",
-                            "--format", "json"])
+    """Several runs a side that agree: unchanged, with intervals; one run a side cannot certify a ±2 % band over
+    GPU run-to-run noise (issue 29): never called slower or faster, the gate passes, and it says why."""
+    a = [make_run(tmp_path, seed=s) for s in (1, 3, 5)]
+    b = [make_run(tmp_path, seed=s) for s in (2, 4, 6)]
+    r = runner.invoke(app, ["compare", ",".join(x.name for x in a), ",".join(x.name for x in b), "--reports",
+                            str(tmp_path), "--fail-if-slower", "5%", "--format", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert [x["verdict"] for x in doc["rows"]] == ["unchanged"] * 4
-    assert doc["counts"] == {"unchanged": 4} and doc["base"]["run_id"] == a.name
+    assert doc["counts"] == {"unchanged": 4} and doc["base"]["run_id"] == a[0].name
+    assert doc["runs"] == {"base": 3, "new": 3} and [x["run_id"] for x in doc["new"]["runs"]] == [x.name for x in b]
     for x in doc["rows"]:
         assert x["ci_lo"] <= x["ratio"] <= x["ci_hi"] and x["tflops_ci_lo"] <= x["tflops_ratio"] <= x["tflops_ci_hi"]
+    r = runner.invoke(app, ["compare", a[0].name, b[0].name, "--reports", str(tmp_path), "--fail-if-slower", "5%"])
+    assert r.exit_code == 0 and "4 inconclusive" in r.stdout and "one run per side" in r.stdout
     # a run compared with itself
-    r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "1%"])
-    assert r.exit_code == 0 and "4 unchanged" in r.stdout
+    r = runner.invoke(app, ["compare", str(a[0]), str(a[0]), "--fail-if-slower", "1%"])
+    assert r.exit_code == 0 and " slower" not in r.stdout
+
+
+def test_run_noise_option(runner: CliRunner, tmp_path: Path) -> None:
+    a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2)
+    r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", "0", "--format", "json"])
+    assert r.exit_code == 0 and {x["verdict"] for x in json.loads(r.stdout)["rows"]} == {"unchanged"}
+    assert "run-to-run noise left out (--run-noise 0)" in json.loads(r.stdout)["method"]
+    r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", "3%", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["run_noise"] == {"sigma": 0.03, "source": "given with --run-noise"}
+    for bad in ("lots", "-1%", "150%"):
+        r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", bad])
+        assert r.exit_code == 2 and "--run-noise" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_ten_percent_slower_fails_the_gate(runner: CliRunner, tmp_path: Path) -> None:
@@ -141,6 +159,9 @@ def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: st
     assert r.exit_code == 0, r.output  # +53 % < 60 %: passes, read as percent
     r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "10%", "--threshold", "0.5%"])
     assert r.exit_code == 1 and "slower" in r.stderr, r.output
+    for bare in ("3", "0.6"):  # --run-noise is read the same way (0, bare, leaves it out)
+        r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", bare])
+        assert r.exit_code == 2 and f"--run-noise {bare}: a threshold needs its percent sign" in r.stderr, r.output
 
 
 def test_comparing_a_run_with_itself_warns(runner: CliRunner, tmp_path: Path) -> None:

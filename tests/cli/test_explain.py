@@ -40,7 +40,9 @@ def test_explain_json_and_markdown(tmp_path: Path) -> None:
     code, out, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == "profctl.explain/1"
+    assert doc["schema"] == "profctl.explain/2"
+    assert doc["causes"][0]["id"] == "mma-not-overlapped" and doc["causes"][0]["lines"][0]["line"] == 85
+    assert {"id", "title", "lines", "saving_us", "evidence", "fix"} <= set(doc["causes"][0])
     assert doc["factors"][0]["name"] == "stall: barrier"
     assert doc["a"]["lines"][0]["line"] == 85
     assert doc["a"]["roofs"] is None  # no shape in the plain script's NVTX ranges and none given
@@ -48,6 +50,18 @@ def test_explain_json_and_markdown(tmp_path: Path) -> None:
     code, _, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "markdown", "-o", str(md))
     assert code == 0, err
     assert "| stall: barrier |" in md.read_text()
+
+
+def test_explain_one_kernel_alone_ranks_its_causes_against_its_roofs() -> None:
+    code, out, err = run("explain", PAIR, "--kernel", "_fwd", "--shape", "b1,s4096,h32,d128,bf16", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["b"] is None and doc["gap_us"] is None and doc["saving_out_of"]["what"] == "A's time"
+    assert doc["causes"] and doc["causes"][0]["saving_us"] > 0 and doc["a"]["roofs"]["binding"] == "tensor"
+    code, out, err = run("explain", PAIR, "--kernel", "_fwd")
+    assert code == 0, err
+    assert "Causes, ranked by the time fixing each is predicted to save" in out
+    assert "premise: no speed-of-light roofs" in out and "--shape" in out
 
 
 def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
@@ -61,7 +75,6 @@ def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, code, says", [
     (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 7,
      "'flash_fwd' matches no kernel in"),
-    (("explain", PAIR, "--kernel", "_fwd"), 2, "give --vs B"),
     (("explain", PAIR, "--kernel", "_fwd", "--vs", "_fwd"), 2, "pick the same launch"),
     (("explain", PAIR, "--kernel", "(", "--vs", "cudnn"), 2, "not a regular expression"),
     (("explain", PAIR, "--kernel", "_fwd", "--vs", "cudnn", "--shape", "b1,x9"), 2, "--shape"),

@@ -1,12 +1,19 @@
-"""A regression gate one can trust (issue 22), end to end on the CPU with real runs: two runs of the same program
-under `profctl torch` compare with no verdict of change; a slowdown planted in one op (examples/ops_program.py,
-OPS_SLOW=softmax: the softmax does twice the work) is flagged, and only that op; old summaries still compare (by
-the threshold, and say so); the gate's exit codes."""
+"""A regression gate one can trust (issues 22 and 29), on the CPU with real runs of examples/ops_program.py under
+`profctl torch`: two runs of the same program compare with no verdict of change; a slowdown planted in one op
+(OPS_SLOW=softmax: the softmax does twice the work) is flagged, and only that op; old summaries still compare (by
+the threshold, and say so); the gate's exit codes.
+
+The verdicts are asserted on runs recorded on this 2-core CPU machine with both cores kept busy
+(tests/data/gate/, tests/data/gate/record.py): what one process's timings do against another's is noise the test
+cannot control, so asserting "no other op changed" on runs made during the test fails at random (issue 29). The
+recorded runs make it deterministic, and the same assertions hold on them; the live runs below check that the
+whole path (a program under `profctl torch`, then `compare`) works and finds a change far above the noise."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +25,7 @@ from profctl.cli import app
 from tests.conftest import ROOT
 
 PROGRAM = str(ROOT / "examples" / "ops_program.py")
+RECORDED = ROOT / "tests" / "data" / "gate"
 CHANGED = ("slower", "faster")
 
 
@@ -44,51 +52,96 @@ def _compare(*args: str) -> tuple[int, dict[str, Any], str]:
 
 
 @pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The recorded runs, copied (never used in place): base-1..4 of the unchanged program, slow-1..3 planted."""
+    store = tmp_path_factory.mktemp("gate-recorded")
+    out = {}
+    for d in sorted(RECORDED.iterdir()):
+        if d.is_dir():
+            out[d.name] = Path(shutil.copytree(d, store / d.name))
+    out["store"] = store
+    return out
+
+
+@pytest.fixture(scope="module")
 def program_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     store = tmp_path_factory.mktemp("gate")
-    yield {"base": _torch_run(store), "same": _torch_run(store), "slow": _torch_run(store, slow=True),
-           "store": store}
+    yield {"base": _torch_run(store), "slow": _torch_run(store, slow=True), "store": store}
 
 
 def _judged(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["kernel"]: r for r in doc["rows"] if r["verdict"] != "not judged"}
 
 
-def test_two_runs_of_one_program_show_no_change(program_runs: dict[str, Path]) -> None:
+def _sides(recorded: dict[str, Path], *names: str) -> str:
+    return ",".join(str(recorded[n]) for n in names)
+
+
+@pytest.mark.parametrize(("base", "other"), [("base-1", "base-2"), ("base-2", "base-3"), ("base-3", "base-4"),
+                                             ("base-1,base-2", "base-3,base-4")])
+def test_two_runs_of_one_program_show_no_change(recorded: dict[str, Path], base: str, other: str) -> None:
     """No op is called faster or slower: first calls are left out, sub-10-us CPU ops and ops run once or twice
-    are not judged, and the CPU's band (10 %) holds what moves between two processes (a CPU shared with other
-    jobs can move a lot more for a moment: one more run is allowed)."""
-    base, other = program_runs["base"], program_runs["same"]
-    for _attempt in range(2):
-        code, doc, err = _compare(str(base), str(other), "--fail-if-slower", "20%")
-        judged = _judged(doc)
-        if not any(r["verdict"] in CHANGED for r in judged.values()):
-            break
-        other = _torch_run(program_runs["store"])
+    are not judged, and every interval holds the CPU's run-to-run noise (one run a side: the measured default)."""
+    code, doc, err = _compare(_sides(recorded, *base.split(",")), _sides(recorded, *other.split(",")),
+                              "--fail-if-slower", "10%")
+    judged = _judged(doc)
     assert code == 0, err
     assert not [(k, r["verdict"], r["change"]) for k, r in judged.items() if r["verdict"] in CHANGED]
     assert {"aten::mm", "aten::_softmax"} <= set(judged)  # the big ops are judged, with an interval
     for r in judged.values():
         assert r["method"] == "bootstrap" and r["ci_lo"] <= r["ci_hi"] and r["noise_floor"] is not None
+        assert r["run_noise"] is not None and (r["runs_base"], r["runs_new"]) == (base.count(",") + 1,) * 2
     rows = {r["kernel"]: r for r in doc["rows"]}
     assert rows["aten::normal_"]["verdict"] == "not judged"  # the first-call op of the issue: run 3 times
     assert doc["threshold"] == 0.1 and doc["threshold_from"] == "the default for CPU timings"
 
 
-def test_a_slowdown_planted_in_one_op_is_flagged_and_only_that_op(program_runs: dict[str, Path]) -> None:
-    base, slow = program_runs["base"], program_runs["slow"]
-    for _attempt in range(2):
-        code, doc, err = _compare(str(base), str(slow), "--fail-if-slower", "20%")
-        judged = _judged(doc)
-        others = [(k, r["verdict"]) for k, r in judged.items() if k != "aten::_softmax" and r["verdict"] in CHANGED]
-        if not others:
-            break
-        slow = _torch_run(program_runs["store"], slow=True)
+@pytest.mark.parametrize(("base", "slow"), [("base-1", "slow-1"), ("base-4", "slow-3"),
+                                            ("base-1,base-2,base-3", "slow-1,slow-2,slow-3")])
+def test_a_slowdown_planted_in_one_op_is_flagged_and_only_that_op(recorded: dict[str, Path], base: str,
+                                                                   slow: str) -> None:
+    code, doc, err = _compare(_sides(recorded, *base.split(",")), _sides(recorded, *slow.split(",")),
+                              "--fail-if-slower", "20%")
+    judged = _judged(doc)
+    others = [(k, r["verdict"]) for k, r in judged.items() if k != "aten::_softmax" and r["verdict"] in CHANGED]
     assert judged["aten::_softmax"]["verdict"] == "slower" and judged["aten::_softmax"]["ratio"] > 1.5
     assert judged["aten::_softmax"]["ci_lo"] > 1.2
     assert not others
     assert code == 1 and "aten::_softmax" in err and "--fail-if-slower 20%" in err
-    assert len(err.strip().splitlines()) == 1
+    assert len([line for line in err.strip().splitlines() if "error" in line]) == 1
+
+
+def test_the_issue_complaint_is_what_run_noise_left_out_gives(recorded: dict[str, Path]) -> None:
+    """Without the noise between runs (--run-noise 0: intervals over one process's calls only), the recorded
+    identical runs are judged as the issue saw: ops called changed with tight intervals. That is the noise the
+    default now holds."""
+    changed = 0
+    for a, b in (("base-1", "base-2"), ("base-2", "base-3"), ("base-3", "base-4")):
+        _, doc, _ = _compare(str(recorded[a]), str(recorded[b]), "--threshold", "2%", "--run-noise", "0")
+        changed += sum(r["verdict"] in CHANGED for r in _judged(doc).values())
+        assert all(r["run_noise"] is None for r in _judged(doc).values())
+    assert changed >= 1
+
+
+def test_one_run_a_side_says_so_and_several_runs_are_measured(recorded: dict[str, Path]) -> None:
+    r = CliRunner().invoke(app, ["compare", str(recorded["base-1"]), str(recorded["base-2"])])
+    assert r.exit_code == 0, r.output
+    assert "one run per side: intervals include run-to-run noise of ±6% a run" in r.stdout
+    code, doc, _ = _compare(_sides(recorded, "base-1", "base-2", "base-3"), _sides(recorded, "base-4"))
+    assert code == 0 and "3 run(s) against 1: run-to-run noise measured" in doc["method"]
+    assert doc["runs"] == {"base": 3, "new": 1}
+    assert any(r["run_noise_measured"] is not None for r in _judged(doc).values())
+
+
+def test_live_runs_of_the_program_find_the_planted_slowdown(program_runs: dict[str, Path]) -> None:
+    """The whole path on runs made now: the planted op (twice the work) is slower with an interval that holds the
+    CPU's run-to-run noise, and the gate names it (what else moves between these two processes is not asserted
+    here: the recorded runs above do that deterministically)."""
+    code, doc, err = _compare(str(program_runs["base"]), str(program_runs["slow"]), "--fail-if-slower", "20%")
+    judged = _judged(doc)
+    assert judged["aten::_softmax"]["verdict"] == "slower" and judged["aten::_softmax"]["ratio"] > 1.5
+    assert judged["aten::_softmax"]["runs_base"] == 1 and judged["aten::_softmax"]["run_noise"] == pytest.approx(0.06)
+    assert code == 1 and "aten::_softmax" in err
 
 
 def _strip_samples(summary: Path, out: Path) -> Path:
@@ -102,9 +155,9 @@ def _strip_samples(summary: Path, out: Path) -> Path:
     return out
 
 
-def test_old_summaries_still_compare_by_the_threshold(program_runs: dict[str, Path], tmp_path: Path) -> None:
-    old_base = _strip_samples(program_runs["base"] / "summary.json", tmp_path / "old_base.json")
-    old_slow = _strip_samples(program_runs["slow"] / "summary.json", tmp_path / "old_slow.json")
+def test_old_summaries_still_compare_by_the_threshold(recorded: dict[str, Path], tmp_path: Path) -> None:
+    old_base = _strip_samples(recorded["base-1"] / "summary.json", tmp_path / "old_base.json")
+    old_slow = _strip_samples(recorded["slow-1"] / "summary.json", tmp_path / "old_slow.json")
     code, doc, err = _compare(str(old_base), str(old_slow), "--fail-if-slower", "20%")
     assert "no confidence interval" in doc["method"]
     judged = _judged(doc)
@@ -112,14 +165,14 @@ def test_old_summaries_still_compare_by_the_threshold(program_runs: dict[str, Pa
     assert judged["aten::_softmax"]["verdict"] == "slower" and judged["aten::_softmax"]["ci_lo"] is None
     assert code == 1 and "threshold only" in err
     # one old side is enough for the threshold: the new side's samples are not half used
-    code, doc, _ = _compare(str(old_base), str(program_runs["slow"]))
+    code, doc, _ = _compare(str(old_base), str(recorded["slow-1"]))
     assert code == 0 and {r["method"] for r in _judged(doc).values()} == {"threshold"}
     # the floors still apply: ops run once or twice are not judged
     assert {r["kernel"]: r for r in doc["rows"]}["aten::normal_"]["verdict"] == "not judged"
 
 
-def test_table_and_markdown_say_method_interval_and_noise_floor(program_runs: dict[str, Path]) -> None:
-    r = CliRunner().invoke(app, ["compare", str(program_runs["base"]), str(program_runs["slow"]),
+def test_table_and_markdown_say_method_interval_and_noise_floor(recorded: dict[str, Path]) -> None:
+    r = CliRunner().invoke(app, ["compare", str(recorded["base-1"]), str(recorded["slow-1"]),
                                  "-f", "markdown"])
     assert r.exit_code == 0, r.output
     out = r.stdout
@@ -136,15 +189,15 @@ def test_table_and_markdown_say_method_interval_and_noise_floor(program_runs: di
     (["--threshold", "10%", "--fail-if-slower", "5%"], 2, "contradict"),
     (["--strict"], 2, "--fail-if-slower"),
 ])
-def test_bad_gate_options_are_one_line(program_runs: dict[str, Path], args: list[str], code: int,
+def test_bad_gate_options_are_one_line(recorded: dict[str, Path], args: list[str], code: int,
                                        needle: str) -> None:
-    r = CliRunner().invoke(app, ["compare", str(program_runs["base"]), str(program_runs["same"]), *args])
+    r = CliRunner().invoke(app, ["compare", str(recorded["base-1"]), str(recorded["base-2"]), *args])
     assert r.exit_code == code and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
 
 
-def test_a_summary_and_a_bench_run_are_not_comparable(program_runs: dict[str, Path], tmp_path: Path) -> None:
+def test_a_summary_and_a_bench_run_are_not_comparable(recorded: dict[str, Path], tmp_path: Path) -> None:
     from tests.cli.test_compare import make_run
 
     bench = make_run(tmp_path)
-    code, _, err = _compare(str(program_runs["base"]), str(bench))
+    code, _, err = _compare(str(recorded["base-1"]), str(bench))
     assert code == 6 and "kernel summary" in err

@@ -1,6 +1,9 @@
 """Summaries compared with intervals (issue 22): per-instance samples kept by the readers, first calls left out,
 warm-up ranges and rows below the floors not judged, the noise floor, old summaries by the threshold, and the
-one gate for every kind of comparison."""
+one gate for every kind of comparison.
+
+Comparisons here leave the noise between runs out (``noise=ONE``): they test the instance-level
+statistics; tests/unit/test_run_noise.py tests the run level."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from profctl.readers import torch_trace
 from profctl.schema import CpuOpRow, KernelRow, Source, Summary
 from profctl.schema.samples import SAMPLE_CAP, merged, sample_fields, samples_of, subsample
 from tests.conftest import DATA
+
+#: one process's samples: the noise between runs left out (tests/unit/test_run_noise.py tests that part)
+ONE = cm.NO_RUN_NOISE
 
 
 # ------------------------------------------------------------------------------------------------ the samples
@@ -108,7 +114,7 @@ def test_a_first_call_effect_is_not_a_change(tmp_path: Path) -> None:
     """The first call of a kernel is 16x slower in one run (lazy loading): left out, the kernel is unchanged."""
     a = _side(tmp_path, "a", [_kernel("normal_kernel", _samples(10_000, 40, seed=1, first=160_000))])
     b = _side(tmp_path, "b", [_kernel("normal_kernel", _samples(10_000, 40, seed=2, first=10_000))])
-    (row,) = cm.compare_runs(a, b).rows
+    (row,) = cm.compare_runs(a, b, noise=ONE).rows
     assert row.verdict == "unchanged" and row.method == "bootstrap" and "first call left out" in row.notes
     assert row.ci_lo is not None and row.ci_hi is not None and 0.98 < row.ci_lo < row.ci_hi < 1.02
     assert row.noise_floor is not None and row.noise_floor < 0.02
@@ -124,7 +130,7 @@ def test_only_the_slowed_kernel_is_flagged_and_small_rare_or_warmup_ones_are_not
            _kernel("tiny", _samples(900, 500, seed=13)), _kernel("rare", _samples(180_000, 3, seed=14)),
            _kernel("small_total", _samples(8_000, 6, seed=15)),
            _kernel("in_warmup", _samples(100_000, 20, seed=16), rng=warm)]
-    rep = cm.compare_runs(_side(tmp_path, "a", base), _side(tmp_path, "b", new))
+    rep = cm.compare_runs(_side(tmp_path, "a", base), _side(tmp_path, "b", new), noise=ONE)
     by = {r.case["kernel"]: r for r in rep.rows}
     assert by["softmax"].verdict == "slower" and by["softmax"].ratio == pytest.approx(2.0, rel=0.05)
     assert by["gemm"].verdict == "unchanged"
@@ -151,18 +157,18 @@ def test_cpu_ops_get_the_cpu_threshold_and_floor(tmp_path: Path) -> None:
 
     a = side("a", [cpu("aten::mm", _samples(300_000, 40, seed=1)), cpu("aten::add", _samples(5_000, 40, seed=2))])
     b = side("b", [cpu("aten::mm", _samples(318_000, 40, seed=3)), cpu("aten::add", _samples(5_600, 40, seed=4))])
-    rep = cm.compare_runs(a, b)
+    rep = cm.compare_runs(a, b, noise=ONE)
     assert rep.threshold == cm.CPU_THRESHOLD and rep.threshold_why == "the default for CPU timings"
     by = {r.case["kernel"]: r for r in rep.rows}
     assert by["aten::mm"].verdict in ("unchanged", "inconclusive")  # +6 %: inside the CPU band
     assert by["aten::add"].verdict == "not judged" and "dispatch" in by["aten::add"].notes[0]
-    assert cm.compare_runs(a, b, threshold=0.02).rows[0].verdict == "slower"  # asked for 2 %: it is found
+    assert cm.compare_runs(a, b, threshold=0.02, noise=ONE).rows[0].verdict == "slower"  # asked for 2 %: it is found
 
 
 def test_old_summaries_without_samples_compare_by_the_threshold(tmp_path: Path) -> None:
     base = _side(tmp_path, "a", [_kernel("flash_fwd_kernel", [400_000.0] * 10, samples=False)])
     new = _side(tmp_path, "b", [_kernel("flash_fwd_kernel", _samples(440_000, 10), samples=True)])
-    rep = cm.compare_runs(base, new)
+    rep = cm.compare_runs(base, new, noise=ONE)
     (row,) = rep.rows
     assert row.method == "threshold" and row.verdict == "slower" and row.ci_lo is None and row.noise_floor is None
     assert "no confidence interval" in rep.method and "no per-instance samples" in row.notes[-1]

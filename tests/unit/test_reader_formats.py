@@ -196,8 +196,8 @@ def test_export_meta_data_of_older_nsys(data_file: Get, tmp_path: Path) -> None:
     ("H100 PCIe", "H100 PCIe", "'pcie'"),
     ("NVIDIA H100 NVL", "H100 NVL", "'nvl'"),
     ("NVIDIA H200", "H200", "H200 in the name"),
-    ("A100-SXM4-80GB", "A100", "A100 in the name"),
-    ("NVIDIA GH200 480GB", None, "no peak figures"),
+    ("A100-SXM4-80GB", "A100 SXM4 80GB", "'sxm4', '80gb'"),
+    ("NVIDIA GH200 480GB", "GH200 480GB", "'480gb'"),
     ("cpu", None, "a CPU"),
     (None, None, "no device named"),
 ])

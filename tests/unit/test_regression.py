@@ -1,4 +1,7 @@
-"""profctl.analysis.regression: the interval, the verdict rules, comparability checks and the summary-file path."""
+"""profctl.analysis.regression: the interval, the verdict rules, comparability checks and the summary-file path.
+
+These tests are about one process's samples, so their comparisons leave the noise between runs out
+(``noise=ONE``, the CLI's ``--run-noise 0``); tests/unit/test_run_noise.py covers that part."""
 
 from __future__ import annotations
 
@@ -14,6 +17,9 @@ from profctl import runs
 from profctl.analysis import regression as cm
 from profctl.kernels import short_name
 from profctl.schema import KernelRow, Source, Summary
+
+#: one process's samples: the noise between runs left out (tests/unit/test_run_noise.py tests that part)
+ONE = cm.NO_RUN_NOISE
 
 CASE = {"batch": 1, "seqlen_q": 4096, "seqlen_kv": 4096, "heads": 32, "kv_heads": 32, "head_dim": 128,
         "dtype": "bf16", "causal": False, "pass": "fwd", "layout": "bhsd", "device": "cuda"}
@@ -103,14 +109,14 @@ def test_parse_percent_rejects(text: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ bench pairs
 def test_same_workload_is_unchanged() -> None:
-    c = cm.compare_runs(side([row(seed=1)]), side([row(seed=2)]))
+    c = cm.compare_runs(side([row(seed=1)]), side([row(seed=2)]), noise=ONE)
     (r,) = c.rows
     assert r.verdict == "unchanged" and r.ci_lo is not None and r.ci_lo <= r.ratio <= r.ci_hi  # type: ignore[operator]
     assert cm.regressions(c, 0.05) == []
 
 
 def test_ten_percent_slower_is_slower_and_fails_the_gate() -> None:
-    c = cm.compare_runs(side([row(seed=1)]), side([row(seed=2, scale=1.10)]))
+    c = cm.compare_runs(side([row(seed=1)]), side([row(seed=2, scale=1.10)]), noise=ONE)
     (r,) = c.rows
     assert r.verdict == "slower" and r.ratio == pytest.approx(1.10, rel=0.01)
     assert r.to_dict()["tflops_ratio"] == pytest.approx(1 / 1.10, rel=0.01)
@@ -119,9 +125,9 @@ def test_ten_percent_slower_is_slower_and_fails_the_gate() -> None:
 
 
 def test_three_percent_is_resolved_with_enough_iterations() -> None:
-    c = cm.compare_runs(side([row(seed=1, n=100)]), side([row(seed=2, n=100, scale=1.03)]))
+    c = cm.compare_runs(side([row(seed=1, n=100)]), side([row(seed=2, n=100, scale=1.03)]), noise=ONE)
     assert c.rows[0].verdict == "slower"
-    c = cm.compare_runs(side([row(seed=1, n=100)]), side([row(seed=2, n=100, scale=1 / 1.03)]))
+    c = cm.compare_runs(side([row(seed=1, n=100)]), side([row(seed=2, n=100, scale=1 / 1.03)]), noise=ONE)
     assert c.rows[0].verdict == "faster"
 
 
@@ -132,26 +138,26 @@ def test_noisy_data_is_inconclusive_and_says_how_many_iterations() -> None:
         r["times_ms"] = [0.4 * scale * (1 + rng.gauss(0, 0.08)) for _ in range(20)]
         return r
 
-    c = cm.compare_runs(side([noisy(1)]), side([noisy(2, 1.03)]))
+    c = cm.compare_runs(side([noisy(1)]), side([noisy(2, 1.03)]), noise=ONE)
     (r,) = c.rows
     assert r.verdict == "inconclusive" and "--iters" in r.to_dict()["note"]
 
 
 def test_too_few_iterations_is_inconclusive() -> None:
-    c = cm.compare_runs(side([row(seed=1, n=3)]), side([row(seed=2, n=3, scale=1.5)]))
+    c = cm.compare_runs(side([row(seed=1, n=3)]), side([row(seed=2, n=3, scale=1.5)]), noise=ONE)
     assert c.rows[0].verdict == "inconclusive" and c.rows[0].method == "too few samples"
 
 
 def test_rows_without_samples_use_a_labelled_threshold() -> None:
     a, b = row(seed=1), row(seed=2, scale=1.10)
     del a["times_ms"], b["times_ms"]
-    (r,) = cm.compare_runs(side([a]), side([b])).rows
+    (r,) = cm.compare_runs(side([a]), side([b]), noise=ONE).rows
     assert r.verdict == "slower" and r.method == "threshold" and r.ci_lo is None
     assert "no per-iteration samples" in r.to_dict()["note"]
 
 
 def test_label_pairs_different_backends() -> None:
-    c = cm.compare_runs(side([row("sdpa-flash", 0.4)]), side([row("sdpa-math", 2.0)]))
+    c = cm.compare_runs(side([row("sdpa-flash", 0.4)]), side([row("sdpa-math", 2.0)]), noise=ONE)
     (r,) = c.rows
     assert r.verdict == "slower" and r.ratio == pytest.approx(5.0, rel=0.02)
     assert "sdpa-flash->sdpa-math" in cm.case_label(r)
@@ -159,9 +165,9 @@ def test_label_pairs_different_backends() -> None:
 
 def test_without_labels_different_backends_are_refused_with_a_hint() -> None:
     with pytest.raises(cm.NotComparable, match=r"label sdpa-flash vs sdpa-math.*--label"):
-        cm.compare_runs(side([row("sdpa-flash", label=None)]), side([row("sdpa-math", label=None)]))
+        cm.compare_runs(side([row("sdpa-flash", label=None)]), side([row("sdpa-math", label=None)]), noise=ONE)
     with pytest.raises(cm.NotComparable, match="backend"):
-        cm.compare_runs(side([row("sdpa-flash")]), side([row("sdpa-math")]), by="backend")
+        cm.compare_runs(side([row("sdpa-flash")]), side([row("sdpa-math")]), by="backend", noise=ONE)
 
 
 @pytest.mark.parametrize(("base_kw", "new_kw", "needle"), [
@@ -172,50 +178,50 @@ def test_without_labels_different_backends_are_refused_with_a_hint() -> None:
 def test_incomparable_environments_are_refused(base_kw: dict[str, Any], new_kw: dict[str, Any],
                                                needle: str) -> None:
     with pytest.raises(cm.NotComparable, match=re.escape(needle)) as e:
-        cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw))
+        cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw), noise=ONE)
     assert "--force" in e.value.one_line()
-    c = cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw), force=True)
+    c = cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw), force=True, noise=ONE)
     assert c.rows[0].verdict == "unchanged" and any(needle in f for f in c.forced)
 
 
 def test_different_dtype_or_shape_is_refused_and_says_which() -> None:
     with pytest.raises(cm.NotComparable, match="dtype bf16 vs fp16"):
-        cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]))
+        cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]), noise=ONE)
     with pytest.raises(cm.NotComparable, match="seqlen_q 4096 vs 2048"):
-        cm.compare_runs(side([row(seed=1)]), side([row(seed=2, seqlen_q=2048, seqlen_kv=2048)]))
-    forced = cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]), force=True)
+        cm.compare_runs(side([row(seed=1)]), side([row(seed=2, seqlen_q=2048, seqlen_kv=2048)]), noise=ONE)
+    forced = cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]), force=True, noise=ONE)
     assert len(forced.rows) == 1 and "dtype bf16 vs fp16" in forced.forced
 
 
 def test_partial_overlap_compares_the_common_cases_and_warns() -> None:
-    c = cm.compare_runs(side([row(seed=1), row(seed=3, causal=True)]), side([row(seed=2)]))
+    c = cm.compare_runs(side([row(seed=1), row(seed=3, causal=True)]), side([row(seed=2)]), noise=ONE)
     assert len(c.rows) == 1 and any("1 case(s) only in base" in w for w in c.warnings)
 
 
 def test_flash_attn_version_matters_only_for_its_backend() -> None:
     a = side([row(seed=1)], environment={"flash_attn": "2.7.0"})
     b = side([row(seed=2)], environment={"flash_attn": "2.8.0"})
-    assert cm.compare_runs(a, b).rows[0].verdict == "unchanged"
+    assert cm.compare_runs(a, b, noise=ONE).rows[0].verdict == "unchanged"
     a = side([row("flash-attn", seed=1)], environment={"flash_attn": "2.7.0"})
     b = side([row("flash-attn", seed=2)], environment={"flash_attn": "2.8.0"})
     with pytest.raises(cm.NotComparable, match=re.escape("flash-attn 2.7.0 vs 2.8.0")):
-        cm.compare_runs(a, b)
+        cm.compare_runs(a, b, noise=ONE)
 
 
 def test_throttled_clocks_make_a_small_change_inconclusive() -> None:
     slow = row(seed=2, scale=1.04, clock_warning="throttled: sw_power_cap")
     slow["clocks"] = {**slow["clocks"], "sm_clock_mhz_min": 1755, "sm_clock_mhz_median": 1850,
                       "throttle_reasons": ["sw_power_cap"]}
-    (r,) = cm.compare_runs(side([row(seed=1)]), side([slow])).rows
+    (r,) = cm.compare_runs(side([row(seed=1)]), side([slow]), noise=ONE).rows
     assert r.verdict == "inconclusive" and "throttled" in r.to_dict()["note"]
     big = row(seed=2, scale=3.0, clock_warning="throttled: sw_power_cap")
     big["clocks"] = dict(slow["clocks"])
-    assert cm.compare_runs(side([row(seed=1)]), side([big])).rows[0].verdict == "slower"  # too big to be the clocks
+    assert cm.compare_runs(side([row(seed=1)]), side([big]), noise=ONE).rows[0].verdict == "slower"  # not the clocks
 
 
 def test_a_point_that_stopped_working_fails_the_gate() -> None:
     broken = row(seed=2, status="oom", reason="CUDA out of memory", median_ms=None, times_ms=None)
-    c = cm.compare_runs(side([row(seed=1)]), side([broken]))
+    c = cm.compare_runs(side([row(seed=1)]), side([broken]), noise=ONE)
     assert c.rows[0].verdict == "failed" and cm.regressions(c, 0.05) == c.rows
 
 
@@ -223,7 +229,7 @@ def test_kinds_must_match() -> None:
     s = Summary(sources=(Source("a.sqlite", "nsys", "2025.3.1"),), kernels=())
     other = cm.Side(ref="s", kind="summary", path=Path("s.json"), name="s.json", summary=s)
     with pytest.raises(cm.NotComparable, match="bench run"):
-        cm.compare_runs(side([row()]), other)
+        cm.compare_runs(side([row()]), other, noise=ONE)
 
 
 # ------------------------------------------------------------------------------------------------ summaries
@@ -249,7 +255,7 @@ def test_summaries_pair_by_match_key_and_range(tmp_path: Path) -> None:
                                      kernel("void softmax_warp_forward<float>(float*)", 10_000)])
     b = summary_file(tmp_path, "b", [kernel("void flash_fwd_kernel<128, 0>(Params)", 440_000),
                                      kernel("void softmax_warp_forward<float>(float*)", 10_050)])
-    c = cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)))
+    c = cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)), noise=ONE)
     by = {r.case["kernel"]: r for r in c.rows}
     assert by["flash_fwd_kernel"].verdict == "slower" and by["flash_fwd_kernel"].ci_lo is None
     assert by["softmax_warp_forward"].verdict == "unchanged"
@@ -261,13 +267,13 @@ def test_summaries_from_different_tools_or_ncu_versions_are_refused(tmp_path: Pa
     a = summary_file(tmp_path, "a", [kernel("flash_fwd_kernel", 1e5)])
     b = summary_file(tmp_path, "b", [kernel("flash_fwd_kernel", 1e5, tool="ncu")], tool="ncu", version="2025.3.1")
     with pytest.raises(cm.NotComparable, match="different tools: nsys vs ncu"):
-        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)))
+        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)), noise=ONE)
     c = summary_file(tmp_path, "c", [kernel("flash_fwd_kernel", 1e5, tool="ncu")], tool="ncu", version="2026.1.0")
     with pytest.raises(cm.NotComparable, match=re.escape("ncu 2025.3.1 vs 2026.1.0")):
-        cm.compare_runs(cm.load_side(str(b)), cm.load_side(str(c)))
+        cm.compare_runs(cm.load_side(str(b)), cm.load_side(str(c)), noise=ONE)
     d = summary_file(tmp_path, "d", [kernel("other_kernel", 1e5)])
     with pytest.raises(cm.NotComparable, match="no kernel in common"):
-        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(d)))
+        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(d)), noise=ONE)
 
 
 def test_a_run_directory_with_a_summary_json_is_a_summary_side(tmp_path: Path) -> None:
@@ -299,12 +305,12 @@ def test_power_cap_flag_with_equal_median_clocks_keeps_the_verdict() -> None:
                        "throttle_reasons": ["sw_power_cap"]}
         return r
 
-    (r,) = cm.compare_runs(side([capped(1, 1.0)]), side([capped(2, 1.04)])).rows
+    (r,) = cm.compare_runs(side([capped(1, 1.0)]), side([capped(2, 1.04)]), noise=ONE).rows
     assert r.verdict == "slower" and "throttled: sw_power_cap" in r.to_dict()["note"]
 
 
 def test_short_gpu_times_get_a_launch_bound_note() -> None:
-    (r,) = cm.compare_runs(side([row(median=0.06, seed=1)]), side([row(median=0.06, seed=2)])).rows
+    (r,) = cm.compare_runs(side([row(median=0.06, seed=1)]), side([row(median=0.06, seed=2)]), noise=ONE).rows
     assert "launch-bound" in r.to_dict()["note"]
-    (r,) = cm.compare_runs(side([row(median=0.5, seed=1)]), side([row(median=0.5, seed=2)])).rows
+    (r,) = cm.compare_runs(side([row(median=0.5, seed=1)]), side([row(median=0.5, seed=2)]), noise=ONE).rows
     assert r.to_dict()["note"] is None

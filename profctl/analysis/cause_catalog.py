@@ -1,0 +1,227 @@
+"""The catalog of causes profctl names (:data:`CATALOG`) and one cause found in a kernel (:class:`Cause`): data, read
+by the detectors (profctl.analysis.cause_rules), the ranking (profctl.analysis.causes), the renderers and
+docs/diagnosis.md ("Causes"), which tests/unit/test_causes.py keeps in step with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CauseDef:
+    """One entry of the catalog."""
+
+    id: str
+    title: str
+    detects: str       # what in the report gives it away
+    fix: str           # what to change
+    saving: str        # how the saving is predicted
+    attention: str = ""  # what it means in an attention kernel, where that is more specific
+    ncu_rules: tuple[str, ...] = ()  # ncu guided-analysis rules that estimate the same thing
+
+
+_C = CauseDef
+CATALOG: dict[str, CauseDef] = {c.id: c for c in (
+    _C("uncoalesced-global", "uncoalesced global memory accesses",
+       "a load or store whose warp touches more L2 sectors than an ideally coalesced access would "
+       "(ncu's per-instruction theoretical sectors against the ideal), in a kernel whose time goes to memory",
+       "make neighbouring threads touch neighbouring addresses: index with the thread's fastest-moving id on the "
+       "contiguous dimension, stage a transpose through shared memory, load wider vectors; in Triton, make the "
+       "block's contiguous axis the tensor's stride-1 axis",
+       "time x memory-bound share x (excess sectors / all global sectors): the excess traffic goes away",
+       "strided Q/K/V/O layouts (bshd read as bhsd without a contiguous head dim) make every tile load uncoalesced",
+       ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")),
+    _C("smem-bank-conflict", "shared-memory bank conflicts",
+       "shared-memory instructions taking more wavefronts than their ideal (n-way bank conflicts), in a kernel "
+       "limited by the shared-memory pipe or waiting on it (MIO throttle, short scoreboard)",
+       "pad the shared array (a row of 33 floats for 32), swizzle the layout (XOR the column with the row), or "
+       "read with ldmatrix / wider accesses",
+       "time x shared-memory-bound share x (excess wavefronts / all wavefronts)",
+       "the K/V tiles of an attention kernel read column-wise without a swizzle",
+       ("UncoalescedSharedAccess", "SharedMemoryConflicts")),
+    _C("local-memory", "local memory: register spills or a per-thread array indexed at run time",
+       "local-memory loads and stores (LDL/STL): spill requests when registers ran out, else a per-thread array "
+       "the compiler could not keep in registers (a stack frame, a dynamic index)",
+       "index the per-thread array with compile-time constants (unroll the loop), or move the table to shared "
+       "memory; for spills, lower register pressure (smaller tiles, fewer live values) or raise the register "
+       "budget (__launch_bounds__, -maxrregcount)",
+       "time x the share of warp time at local accesses (or memory-bound share x local / all sectors)",
+       "an accumulator tile too large for the registers of a warp (head dim 256 with wide tiles) spills",
+       ("MemoryL1LocalMemory", "LocalMemoryUsage")),
+    _C("occupancy-registers", "occupancy limited by registers",
+       "a latency-bound kernel (no unit busy, few eligible warps) that holds as many warps as its register use "
+       "allows, fewer than the SM could hold",
+       "use fewer registers per thread: __launch_bounds__(threads, blocks), -maxrregcount, smaller tiles or fewer "
+       "values live at once; in Triton fewer num_warps' worth of state or smaller BLOCK sizes",
+       "latency-bound time scales with resident warps: time x (1 - 1 / min(warps allowed without the limit / "
+       "warps now, headroom of the busiest unit))",
+       "", ("TheoreticalOccupancy", "AchievedOccupancy")),
+    _C("occupancy-shared-memory", "occupancy limited by shared memory",
+       "a latency-bound kernel whose shared memory per block caps the blocks per SM below what registers and "
+       "warps allow",
+       "use less shared memory per block (drop an unused or oversized buffer, fewer pipeline stages, smaller "
+       "tiles), or share one buffer between phases",
+       "as occupancy-registers, with shared memory as the limit lifted",
+       "each pipeline stage of a FlashAttention kernel holds a K and a V tile: more stages, fewer blocks per SM",
+       ("TheoreticalOccupancy", "AchievedOccupancy")),
+    _C("occupancy-block-size", "occupancy limited by the block size",
+       "blocks so small that the SM's limit on resident blocks caps its warps (e.g. 32 blocks of 32 threads: half "
+       "the warps an SM could hold), in a latency-bound kernel",
+       "launch blocks of 128-256 threads (more work per block) so the warp limit, not the block limit, applies",
+       "as occupancy-registers, with the block limit lifted", "", ("TheoreticalOccupancy", "AchievedOccupancy")),
+    _C("tail-effect", "a partial last wave (tail effect)",
+       "a grid just over a whole number of waves (blocks x blocks per SM x SMs): the last wave runs with most SMs "
+       "idle",
+       "size the grid to whole waves (blocks = SMs x blocks per SM x k), split the work into more, smaller blocks "
+       "so the last wave is fuller, or use a persistent grid",
+       "with blocks of equal work, time goes with whole waves: time x (1 - waves / ceil(waves))",
+       "batch x heads x query blocks just over a wave: a common attention grid (e.g. 133 blocks on 132 SMs)",
+       ("LaunchConfiguration", "WaveQuantization")),
+    _C("too-few-blocks", "too few blocks for the GPU",
+       "a grid smaller than one wave (fewer blocks than the SMs could run at once): SMs stay idle",
+       "launch at least SMs x blocks per SM blocks (one per work tile), or split each block's loop across more "
+       "blocks (split-K / split-KV, as flash-decoding does for short query lengths)",
+       "the idle SMs' share: time x (1 - 1 / min(SM slots / blocks, headroom of the device-wide units))",
+       "decode (one query row) with few heads and no KV split leaves most SMs idle", ("LaunchConfiguration",)),
+    _C("warp-divergence", "warp divergence",
+       "instructions executed by fewer than 32 threads of their warp (lanes of one warp taking different paths), "
+       "on the lines that take the kernel's time",
+       "make the branch uniform per warp: decide by warp, not by lane (threadIdx.x / 32), or regroup the work so "
+       "the lanes of a warp take the same path",
+       "the idle lanes' share of the time at those lines: time x share x (1 - threads per instruction / 32)",
+       "", ("ThreadDivergence", "BranchDivergence")),
+    _C("no-tensor-cores", "matrix work on the FMA pipe instead of the tensor cores",
+       "a kernel busy on the FP32 FMA pipe with its tensor pipe idle, whose hot lines form a matrix product "
+       "(a dot, a matmul, an accumulation over k)",
+       "use the tensor cores: tl.dot with input_precision='tf32' or bf16/fp16 operands in Triton; cuBLAS, CUTLASS, "
+       "WMMA or mma in CUDA",
+       "the FMA-bound time x (1 - FP32 FMA rate / tensor rate of the dtype)",
+       "an fp32 attention (or the fp32 'math' path) computing Q K^T and P V with FFMAs",
+       ("HighPipeUtilization", "FPInstructions")),
+    _C("legacy-mma", "warp-level mma.sync on a GPU with warpgroup MMA",
+       "tensor work issued as Ampere's warp-level mma.sync (HMMA) on a Hopper or newer GPU whose warpgroup MMA "
+       "(wgmma, fed by TMA) is faster, with no wgmma in the kernel",
+       "use a wgmma kernel: FlashAttention-3 or cuDNN's SDPA on Hopper (FlashAttention-4 on Blackwell), Triton's "
+       "Hopper path, CUTLASS 3 / CuTe",
+       "the same matrix work at a wgmma kernel's tensor efficiency (the other kernel's in a pair, else 70 % of the "
+       "pipe): time x (1 - tensor busy x mma.sync rate / (wgmma rate x that efficiency))",
+       "PyTorch's SDPA flash backend runs FlashAttention-2's forward (HMMA.16816) on Hopper; cuDNN and FA3 run "
+       "wgmma fed by TMA", ("HighPipeUtilization",)),
+    _C("mma-not-overlapped", "warpgroup MMA not overlapped with other work",
+       "warps waiting on their own asynchronous wgmma results (WARPGROUP.DEPBAR / warpgroup arrive) for a large "
+       "share of the time, with the tensor pipe well below its peak",
+       "let two warpgroups take turns (ping-pong: one's softmax under the other's MMA, as FlashAttention-3 and "
+       "cuDNN do) or warp-specialize producers and consumers; pipelining within one warpgroup needs a second "
+       "score tile in registers and only pays where there is register headroom",
+       "the wait's share of the time, less what the extra tile would cost: withheld where registers leave no room "
+       "for it", "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",)),
+    _C("loads-not-pipelined", "loads not pipelined with compute",
+       "warps waiting for their loads (long scoreboard, or an async-copy barrier) in the main loop while neither "
+       "the memory system nor any pipe is busy: loads are issued just before their use",
+       "prefetch the next tile while computing this one: more pipeline stages (Triton num_stages=2-4), cp.async "
+       "or TMA double buffering, loads issued a loop iteration earlier",
+       "time x min(the load-wait share, 1 - the busiest unit's utilisation)",
+       "num_stages=1 in an attention forward: each K/V tile is loaded, then waited for, then used",
+       ("CPIStall",)),
+    _C("sfu-bound", "special-function unit (exp) at its limit",
+       "the XU pipe (MUFU: exp2, rcp, rsqrt) is the busiest unit, near its peak",
+       "issue fewer MUFU instructions: fold log2(e) into the scale and use exp2, skip exps of masked elements, or "
+       "emulate part of the exps with a polynomial on the FMA pipe (FlashAttention-4's trick)",
+       "moving part of the exps to the FMA pipe until both pipes are equally busy: time x (1 - the balanced "
+       "load / the XU load)",
+       "the softmax's exp: at head dim 64 (and on Blackwell at 128) attention hits the SFU roof before the tensor "
+       "roof", ("HighPipeUtilization",)),
+    _C("dram-bound", "DRAM bandwidth at its limit",
+       "DRAM throughput near its peak (or, against another kernel, more DRAM bytes for the same work)",
+       "move fewer bytes: fuse passes (one pass over each row instead of several), keep reused data on chip, "
+       "lower precision; at the roof nothing else helps",
+       "alone: what is left to the DRAM roof; against another kernel: time x memory-bound share x (1 - its bytes / "
+       "these bytes)", "a softmax in several passes over an S x S score matrix: FlashAttention's point",
+       ("SOLBottleneck", "DRAMThroughput")),
+    _C("compute-bound", "a compute pipe at its limit",
+       "a pipe (tensor, FMA, ALU) near its peak (or, against another kernel, more instructions on it for the same "
+       "work)",
+       "do less work on that pipe (skip masked blocks of a causal mask, avoid recomputation), or move it to a "
+       "faster one; at the roof little is left",
+       "alone: what is left to the pipe's peak; against another kernel: time x that pipe's busy share x (1 - its "
+       "instructions / these)", "a causal attention that computes the fully masked blocks does twice the MMA work",
+       ("HighPipeUtilization", "SOLBottleneck")),
+    _C("l2-thrashing", "reused data falls out of L2 (thrashing)",
+       "the same loads as another kernel but many more L2 misses and DRAM bytes; alone, a DRAM-bound kernel with a "
+       "low L2 hit rate (its data is re-read from DRAM if it is read more than once)",
+       "reorder the work so reuse happens close in time: tile the loops, swizzle the block order (grouped "
+       "launch order so blocks sharing K/V run together), or keep the reused part in shared memory",
+       "time x memory-bound share x (1 - the other kernel's DRAM bytes / these)",
+       "blocks of different heads interleaved so each head's K/V is evicted between its readers",
+       ("MemoryCacheAccessPattern",)),
+    _C("atomic-contention", "atomics contending on the same addresses",
+       "atomic or reduction instructions (ATOM, RED) taking a large share of the warps' time: many threads update "
+       "the same address and the L2 serializes them",
+       "reduce within the warp (shuffles) and the block (shared memory) first, then one atomic per block; or give "
+       "each block its own partial result",
+       "time x the share at the atomic lines x (1 - 1/32) (one atomic per warp instead of per thread)",
+       "", ()),
+    _C("barrier-sync", "block-wide barriers",
+       "warps waiting at __syncthreads (BAR.SYNC) for a large share of the time: many barriers per unit of work, "
+       "as in a shared-memory reduction tree",
+       "synchronize less: reduce within a warp with shuffles (no barrier), one barrier per phase, or named "
+       "barriers for the warps that need them",
+       "time x the share waiting at block barriers", "", ("CPIStall",)),
+    _C("launch-bound", "launch-bound: kernels too small for their launch cost",
+       "(nsys, bench) kernels of a few microseconds with the GPU idle between them: launches, not the kernels, "
+       "take the time",
+       "fuse the small kernels (torch.compile, a fused kernel), capture a CUDA graph, or batch more work per launch",
+       "the idle time between kernels", "decode steps of small models: the attention kernel runs a few us", ()),
+    _C("latency-bound", "latency-bound with no single fault found",
+       "no unit is busy and no specific fault above fits: warps mostly wait (the stall reasons say on what)",
+       "more independent work per thread (unroll, several elements per thread), more resident warps, or less "
+       "work on the critical path; the stall table below says what the warps wait for",
+       "not predicted", "", ()),
+)}
+
+
+@dataclass
+class Cause:
+    """One cause in one kernel (or of a gap between two): where, how much it would save, and why we think so."""
+
+    id: str
+    lines: list[tuple[str, int]] = field(default_factory=list)  # (file, line), most important first
+    saving_us: float = 0.0      # predicted time saved by fixing it
+    evidence: list[str] = field(default_factory=list)
+    fix: str = ""               # the catalog's fix, made specific where the evidence allows
+    ncu_us: float | None = None  # ncu's own estimate for the same thing, in us of this kernel
+    ncu_rule: str | None = None
+    note: str = ""              # a caveat (advice withheld, lines unknown, ...)
+    kernel_us: float | None = None  # the kernel's time the saving is out of
+    #: against another kernel: the saving is already the difference of the two kernels' time in the mechanism
+    differential: bool = False
+
+    @property
+    def definition(self) -> CauseDef:
+        return CATALOG[self.id]
+
+    @property
+    def title(self) -> str:
+        return self.definition.title
+
+    def where(self) -> str:
+        """``file.cu:42, file.cu:44`` (short paths), or a word when the cause has no line."""
+        from profctl.analysis.source import short_path
+
+        if not self.lines:
+            return "(no line: the launch or the kernel as a whole)"
+        return ", ".join(f"{short_path(f)}:{n}" for f, n in self.lines[:3])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of `profctl explain -f json`'s ``causes``: id, title, lines, saving_us, evidence, fix (and
+        ncu's estimate, the catalog's model, a note)."""
+        return {"id": self.id, "title": self.title,
+                "lines": [{"file": f, "line": n} for f, n in self.lines],
+                "saving_us": round(self.saving_us, 3), "evidence": list(self.evidence), "fix": self.fix,
+                "ncu_saving_us": None if self.ncu_us is None else round(self.ncu_us, 3), "ncu_rule": self.ncu_rule,
+                "model": self.definition.saving, "attention": self.definition.attention or None,
+                "note": self.note or None}
+
+
+__all__ = ["CATALOG", "Cause", "CauseDef"]

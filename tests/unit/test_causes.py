@@ -1,0 +1,109 @@
+"""The causes of profctl explain (issue 33) on kernels with a planted fault, recorded with plain ncu
+(tests/data/planted): the first cause is the planted one at the planted line, its saving is near the measured gap,
+one kernel alone names it, B's share of a cause is taken off, profiles without line tables or samples still get
+causes, and the catalog and docs/diagnosis.md agree."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from profctl.analysis import causes
+from profctl.analysis.cause_catalog import CATALOG
+from profctl.analysis.explain import select
+from profctl.schema.profile import KernelProfile
+
+pytest.importorskip("ncu_report")
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANTED = ROOT / "tests" / "data" / "planted"
+
+
+@cache
+def _profiles(name: str) -> tuple[KernelProfile, ...]:
+    from profctl.readers import ncu_source
+
+    return tuple(ncu_source.read_profiles(PLANTED / name))
+
+
+def _k(name: str, pattern: str) -> KernelProfile:
+    p, _ = select(list(_profiles(name)), pattern, name)
+    return p
+
+
+def _planted_line(p: KernelProfile, cause_word: str) -> int:
+    for _, lines in p.source_text.items():
+        for n, text in lines.items():
+            if "PLANT:" in text and cause_word in text:
+                return n
+    raise AssertionError(f"no PLANT: {cause_word} line in {p.base_name}")
+
+
+@pytest.mark.parametrize(("a", "b", "cause", "word"), [
+    ("gather_strided", "gather_coalesced", "uncoalesced-global", "uncoalesced"),
+    ("smem_conflict", "smem_padded", "smem-bank-conflict", "bank conflict"),
+])
+def test_the_first_cause_is_the_planted_one_at_its_line_and_saves_about_the_gap(a: str, b: str, cause: str,
+                                                                                   word: str) -> None:
+    ka, kb = _k("planted_cuda.ncu-rep.xz", a), _k("planted_cuda.ncu-rep.xz", b)
+    found = causes.gap_causes(ka, kb)
+    first = found[0]
+    assert first.id == cause
+    assert first.lines and first.lines[0][1] == _planted_line(ka, word)
+    gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
+    assert abs(first.saving_us - gap) <= 0.35 * gap
+    assert first.ncu_us is not None and first.ncu_rule  # ncu's own estimate beside it
+    alone = [c.id for c in causes.kernel_causes(ka)[:2]]
+    assert cause in alone
+    assert cause not in [c.id for c in causes.kernel_causes(kb)]  # the twin is clean
+
+
+def test_the_exp_loop_alone_is_sfu_bound_at_its_exp_line() -> None:
+    k = _k("planted_cuda.ncu-rep.xz", "exp_loop")
+    (first, *_) = causes.kernel_causes(k)
+    assert first.id == "sfu-bound" and first.lines[0][1] == _planted_line(k, "exp")
+    assert "XU pipe" in first.evidence[0]
+
+
+def test_a_kernel_without_line_table_gets_causes_without_lines_and_says_so() -> None:
+    k = _k("planted_nolineinfo.ncu-rep.xz", "exp_loop")
+    (first, *_) = causes.kernel_causes(k)
+    assert first.id == "sfu-bound" and first.lines == [] and "-lineinfo" in first.note
+
+
+def test_a_profile_without_samples_still_gets_causes_from_its_figures() -> None:
+    from dataclasses import replace
+
+    k = _k("planted_cuda.ncu-rep.xz", "smem_conflict")
+    bare = replace(k, pcs=(), has_samples=False)
+    found = causes.kernel_causes(bare)
+    assert found and found[0].id == "smem-bank-conflict" and found[0].lines == []
+
+
+def test_a_cause_both_kernels_share_is_taken_off_the_gap() -> None:
+    """The Triton forward against cuDNN's: both wait on wgmma; the gap's cause is the tensor efficiency cuDNN
+    reaches with more warps covering the wait, and the in-warpgroup pipelining that failed is not advised."""
+    a, b = _k("attn_pair.ncu-rep.xz", "_fwd_kernel"), _k("attn_pair.ncu-rep.xz", "cudnn")
+    (first, *_) = causes.gap_causes(a, b)
+    assert first.id == "mma-not-overlapped" and first.differential
+    assert "not advised" in first.note and "ping-pong" in first.note
+    assert any("B keeps the tensor pipe" in e for e in first.evidence)
+    assert first.lines and first.lines[0][0].endswith("triton_attention.py")
+
+
+def test_catalog_ids_are_documented_and_json_has_the_promised_keys() -> None:
+    doc = (ROOT / "docs" / "diagnosis.md").read_text()
+    for cid in CATALOG:
+        assert f"| `{cid}` |" in doc, cid
+    for needed in ("uncoalesced-global", "smem-bank-conflict", "local-memory", "occupancy-registers",
+                   "occupancy-shared-memory", "occupancy-block-size", "tail-effect", "too-few-blocks",
+                   "warp-divergence", "no-tensor-cores", "mma-not-overlapped", "loads-not-pipelined", "sfu-bound",
+                   "dram-bound", "compute-bound", "l2-thrashing", "atomic-contention", "barrier-sync", "launch-bound"):
+        assert needed in CATALOG
+    k = _k("planted_cuda.ncu-rep.xz", "gather_strided")
+    d = causes.kernel_causes(k)[0].to_dict()
+    assert {"id", "title", "lines", "saving_us", "evidence", "fix"} <= set(d)
+    assert d["lines"][0]["file"].endswith("planted.cu") and re.fullmatch(r"\d+", str(d["lines"][0]["line"]))
