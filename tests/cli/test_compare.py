@@ -177,7 +177,10 @@ def test_comparing_a_run_with_itself_warns(runner: CliRunner, tmp_path: Path) ->
         assert f"warning: BASE {x} and NEW {y} are the same data" in r.stderr, (x, y, r.stderr)
     b = make_run(tmp_path, seed=2)
     r = runner.invoke(app, ["compare", str(a), str(b)])
-    assert r.exit_code == 0 and "same data" not in r.stderr
+    assert r.exit_code == 0 and "same data" not in r.stderr and "both sides" not in r.stderr
+    c = make_run(tmp_path, seed=3)
+    r = runner.invoke(app, ["compare", f"{a},{b}", f"{b},{c}"])  # several runs a side: one of them on both
+    assert r.exit_code == 0 and f"warning: {b} on both sides" in r.stderr, r.output
 
 
 def test_formats_and_output_file(runner: CliRunner, tmp_path: Path) -> None:
