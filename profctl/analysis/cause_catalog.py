@@ -167,7 +167,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "as in a shared-memory reduction tree",
        "synchronize less: reduce within a warp with shuffles (no barrier), one barrier per phase, or named "
        "barriers for the warps that need them",
-       "time x the share waiting at block barriers", "", ("CPIStall",)),
+       "time x the share waiting at block barriers (and, against another kernel, the shared-memory queueing between "
+       "them)", "the block-wide barriers that guard K/V tiles in shared memory: producer/consumer warps with "
+       "mbarriers (warp specialization, as FlashAttention-3 and cuDNN) replace them", ("CPIStall",)),
     _C("launch-bound", "launch-bound: kernels too small for their launch cost",
        "(nsys, bench) kernels of a few microseconds with the GPU idle between them: launches, not the kernels, "
        "take the time",

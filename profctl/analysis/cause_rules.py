@@ -215,6 +215,23 @@ def memory_bound(ctx: Context) -> float:
     return min(max(ctx.share(*MEMORY_WAITS), units), 1.0)
 
 
+#: the utilisation another unit reaches once a fault stops hiding it (kernels rarely sustain more than this)
+ATTAINABLE = 0.7
+
+
+def floor_after(ctx: Context, freed: tuple[str, ...]) -> float:
+    """The time the kernel still needs once the units in `freed` are relieved: what its busiest other unit does
+    now, at :data:`ATTAINABLE` utilisation (a kernel freed of bank conflicts becomes DRAM-bound, not free)."""
+    others = {k: v for k, v in ctx.f.units().items() if k not in freed and k != "issue slots"}
+    busiest = max(others.values()) / 100.0 if others else 0.0
+    return (ctx.duration_us or 0.0) * min(busiest / ATTAINABLE, 1.0)
+
+
+def _capped(ctx: Context, saving: float, freed: tuple[str, ...]) -> float:
+    t = ctx.duration_us or 0.0
+    return max(min(saving, t - floor_after(ctx, freed)), 0.0)
+
+
 def uncoalesced_global(ctx: Context) -> Cause | None:
     glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
     total = sum(ln.mem["sectors"] for ln in glob) or (ctx.f.get("global_ld_sectors") or 0.0) + (
@@ -234,7 +251,8 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
         per = ln.mem["sectors"] / ln.mem["requests"] if ln.mem.get("requests") else None
         ev.append(f"{_where(ln)}: {f:.1f}x the ideal sectors" + (f" ({per:.1f} sectors per request)" if per else "")
                   + f", {_pct(ctx.line_share(ln))} of the warp samples")
-    return ctx.cause("uncoalesced-global", (ctx.duration_us or 0) * m * excess / total, ev, bad)
+    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "L2", "DRAM", "LSU pipe"))
+    return ctx.cause("uncoalesced-global", saving, ev, bad)
 
 
 def smem_bank_conflict(ctx: Context) -> Cause | None:
@@ -256,7 +274,8 @@ def smem_bank_conflict(ctx: Context) -> Cause | None:
         ways = ln.mem["wavefronts"] / max(ln.mem.get("wavefronts_ideal", 0.0), 1.0)
         ev.append(f"{_where(ln)}: {ways:.1f}-way conflicts ({ln.mem['wavefronts']:.3g} wavefronts for an ideal "
                   f"{ln.mem.get('wavefronts_ideal', 0):.3g}), {_pct(ctx.line_share(ln))} of the warp samples")
-    return ctx.cause("smem-bank-conflict", (ctx.duration_us or 0) * m * excess / total, ev, bad)
+    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "LSU pipe", "shared pipe"))
+    return ctx.cause("smem-bank-conflict", saving, ev, bad)
 
 
 def local_memory(ctx: Context) -> Cause | None:
@@ -283,7 +302,8 @@ def local_memory(ctx: Context) -> Cause | None:
     if not spills:
         fix = ("index the per-thread array with compile-time constants (unroll the loop so every index is known) or "
                "put the table in shared memory; a run-time index sends a thread's array to local memory")
-    return ctx.cause("local-memory", (ctx.duration_us or 0) * share, ev, _top(loc, lambda ln: ln.samples, 3), fix)
+    saving = _capped(ctx, (ctx.duration_us or 0) * share, ("L1/shared", "L2", "LSU pipe"))
+    return ctx.cause("local-memory", saving, ev, _top(loc, lambda ln: ln.samples, 3), fix)
 
 
 def l2_dram(ctx: Context) -> list[Cause]:
@@ -293,22 +313,30 @@ def l2_dram(ctx: Context) -> list[Cause]:
     dram, hit = ctx.util("dram_pct"), ctx.f.get("l2_hit")
     mine, other = ctx.f.dram_bytes, (ctx.other.f.dram_bytes if ctx.other else None)
     if ctx.other is not None and mine and other and mine > 1.3 * other and not _excess_traffic(ctx):
-        req_a, req_b = ctx.f.get("l2_sectors_tex"), ctx.other.f.get("l2_sectors_tex")
+        req_a, req_b = _global_sectors(ctx), _global_sectors(ctx.other)
         m = max(memory_bound(ctx), dram)
         saving = t * m * (1 - other / mine)
         ev = [f"A moves {mine / 1e6:.1f} MB to and from DRAM, B {other / 1e6:.1f} MB ({mine / other:.1f}x); memory "
               f"sets {_pct(m)} of A's time"]
+        loads = _top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
         if req_a and req_b and 0.7 < req_a / req_b < 1.4:
             hb = ctx.other.f.get("l2_hit")
-            ev.append(f"the same L2 requests ({req_a:.3g} against {req_b:.3g} sectors) but an L2 hit rate of "
-                      f"{hit or 0:.0f}% against B's {hb or 0:.0f}%: A's reused data is evicted before it is reused")
-            out.append(ctx.cause("l2-thrashing", saving, ev))
+            ev.append(f"the same global loads and stores ({req_a:.3g} against {req_b:.3g} sectors asked of the "
+                      f"caches) but {mine / other:.1f}x the DRAM traffic (L2 hit rate {hit or 0:.0f}% against B's "
+                      f"{hb or 0:.0f}%): data the loads reuse is evicted before its reuse")
+            out.append(ctx.cause("l2-thrashing", saving, ev, loads))
         else:
             if req_a and req_b:
-                ev.append(f"A requests {req_a / req_b:.1f}x B's L2 sectors: it reads more (more passes), not just "
-                          "misses more")
-            out.append(ctx.cause("dram-bound", saving, ev))
+                ev.append(f"A asks the caches for {req_a / req_b:.1f}x B's global sectors: it reads more (more "
+                          "passes over the data), not just misses more")
+            out.append(ctx.cause("dram-bound", saving, ev, loads))
         return out
+    if dram >= 0.4 and hit is not None and hit < 60 and memory_bound(ctx) >= 0.6 and not _excess_traffic(ctx):
+        ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {_pct(dram)} and memory setting {_pct(memory_bound(ctx))} of the "
+               "time: if the kernel reads data more than once, the L2 is not keeping it between reads (one kernel "
+               "cannot tell re-reads from streaming; compare with a kernel that reuses it)"]
+        loads = _top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
+        out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads))
     if dram >= 0.6:
         left = t * max(1 - dram / 0.9, 0.0)
         ev = [f"DRAM at {_pct(dram)} of its peak ({(mine or 0) / 1e6:.1f} MB): little is left but moving fewer bytes"]
@@ -317,11 +345,16 @@ def l2_dram(ctx: Context) -> list[Cause]:
             left = max(t - r.seconds * 1e6, 0.0)
             ev.append(f"the shape's minimum traffic takes {r.seconds * 1e6:.1f} us at {r.rate:.3g} {r.unit}")
         out.append(ctx.cause("dram-bound", left, ev))
-        if hit is not None and hit < 60:
-            ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {_pct(dram)}: if the kernel reads data more than once, "
-                   "the L2 is not keeping it between reads (one kernel cannot tell re-reads from streaming)"]
-            out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2))
     return out
+
+
+def _global_sectors(ctx: Context) -> float | None:
+    """The global sectors the SMs ask of L1 (loads and stores): what the code reads, whatever the caches do."""
+    per_line = sum(ln.mem.get("sectors", 0.0) for ln in ctx.lines)
+    if per_line:
+        return per_line
+    ld, st = ctx.f.get("global_ld_sectors"), ctx.f.get("global_st_sectors")
+    return None if ld is None and st is None else (ld or 0.0) + (st or 0.0)
 
 
 def _excess_traffic(ctx: Context) -> bool:
@@ -411,6 +444,18 @@ _LIMIT_ID = {"registers": "occupancy-registers", "shared memory": "occupancy-sha
              "blocks": "occupancy-block-size"}
 
 
+def _binding_limiter(ctx: Context, who: list[str], wpb: float, max_warps: float) -> str | None:
+    """Which of the tied limits binds: the block limit when blocks are so small that it caps the warps; shared
+    memory only when the block uses some (with none, its limit is the hardware's block limit); else registers."""
+    if "blocks" in who and wpb * min(ctx.f.limits().values()) < max_warps:
+        return "blocks"
+    if "registers" in who:
+        return "registers"
+    if "shared memory" in who and (ctx.f.get("smem_per_block") or 0) >= 1024:
+        return "shared memory"
+    return None
+
+
 def occupancy(ctx: Context) -> Cause | None:
     """A latency-bound kernel held below the SM's warps by one resource."""
     lims = ctx.f.limits()
@@ -418,14 +463,15 @@ def occupancy(ctx: Context) -> Cause | None:
     wpb, max_warps = ctx.f.warps_per_block, ctx.f.get("max_warps_per_sm") or 64.0
     if not lims or not who or not wpb or "warps" in who:
         return None
-    limiter = next((w for w in who if w in _LIMIT_ID), None)
+    limiter = _binding_limiter(ctx, who, wpb, max_warps)
     if limiter is None:
         return None
     now = min(lims.values()) * wpb
-    others = [v for k, v in lims.items() if k != limiter and k not in who]
-    then = min(min(others) * wpb if others else max_warps, max_warps)
     if limiter == "blocks":
         then = max_warps  # larger blocks: the warp limit applies
+    else:  # lifting one limit helps only up to the next one (a tie with another resource: not at all)
+        others = [v for k, v in lims.items() if k != limiter and not (k in ("blocks", "barriers") and v >= 16)]
+        then = min(min(others) * wpb if others else max_warps, max_warps)
     busiest = ctx.max_unit()
     eligible = ctx.f.get("eligible_per_scheduler")
     issue = ctx.util("issue_pct")
@@ -464,9 +510,14 @@ def warp_divergence(ctx: Context) -> Cause | None:
     if not div and (tpi is None or tpi >= 28):
         return None
     saving = 0.0
+    by_inst = 0.0
+    all_inst = sum(ln.mem.get("warp_inst", 0.0) for ln in ctx.lines) or 1.0
     for ln in div:
         avg = ln.mem["thread_inst"] / ln.mem["warp_inst"]
         saving += ctx.line_share(ln) * (1 - avg / 32)
+        by_inst += ln.mem["warp_inst"] / all_inst * (1 - avg / 32)
+    if ctx.util("issue_pct") >= 0.6:  # issue-bound: time goes with warp instructions, and the paths serialize
+        saving = max(saving, by_inst * ctx.util("issue_pct"))
     if not div and tpi is not None:
         saving = (1 - tpi / 32) * (1 - ctx.share(*MEMORY_WAITS))
     if saving < 0.05:
@@ -564,13 +615,18 @@ def pipes(ctx: Context) -> list[Cause]:
 def _compute_bound(ctx: Context) -> Cause | None:
     t = ctx.duration_us or 0.0
     if ctx.other is not None:
-        for pre, label, util in ((("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA"), "MMA", ctx.util("tensor_pct")),
-                                 (("FFMA", "FMUL", "FADD"), "FP32", ctx.util("fma_pct"))):
-            mine, theirs = ctx.f.opcode_count(*pre), ctx.other.f.opcode_count(*pre)
-            if mine and theirs and mine > 1.3 * theirs and util >= 0.3:
-                ev = [f"A executes {mine:.3g} {label} instructions, B {theirs:.3g} ({mine / theirs:.2f}x) for the same "
-                      f"work; that pipe is {_pct(util)} busy in A"]
-                return ctx.cause("compute-bound", t * util * (1 - theirs / mine), ev)
+        o = ctx.other
+        tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
+        tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
+        work = (("matrix operations", ctx.f.tensor_ops or ctx.f.opcode_count(*_MMA_OPS),
+                 o.f.tensor_ops or o.f.opcode_count(*_MMA_OPS), ctx.util("tensor_pct")),
+                ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
+                 o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct")))
+        for label, mine, theirs, util in work:
+            if mine and theirs and mine > 1.3 * theirs and util >= 0.2:
+                ev = [f"A does {mine:.3g} {label}, B {theirs:.3g} ({mine / theirs:.2f}x) for the same result; that "
+                      f"pipe is {_pct(util)} busy in A"]
+                return ctx.cause("compute-bound", t * min(util / 0.8, 1.0) * (1 - theirs / mine), ev)
         return None
     pipes_ = {k: v for k, v in ctx.f.units().items() if "pipe" in k and not k.startswith(("XU", "LSU"))}
     name = max(pipes_, key=lambda k: pipes_[k]) if pipes_ else ""
@@ -587,6 +643,9 @@ def _compute_bound(ctx: Context) -> Cause | None:
             ev.append("the shape's roofs: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us" for r in ctx.roofs.roofs))
         return ctx.cause("compute-bound", left, ev)
     return None
+
+
+_MMA_OPS = ("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA")
 
 
 def _tensor_roof_us(ctx: Context) -> float | None:
@@ -667,6 +726,26 @@ def _mma_wait(ctx: Context) -> Cause | None:
     return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note)
 
 
+def _tiled(ctx: Context) -> bool:
+    """A main loop that stages tiles (shared memory, async copies, TMA) or feeds the tensor pipe: loads that could
+    be issued a stage ahead."""
+    staged = ctx.f.opcode_count("LDGSTS", "STS", "UTMALDG", "UBLKCP", "SYNCS", "LDSM")
+    return bool(staged) or ctx.util("tensor_pct") > 0.05
+
+
+def same_mma_efficiency_gap(ctx: Context) -> float | None:
+    """Against B doing the same matrix work (tensor operations within 5 %) with its tensor pipe busier: A's time x
+    (1 - A's tensor utilisation / B's), what A would save at B's efficiency; None otherwise."""
+    o = ctx.other
+    if o is None or not o.duration_us:
+        return None
+    ma, mb = ctx.f.tensor_ops, o.f.tensor_ops
+    ua, ub = ctx.util("tensor_pct"), o.util("tensor_pct")
+    if not ma or not mb or not 0.95 < ma / mb < 1.05 or ub <= ua * 1.05 or not ua:
+        return None
+    return (ctx.duration_us or 0.0) * (1 - ua / ub)
+
+
 def load_wait_share(ctx: Context) -> tuple[float, float, float, list[Line]]:
     """(all, long scoreboard, async-copy barriers) shares of warp time waiting for loads, and the lines."""
     long_sb = ctx.share("long_scoreboard")  # an mbarrier (TMA) wait at SYNCS shows here too
@@ -684,8 +763,10 @@ def _load_wait(ctx: Context) -> Cause | None:
     glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
     excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0) for ln in glob)
     total = sum(ln.mem["sectors"] for ln in glob)
-    if (total and excess / total >= 0.25) or ctx.f.local_instructions > 0:
+    if (total and excess / total >= 0.25) or ctx.f.local_instructions > 0 or heavy_atomics(ctx):
         return None
+    if not _tiled(ctx):
+        return None  # plain dependent loads (a pointer chase) cannot be prefetched: latency-bound, not this
     grid, full = ctx.f.get("grid_size"), ctx.f.full_wave_blocks
     if grid and full and grid < 0.9 * full and not ctx.f.persistent():
         return None  # idle SMs, not late loads
@@ -696,44 +777,83 @@ def _load_wait(ctx: Context) -> Cause | None:
     o = ctx.other
     if o is not None and o.duration_us and o.total:
         theirs = load_wait_share(o)[0]
-        saving = min(t * wait - o.duration_us * theirs, t * (1 - busiest))
+        excess = t * wait - o.duration_us * theirs
+        saving = min(excess, t * (1 - busiest))
         if wait < theirs + 0.05 or saving <= 0:
             return None
+        eff = same_mma_efficiency_gap(ctx)
+        if eff is not None and excess > 0.3 * (t - o.duration_us):
+            saving = max(saving, eff)  # the same MMA work at B's tensor efficiency: what the late loads cost
         ev.append(f"B waits {_pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {_pct(theirs)} "
                   f"against A's {t:.1f} us x {_pct(wait)})")
         c = ctx.cause("loads-not-pipelined", saving, ev, hot)
         c.differential = True
         return c
-    if wait < 0.25 or busiest >= 0.7:
-        return None
+    if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.5:
+        return None  # a busy memory system is bandwidth, not latency: prefetching would not help
     return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot)
+
+
+def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:
+    """Warp time waiting at block-wide barriers: the barrier stall (ncu books it on the instruction after the
+    BAR) less the part at wgmma or async-copy waits, and the lines that hold the barriers, most executed first."""
+    async_, _ = _at(ctx, "barrier", "WARPGROUP", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    share = max(ctx.share("barrier") - async_, 0.0)
+    bars = [ln for ln in ctx.lines if ln.has("BAR")]
+    bars.sort(key=lambda ln: -ln.executed)
+    return share, bars
 
 
 def _barriers(ctx: Context) -> Cause | None:
     if not ctx.total:
         return None
-    share, lines = _at(ctx, "barrier", "BAR")
-    if share < 0.15:
-        return None
-    ev = [f"{_pct(share)} of the warp time waits at block-wide barriers (BAR.SYNC)"]
+    share, lines = _barrier_share(ctx)
+    queue = ctx.share("mio_throttle") if ctx.f.opcode_share("LDS", "STS") else 0.0  # the tree's small smem ops
+    t = ctx.duration_us or 0.0
+    ev = [f"{_pct(share)} of the warp time waits at block-wide barriers (__syncthreads)"
+          + (f", {_pct(queue)} more queues shared-memory accesses between them" if queue >= 0.05 else "")]
     bars, grid = ctx.f.opcode_count("BAR"), ctx.f.get("grid_size")
     if bars and grid:
         ev.append(f"{bars:.3g} barrier instructions executed ({bars / grid:.1f} per block, counted per warp)")
-    return ctx.cause("barrier-sync", (ctx.duration_us or 0) * share, ev, lines[:3])
+    o = ctx.other
+    if o is not None and o.duration_us and o.total:
+        theirs, _ = _barrier_share(o)
+        their_q = o.share("mio_throttle") if o.f.opcode_share("LDS", "STS") else 0.0
+        saving = t * (share + queue) - o.duration_us * (theirs + their_q)
+        if share < theirs + 0.05 or saving <= 0:
+            return None
+        ev.append(f"B waits {_pct(theirs)} of its warp time at barriers")
+        c = ctx.cause("barrier-sync", saving, ev, lines[:2])
+        c.differential = True
+        return c
+    if share < 0.15:
+        return None
+    return ctx.cause("barrier-sync", t * (share + queue), ev, lines[:2])
+
+
+def heavy_atomics(ctx: Context) -> bool:
+    """Atomics or reductions at least one for every ten global load requests (one per element, not per block)."""
+    n = ctx.f.atomics
+    loads = ctx.f.get("global_ld_requests") or sum(ln.mem.get("requests", 0.0) for ln in ctx.lines)
+    return bool(n and (not loads or n >= 0.1 * loads))
 
 
 def _atomics(ctx: Context) -> Cause | None:
     lines = [ln for ln in ctx.lines if ln.has("ATOM", "ATOMG", "RED", "REDG", "ATOMS")]
-    if not lines or not ctx.total:
+    if not lines or not ctx.total or not heavy_atomics(ctx):
         return None
-    share = sum(ctx.line_share(ln) for ln in lines) + ctx.share("drain") * 0.5
+    at_lines = sum(ctx.line_share(ln) for ln in lines) + ctx.share("drain")
+    # memory waits with the memory system idle: the loads queue behind the serialized atomics
+    idle_mem = max(ctx.util("l2_pct"), ctx.util("dram_pct")) < 0.3
+    share = min(at_lines + (ctx.share("long_scoreboard", "lg_throttle") if idle_mem else 0.0), 1.0)
     if share < 0.15:
         return None
     n = ctx.f.atomics
-    ev = [f"{_pct(share)} of the warp time is at atomic/reduction instructions"
-          + (f" ({n:.3g} atomic requests)" if n else ""),
-          f"L2 atomic unit {_pct(ctx.util('l2_atomic_pct'))} busy" if ctx.f.get("l2_atomic_pct") is not None else
-          "each thread's atomic is serialized at the L2 when threads hit one address"]
+    ev = [f"{n:.3g} atomic/reduction requests, one per element: {_pct(share)} of the warp time is at them or waits "
+          "behind them" + (" while L2 and DRAM are nearly idle (the atomics to one address serialize)"
+                           if idle_mem else "")]
+    if ctx.f.get("l2_atomic_pct") is not None:
+        ev.append(f"L2 atomic unit {_pct(ctx.util('l2_atomic_pct'))} busy")
     return ctx.cause("atomic-contention", (ctx.duration_us or 0) * share * (1 - 1 / 32), ev,
                      _top(lines, lambda ln: ln.samples, 2))
 
@@ -783,7 +903,29 @@ def detect(ctx: Context, other: Context | None = None) -> list[Cause]:
             out += r
         elif r is not None:
             out.append(r)
+    return consequences(ctx, out)
+
+
+#: causes that follow from another at the same lines: fixing the root removes them
+ROOTS = {"no-tensor-cores": ("local-memory", "smem-bank-conflict")}
+
+
+def consequences(ctx: Context, found: list[Cause]) -> list[Cause]:
+    """Fold a cause into the one it follows from (an FP32 matmul's register tile spilling and its shared-memory
+    operand reads conflicting, at the matmul's own line, go away with the tensor cores), adding its saving and
+    evidence, so the root is named once with what fixing it buys."""
+    out = list(found)
+    for root_id, followers in ROOTS.items():
+        root = next((c for c in out if c.id == root_id), None)
+        if root is None:
+            continue
+        for c in [c for c in out if c.id in followers and set(c.lines) & set(root.lines)]:
+            root.saving_us = min(root.saving_us + c.saving_us, 0.98 * (ctx.duration_us or 0.0))
+            root.evidence.append(f"{c.title} at the same line follows from it: " + (c.evidence[0] if c.evidence
+                                                                                     else ""))
+            out.remove(c)
     return out
 
 
-__all__ = ["AT_THE_ROOF", "MEMORY_WAITS", "Context", "Line", "detect", "latency_bound", "memory_bound"]
+__all__ = ["AT_THE_ROOF", "MEMORY_WAITS", "ROOTS", "Context", "Line", "consequences", "detect", "floor_after",
+           "heavy_atomics", "latency_bound", "memory_bound", "same_mma_efficiency_gap"]

@@ -12,7 +12,7 @@ sectors of a coalesced load; coalescing them saves about 2.9 ms of the 3.2 ms ga
 
 The detectors themselves live in :mod:`profctl.analysis.cause_rules`; the figures they read in
 :mod:`profctl.analysis.figures`. How often the first cause is the right one is measured on planted pairs
-(benchmarks/explain_accuracy.py, benchmarks/RESULTS.md).
+(benchmarks/explain_accuracy/score.py, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -53,8 +53,20 @@ def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> list
             c.evidence.append(f"B has it too: it would save B {shared.saving_us:.1f} us (taken off)")
         if c.saving_us > 0.01 * max(abs(gap), 1e-9):
             out.append(c)
+    eff = cause_rules.same_mma_efficiency_gap(ca)
+    if eff is not None:  # the same matrix work: no wait can save A more than reaching B's tensor efficiency
+        for c in out:
+            if c.id in WAITS and c.saving_us > eff:
+                c.evidence.append(f"capped at {eff:.1f} us: B does the same matrix work with its tensor pipe busier, "
+                                  "and reaching B's efficiency is all a wait can give back")
+                c.saving_us = eff
     out.sort(key=lambda c: -c.saving_us)
     return out
+
+
+#: causes whose cost is time warps spend waiting
+WAITS = frozenset({"loads-not-pipelined", "mma-not-overlapped", "barrier-sync", "atomic-contention",
+                   "occupancy-registers", "occupancy-shared-memory", "occupancy-block-size"})
 
 
 __all__ = ["CATALOG", "Cause", "CauseDef", "gap_causes", "kernel_causes"]

@@ -83,15 +83,21 @@ def test_a_profile_without_samples_still_gets_causes_from_its_figures() -> None:
     assert found and found[0].id == "smem-bank-conflict" and found[0].lines == []
 
 
-def test_a_cause_both_kernels_share_is_taken_off_the_gap() -> None:
-    """The Triton forward against cuDNN's: both wait on wgmma; the gap's cause is the tensor efficiency cuDNN
-    reaches with more warps covering the wait, and the in-warpgroup pipelining that failed is not advised."""
+def test_what_both_kernels_share_is_not_the_gap_and_the_failed_advice_is_withheld() -> None:
+    """The Triton forward against cuDNN's (a real pair, no planted fault): both wait on their wgmma, cuDNN per warp
+    even more, so the wait itself is not the gap; what differs is the block-wide barriers Triton's warps wait at and
+    the tensor efficiency cuDNN reaches with more warps (warp specialization). No cause may claim more than reaching
+    cuDNN's efficiency for the same matrix work, and the in-warpgroup pipelining that made the kernel 28 % slower
+    (issue 33, part 6) is not advised."""
     a, b = _k("attn_pair.ncu-rep.xz", "_fwd_kernel"), _k("attn_pair.ncu-rep.xz", "cudnn")
-    (first, *_) = causes.gap_causes(a, b)
-    assert first.id == "mma-not-overlapped" and first.differential
-    assert "not advised" in first.note and "ping-pong" in first.note
-    assert any("B keeps the tensor pipe" in e for e in first.evidence)
-    assert first.lines and first.lines[0][0].endswith("triton_attention.py")
+    found = causes.gap_causes(a, b)
+    assert found[0].id in ("barrier-sync", "mma-not-overlapped") and found[0].differential
+    eff = a.duration_ns / 1e3 * (1 - 64.1 / 75.6)  # type: ignore[operator]  # tensor pipe 64.1 % against 75.6 %
+    assert all(c.saving_us <= eff + 0.5 for c in found if c.id in causes.WAITS)
+    mma = next(c for c in found if c.id == "mma-not-overlapped")
+    assert "not advised" in mma.note and "ping-pong" in mma.note
+    assert any("B keeps the tensor pipe" in e for e in mma.evidence)
+    assert mma.lines and mma.lines[0][0].endswith("triton_attention.py")
 
 
 def test_catalog_ids_are_documented_and_json_has_the_promised_keys() -> None:
