@@ -71,7 +71,10 @@ class CounterPermission(ToolFailed):
 
 
 class NothingMatched(ProfctlError):
-    """A filter (NVTX range, kernel regex) selected no kernels."""
+    """A selection matched nothing: an NVTX range, a kernel regex (explain, --view --kernel, perfetto --range), a
+    --table with no rows to lay out. Its own exit code, so a script tells it from a failed gate (1)."""
+
+    exit_code = 7
 
 
 class BadReport(ProfctlError):

@@ -49,6 +49,13 @@ class Input:
         return _TOOL_OF_KIND.get(self.kind, self.kind)
 
     @property
+    def what(self) -> str:
+        """What the file is, in words (for messages)."""
+        from profctl.readers import KIND_WORDS
+
+        return KIND_WORDS.get(self.kind, self.kind)
+
+    @property
     def in_run(self) -> bool:
         return self.run_dir is not None
 
@@ -153,7 +160,7 @@ def read_profiles(ref: str | Path, *, root: Path | str | None = None) -> list[An
     inps = resolve(ref, root=root)
     reps = [i for i in inps if i.kind == "ncu-rep"]
     if not reps:
-        kinds = ", ".join(sorted({i.kind for i in inps})) or "nothing readable"
+        kinds = ", ".join(sorted({i.what for i in inps})) or "nothing readable"
         raise BadReport(f"{ref}: holds {kinds}, not an Nsight Compute report (.ncu-rep): source lines, warp stalls "
                         "and explain need one (profctl ncu --recipe stalls, or ncu -o FILE)")
     out: list[Any] = []

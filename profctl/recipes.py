@@ -347,8 +347,19 @@ def _thresholds(doc: _Map, err: _Err) -> list[tuple[str, float]]:
             raise RecipeError(f"{err.p}:{line}: unknown threshold {k!r}; known: {', '.join(THRESHOLDS)}")
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
             raise RecipeError(f"{err.p}:{line}: threshold {k} must be a non-negative number, not {v!r}")
+        _threshold_unit(k, float(v), f"{err.p}:{line}")
         out.append((k, float(v)))
     return out
+
+
+def _threshold_unit(key: str, v: float, where: str) -> None:
+    """One reading per threshold, the one its name says: `*_pct` in percent (60 is 60 %), `*_ratio` a fraction
+    (0.8). A value that only makes sense in the other unit (`bound_pct: 0.6`, `occupancy_ratio: 80`) is refused,
+    not read as a threshold of 0.6 % or 8000 %."""
+    if key.endswith("_pct") and not 1 <= v <= 100:
+        raise RecipeError(f"{where}: threshold {key} is in percent, 1 to 100 (60 for 60 %), not {v:g}")
+    if key.endswith("_ratio") and not 0 < v <= 1:
+        raise RecipeError(f"{where}: threshold {key} is a fraction, above 0 and at most 1 (0.8 for 80 %), not {v:g}")
 
 
 def _hints(doc: _Map, err: _Err, collected: set[str], *, open_ended: bool) -> list[Hint]:

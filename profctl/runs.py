@@ -47,6 +47,13 @@ ENV_PREFIXES = ("PYTORCH_", "TORCH_", "NCCL_", "CUBLAS_", "CUDNN_", "TRITON_", "
 ENV_NOT_OF_INTEREST = ("PROFCTL_NSYS", "PROFCTL_NCU", "PROFCTL_REPORTS")
 STATUSES = ("running", "complete", "incomplete", "failed")
 _manifest_lock = threading.Lock()
+#: (time made, path) of every run directory this process made: what an interrupted command names (made_since)
+_MADE: list[tuple[float, Path]] = []
+
+
+def made_since(t0: float) -> list[Path]:
+    """The run directories this process made at or after `t0` (time.time()), oldest first."""
+    return [p for t, p in _MADE if t >= t0]
 
 
 def reports_root(root: Path | str | None = None) -> Path:
@@ -80,6 +87,9 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
     except OSError as e:
         raise CannotWrite(f"cannot create a run directory under {base}: {why(e)}",
                           hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write") from None
+    import time
+
+    _MADE.append((time.time(), path))
     from profctl._version import __version__
 
     manifest: dict[str, Any] = {

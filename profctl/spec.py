@@ -10,6 +10,7 @@ NVTX filters without loading torch.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -75,22 +76,45 @@ def dtype_refusal(backend: str, dtype: str, pass_: str, declared: Sequence[str] 
     return None
 
 
-def dtype_problems(specs: Sequence[AttentionSpec]) -> tuple[str | None, list[str]]:
+#: built-in backends that run on CUDA only (workloads/backends.py's `supports` says the same per case); triton
+#: too, unless Triton's interpreter is on (TRITON_INTERPRET=1)
+CUDA_ONLY_BACKENDS: tuple[str, ...] = ("sdpa-cudnn", "sdpa-efficient", "flash-attn", "fa4")
+
+
+def device_refusal(backend: str, device: str) -> str | None:
+    """Why built-in `backend` cannot run on `device` (one line, starting with its name), or None; known without
+    loading it. Function backends are judged when they are loaded."""
+    if device == "cuda" or is_function_ref(backend):
+        return None
+    if backend in CUDA_ONLY_BACKENDS:
+        return f"{backend} runs on CUDA only, not on {device}"
+    interpret = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on", "y")
+    if backend == "triton" and not interpret:
+        return f"triton runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on {device}"
+    return None
+
+
+def dtype_problems(specs: Sequence[AttentionSpec], device: str | None = None) -> tuple[str | None, list[str]]:
     """Before a sweep runs: (the reason, when no case can run at all, else None; one warning line per reason some
-    cases will be refused for, naming their backends). Only what is known without loading a backend: function
-    backends are judged when they are loaded."""
+    cases will be refused for their dtype, naming their backends). Only what is known without loading a backend:
+    function backends are judged when they are loaded. With `device` (resolved), a case its backend cannot run
+    there counts as refused too (`-b triton --dtype fp8 --device cpu`: nothing can run, said before running; a
+    backend that cannot run here among others is said after the sweep, as "not run here")."""
     by_reason: dict[str, list[str]] = {}
-    refused = 0
+    refused: dict[str, None] = {}  # every distinct reason, in order
+    runnable = False
     for sp in specs:
         why = dtype_refusal(sp.backend, sp.dtype, sp.pass_)
         if why:
-            refused += 1
             by_reason.setdefault(why.removeprefix(sp.label + " "), []).append(sp.label)
-    if not refused:
+        why = why or (device_refusal(sp.backend, device) if device else None)
+        runnable = runnable or not why
+        if why:
+            refused[why] = None
+    if specs and not runnable:
+        return "; ".join(list(refused)[:3]), []
+    if not by_reason:
         return None, []
-    if refused == len(specs):
-        first = specs[0]
-        return dtype_refusal(first.backend, first.dtype, first.pass_), []
     return None, [f"{_names(list(dict.fromkeys(bs)))} {why}; those rows will say unsupported"
                   for why, bs in by_reason.items()]
 
@@ -261,6 +285,16 @@ _TRUE = ("1", "true", "yes", "causal", "on")
 _FALSE = ("0", "false", "no", "full", "off", "noncausal", "non-causal")
 
 
+def comma_items(text: str, option: str = "value") -> list[str]:
+    """The items of one comma list, stripped. An empty item (`128,,256`, a comma at either end) is a SpecError
+    naming the option: a typo that would otherwise run a different sweep than the one typed, silently."""
+    items = [x.strip() for x in str(text).split(",")]
+    if any(not x for x in items):
+        raise SpecError(f"{option} {text!r}: an empty item in the comma list (two commas in a row, or one at an "
+                        "end); give the values separated by single commas")
+    return items
+
+
 def parse_list(text: str | Sequence[Any] | None, conv: type = str, *, option: str = "value") -> list[Any]:
     """Split '512,1024' (or repeated options, or a list of values) into converted values; say which option is
     wrong if one is."""
@@ -275,10 +309,7 @@ def parse_list(text: str | Sequence[Any] | None, conv: type = str, *, option: st
         if conv is int and isinstance(chunk, int) and not isinstance(chunk, bool):
             out.append(chunk)
             continue
-        for raw in str(chunk).split(","):
-            raw = raw.strip()
-            if not raw:
-                continue
+        for raw in comma_items(str(chunk), option):
             if conv is bool:
                 low = raw.lower()
                 if low in _TRUE:

@@ -140,8 +140,19 @@ def attention_rows(rows: Iterable[Mapping[str, Any]]) -> list[BenchRow]:
     return [r for r in bench_rows(rows) if not r.is_model and r.backend]
 
 
-def gpu_of(r: BenchRow, device: str | None) -> str:
-    return str(r.gpu_name or device or ("CPU" if r.device == "cpu" else "GPU not named"))
+def gpu_of(r: BenchRow, device: str | None) -> str | None:
+    """The GPU a row ran on (the row's, else its run's device), "CPU" for a CPU row; None when nothing names it:
+    the `gpu` field stays empty in the data formats (no prose in a data column), the title says so."""
+    name = r.gpu_name or device or ("CPU" if r.device == "cpu" else None)
+    return str(name) if name else None
+
+
+#: a panel title's words for a GPU that nothing names
+UNNAMED_GPU = "GPU not named"
+
+
+def _gpu_title(gpu: str | None) -> str:
+    return gpu or UNNAMED_GPU
 
 
 def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -269,7 +280,7 @@ def seed004_forward(rows: list[BenchRow], baseline: str, device: str | None) -> 
                 (MISSING if cells[cols[0].label] is MISSING else Cell(None, "N/A"))
             row["Best"] = label(best[1] if best and row["Best Speedup"].value is not None else "-")
             out.append(row)
-        panels.append(Panel(f"{ctx['gpu']}: forward pass time (ms), {_case_text(ctx)}", ctx,
+        panels.append(Panel(f"{_gpu_title(ctx['gpu'])}: forward pass time (ms), {_case_text(ctx)}", ctx,
                             ["Seq Length", *(c.label for c in cols), "Best Speedup", "Best"], out))
     return panels
 
@@ -291,8 +302,8 @@ def _per_token(rows: list[BenchRow], baseline: str, device: str | None, what: st
                             **{h: ratio(s, x) for h, s, x in zip(heads, grid[cols[0].label], grid[c.label],
                                                                   strict=True)}})
         if out:
-            panels.append(Panel(f"{ctx['gpu']}: {what}, {_case_text(ctx)}, {ctx['pass']}", ctx, ["Sequence", *heads],
-                                out))
+            panels.append(Panel(f"{_gpu_title(ctx['gpu'])}: {what}, {_case_text(ctx)}, {ctx['pass']}", ctx,
+                                ["Sequence", *heads], out))
     return panels
 
 
@@ -365,8 +376,8 @@ def seed002_batch(rows: list[BenchRow], baseline: str, device: str | None) -> li
                         "ms": cell, sp_col: sp, "Efficiency": eff})
         ctx = {"gpu": gpu, "backend": name, "seqlen_q": sq, "seqlen_kv": skv, "heads": h, "kv_heads": kv,
                "head_dim": d, "dtype": dtype, "causal": bool(causal), "layout": layout, "pass": pass_}
-        panels.append(Panel(f"{gpu}: {name}, seqlen {seqlen_label(sq, skv)}, heads={_heads(h, kv)}, dim={d}, "
-                            f"{dtype}, {_mask(causal)}, {pass_}: throughput over batch", ctx,
+        panels.append(Panel(f"{_gpu_title(gpu)}: {name}, seqlen {seqlen_label(sq, skv)}, heads={_heads(h, kv)}, "
+                            f"dim={d}, {dtype}, {_mask(causal)}, {pass_}: throughput over batch", ctx,
                             ["Batch Size", "Problem Size (BxSxHxD)", "ms", sp_col, "Efficiency"], out))
     return panels
 
@@ -422,8 +433,8 @@ def seed003_torch_triton(rows: list[BenchRow], baseline: str, device: str | None
             out.append(dict(zip(SEED003_COLUMNS, cells, strict=True)))
         if out:
             ctx = {"gpu": gpu, "batch": batch, "heads": h, "kv_heads": kv, "causal": bool(causal), "layout": layout}
-            panels.append(Panel(f"{gpu}: batch={batch}, heads={_heads(h, kv)}, {_mask(causal)}: {baseline} (torch) "
-                                "against triton, ms", ctx, list(SEED003_COLUMNS), out))
+            panels.append(Panel(f"{_gpu_title(gpu)}: batch={batch}, heads={_heads(h, kv)}, {_mask(causal)}: "
+                                f"{baseline} (torch) against triton, ms", ctx, list(SEED003_COLUMNS), out))
     return panels
 
 
@@ -497,6 +508,10 @@ def build(name: str, rows: Iterable[Mapping[str, Any]], *, baseline: str = "eage
         raise NothingMatched(f"--table {name}: no {preset.needs} in these inputs "
                              f"({len(att)} attention row(s))")
     notes = [*preset.notes(att, baseline), *preset.more, *constructed_note(att)]
+    if any(p.context.get("gpu") is None for p in panels):
+        notes.append(f"{UNNAMED_GPU}: these rows do not say which GPU ran them, nor does a run beside them (a bench "
+                     "JSON file on its own): their gpu field is left empty; give the run directory, whose manifest "
+                     "names the GPU.")
     return SeedTable(name, preset.title, preset.seed, panels, notes)
 
 

@@ -9,7 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profctl.cli._common import check_outputs, check_reports, command_line, conflict, emit, given, note, warn
+from profctl.cli._common import (
+    check_outputs,
+    check_reports,
+    command_line,
+    conflict,
+    emit,
+    given,
+    note,
+    percent,
+    warn,
+)
 from profctl.errors import ProfctlError, UsageError
 
 
@@ -63,7 +73,6 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
              fail_if_slower: str | None, reports: Path | None, timeout: float, label: str | None,
              executor: Any) -> Any:
     """The A/B request the options describe; UsageError for options that contradict it."""
-    from profctl.analysis.regression import parse_percent
     from profctl.pipelines import ab as pipeline
     from profctl.pipelines.executors import Local
     from profctl.spec import SpecError, parse_backends
@@ -86,6 +95,9 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         if len(pair) != 2:
             raise UsageError(f"--ab {ab!r}: give two variants, A,B (old,new), e.g. --ab old.py:attn,new.py:attn")
         variant_b = pair[1]
+        if pair[0] == pair[1]:
+            warn(f"--ab {ab}: A and B are the same variant: the answer measures only the noise between rounds (an "
+                 "A/A run)")
         wl = type(wl)(sweep.with_backends(pair[:1]))
         env_a: tuple[tuple[str, str], ...] = ()
         env_b: tuple[tuple[str, str], ...] = ()
@@ -94,8 +106,8 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         if len(sweep.backends) != 1:
             raise UsageError("--ab-env runs one function under two settings: give exactly one --backend")
         env_a, env_b = pipeline.parse_env_pair(ab_env)
-    limit = parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
-    delta = parse_percent(threshold, "--threshold") if threshold is not None else None
+    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    delta = percent(threshold, "--threshold") if threshold is not None else None
     if limit is not None and delta is not None and delta > limit:
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
                        "a slowdown between the two would count as unchanged and pass the gate")

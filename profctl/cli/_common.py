@@ -11,6 +11,7 @@ import inspect
 import io
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import fields
@@ -311,6 +312,7 @@ def guard(fn: F) -> F:
         from profctl.spec import SpecError
 
         real = sys.stdout
+        t0 = time.time()
         sys.stdout = _GuardedStdout(real)
         try:
             out = fn(*args, **kw)
@@ -324,8 +326,7 @@ def guard(fn: F) -> F:
             err(translate(str(e)))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            err("interrupted (a run directory made before keeps what had finished: profctl runs --status "
-                "incomplete)")
+            err(_interrupted(t0))
             raise typer.Exit(130) from None
         except (StdoutFailed, OSError) as e:
             oserr = e.error if isinstance(e, StdoutFailed) else e
@@ -350,6 +351,16 @@ def guard(fn: F) -> F:
             sys.stdout = real
 
     return wrapper  # type: ignore[return-value]
+
+
+def _interrupted(t0: float) -> str:
+    """The line for Ctrl-C: the run directory this command made (it keeps what had finished), or that none was
+    made yet. profctl.runs is asked only if it was imported: a command that never loaded it made no run."""
+    rs = sys.modules.get("profctl.runs")
+    made = rs.made_since(t0) if rs is not None else []
+    if not made:
+        return "interrupted before any run directory was made"
+    return f"interrupted; what had finished is kept in {made[-1]} (profctl show {made[-1].name})"
 
 
 def _silence_stdout(stream: Any) -> None:
@@ -451,8 +462,46 @@ def given(name: str) -> bool:
 
 
 def conflict(a: str, b: str, why: str) -> UsageError:
-    """The error for two options that contradict each other: names both, as typed, and why."""
+    """The error for two options that contradict each other: names both, as typed, and why. When one of them is
+    only a default (`--view auto`, `--format table`), the user never typed it: the error names the one typed."""
+    untyped = [side for side in (a, b) if _a_default(side)]
+    if len(untyped) == 1:
+        return UsageError(f"{b if untyped[0] == a else a} does not apply here: {why}")
     return UsageError(f"{a} and {b} contradict each other: {why}")
+
+
+def _a_default(side: str) -> bool:
+    """Whether `side` of a conflict (``--view auto``) names an option of the running command that the user did
+    not give."""
+    ctx = _RUNNING.get()
+    flag = side.split(" ")[0]
+    if ctx is None or not flag.startswith("-") or not isinstance(ctx.command, ProfctlCommand):
+        return False
+    opt = ctx.command.argv_table(ctx).by_flag.get(flag)
+    return opt is not None and not given(opt.param)
+
+
+def percent(text: str, flag: str, *, zero: bool = False) -> float:
+    """A threshold option's value (`--fail-if-slower`, `--threshold`, `--run-noise`, on compare and on bench --ab)
+    as a fraction: `5%` -> 0.05. One reading for every such number: the percent sign is required, because a bare
+    number reads two ways (0.6 as 0.6 % or as 60 %?) and guessing made `0.6` a 60 % gate beside `1` meaning 1 %.
+    `zero`: 0 (bare or 0%) is allowed, and is 0. UsageError naming the flag, as typed, otherwise."""
+    t = text.strip()
+    flag = typed_flags().get(flag.lstrip("-").replace("-", "_"), flag)
+    body = t[:-1].strip() if t.endswith("%") else None
+    try:
+        v = float(body if body is not None else t)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: give a percentage such as 5%") from None
+    if zero and v == 0:
+        return 0.0
+    if body is None:
+        ways = f"{v:g}% or {v * 100:g}%" if 0 < v < 1 else f"{v:g}%"
+        raise UsageError(f"{flag} {t}: a threshold needs its percent sign ({ways}?): a bare number could be a "
+                         "percent or a fraction")
+    if not 0 < v < 100:
+        raise UsageError(f"{flag} {t}: must be more than 0% and less than 100%")
+    return v / 100.0
 
 
 def check_format(format: str, allowed: Sequence[str]) -> None:
@@ -518,13 +567,13 @@ def validate_workload(wl: Any) -> Any:
         specs = wl.sweep.specs()
     except SpecError as e:
         raise UsageError(str(e)) from None
+    device = resolve_device(wl.sweep.device)
     if hasattr(wl.sweep, "head_dim"):  # the attention workload
-        fatal, warnings = dtype_problems(specs)
+        fatal, warnings = dtype_problems(specs, device)
         if fatal:  # exit 1, as a sweep whose every point was refused: nothing could run, said before running
             raise UnsupportedShape(f"no point can run: {fatal}")
         for w in warnings:
             warn(w)
-    device = resolve_device(wl.sweep.device)
     if device == "cuda" and hasattr(wl.sweep, "head_dim"):  # the model workload's head dims come from presets
         s = wl.sweep.with_defaults(device)
         for w in head_dim_warnings(s.backends, s.head_dim, s.dtype):

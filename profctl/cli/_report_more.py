@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from profctl.cli._common import check_outputs, conflict, emit, given, note, typed_flags
-from profctl.errors import BadReport, UsageError
+from profctl.errors import NothingMatched, UsageError
 from profctl.fsutil import atomic_open
 
 #: --table's help (the names are profctl.analysis.seed_tables.PRESETS, which `--help` does not import)
@@ -62,12 +62,12 @@ def seed_table(paths: list[Path], name: str, *, format: str, limit: int, output:
     device = gpu
     for i in resolver.resolve_all(paths, root=reports):
         if i.kind != "bench-json":
-            note(f"note: {i.path}: {i.tool} report left out: --table lays out bench rows (profctl bench -f json)")
+            note(f"note: {i.path}: {i.what} left out: --table lays out bench rows (profctl bench -f json)")
             continue
         rows += resolver.read_rows(i)
         device = device or resolver.device_of(i)
     if not rows:
-        raise BadReport(f"--table {name}: no bench rows in {', '.join(map(str, paths))} (profctl bench -f json "
+        raise NothingMatched(f"--table {name}: no bench rows in {', '.join(map(str, paths))} (profctl bench -f json "
                         "-o rows.json writes them)")
     if tokens is not None:
         rows = [r for r in rows if (r.batch or 0) * (r.seqlen_q or 0) == tokens]
@@ -103,7 +103,7 @@ def timeline(paths: list[Path], *, output: Path | None, reports: Path | None, ra
     timed = [i for i in inputs if i.tool in ("nsys", "torch")]
     for i in inputs:
         if i not in timed:
-            note(f"note: {i.path}: {i.tool} has no timeline; left out of the trace")
+            note(f"note: {i.path}: {i.what}, no timeline: left out of the trace")
     if len(timed) != 1:
         found = ", ".join(str(i.path) for i in timed) or "none"
         raise UsageError(f"--format perfetto writes one timeline: give one nsys export (.sqlite, .nsys-rep) or "

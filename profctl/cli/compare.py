@@ -5,13 +5,14 @@ run per side can only assume (`--run-noise`)."""
 
 from __future__ import annotations
 
+import filecmp
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard
+from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard, percent, warn
 from profctl.errors import UsageError
 
 
@@ -58,8 +59,8 @@ def compare(
         raise UsageError(f"--confidence {confidence:g}: a level between 0 and 1, e.g. 0.95")
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
-    delta = cm.parse_percent(threshold, "--threshold") if threshold is not None else None
-    limit = cm.parse_percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    delta = percent(threshold, "--threshold") if threshold is not None else None
+    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
     if strict and limit is None:
         raise conflict("--strict", "no --fail-if-slower", "--strict makes inconclusive cases fail the "
                        "--fail-if-slower gate; give --fail-if-slower too")
@@ -72,6 +73,7 @@ def compare(
     check_outputs(("-o", output))
     b = cm.load_sides(base, reports)
     n = cm.load_sides(new, reports)
+    _warn_same_data(b, n)
     result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
                              floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
@@ -90,17 +92,34 @@ def compare(
         raise failure
 
 
+def _warn_same_data(b: Any, n: Any) -> None:
+    """A warning when the two sides read the same data (`compare X X`): the answer then says nothing about a
+    change. With several runs a side, a run on both sides is named."""
+    runs_b = [m.path for m in b.members] or [b.path]
+    runs_n = [m.path for m in n.members] or [n.path]
+    shared = [x for x in runs_b if any(_same_data(Path(x), Path(y)) for y in runs_n)]
+    if shared and len(shared) == len(runs_b) == len(runs_n):
+        warn(f"BASE {b.ref} and NEW {n.ref} are the same data: every case is compared with itself, so the answer "
+             "says nothing about a change (give two runs)")
+    elif shared:
+        warn(f"{', '.join(map(str, shared))} on both sides: a run compared with itself understates the change")
+
+
+def _same_data(a: Path, b: Path) -> bool:
+    """Whether two runs or files are the same data: one path (a run named twice, by id and by folder), a run and
+    a file of its own, or two files with the same bytes (a copy)."""
+    a, b = a.resolve(), b.resolve()
+    if a == b or (a.is_dir() and b.parent == a) or (b.is_dir() and a.parent == b):
+        return True
+    return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, shallow=False)
+
+
 def _run_noise(cm: Any, text: str | None) -> Any:
-    """--run-noise: a percentage (3%), or 0 to leave the noise between runs out; None: the default."""
+    """--run-noise: a percentage (3%, read as every threshold is: the percent sign needed), or 0 to leave the
+    noise between runs out; None: the default."""
     if text is None:
         return None
-    t = text.strip().rstrip("%").strip()
-    try:
-        v = float(t) / 100.0
-    except ValueError:
-        raise UsageError(f"--run-noise {text!r}: give a percentage such as 3% (0 leaves it out)") from None
-    if not 0 <= v < 1:
-        raise UsageError(f"--run-noise {text!r}: must be between 0% and 100%")
+    v = percent(text, "--run-noise", zero=True)
     if v == 0:
         from profctl.analysis.stats import NO_RUN_NOISE
 

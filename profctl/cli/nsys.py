@@ -67,7 +67,9 @@ def nsys(
 
     check_format(format, FORMATS)
     check_limit(limit, format)
-    traces = tuple(t.strip() for t in trace.split(",") if t.strip())
+    from profctl.spec import comma_items
+
+    traces = tuple(comma_items(trace, "--trace"))
     _check_nvtx(wl, traces, capture, by_range)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
     req = pipeline.NsysRequest(target=target, range=range_, trace=traces,

@@ -142,8 +142,9 @@ def _check_options(format: str, view: str, pivot: str | None, tokens: int | None
     fields: list[str] = []
     if pivot is not None:
         from profctl.render.backend_table import PIVOT_FIELDS
+        from profctl.spec import comma_items
 
-        fields = [f.strip() for f in pivot.split(",") if f.strip()]
+        fields = comma_items(pivot, "--pivot")
         bad = [f for f in fields if f not in PIVOT_FIELDS]
         if bad or not fields:
             raise UsageError(f"--pivot {pivot!r}: choose from {', '.join(PIVOT_FIELDS)}")

@@ -33,9 +33,11 @@ def _dur(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def _cmd(m: dict[str, Any], width: int = 70) -> str:
+def _cmd(m: dict[str, Any], width: int | None = 70) -> str:
+    """The run's command line, cut to `width` for a table a person reads; whole (None) for csv and json."""
     c = m.get("command")
-    return _cut(" ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or ""), width)
+    text = " ".join(shlex.quote(str(x)) for x in c) if isinstance(c, list) else str(c or "")
+    return text if width is None else _cut(text, width)
 
 
 def _cut(text: str, width: int) -> str:
@@ -94,9 +96,9 @@ def runs(
         pts = _points(m)
         rows.append({"run": r.path.name, "kind": r.kind, "status": r.status, "started": _short_time(m.get("started")),
                      "duration": _dur(r.duration_s()), "label": m.get("label") or "", "gpu": _gpu(m),
-                     "points": pts, "command": _cmd(m)})
-    if format == "csv":
-        sys.stdout.write(to_csv(rows))
+                     "points": pts, "command": _cmd(m, None if format == "csv" else 70)})
+    if format == "csv":  # data: a value nothing recorded is empty, not the tables' "-"
+        sys.stdout.write(to_csv([{k: "" if v == "-" else v for k, v in r.items()} for r in rows]))
     elif format == "markdown":
         sys.stdout.write(markdown(rows))
         if more:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,16 @@ from profctl.schema import SCHEMA_ID, Summary, validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"
-__all__ = ["GZIP_MAGIC", "NeedsTool", "ReaderFault", "read", "sniff"]
+__all__ = ["GZIP_MAGIC", "KIND_WORDS", "NeedsTool", "ReaderFault", "read", "sniff"]
+
+#: what each kind sniff() returns is, in a user's words (a message never says "nsys-sqlite": any SQLite file is
+#: that kind until its tables are read)
+KIND_WORDS = {"nsys-sqlite": "an SQLite file", "nsys-rep": "an Nsight Systems report (.nsys-rep)",
+              "ncu-rep": "an Nsight Compute report (.ncu-rep)", "ncu-csv": "an ncu CSV export",
+              "torch-trace": "JSON read as a torch.profiler trace", "summary-json": "a profctl summary (JSON)",
+              "bench-json": "bench rows (JSON)"}
+#: the first key of a JSON list of objects: profctl's bench rows begin with "backend"
+_FIRST_KEY = re.compile(r'^\[\s*\{\s*"([^"]+)"')
 
 
 def sniff(path: Path) -> str:
@@ -74,7 +84,9 @@ def _sniff_text(path: Path, head: bytes) -> str:
     if text.startswith("{") or text.startswith("["):
         if SCHEMA_ID in text[:400]:
             return "summary-json"
-        if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text):
+        key = _FIRST_KEY.match(text)
+        if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text
+                                                             or (key is not None and key.group(1) == "backend")):
             return "bench-json"
         from profctl.readers import proton_trace, proton_tree
 

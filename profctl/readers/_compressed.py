@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 from typing import IO
 
-from profctl.errors import BadReport
+from profctl.errors import BadReport, ProfctlError
 
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -83,6 +83,7 @@ class plain_copy:
         if name == self.path.name and self.default_name:
             name = self.default_name
         out = Path(self._tmp.name) / name
+        self._out = out
         try:
             with open_bytes(self.path) as fi, open(out, "wb") as fo:
                 shutil.copyfileobj(fi, fo, 1 << 20)
@@ -93,5 +94,19 @@ class plain_copy:
 
     def __exit__(self, *exc: object) -> None:
         if self._tmp is not None:
+            if len(exc) > 1 and isinstance(exc[1], ProfctlError):
+                self._shown_as_given(exc[1])
             self._tmp.cleanup()
             self._tmp = None
+
+    def _shown_as_given(self, e: ProfctlError) -> None:
+        """An error met while reading the decompressed copy names the user's file, not a temporary folder that is
+        gone by the time the error is read."""
+        tmp = self._tmp.name if self._tmp else ""
+        for old, new in ((str(self._out), str(self.path)), (tmp, str(self.path.parent))):
+            if old:
+                e.message = e.message.replace(old, new)
+                e.hint = e.hint.replace(old, new) if e.hint else e.hint
+        if e.log is not None and self._tmp is not None and str(e.log).startswith(self._tmp.name):
+            e.log = None  # removed with the folder
+        e.args = (e.message,)

@@ -149,6 +149,8 @@ class Schema:
         """Logical column -> physical column (None for an absent optional one)."""
         if table in self._cols:
             return self._cols[table]
+        if table not in self.tables:  # a caller that did not ask has(): name the table, not its first column
+            raise BadReport(f"{self.path}: this export has no {table} table (recorded without that trace?)")
         present = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
         out: dict[str, str | None] = {}
         for logical, names in COLUMNS[table].items():

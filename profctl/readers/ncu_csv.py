@@ -49,6 +49,8 @@ _ID_COLS = {
     "Demangled Name",
     "Mangled Name",
 }
+#: the columns that name a launch's kernel, one of which every ncu CSV page has
+_NAME_COLS = {"Kernel Name", "Function Name", "Demangled Name", "Mangled Name"}
 _DIM = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 #: a metric's own name (``gpu__time_duration.sum``), as the command-line metrics form prints in "Metric Name"
@@ -74,6 +76,9 @@ def read_launches(path: Path, *, shown_as: Path | None = None) -> list[Launch]:
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise BadReport(f"{shown}: ncu CSV header repeats column(s) {', '.join(dup[:3])}")
+    if not _NAME_COLS & set(header):  # ncu always writes one: a renamed or damaged header, not nameless kernels
+        raise BadReport(f"{shown}: ncu CSV without a kernel name column ({', '.join(sorted(_NAME_COLS))}): a "
+                        "damaged or edited export")
     if "Metric Name" in header and "Metric Value" in header:
         out = _details(header, rows[1:], shown)
     else:

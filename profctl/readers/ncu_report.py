@@ -156,13 +156,22 @@ def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
         for ri in range(ctx.num_ranges()):
             rng = ctx.range_by_idx(ri)
             for ai in range(rng.num_actions()):
-                launches.append(_launch(mod, rng.action_by_idx(ai), len(launches)))
+                launches.append(_launch(mod, rng.action_by_idx(ai), len(launches), shown))
     except BadReport:
         raise
     except Exception as e:  # a damaged result the container check could not see
         raise BadReport(f"{shown}: ncu_report fails on launch {len(launches)} ({type(e).__name__}: "
                         f"{str(e).strip()[:120]})") from None
+    if not launches:
+        raise no_launches(shown)
     return launches
+
+
+def no_launches(shown: Path) -> BadReport:
+    """A report ncu_report reads no launch from. ncu writes no report when its filters match nothing, so a
+    file that holds result blocks (check_rep) and yields no launch is damaged."""
+    return BadReport(f"{shown}: no profiled kernel launch could be read from it (a damaged report, or one whose "
+                     "filters matched nothing)")
 
 
 def _text(x: Any) -> str:
@@ -170,7 +179,9 @@ def _text(x: Any) -> str:
     return x.strip() if isinstance(x, str) else ""
 
 
-def _launch(mod: Any, a: Any, idx: int) -> Launch:
+def _launch(mod: Any, a: Any, idx: int, shown: Path) -> Launch:
+    """One launch, read from ncu_report's action `a`; BadReport for one it could not decode (see
+    :func:`_undecoded`)."""
     IAction, IMetric = mod.IAction, mod.IMetric
     numeric = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT, IMetric.ValueKind_UINT32,
                IMetric.ValueKind_UINT64}
@@ -196,7 +207,19 @@ def _launch(mod: Any, a: Any, idx: int) -> Launch:
     ln.cc = f"{int(ma)}.{int(mi)}" if ma is not None and mi is not None else None
     ln.rules = _rules(a)
     ln.fill_launch_fields()
+    _undecoded(ln, shown)
     return ln
+
+
+def _undecoded(ln: Launch, shown: Path) -> None:
+    """Refuse a launch that ncu_report could not decode. Nsight Compute names every kernel it profiles, so a
+    launch with no name is a damaged result (a flipped bit in it makes ncu_report return an empty action: no
+    name, no metrics), not a kernel to show as `<unnamed launch>` at 0 ns."""
+    if ln.name or ln.base_name:
+        return
+    what = "no kernel name and no metrics" if not ln.metrics else f"no kernel name ({len(ln.metrics)} metrics)"
+    raise BadReport(f"{shown}: a damaged Nsight Compute report: launch {ln.id} has {what}; ncu_report could not "
+                    "decode it")
 
 
 def _nvtx(a: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:

@@ -96,7 +96,7 @@ def _read_in_child(rep: Path, shown: Path) -> list[KernelProfile]:
 def profiles_with_module(mod: Any, rep: Path, shown: Path, launches: list[Any] | None = None) -> list[KernelProfile]:
     """The profiles of every launch, read with the ncu_report module `mod`; each launch's Launch (the Summary's
     input) is appended to `launches` when given."""
-    from profctl.readers.ncu_report import _launch
+    from profctl.readers.ncu_report import _launch, no_launches
 
     try:
         ctx = mod.load_report(str(rep))
@@ -108,7 +108,7 @@ def profiles_with_module(mod: Any, rep: Path, shown: Path, launches: list[Any] |
             rng = ctx.range_by_idx(ri)
             for ai in range(rng.num_actions()):
                 a = rng.action_by_idx(ai)
-                ln = _launch(mod, a, len(out))
+                ln = _launch(mod, a, len(out), shown)
                 out.append(_profile(a, ln, shown))
                 if launches is not None:
                     launches.append(ln)
@@ -117,6 +117,8 @@ def profiles_with_module(mod: Any, rep: Path, shown: Path, launches: list[Any] |
     except Exception as e:  # a damaged result the container check could not see
         raise BadReport(f"{shown}: ncu_report fails on launch {len(out)} ({type(e).__name__}: "
                         f"{str(e).strip()[:120]})") from None
+    if not out:
+        raise no_launches(shown)
     return out
 
 

@@ -456,7 +456,10 @@ class NsysExport:
 
     # ------------------------------------------------------------------------------------------------ NVTX
     def domains(self) -> dict[tuple[int, int], str]:
-        """(domainId, process bits) -> domain name, from the domain-create events."""
+        """(domainId, process bits) -> domain name, from the domain-create events (none without an NVTX table:
+        an export recorded without NVTX trace, as nsys 2023.x writes it, has none)."""
+        if not self.schema.has(NVTX):
+            return {}
         n = self.schema.cols(NVTX)
         text = self._text_expr("e")
         out: dict[tuple[int, int], str] = {}

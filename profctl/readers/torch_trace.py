@@ -109,8 +109,8 @@ def _summarise(p: Path, tr: Trace, header: dict[str, Any], *, by_range: bool) ->
     """The Summary of what `tr` kept: attribute every GPU activity to its launching op and ranges, then
     aggregate per kernel (and range path), per CPU op, and per range."""
     if len(tr.intervals) == 0 and len(tr.gpu) == 0:
-        raise BadReport(f"{p}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation or "
-                        f"kernel among its {tr.n_events} events)")
+        raise BadReport(f"{p}: JSON without torch.profiler events (no cpu_op, user_annotation or kernel "
+                        f"among its {tr.n_events} events): not a torch.profiler trace")
     a = Attribution(tr, by_range).run()
     gpu = len(tr.gpu) > 0
     groups, inst_iv, unattributed = a.gpu_groups()

@@ -400,8 +400,8 @@ def export(inp: Any, sink: Sink, *, range_: str | None = None) -> Counts:
 
         tr, _ = torch_trace.collect(inp.path, details=True)
         if len(tr.intervals) == 0 and len(tr.gpu) == 0:
-            raise BadReport(f"{inp.path}: a Chrome trace without torch.profiler events (no cpu_op, user_annotation "
-                            f"or kernel among its {tr.n_events} events)")
+            raise BadReport(f"{inp.path}: JSON without torch.profiler events (no cpu_op, "
+                            f"user_annotation or kernel among its {tr.n_events} events): not a torch.profiler trace")
         win = _torch_window(tr, range_) if range_ else None
         with sink() as f:
             return write_torch(tr, f, win, other)
@@ -412,5 +412,5 @@ def export(inp: Any, sink: Sink, *, range_: str | None = None) -> Counts:
             win = _nsys_window(ex, range_) if range_ else None
             with sink() as f:
                 return write_nsys(ex, f, win, other)
-    raise BadReport(f"{inp.path}: {inp.kind} has no timeline: -f perfetto reads nsys exports (.sqlite, "
+    raise BadReport(f"{inp.path}: {inp.what}, no timeline: -f perfetto reads nsys exports (.sqlite, "
                     ".nsys-rep) and torch.profiler traces")

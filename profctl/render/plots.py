@@ -23,6 +23,9 @@ CLASS_COLORS = {"gemm": "#1f77b4", "softmax": "#ff7f0e", "elementwise": "#2ca02c
                 "flash_fwd": "#d62728", "flash_bwd": "#e377c2", "other": "#bcbd22"}
 MARKERS = {"flash_fwd": "o", "flash_bwd": "s", "gemm": "^", "softmax": "v", "elementwise": "D", "other": "x"}
 DPI = 100
+#: lines of one backend (its colour) in several cases are told apart by marker and dash
+_LINE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_LINE_STYLES = ("-", "--", "-.", ":")
 
 
 def require() -> Any:
@@ -58,6 +61,38 @@ def _backends(rows: list[BackendRow]) -> list[str]:
 def _panels(rows: list[BackendRow]) -> list[tuple[str, bool | None]]:
     ps = sorted({(r.pass_, r.causal) for r in rows}, key=lambda p: (p[0], bool(p[1])))
     return ps
+
+
+#: what a line of an against-seqlen figure holds fixed besides its backend and panel (pass, mask): a point of
+#: another batch, head count, head dim, dtype, layout or key length is another line, never joined into this one
+_SERIES = (("batch", "b"), ("heads", "h"), ("kv_heads", "kv"), ("head_dim", "d"), ("dtype", ""), ("layout", ""),
+           ("skv", "skv"))
+
+
+def _case(r: BackendRow) -> tuple[Any, ...]:
+    """The shape fields of _SERIES of a row (None where its shape key does not say); `kv` and `skv` are None when
+    they follow the query's heads and length."""
+    from profctl.shapes import Shape
+
+    s = Shape.try_parse(r.shape_key)
+    if s is None:
+        return (None,) * len(_SERIES)
+    return (s.batch, s.heads, None if s.kv_heads == s.heads else s.kv_heads, s.head_dim, s.dtype, s.layout,
+            None if s.seqlen_kv == s.seqlen_q else s.seqlen_kv)
+
+
+def series(rows: list[BackendRow]) -> list[tuple[str, str, list[BackendRow]]]:
+    """(backend, label, rows) per line of a panel: one per backend and case (_SERIES). The label is the backend,
+    followed by the fields that differ between the panel's cases (`sdpa-math h4 d32`), so a line joins only
+    points of one case."""
+    cases = {(r.backend, _case(r)) for r in rows}
+    varying = [i for i in range(len(_SERIES)) if len({c[i] for _, c in cases}) > 1]
+    out = []
+    for b in _backends(rows):
+        for case in sorted({c for bb, c in cases if bb == b}, key=lambda c: tuple((x is None, str(x)) for x in c)):
+            words = [f"{_SERIES[i][1]}{case[i]}" for i in varying if case[i] is not None]
+            out.append((b, " ".join([b, *words]), [r for r in rows if r.backend == b and _case(r) == case]))
+    return out
 
 
 def _panel_title(pass_: str, causal: bool | None) -> str:
@@ -99,21 +134,24 @@ def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None
     for ax, (p, causal) in zip(axes[0], panels, strict=False):
         pr = [r for r in rows if r.pass_ == p and r.causal == causal]
         seqlens = sorted({r.seqlen for r in pr if r.seqlen is not None})
-        bks = _backends(pr)
+        lines = series(pr)
         if len(seqlens) >= 2:
-            for b in bks:
-                pts = sorted((r.seqlen, value(r)) for r in pr if r.backend == b and r.seqlen is not None)
+            seen: dict[str, int] = {}
+            for b, label, rs in lines:
+                pts = sorted((r.seqlen, value(r)) for r in rs if r.seqlen is not None)
+                n = seen[b] = seen.get(b, -1) + 1  # the backend's n-th case: its colour, another marker and dash
                 if pts:
-                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=b, color=color(b))
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker=_LINE_MARKERS[n % len(_LINE_MARKERS)],
+                            label=label, color=color(b), linestyle=_LINE_STYLES[n % len(_LINE_STYLES)])
             ax.set_xscale("log", base=2)
             ax.set_xticks(seqlens)
             ax.set_xticklabels([str(s) for s in seqlens], rotation=0)
             ax.set_xlabel("sequence length")
         else:
-            vals = [next((value(r) for r in pr if r.backend == b), None) or 0.0 for b in bks]
-            ax.bar(range(len(bks)), vals, color=[color(b) for b in bks])
-            ax.set_xticks(range(len(bks)))
-            ax.set_xticklabels(bks, rotation=30, ha="right")
+            vals = [next((value(r) for r in rs), None) or 0.0 for _, _, rs in lines]
+            ax.bar(range(len(lines)), vals, color=[color(b) for b, _, _ in lines])
+            ax.set_xticks(range(len(lines)))
+            ax.set_xticklabels([label for _, label, _ in lines], rotation=30, ha="right")
             for i, v in enumerate(vals):
                 ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=8)
             if seqlens:
@@ -130,8 +168,10 @@ def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None
             ax.set_ylabel(ylabel)
         ax.set_title(_panel_title(p, causal))
         ax.grid(True, which="major", alpha=0.3)
-        if len(seqlens) >= 2:
+        if len(seqlens) >= 2 and len(lines) <= 4:
             ax.legend(fontsize=7)
+        elif len(seqlens) >= 2:  # many lines: the legend under the panel, not over the points
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.suptitle(title)
     return fig
 

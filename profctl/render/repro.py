@@ -73,10 +73,11 @@ def script(m: dict[str, Any], *, ab: dict[str, Any] | None = None, now: _dt.date
     lines = ["#!/usr/bin/env bash", f"# Rerun profctl run {m.get('run_id')} exactly: written by profctl show "
              f"--repro on {when}.", "#"]
     lines += [f"# {x}" for x in _facts(m, ab)]
-    lines += ["#", "# PROFCTL (default: profctl) and PYTHON (default: python3) say which profctl and Python to use,",
-              "# e.g. PROFCTL='python3 -m profctl'.", "set -u",
-              'PROFCTL=${PROFCTL:-profctl}', 'PYTHON=${PYTHON:-python3}',
+    lines += ["#", "# PROFCTL (default: profctl on PATH, else $PYTHON -m profctl) and PYTHON (default: python3)",
+              "# say which profctl and Python to use, e.g. PROFCTL='python3 -m profctl'.", "set -u",
+              'PYTHON=${PYTHON:-python3}',
               "warn() { echo \"repro: warning: $*\" >&2; }"]
+    lines += _find_profctl()
     lines += _checks(m)
     lines.append("")
     lines.append("# the environment variables of interest, as the run had them")
@@ -91,6 +92,25 @@ def script(m: dict[str, Any], *, ab: dict[str, Any] | None = None, now: _dt.date
     return "\n".join(lines)
 
 
+def _find_profctl() -> list[str]:
+    """Bash that settles which profctl runs before anything else: the one on PATH (an executable file: bash's
+    `exec` of a name not on PATH may find a profctl/ *folder* in the current directory and fail with "Is a
+    directory"), else the one $PYTHON imports; neither is one line saying what to do, exit 127."""
+    return ['if [ -z "${PROFCTL:-}" ]; then',
+            '  if type -P profctl >/dev/null; then',
+            '    PROFCTL=profctl',
+            '  elif "$PYTHON" -c "import profctl.cli" 2>/dev/null; then',
+            '    PROFCTL="$PYTHON -m profctl"',
+            '    warn "profctl is not on PATH: running $PROFCTL"',
+            '  else',
+            '    echo "repro: error: profctl is not on PATH and $PYTHON cannot import it: activate the environment" \\',
+            '      "profctl is installed in (e.g. source .venv/bin/activate), or set PROFCTL=\'/path/to/python -m" \\',
+            '      "profctl\'" >&2',
+            '    exit 127',
+            '  fi',
+            'fi']
+
+
 def _checks(m: dict[str, Any]) -> list[str]:
     """Bash that warns when profctl's, PyTorch's version or the GPU differ from the run's."""
     env = m.get("environment") or {}
@@ -98,9 +118,11 @@ def _checks(m: dict[str, Any]) -> list[str]:
     want_torch = dev.get("torch") or env.get("torch")
     gpu = dev.get("nvml_name") or env.get("gpu") or (dev.get("name") if dev.get("name") != "cpu" else None)
     out = ["", "# what ran then against what is here: a difference is a warning (it may change the times)"]
-    out += ['have=$("$PYTHON" - profctl torch 2>/dev/null <<\'PY\'', "import importlib.metadata as m, sys",
+    out += ['have_torch=$("$PYTHON" - torch 2>/dev/null <<\'PY\'', "import importlib.metadata as m, sys",
             "for p in sys.argv[1:]:", "    try:", "        print(m.version(p))", "    except Exception:",
-            "        print('none')", "PY", ")", 'read -r have_profctl have_torch <<< "$(echo $have)"']
+            "        print('none')", "PY", ")",
+            "# the version of the profctl that will run, as it says itself",
+            'have_profctl=$($PROFCTL --version 2>/dev/null | awk \'{print $2}\')']
     if m.get("profctl"):
         out.append(f'[ "${{have_profctl:-none}}" = {_q(m["profctl"])} ] || warn "profctl ${{have_profctl:-none}} '
                    f'here, {m["profctl"]} in the run"')

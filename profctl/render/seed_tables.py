@@ -38,7 +38,7 @@ def to_markdown(t: SeedTable, limit: int | None = None) -> str:
 def to_csv(t: SeedTable) -> str:
     """Every panel in one CSV: the case fields the panel holds fixed, then its columns; numbers unrounded
     (speedups as the ratio, efficiencies in percent, without their 'x' or '%'), OOM and N/A as words, no value
-    empty."""
+    empty but a `gpu` that nothing names (the notes say so: no prose in a data column)."""
     ctx_cols: list[str] = []
     cols: list[str] = []
     for p in t.panels:

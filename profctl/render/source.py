@@ -179,6 +179,9 @@ def to_json(views: Sequence[SourceView], which: str, limit: int | None = None) -
 
 
 # ------------------------------------------------------------ HTML
+#: the hottest line's background is rgba(220,40,40, 0.08 + MAX_SHADE) over white: light enough that its line
+#: number, share and source (#222, #333) keep a contrast ratio above 4.5 (WCAG AA); 0.6 made it dark red
+MAX_SHADE = 0.37
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;padding:0 16px;
 color:#222;max-width:1280px}
@@ -188,9 +191,9 @@ table{border-collapse:collapse;font-size:12px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3} td.n{text-align:right;white-space:nowrap} td.w{max-width:40em;overflow-wrap:anywhere}
 pre.src{font-size:12px;line-height:1.35;border:1px solid #ddd;padding:4px 0;overflow-x:auto;margin:6px 0 16px}
-pre.src span{display:block;padding:0 8px;white-space:pre} pre.src span.hot{outline:1px solid #c33}
-.ln{color:#888;display:inline-block;width:5em} .sh{color:#555;display:inline-block;width:6em;text-align:right;
-margin-right:1em} .note{color:#8a5a00;font-size:13px}
+pre.src>span{display:block;padding:0 8px;white-space:pre;color:#222} pre.src>span.hot{outline:1px solid #c33}
+pre.src .ln{color:#333;display:inline-block;width:5em} pre.src .sh{color:#333;display:inline-block;width:6em;
+text-align:right;margin-right:1em} pre.src>span.hot .ln{font-weight:bold} .note{color:#8a5a00;font-size:13px}
 """
 
 
@@ -223,7 +226,7 @@ def _excerpts(v: SourceView, limit: int, context: int = 4) -> str:
             if n not in text:
                 continue
             s = share.get((h.file, n), 0.0)
-            alpha = 0.08 + 0.6 * s / top if s else 0.0
+            alpha = 0.08 + MAX_SHADE * s / top if s else 0.0
             bg = f' style="background:rgba(220,40,40,{alpha:.2f})"' if s else ""
             cls = ' class="hot"' if n == h.line else ""
             spans.append(f'<span{cls}{bg}><span class="ln">{n}</span><span class="sh">'

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from profctl import runs
 from profctl.cli import app
+from tests.conftest import ROOT
 
 FUNCTIONS = '''
 import os
@@ -114,6 +116,9 @@ def test_one_function_under_two_environment_settings(fns: Path, tmp_path: Path) 
     (["--ab", "eager,sdpa-math", "--workers", "2"], "--workers"),
     (["--fail-if-slower", "5%"], "no --ab"),
     (["--rounds", "5"], "no --ab"),
+    (["--ab", "eager,sdpa-math", "--fail-if-slower", "0.6"], "--fail-if-slower 0.6: a threshold needs its percent"),
+    (["--ab", "eager,sdpa-math", "--threshold", "2"], "--threshold 2: a threshold needs its percent sign"),
+    (["--ab", "eager,sdpa-math", "--threshold", "100%"], "--threshold 100%: must be more than 0%"),
 ])
 def test_bad_ab_options_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     r = CliRunner().invoke(app, ["bench", "--device", "cpu", "--reports", str(tmp_path), *args])
@@ -155,6 +160,38 @@ def test_repro_script_is_bash_and_reruns_the_same_cases(tmp_path: Path, monkeypa
     assert len(again) == 1 and _cases(again[0]) == _cases(run)
     m = json.loads((again[0] / "manifest.json").read_text())
     assert m["env"]["OMP_NUM_THREADS"] == "1" and m["cwd"] == json.loads((run / "manifest.json").read_text())["cwd"]
+
+
+def test_an_a_a_run_says_so(tmp_path: Path) -> None:
+    """`--ab X,X` (an A/A run, which measures noise) is allowed and said, as `compare X X` warns."""
+    r = CliRunner().invoke(app, ["bench", *SHAPE, "--ab", "eager,eager", "--rounds", "5", "--iters", "2",
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "warning: --ab eager,eager: A and B are the same variant" in r.stderr
+
+
+def test_a_repro_script_without_profctl_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 item 10: a repro script run where profctl is not on PATH failed with `exec: profctl: ... Is a
+    directory` (bash found the profctl/ source folder through a '.' in PATH). It runs the profctl its Python
+    imports, saying so, or says in one line what to do (exit 127); the version it checks is the profctl that
+    runs."""
+    monkeypatch.chdir(ROOT)  # the run's folder holds a profctl/ folder, as a checkout does
+    run = runs.new_run("bench", root=tmp_path, argv=["profctl", "recipes", "-f", "csv"], env=False)
+    runs.finish(run, "complete")
+    script = tmp_path / "again.sh"
+    r = CliRunner().invoke(app, ["show", str(run), "--repro", "-o", str(script)])
+    assert r.exit_code == 0, r.output
+    env = {"PATH": "/usr/bin:/bin:.", "HOME": os.environ.get("HOME", "/tmp"), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Is a directory" not in done.stderr and "tensor-core" in done.stdout
+    assert f"repro: warning: profctl is not on PATH: running {sys.executable} -m profctl" in done.stderr
+    assert "profctl none here" not in done.stderr  # the version is asked of the profctl that runs
+    env["PYTHON"] = str(tmp_path / "no-python")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 127, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("repro: error: profctl is not on PATH") and "source .venv/bin/activate" in line
 
 
 def test_repro_of_an_ab_run_and_bad_requests(fns: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

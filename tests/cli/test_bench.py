@@ -76,14 +76,29 @@ def test_bad_input_one_line(runner: CliRunner, tmp_path: Path, args: list[str], 
     assert "Traceback" not in r.output
 
 
-def test_no_point_ran_is_an_error_naming_the_reason(runner: CliRunner, tmp_path: Path) -> None:
-    r = runner.invoke(app, ["bench", *TINY, "--backend", "fa4", "--baseline", "none", "--reports", str(tmp_path)])
-    assert r.exit_code == 1
-    assert "no point ran: fa4" in r.stderr and "FlashAttention-4" in r.stderr
+@pytest.mark.parametrize(("args", "why"), [
+    (["--backend", "fa4"], "fa4 runs on CUDA only, not on cpu"),
+    (["--backend", "sdpa-cudnn,sdpa-efficient"], "sdpa-cudnn runs on CUDA only, not on cpu"),
+    (["--backend", "triton", "--dtype", "fp8"], "triton runs on CUDA (or on the CPU under TRITON_INTERPRET=1)"),
+    (["--backend", "triton,eager", "--dtype", "fp8"], "triton runs on CUDA (or on the CPU under TRITON_INTERPRET=1), "
+                                                      "not on cpu; eager cannot take --dtype fp8"),
+])
+def test_nothing_can_run_here_is_refused_up_front(runner: CliRunner, tmp_path: Path, args: list[str], why: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 item 10: `-b triton --dtype fp8 --device cpu` passed the up-front check and failed after making a
+    run. What is known without loading a backend (its dtypes, CUDA only) refuses a sweep where no point can run
+    here: one line, exit 1, no run directory."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    r = runner.invoke(app, ["bench", *TINY, *args, "--reports", str(tmp_path)])
+    assert r.exit_code == 1, r.output
+    (line,) = [ln for ln in r.stderr.splitlines() if not ln.startswith("profctl: warning")]
+    assert line.startswith("profctl: error: no point can run: ") and why in line, line
+    assert not list(tmp_path.iterdir())
 
 
 def test_strict_fails_on_any_skipped_point(runner: CliRunner, tmp_path: Path) -> None:
-    r = runner.invoke(app, ["bench", *TINY, "--backend", "sdpa-efficient", "--strict", "--reports", str(tmp_path)])
+    r = runner.invoke(app, ["bench", *TINY, "--backend", "sdpa-math,sdpa-efficient", "--strict", "--reports",
+                            str(tmp_path)])
     assert r.exit_code == 1 and "a point failed: sdpa-efficient" in r.stderr
 
 

@@ -141,6 +141,48 @@ def test_bad_arguments_are_one_line(runner: CliRunner, tmp_path: Path) -> None:
         assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr and "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("flag", ["--fail-if-slower", "--threshold"])
+def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: str) -> None:
+    """Issue 29 item 2: `--fail-if-slower 0.6` was a 60 % gate beside `1` meaning 1 %, so the gate passed a +53 %
+    case. A threshold needs its percent sign; a bare number is refused in one line naming the option."""
+    a = make_run(tmp_path, seed=1)
+    b = make_run(tmp_path, seed=2, scale=1.53)
+    for bare in ("0.6", "1", "5"):
+        r = runner.invoke(app, ["compare", str(a), str(b), flag, bare])
+        assert r.exit_code == 2, r.output
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"profctl: error: {flag} {bare}: a threshold needs its percent sign"), line
+    for bad in ("0%", "100%", "-5%", "150%"):
+        r = runner.invoke(app, ["compare", str(a), str(b), flag, bad])
+        assert r.exit_code == 2 and f"{flag} {bad}: must be more than 0%" in r.stderr, r.output
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "60 %", "--threshold", "0.5%"])
+    assert r.exit_code == 0, r.output  # +53 % < 60 %: passes, read as percent
+    r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "10%", "--threshold", "0.5%"])
+    assert r.exit_code == 1 and "slower" in r.stderr, r.output
+    for bare in ("3", "0.6"):  # --run-noise is read the same way (0, bare, leaves it out)
+        r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", bare])
+        assert r.exit_code == 2 and f"--run-noise {bare}: a threshold needs its percent sign" in r.stderr, r.output
+
+
+def test_comparing_a_run_with_itself_warns(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 29 item 10: `compare X X` answered "unchanged" without a word. The same run named twice (by id and
+    by folder), a run and its own bench.json, or a copy of a file: a warning that the answer says nothing."""
+    a = make_run(tmp_path, seed=1)
+    copy = tmp_path / "copy.json"
+    copy.write_bytes((a / "bench.json").read_bytes())
+    for x, y in ((str(a), str(a)), (a.name, str(a)), (str(a), str(a / "bench.json")), (str(a / "bench.json"),
+                                                                                      str(copy))):
+        r = runner.invoke(app, ["compare", x, y, "--reports", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        assert f"warning: BASE {x} and NEW {y} are the same data" in r.stderr, (x, y, r.stderr)
+    b = make_run(tmp_path, seed=2)
+    r = runner.invoke(app, ["compare", str(a), str(b)])
+    assert r.exit_code == 0 and "same data" not in r.stderr and "both sides" not in r.stderr
+    c = make_run(tmp_path, seed=3)
+    r = runner.invoke(app, ["compare", f"{a},{b}", f"{b},{c}"])  # several runs a side: one of them on both
+    assert r.exit_code == 0 and f"warning: {b} on both sides" in r.stderr, r.output
+
+
 def test_formats_and_output_file(runner: CliRunner, tmp_path: Path) -> None:
     a, b = make_run(tmp_path, seed=1), make_run(tmp_path, seed=2, scale=1.1)
     r = runner.invoke(app, ["compare", str(a / "bench.json"), str(b / "bench.json"), "--format", "csv"])

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,7 +73,7 @@ def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, code, says", [
-    (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 1,
+    (("explain", PAIR, "--kernel", "flash_fwd", "--vs", "cudnn"), 7,
      "'flash_fwd' matches no kernel in"),
     (("explain", PAIR, "--kernel", "_fwd", "--vs", "_fwd"), 2, "pick the same launch"),
     (("explain", PAIR, "--kernel", "(", "--vs", "cudnn"), 2, "not a regular expression"),
@@ -104,6 +106,51 @@ def test_report_view_source_html(tmp_path: Path) -> None:
     assert "PLANT: tl.sum" in text and 'class="hot"' in text and "rgba(220,40,40," in text
 
 
+def test_source_html_is_one_row_per_line_and_readable(tmp_path: Path) -> None:
+    """Issue 29 item 6: `pre.src span{display:block}` also hit the line-number and share spans inside a line, so
+    every source line took three rows, and the hottest line's number was grey on dark red. One row per line (the
+    rule hits only a line's own span), and every shade keeps the text readable (contrast >= 4.5, WCAG AA); in
+    headless Chromium, when it is installed, the hottest line's band is one text row high."""
+    from profctl.render import source as rs
+
+    page = tmp_path / "src.html"
+    code, _, err = run("report", CUDA, "--view", "source", "-k", "gather_strided", "-f", "html", "-o", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "pre.src>span{display:block" in text and "pre.src span{" not in text
+    excerpt = text[text.index('<pre class="src">'):]
+    excerpt = excerpt[:excerpt.index("</pre>")]
+    lines = re.findall(r'<span(?: class="hot")?(?: style="[^"]*")?><span class="ln">(\d+)</span>', excerpt)
+    assert len(lines) >= 5 and excerpt.count('<span class="ln">') == len(lines)
+
+    def luminance(rgb: tuple[float, ...]) -> float:
+        c = [v / 255 for v in rgb]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    alpha = 0.08 + rs.MAX_SHADE  # the hottest line
+    bg = tuple(255 * (1 - alpha) + v * alpha for v in (220, 40, 40))
+    for fg in ((0x33,) * 3, (0x22,) * 3):  # .ln / .sh, and the source
+        hi, lo = sorted((luminance(bg), luminance(fg)), reverse=True)
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if chromium is None:
+        pytest.skip("no Chromium here for the layout check")
+    shot = tmp_path / "src.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1100,6000", page.as_uri()], capture_output=True, timeout=120)
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    hot = bg  # the hottest line's own colour, rows of it in the first excerpt
+    mask = (np.abs(a - np.array(hot)).sum(axis=2) < 12).sum(axis=1) > 400
+    rows = np.flatnonzero(mask)
+    assert rows.size, "no hottest line found in the screenshot"
+    band = rows[rows < rows[0] + 60]  # the first band: 12px text at line-height 1.35
+    assert 12 <= band.size <= 20, band.size  # one text row, not three
+
+
 def test_report_view_source_on_a_report_without_samples(shared_fixture) -> None:
     code, _, err = run("report", str(shared_fixture("flash_sol.ncu-rep")), "--view", "source")
     assert code == 5
@@ -112,7 +159,7 @@ def test_report_view_source_on_a_report_without_samples(shared_fixture) -> None:
 
 def test_report_view_source_kernel_matches_nothing() -> None:
     code, _, err = run("report", CUDA, "--view", "source", "--kernel", "nosuch")
-    assert code == 1
+    assert code == 7
     assert "its kernels: gather_strided" in err
 
 
@@ -121,3 +168,29 @@ def test_report_view_source_refuses_other_views_options() -> None:
     assert code == 2 and "--by-range" in err
     code, _, err = run("report", CUDA, "--kernel", "x")
     assert code == 2 and "--kernel" in err
+
+
+def _bit_flipped(data_file, tmp_path: Path) -> Path:
+    """nvtx_mixed.ncu-rep with one bit flipped in its first result (byte 30403, 0x02 -> 0x0a): ncu_report then
+    returns that launch with no name and no metrics, which profctl read as `<unnamed launch 0>` at 0 ns."""
+    b = bytearray(data_file("nvtx_mixed.ncu-rep").read_bytes())
+    assert b[30403] == 0x02
+    b[30403] ^= 0x08
+    p = tmp_path / "flipped.ncu-rep"
+    p.write_bytes(bytes(b))
+    return p
+
+
+@pytest.mark.parametrize("args", [
+    ("report", "{rep}"), ("report", "{rep}", "-f", "json"), ("report", "{rep}", "--view", "source"),
+    ("report", "{rep}", "--view", "stalls"), ("explain", "{rep}", "--kernel", "nvjet", "--vs", "elementwise"),
+])
+def test_a_bit_flipped_report_is_damaged_not_data(data_file, tmp_path: Path, args: tuple[str, ...]) -> None:
+    """Issue 29 item 5: the reader refuses a launch ncu_report could not decode, so every command that reads the
+    report says it is damaged (exit 5, one line) instead of showing unnamed 0 ns launches or 'its kernels: none'."""
+    rep = _bit_flipped(data_file, tmp_path)
+    rc, out, err = run(*(a.format(rep=rep) for a in args))
+    assert rc == 5, (out, err)
+    assert out == "" and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "a damaged Nsight Compute report: launch 0 has no kernel name and no metrics" in line

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from profctl import runs
 from profctl.cli import app
 from tests.cli.test_writes import _without_dac_override, one_line, profctl
-from tests.conftest import DATA, H100
+from tests.conftest import DATA, H100, ROOT
 
 BENCH = DATA / "bench_h100_s4096.json.gz"
 SMALL = ["--device", "cpu", "-s", "32", "--heads", "2", "-d", "16", "-n", "4", "--warmup", "0"]
@@ -342,3 +342,28 @@ def test_the_workload_child_ignores_nothing_it_is_given() -> None:
 
     argv = AttentionSweep(memory_limit_gib=2.5).to_argv()
     assert argv[argv.index("--memory-limit") + 1] == "2.5"
+
+
+def test_the_version_is_the_changelogs(tmp_path: Path) -> None:
+    """Issue 29 item 11: `profctl --version` said 0.2.0 while the CHANGELOG listed its features under 0.3.0, and
+    repro scripts recorded the wrong one. One home (profctl/_version.py), which pyproject reads; the CHANGELOG's
+    newest section is that version; the run store records it."""
+    import tomllib
+
+    from profctl._version import __version__
+
+    r = CliRunner().invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.strip() == f"profctl {__version__}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "profctl._version.__version__"}
+    top = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), flags=re.M)
+    assert top is not None and top.group(1) == __version__
+    assert runs.read_manifest(runs.new_run("bench", root=tmp_path, env=False))["profctl"] == __version__
+
+
+def test_bench_docs_say_exit_status_once() -> None:
+    """docs/bench.md's "Exit status" was two near-duplicate paragraphs."""
+    text = (ROOT / "docs" / "bench.md").read_text()
+    section = text[text.index("## Exit status"):]
+    assert text.count("## Exit status") == 1 and section.count("0 when at least one point ran") == 1

@@ -111,7 +111,7 @@ def test_the_same_value_twice_is_harmless() -> None:
     (["report", BENCH, "--view", "summary", "--tokens", "4096"], ("--tokens", "--view summary")),
     (["report", BENCH, "--view", "summary", "--shape", "b1,sq1,skv1,h1,kv1,d8,bf16,full,bhsd"],
      ("--shape", "--view summary")),
-    (["report", BENCH, "--title", "x"], ("--title", "--format table")),
+    (["report", BENCH, "--title", "x", "-f", "markdown"], ("--title", "-f markdown")),
     (["report", BENCH, "--pivot", "ms", "--format", "json"], ("--pivot", "--format json")),
     (["report", BENCH, "--by-range"], ("--by-range", "bench rows")),
     (["report", BENCH, "--view", "compare", "--by-range"], ("--by-range", "--view compare")),
@@ -133,6 +133,20 @@ def test_contradicting_options_are_an_error_naming_both(args: list[str], names: 
     line = error_line(args)
     for n in names:
         assert n in line, (n, line)
+
+
+@pytest.mark.parametrize(("args", "typed", "untyped"), [
+    (["report", BENCH, "--title", "x"], "--title", ("--format", "-f ")),
+    (["report", str(DATA / "planted" / "planted_cuda.ncu-rep.xz"), "--kernel", "x"], "--kernel", ("--view",)),
+    (["report", str(DATA / "nsys_profctl_fwdbwd.sqlite.gz"), "--range", "x"], "--range", ("--format table",)),
+])
+def test_an_error_names_only_options_the_user_typed(args: list[str], typed: str, untyped: tuple[str, ...]) -> None:
+    """Issue 29 item 8: `--kernel and --view auto contradict`, `--title and --format table contradict`: the user
+    typed neither --view nor --format. A contradiction with a default names the option typed and why."""
+    line = error_line(args)
+    assert f"{typed} does not apply here" in line, line
+    verdict = line.split("error: ", 1)[1].split(": ")[0]  # before the why, which may advise an option
+    assert not any(u in verdict for u in untyped), line
 
 
 def test_an_explicit_baseline_that_did_not_run_is_said() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -58,6 +60,24 @@ def test_runs_lists_and_show_prints(runner: CliRunner, tmp_path: Path) -> None:
     assert doc["manifest"]["tools"][0]["version"] == "2025.3.1" and doc["rows"] is None
     r = runner.invoke(app, ["show", "latest", "--reports", str(tmp_path)])
     assert r.exit_code == 0 and other.name in r.stdout
+
+
+def test_machine_output_of_runs_is_whole(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 29 item 7: `runs -f csv` cut the command with an ellipsis (csv and json are always whole) and put
+    the tables' "-" where nothing was recorded; the table may cut, the data may not."""
+    argv = ["profctl", "bench", "--device", "cpu", "-b", "eager,sdpa-math", "-s", "128,256,512,1024", "--heads",
+            "4", "--label", "a-label-long-enough-that-the-command-line-runs-past-seventy-characters"]
+    a = runs.new_run("bench", root=tmp_path, argv=argv)
+    runs.finish(a, "complete", device={"name": "cpu"}, points=16, rows=16)
+    plain = runs.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])  # no device, no points
+    runs.finish(plain, "complete")
+    r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "csv"])
+    assert r.exit_code == 0, r.output
+    got = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert got[0]["command"] == " ".join(argv) and "…" not in r.stdout
+    assert got[1]["gpu"] == "" and got[1]["points"] == ""  # nothing recorded: empty, not "-"
+    r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "markdown"])
+    assert r.exit_code == 0 and "…" in r.stdout  # the table a person reads is cut, and says so
 
 
 def test_show_unknown_run_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
@@ -135,6 +155,44 @@ def test_interrupted_bench_keeps_finished_rows_and_is_incomplete(tmp_path: Path)
     # and `profctl runs` shows it as such
     r = CliRunner().invoke(app, ["runs", "--reports", str(tmp_path), "--status", "incomplete", "--format", "csv"])
     assert run_dir.name in r.stdout
+
+
+@pytest.mark.parametrize("command", [
+    ["torch", "--device", "cpu", "-b", "sdpa-math", "-s", "1024,2048,4096", "--heads", "4", "--iters", "400"],
+    ["bench", "--device", "cpu", "--ab", "eager,sdpa-math", "-s", "256,512", "--heads", "4", "--iters", "20",
+     "--rounds", "200"],
+])
+def test_ctrl_c_names_the_run_directory(tmp_path: Path, command: list[str]) -> None:
+    """Issue 29 item 8: Ctrl-C of a torch or A/B run said only "interrupted (a run directory made before ...)".
+    Every command names the run directory it made, which keeps what had finished."""
+    p = subprocess.Popen([sys.executable, "-m", "profctl", *command, "--reports", str(tmp_path)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_as_in_a_terminal)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(tmp_path.glob("*/manifest.json")):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        time.sleep(2.0)  # the workload is running
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    (run_dir,) = list(tmp_path.iterdir())
+    assert p.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last == f"profctl: error: interrupted; what had finished is kept in {run_dir} (profctl show " \
+                   f"{run_dir.name})", err
+    assert runs.read_manifest(run_dir)["status"] == "incomplete"
+
+
+def test_ctrl_c_before_a_run_directory_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt before any run directory exists says that, not 'a run directory made before keeps ...'."""
+    from profctl.cli import _common
+
+    assert _common._interrupted(time.time() + 3600) == "interrupted before any run directory was made"
 
 
 def test_two_benches_at_once_never_collide(tmp_path: Path) -> None:

@@ -187,6 +187,39 @@ def test_bench_page_against_seqlen():
     assert any(r["status"].startswith("unsupported") for r in backends)
 
 
+def test_a_line_joins_only_points_of_one_case():
+    """Issue 29 item 6: `report reports/ -f html` joined points of other heads, head dims and dtypes into one
+    zig-zag line per backend. A line is one backend in one case (batch, heads, kv heads, head dim, dtype, layout,
+    key length); its label names what differs between the lines."""
+    rows = []
+    for r in bench4096():
+        for s, f in ((2048, 0.25), (4096, 1.0)):
+            for heads, d in ((32, 128), (16, 64)):
+                x = dict(r, seqlen_q=s, seqlen_kv=s, heads=heads, kv_heads=heads, head_dim=d)
+                if x.get("median_ms"):
+                    x["median_ms"] = r["median_ms"] * f * heads * d / 4096
+                rows.append(x)
+    c = compare(merge_view([], rows, device="NVIDIA H100 80GB HBM3"))
+    fig = plots.by_seqlen_figure(c, lambda r: r.time_ms, ylabel="ms", title="Time")
+    ok = {(r.backend, r.pass_, r.causal) for r in c.rows if r.status == "ok" and r.time_ms is not None}
+    for ax in fig.axes:
+        labels = [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert labels and all(re.fullmatch(r"\S+ h(16|32) d(64|128)", lab) for lab in labels), labels
+        assert len(labels) == len(set(labels))
+        for ln in ax.get_lines():  # every line: one point per sequence length, in order, never two at one length
+            xs = list(ln.get_xdata())
+            assert xs == sorted(set(xs)), (ln.get_label(), xs)
+    backends = {b for b, _, _ in ok}
+    assert sum(len(ax.get_lines()) for ax in fig.axes) == 2 * sum(
+        len({b for b, p, cz in ok if (p, cz) == panel}) for panel in {(p, cz) for _, p, cz in ok})
+    assert backends
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    one = plots.series([r for r in c.rows if r.shape_key and ",h32," in r.shape_key])
+    assert all(label == b for b, label, _ in one)  # nothing differs: the label is the backend alone
+
+
 def test_plots_need_matplotlib(monkeypatch):
     import builtins
 

@@ -68,12 +68,16 @@ def test_generic_names() -> None:
         True, True, True, False, False]
 
 
-def test_ncu_launch_without_a_name_is_a_warning() -> None:
-    """A stand-in for ncu_report's objects: a launch whose names are None reads as an unnamed launch, and the
-    summary says so."""
+def test_ncu_launch_without_a_name_is_a_damaged_report() -> None:
+    """A stand-in for ncu_report's objects: a launch whose names are None is one ncu_report could not decode
+    (Nsight Compute names every kernel it profiles): the report is damaged, not a kernel to show as unnamed
+    (issue 29 item 5). A Launch without a name that reaches the summary some other way is still said."""
     from pathlib import Path
     from types import SimpleNamespace
 
+    import pytest
+
+    from profctl.errors import BadReport
     from profctl.readers import _ncu, ncu_report
 
     class Metric:
@@ -96,7 +100,9 @@ def test_ncu_launch_without_a_name_is_a_warning() -> None:
     mod = SimpleNamespace(IAction=SimpleNamespace(NameBase_FUNCTION=0, NameBase_DEMANGLED=1, NameBase_MANGLED=2),
                           IMetric=SimpleNamespace(ValueKind_DOUBLE=1, ValueKind_FLOAT=2, ValueKind_UINT32=3,
                                                   ValueKind_UINT64=4))
-    ln = ncu_report._launch(mod, action, 0)
-    assert ln.name == "" and ln.duration_ns == 1000.0
+    with pytest.raises(BadReport, match=r"x.ncu-rep: a damaged Nsight Compute report: launch 0 has no kernel name "
+                                        r"\(1 metrics\)"):
+        ncu_report._launch(mod, action, 0, Path("x.ncu-rep"))
+    ln = _ncu.Launch(id=0, name="", base_name="", metrics={"gpu__time_duration.sum": 1000.0})
     s = _ncu.summarize([ln], path=Path("x.ncu-rep"), tool_version=None, reader="stub")
     assert s.kernels[0].count == 1 and any("without a kernel name" in w for w in s.warnings)

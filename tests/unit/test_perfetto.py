@@ -158,7 +158,7 @@ def test_unknown_range_is_one_line_and_writes_nothing(data_file, tmp_path: Path)
     out = tmp_path / "trace.json"
     res = runner.invoke(app, ["report", str(data_file("nsys_profctl_fwdbwd.sqlite")), "-f", "perfetto", "-o",
                               str(out), "--range", "nope"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 7, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "--range 'nope'" in lines[0] and "profctl@measure" in lines[0]
     assert not out.exists() and not list(tmp_path.glob(".trace.json*"))
@@ -172,7 +172,7 @@ def test_to_stdout_without_output(data_file) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--range", "measure"], "--range and --format table contradict"),
+    (["--range", "measure"], "--range does not apply here: --range picks the window of a timeline"),
     (["-f", "perfetto", "--pivot", "ms"], "--pivot and -f perfetto contradict"),
     (["-f", "perfetto", "--view", "summary"], "contradict"),
     (["-f", "perfetto", "--limit", "3"], "--limit and -f perfetto contradict"),
@@ -188,3 +188,42 @@ def test_bench_rows_have_no_timeline(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", str(DATA / "bench_h100_s4096.json.gz"), "-f", "perfetto", "-o",
                               str(tmp_path / "t.json")])
     assert res.exit_code == 2 and "writes one timeline" in res.output and "Traceback" not in res.output
+
+
+# ------------------------------------------------------------------------------------------------ older exports
+#: exports as other nsys versions and capture options write them, made from a recorded one: nsys 2023.x keeps its
+#: version in EXPORT_META_DATA and writes no NVTX_EVENTS table without NVTX trace (the case of issue 29 item 9),
+#: and a capture may lack memcpy, memset or runtime tables, thread names or GPU info
+OLDER: dict[str, list[str]] = {
+    "2023.2 without NVTX trace": ["ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA", "DROP TABLE NVTX_EVENTS"],
+    "no NVTX_EVENTS": ["DROP TABLE NVTX_EVENTS"],
+    "no memcpy table": ["DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY"],
+    "no memset table": ["DROP TABLE IF EXISTS CUPTI_ACTIVITY_KIND_MEMSET"],
+    "no runtime table": ["DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME"],
+    "no thread names": ["DROP TABLE ThreadNames"],
+    "no GPU info": ["DROP TABLE TARGET_INFO_GPU"],
+    "no memcpy labels": ["DROP TABLE ENUM_CUDA_MEMCPY_OPER"],
+    "older column spellings": ["ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN registersPerThread TO registers",
+                               "ALTER TABLE NVTX_EVENTS RENAME COLUMN globalTid TO globalThreadId"],
+}
+
+
+@pytest.mark.parametrize("variant", list(OLDER))
+def test_an_export_report_reads_is_a_timeline_too(variant: str, data_file, tmp_path: Path) -> None:
+    """One reader, one answer: an export that `profctl report` summarises is a timeline under -f perfetto (the
+    same schema layer reads both), with every kernel the summary counts; one it refuses is refused alike."""
+    db = tmp_path / "old.sqlite"
+    db.write_bytes(data_file("nvtx_mixed_nsys.sqlite").read_bytes())
+    with sqlite3.connect(db) as c:
+        for sql in OLDER[variant]:
+            c.execute(sql)
+    summary = runner.invoke(app, ["report", str(db), "-f", "json"])
+    out = tmp_path / "t.json"
+    timeline = runner.invoke(app, ["report", str(db), "-f", "perfetto", "-o", str(out)])
+    assert "Traceback" not in summary.output + timeline.output
+    assert (summary.exit_code, timeline.exit_code) == (0, 0), (summary.output, timeline.output)
+    kernels_counted = sum(k["count"] for k in json.loads(summary.stdout)["kernels"]
+                          if k["extra"].get("kind", "kernel") == "kernel")
+    doc = json.loads(out.read_text())
+    check_format(doc)
+    assert len(kernels(doc)) == kernels_counted

@@ -6,7 +6,8 @@ spliced copies, on the plain file and on its gzip) and structured ones per forma
 wrong types, NaN; CSVs with only a header or a units row, renamed or repeated header columns; SQLite exports with
 inverted timestamps, missing string ids, NULLs, text in number columns, dropped tables and columns). Each mutated
 file must read, through `profctl.inputs` as the CLI reads, either as a one-line BadReport, or as a valid summary
-(serialisable, finite numbers) that is not empty without a warning. The .ncu-rep cases run in a child process,
+(serialisable, finite numbers) that is not empty without a warning (and, for .ncu-rep, has no launch that
+ncu_report could not decode shown as an `<unnamed launch>`). The .ncu-rep cases run in a child process,
 since ncu_report is native code. A few of each go through `profctl report` for the exit status 5.
 """
 
@@ -101,6 +102,8 @@ def check(path: Path) -> tuple[str, str]:
                 assert math.isfinite(v), (k, v)
     for k in s.kernels:
         assert k.count >= 0 and isinstance(k.name, str) and isinstance(k.kernel_id, str)
+    unnamed = [k.name for k in s.kernels if k.name.startswith("<unnamed launch")]
+    assert not unnamed, f"a damaged ncu file read as data: {unnamed[:2]}"  # ncu names every kernel it profiles
     if not s.kernels and not s.cpu_ops:
         assert s.warnings, "an empty summary without a word"
     return "ok", ""
@@ -360,7 +363,9 @@ for p in sys.argv[1:]:
         s = inputs.read(Path(p), by_range=True)
         s.to_json()
         empty_ok = bool(s.kernels) or bool(s.warnings)
-        print(json.dumps({"file": p, "result": "ok" if empty_ok else "empty without a word"}), flush=True)
+        unnamed = [k.name for k in s.kernels if k.name.startswith("<unnamed launch")]
+        result = "ok" if empty_ok and not unnamed else f"read as data: {unnamed[:2]}" if unnamed else "empty"
+        print(json.dumps({"file": p, "result": result}), flush=True)
     except BadReport as e:
         line = e.one_line()
         fault = type(e).__name__ == "ReaderFault"

@@ -104,6 +104,8 @@ def test_user_recipe_by_path_and_by_search_path(tmp_path: Path, monkeypatch: pyt
     (GOOD.replace("    read: lower is better\n", ""), 4, "missing 'read'"),
     (GOOD + "thresholds:\n  bound_pcnt: 50\n", 12, "unknown threshold 'bound_pcnt'"),
     (GOOD + "thresholds:\n  bound_pct: high\n", 12, "must be a non-negative number"),
+    (GOOD + "thresholds:\n  bound_pct: 0.6\n", 12, "bound_pct is in percent, 1 to 100 (60 for 60 %), not 0.6"),
+    (GOOD + "thresholds:\n  occupancy_ratio: 80\n", 12, "occupancy_ratio is a fraction"),
     (GOOD.replace("gpu__time_duration.sum > 1000000", "sm__other.sum > 3"), 9, "does not collect"),
     (GOOD.replace("gpu__time_duration.sum > 1000000", "gpu__time_duration.sum >> 3"), 9, "neither a number"),
     (GOOD + "set: everything\n", 11, "set must be one of"),

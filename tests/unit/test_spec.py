@@ -31,6 +31,9 @@ def test_parse_list() -> None:
         parse_list("abc", int, option="--seqlen")
     with pytest.raises(SpecError, match="maybe"):
         parse_list("maybe", bool, option="--causal")
+    for typo in ("128,,256", "128,", ",128", " , "):  # issue 29 item 10: an empty item is a typo, never skipped
+        with pytest.raises(SpecError, match=r"--seqlen '.*': an empty item in the comma list"):
+            parse_list(typo, int, option="--seqlen")
 
 
 def sweep(**kw: str | int | bool) -> AttentionSweep:

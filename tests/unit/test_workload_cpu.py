@@ -59,6 +59,27 @@ def test_gqa_and_layouts_agree() -> None:
             assert row["status"] == "ok" and row["check"] == "pass", (layout, backend, row)
 
 
+@pytest.mark.parametrize("backend", ["eager", "sdpa-flash", "sdpa-math", "sdpa-cudnn", "sdpa-efficient", "fa4",
+                                     "flash-attn"])
+def test_what_the_up_front_check_knows_agrees_with_the_workload(backend: str) -> None:
+    """profctl.spec.device_refusal (the CLI's check before a run) refuses on the CPU exactly the built-ins the
+    workload itself refuses there (issue 29 item 10)."""
+    from profctl.spec import device_refusal
+
+    row = run(AttentionSpec(backend=backend, **SMALL))
+    assert (device_refusal(backend, "cpu") is not None) == (row["status"] == "unsupported"), row
+    assert device_refusal(backend, "cuda") is None
+
+
+def test_triton_on_the_cpu_needs_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from profctl.spec import device_refusal
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert "TRITON_INTERPRET=1" in (device_refusal("triton", "cpu") or "")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert device_refusal("triton", "cpu") is None
+
+
 @pytest.mark.parametrize(("backend", "needle"), [
     ("sdpa-cudnn", "CUDA only"),
     ("sdpa-efficient", "CUDA only"),
