@@ -114,7 +114,6 @@ __all__ = [
     "load_side",
     "load_sides",
     "noise_floor",
-    "parse_percent",
     "pct",
     "pct_change",
     "regressions",
@@ -603,20 +602,6 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: f
 
 
 # ---------------------------------------------------------------------------------------------------- the gate
-def parse_percent(text: str, option: str) -> float:
-    """'5%', '5', '0.05' (a fraction below 1 without %) -> 0.05."""
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: give a percentage such as 5%") from None
-    if not t.endswith("%") and v >= 1:
-        v /= 100.0
-    if not 0 < v < 1:
-        raise UsageError(f"{option} {text!r}: must be between 0% and 100%")
-    return v
-
-
 def regressions(cmp: RegressionReport, limit: float, *, strict: bool = False) -> list[RowResult]:
     """Rows that fail `--fail-if-slower limit` (:func:`gate`'s rule): slower beyond the limit, a case that
     stopped working, and with `strict` an inconclusive case whose estimate is beyond the limit. ``not judged``

@@ -96,17 +96,6 @@ def test_iterations_needed_shrinks_the_interval() -> None:
     assert cm.iterations_needed(50, 0.999, 1.001, 0.02) < 50
 
 
-@pytest.mark.parametrize(("text", "value"), [("5%", 0.05), ("5", 0.05), ("0.05", 0.05), ("2.5%", 0.025)])
-def test_parse_percent(text: str, value: float) -> None:
-    assert cm.parse_percent(text, "--x") == pytest.approx(value)
-
-
-@pytest.mark.parametrize("text", ["abc", "0%", "150%", "-3%"])
-def test_parse_percent_rejects(text: str) -> None:
-    with pytest.raises(cm.UsageError):
-        cm.parse_percent(text, "--x")
-
-
 # ------------------------------------------------------------------------------------------------ bench pairs
 def test_same_workload_is_unchanged() -> None:
     c = cm.compare_runs(side([row(seed=1)]), side([row(seed=2)]), noise=ONE)
