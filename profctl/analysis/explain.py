@@ -333,7 +333,9 @@ def describe(p: KernelProfile) -> str:
 def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str = "--kernel/--vs"
              ) -> list[KernelProfile]:
     """The launches `pattern` (a regex over the kernel's demangled name, base name and NVTX path) matches in
-    `profiles` (read from `where`). NothingMatched names the kernels there; a bad regex is a UsageError."""
+    `profiles` (read from `where`): by name where any name matches, else by NVTX path (``--vs cudnn`` means the
+    cuDNN kernel, not a launch whose range happens to say cudnn). NothingMatched names the kernels there; a bad
+    regex is a UsageError."""
     import re
 
     from profctl.errors import NothingMatched, UsageError
@@ -342,7 +344,8 @@ def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str 
         rx = re.compile(pattern)
     except re.error as e:
         raise UsageError(f"{flag} {pattern!r} is not a regular expression: {e}") from None
-    hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name) or rx.search(p.nvtx_path or "")]
+    hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name)] or \
+        [p for p in profiles if rx.search(p.nvtx_path or "")]
     if not hits:
         seen = ", ".join(dict.fromkeys(describe(p) for p in profiles)) or "none"
         raise NothingMatched(f"{pattern!r} matches no kernel in {where}; its kernels: {seen}")

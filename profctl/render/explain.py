@@ -67,7 +67,7 @@ def cause_blocks(e: Explanation) -> list[tuple[str, list[str]]]:
     out = []
     for i, c in enumerate(e.causes, 1):
         share = f" ({100 * c.saving_us / total:.0f}% {what})" if total else ""
-        head = f"{i}. {c.id}: {c.title} at {c.where()}"
+        head = f"{i}. {c.id}: {c.title}" + (f" at {c.where()}" if c.lines else " (the kernel as a whole)")
         saves = "not predicted" if c.id == "latency-bound" else f"saves about {c.saving_us:,.1f} us{share}"
         if c.ncu_us is not None:
             saves += f"; ncu's {c.ncu_rule} estimates {c.ncu_us:,.1f} us"
@@ -88,7 +88,8 @@ def _headline_cause(e: Explanation) -> str | None:
         return f"cause: {c.title} ({c.evidence[0] if c.evidence else ''})"
     total, what = _out_of(e)
     share = f", {100 * c.saving_us / total:.0f}% {what}" if total else ""
-    return f"first cause: {c.id} at {c.where()}: fixing it saves about {c.saving_us:,.1f} us{share}"
+    where = f" at {c.where()}" if c.lines else ""
+    return f"first cause: {c.id}{where}: fixing it saves about {c.saving_us:,.1f} us{share}"
 
 
 def print_explanation(e: Explanation, con: Any) -> None:
