@@ -35,6 +35,8 @@ from .ranges import Nvtx
 from .results import jsonl_emitter
 from .torch_profile import make_hooks
 
+T_MAIN = time.time()  # when this module started running (the warm child's ready event)
+
 #: ranges the model code opens around a whole step: timed by the part timer, but not NVTX levels, so every part
 #: sits at ``<case>/<phase>/<part>`` in every mode -- the one shape an ncu --nvtx-include regex can select (ncu
 #: splits its expression at '/', so an optional level cannot be written)
@@ -212,10 +214,11 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import serve
+            from .serve import get_ready, serve
 
+            ready = get_ready(a.device, T_MAIN)
             return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
-                         lambda: device_event(a.device), default=str)
+                         lambda: device_event(a.device), default=str, ready=ready)
         emit = jsonl_emitter(a.jsonl, default=str)
         emit(device_event(a.device))
         only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None

@@ -48,9 +48,11 @@ def executor_of(workers: int | None, gpus: str | None, cluster: str | None, *, p
         from profctl.pipelines.executors import Local
 
         return Local()
+    from profctl.cli._common import warn
     from profctl.pipelines.dask_executor import DaskExecutor
 
-    return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None)
+    return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None,
+                        on_note=warn)
 
 
 def executor_options(fn: F | None = None, *, progress: bool = True) -> Any:

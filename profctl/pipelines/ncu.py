@@ -152,7 +152,7 @@ def run(req: NcuRequest) -> NcuResult:
         metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
         if not metrics and not sections and not rec.set_name:
             raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
-        ex.prepare("cuda")
+        ex.prepare("cuda", points=max(1, len(target.cases())))
         run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
                                extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
                                       "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
