@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from profctl.cli._common import emit
+from profctl.cli._common import emit, warn
 from profctl.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,7 +48,6 @@ def executor_of(workers: int | None, gpus: str | None, cluster: str | None, *, p
         from profctl.pipelines.executors import Local
 
         return Local()
-    from profctl.cli._common import warn
     from profctl.pipelines.dask_executor import DaskExecutor
 
     return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None,
