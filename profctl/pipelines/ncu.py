@@ -85,9 +85,12 @@ class _Tracker:
         self.counts: dict[str, int] = {}
         self.seconds = 0.0
         self.advice: str | None = None
+        self.phases: list[dict[str, Any]] = []  # per ncu run: when it connected, profiled, exited
         self.lock = threading.Lock()
 
     def on_event(self, part: Any, ev: dict[str, Any]) -> None:
+        if ev.get("event") == "ncu-phases":
+            self.phases.append({k: v for k, v in ev.items() if k not in ("event", "where", "t")})
         if ev.get("event") != "ncu":
             return
         with self.lock:
@@ -141,6 +144,7 @@ class NcuPart:
     device: dict[str, Any]
     report: str  # the report's file name in the part's folder
     profiles: list[KernelProfile] = field(default_factory=list)
+    read_s: float = 0.0  # reading the report back
 
 
 def check(req: NcuRequest) -> None:
@@ -209,7 +213,7 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
     """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed). On
     workers (``--workers``) each part is profiled into its own folder; summaries and diagnoses are joined.
     `on_progress` hears what ncu has profiled while it runs (from ncu's own progress lines; any thread)."""
-    t0 = time.perf_counter()
+    t0, t0_wall = time.perf_counter(), time.time()
     check(req)
     tracker = _Tracker(req, on_progress)
     with req.executor.session() as ex:
@@ -234,7 +238,7 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
                                                     device="cuda", on_event=tracker.on_event,
                                                     weights=target.costs()))
             res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted,
-                           advice=tracker.advice)
+                           advice=tracker.advice, phases=tracker.phases, t0_wall=t0_wall)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:
                 raise KeyboardInterrupt
@@ -256,7 +260,10 @@ def _part(ctx: PartContext, *, req: NcuRequest, target: Target, exe: Path, cc: t
             if target.foreign:
                 raise NothingMatched(f"{e.message}; {_seen(ctx, req, target, exe)}", log=e.log) from None
             raise
-    return _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
+    t_read = time.perf_counter()
+    out = _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
+    out.read_s = time.perf_counter() - t_read
+    return out
 
 
 def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metrics: tuple[str, ...],
@@ -271,20 +278,27 @@ def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metri
                                cache_control=req.cache_control, import_source=rec.import_source, once=req.once)
     argv = tool.profile_argv(exe, report, opts, workload_argv)
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
-    t_ncu = time.perf_counter()
-    with ctx.follow(jsonl), _follow_progress(log, ctx):
+    t_ncu, phases = time.perf_counter(), {"started": time.time()}
+    if rec.samples_warps:  # the report will be read in depth here: ncu_report's one-time start, meanwhile
+        threading.Thread(target=tool.warm_reader, name="profctl-ncu-warm", daemon=True).start()
+    with ctx.follow(jsonl), _follow_progress(log, ctx, phases):
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd,
                       classify=lambda r: _classify(r, rec, filters, jsonl, req))
+    ctx.emit({"event": "ncu-phases", **phases, "exit_s": round(res.wall_s, 3)})  # where ncu's time went
     return res, argv, time.perf_counter() - t_ncu
 
 
 @contextlib.contextmanager
-def _follow_progress(log: Path, ctx: PartContext, interval_s: float = 0.2) -> Iterator[None]:
+def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | None = None,
+                     interval_s: float = 0.2) -> Iterator[None]:
     """While ncu runs, read its progress lines as its log grows and pass them on as ``ncu`` events: each launch
     whose profiling ended (``done``, its name and about how many seconds it took), and the launch being profiled
-    now (not ``done``: its name and the seconds so far, when it starts and then once a second)."""
+    now (not ``done``: its name and the seconds so far, when it starts and then once a second). At the end,
+    `phases` gets when (seconds after the start) ncu connected to the program and its first and last launch
+    ended, to the poll's resolution: where ncu's own time goes."""
     stop = threading.Event()
     reader = tool.ProgressReader()
+    t0 = time.time()
     last_tick = [0.0]
     try:
         offset = log.stat().st_size
@@ -321,6 +335,11 @@ def _follow_progress(log: Path, ctx: PartContext, interval_s: float = 0.2) -> It
         stop.set()
         t.join(timeout=5)
         pump()
+        if phases is not None:
+            for k, v in (("connected_s", reader.connected), ("first_launch_s", reader.first_end),
+                         ("last_launch_s", reader.last_end)):
+                if v is not None:
+                    phases[k] = round(v - t0, 3)
 
 
 def _seen(ctx: PartContext, req: NcuRequest, target: Target, exe: Path) -> str:
@@ -383,7 +402,8 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
 
 
 def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
-             t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None) -> NcuResult:
+             t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
+             phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
     from profctl.schema import concat
 
@@ -401,6 +421,11 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     diag = diagnose(summary, rec, cc, backend_order=target.backends())
     ncu_wall = max(v.ncu_wall_s for v in vals)
     total = time.perf_counter() - t0
+    # profctl's own time around ncu: before it (options, the run directory), reading the reports, the rest
+    first = min((float(p["started"]) for p in phases if p.get("started")), default=None)
+    timing = {"before_ncu_s": round(first - t0_wall, 3) if first is not None and t0_wall is not None else None,
+              "ncu_s": round(ncu_wall, 3), "read_s": round(max(v.read_s for v in vals), 3),
+              "ncu_phases": [{k: v for k, v in p.items() if k != "started"} for p in phases] or None}
     meta = dict(summary.meta)
     meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": vals[0].argv,
                  "nvtx_include": vals[0].filters, "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3),
@@ -414,8 +439,9 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     atomic_write_text(run_dir / "summary.json", summary.to_json() + "\n")
     device = next((v.device for v in vals if v.device), None)
     status = "complete" if len(ok) == len(outs) and not interrupted else "incomplete"
+    timing["after_s"] = round(time.perf_counter() - t0 - total, 3)
     runs.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3), total_wall_s=round(total, 3),
-                warnings=warnings, device=device or None, advice=advice,
+                warnings=warnings, device=device or None, advice=advice, timing=timing,
                 **({"reason": "interrupted"} if interrupted else {}))
     d = ok[0].dir
     assert d is not None

@@ -263,6 +263,9 @@ class ProgressReader:
         self._buf = ""
         self.current: tuple[str, float] | None = None
         self._last_end: float | None = None
+        #: when ncu said it connected to the program, and when the first and last profiled launch ended
+        self.connected: float | None = None
+        self.first_end: float | None = None
 
     def feed(self, text: str, now: float) -> list[Profiled]:
         self._buf += text
@@ -272,9 +275,15 @@ class ProgressReader:
             self._line(self._buf, now, complete=False)
         return out
 
+    @property
+    def last_end(self) -> float | None:
+        return self._last_end
+
     def _line(self, line: str, now: float, *, complete: bool) -> Profiled | None:
         m = _PROFILING.search(line)
         if m is None:
+            if self.connected is None and "==PROF== Connected" in line:
+                self.connected = now
             return None
         name = m.group("name")
         if self.current is None or self.current[0] != name:
@@ -284,6 +293,7 @@ class ProgressReader:
         passes = _PASSES.search(m.group("rest"))
         start = self.current[1]
         self.current, self._last_end = None, now
+        self.first_end = self.first_end or now
         return Profiled(name, int(m.group("id")) if m.group("id") else None,
                         int(passes.group(1)) if passes else None, max(0.0, now - start))
 
@@ -316,3 +326,33 @@ def narrowing_advice(counts: dict[str, int], *, recipe: str, seconds: float, onc
 
 def _short(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
+
+
+# ------------------------------------------------------------ reading, ready before the report is
+#: a tiny report (one small kernel, recorded on an H200 with plain ncu: profctl/tools/README.md) whose only use is
+#: to make ncu_report do its one-time start while ncu runs
+WARM_REPORT = Path(__file__).with_name("ncu_warm.ncu-rep")
+
+
+def warm_reader(report: Path | None = None) -> bool:
+    """ncu_report's first SASS lookup in a process costs 0.3-1 s (a one-time start inside the module, whatever
+    the report); done here on `report` (default: WARM_REPORT), e.g. in a thread while ncu runs, the report ncu
+    writes is read without it. False when there is nothing to do it with (no module, no report)."""
+    path = report or WARM_REPORT
+    if not path.is_file():
+        return False
+    try:
+        import ncu_report as mod
+
+        ctx = mod.load_report(str(path))
+        for ri in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(ri)
+            for ai in range(rng.num_actions()):
+                a = rng.action_by_idx(ai)
+                for name in a.metric_names() or ():  # a counter per instruction gives an address to ask about
+                    m = a.metric_by_name(name)
+                    if m is not None and m.has_correlation_ids() and m.num_instances():
+                        return bool(a.sass_by_pc(int(m.correlation_ids().as_uint64(0))))
+    except Exception:
+        return False
+    return False
