@@ -476,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", default=None, help="append start/result events here, one JSON object a line")
     p.add_argument("--serve", action="store_true",
                    help="stay up and run the batches of case indices given on stdin (workloads/serve.py)")
+    p.add_argument("--requests", default=None,
+                   help="with --serve: read the batches from this file (a FIFO its parent writes to) instead of stdin")
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--only", default=None,
                    help="run only these case indices, comma list (a parent spreading a sweep over workers)")
@@ -509,11 +511,12 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import get_ready, serve
+            from .serve import get_ready, requests_of, serve
 
             ready = get_ready(a.device, T_MAIN)
-            return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
-                         lambda: device_event(a.device), ready=ready)
+            with requests_of(a.requests) as lines:
+                return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
+                             lambda: device_event(a.device), lines, ready=ready)
         emit = jsonl_emitter(a.jsonl)
         emit(device_event(a.device))
         return _run_all(a, specs, emit, hooks)

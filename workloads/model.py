@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", type=int, default=0)
     p.add_argument("--only", default=None)
     p.add_argument("--serve", action="store_true", help="run batches of case indices given on stdin (serve.py)")
+    p.add_argument("--requests", default=None, help="with --serve: read the batches from this file, not stdin")
     p.add_argument("--torch-trace", default=None)
     p.add_argument("--torch-shapes", action="store_true")
     p.add_argument("--torch-memory", action="store_true")
@@ -214,11 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import get_ready, serve
+            from .serve import get_ready, requests_of, serve
 
             ready = get_ready(a.device, T_MAIN)
-            return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
-                         lambda: device_event(a.device), default=str, ready=ready)
+            with requests_of(a.requests) as lines:
+                return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
+                             lambda: device_event(a.device), lines, default=str, ready=ready)
         emit = jsonl_emitter(a.jsonl, default=str)
         emit(device_event(a.device))
         only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None

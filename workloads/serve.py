@@ -6,17 +6,18 @@ starting children).
 Each batch writes the device event, its cases' start and row events, then ``{"event": "idle"}`` into the batch's
 JSON-lines file; the caching allocator's free blocks are released after every batch, and Python's garbage too
 after every case that did not end ``ok`` (an OOM's tensors), so a later case is never measured on a process a
-failure left dirty. A CUDA error that breaks the context ends the process with status 3 (the parent starts a fresh one), and
-the end of stdin ends it with status 0.
+failure left dirty. A CUDA error that breaks the context ends the process with status 3 (the parent starts a
+fresh one), and the end of its input (stdin, or the FIFO ``--requests`` names) ends it with status 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .results import jsonl_emitter
@@ -38,6 +39,17 @@ def get_ready(device: str, t_main: float) -> dict[str, Any]:
     t2 = time.time()
     return {"event": "ready", "t_main": t_main, "import_s": round(t1 - t0, 3), "cuda_s": round(t2 - t1, 3),
             "t": t2}
+
+
+@contextlib.contextmanager
+def requests_of(path: str | None) -> Iterator[Iterable[str]]:
+    """The lines batches come on: stdin, or the file at `path` (a FIFO a parent process writes to: opened once
+    the process is ready, it ends when its last writer closes it)."""
+    if path is None:
+        yield sys.stdin
+        return
+    with open(path, encoding="utf-8") as f:
+        yield f
 
 
 def release_memory(collect: bool = True) -> None:

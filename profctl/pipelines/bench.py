@@ -141,7 +141,8 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             sweep.interrupted = True
         except BaseException as e:
             error = e
-        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None)
+        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None,
+                             timing=sweep.parts[0].get("timing") if sweep.parts and not ex.parallel else None)
     return _finish(req, sweep, run_dir, labels, error)
 
 
@@ -214,7 +215,7 @@ class _Gather:
         info = {"part": out.part.index, "dir": out.dir.name if out.dir is not None and self.tally.parallel else None,
                 "cases": len(cases), **{k: v for k, v in out.where.items() if k != "worker"},
                 "worker": out.where.get("worker"), "retry": out.part.retry or None,
-                "timing": value.timing if self.tally.parallel and value.timing else None}
+                "timing": value.timing or None}
         if out.error is not None:
             self.errors.append(out.error)
             info["error"] = _one_line(out.error)

@@ -41,19 +41,11 @@ from profctl.pipelines.executors import (
     PartContext,
     PartFn,
     PartOutcome,
-    WorkerKit,
     tool_event,
     where_label,
 )
 from profctl.pipelines.ledger import DONE, Flight, Ledger
-from profctl.pipelines.warm import WarmCommand, WarmPool
-
-try:  # the plugin that keeps a session's kit on each worker is a WorkerPlugin (Dask: an optional extra)
-    from distributed.diagnostics import plugin as _plugin
-
-    _WorkerPlugin: Any = _plugin.WorkerPlugin
-except ImportError:  # pragma: no cover - without Dask this module only says so (dask_missing)
-    _WorkerPlugin = object
+from profctl.pipelines.warm import Adoption, EarlyChildren, WarmCommand, key_of
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -71,11 +63,14 @@ CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and
 
 
 def dask_missing() -> bool:
+    """Whether Dask's distributed is not installed (asked without importing it: that takes half a second, better
+    spent later, while the warm children start)."""
+    import importlib.util
+
     try:
-        import distributed  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("distributed") is None
+    except (ImportError, ValueError):
         return True
-    return False
 
 
 def parse_gpus(spec: str | None) -> list[int] | None:
@@ -216,6 +211,7 @@ class DaskSession:
         #: the name of this session's worker plugin, which holds each worker's kit (profctl.pipelines.executors)
         self.kit_name = f"profctl-kit-{os.getpid()}-{secrets.token_hex(4)}"
         self._kit_on_scheduler = False
+        self.early: EarlyChildren | None = None  # warm children started here, before the local workers
         #: the workload children's values of WORKER_ENV_KEYS (None: unset), whatever the worker has
         self.child_env: dict[str, str | None] = {k: os.environ.get(k) for k in WORKER_ENV_KEYS}
         self._log_levels: dict[str, int] = {}
@@ -229,6 +225,8 @@ class DaskSession:
         from distributed import Client
 
         if self.ex.cluster is not None:
+            from profctl.pipelines.dask_kit import KitPlugin
+
             self.client = self._connect()
             self.client.register_plugin(KitPlugin(self.kit_name, self.child_env, warm), name=self.kit_name)
             self._kit_on_scheduler = True
@@ -264,12 +262,29 @@ class DaskSession:
             self.ex.on_note(msg)
 
     def _local_cluster(self, device: str, points: int | None, warm: WarmCommand | None) -> Any:
+        """One Nanny per GPU (or CPU worker), each with the session's kit; with `warm`, each worker's warm child
+        is started here first, so that it loads while Dask starts, and handed to its worker to adopt."""
+        specs = self._worker_envs(device, points)
+        adopt = self._spawn_early(specs, warm) if warm is not None and EarlyChildren.possible() else {}
         import dask
         from distributed import Nanny, Scheduler, SpecCluster
 
+        from profctl.pipelines.dask_kit import KitPlugin
+
         common = {"nthreads": 1, "memory_limit": 0, "silence_logs": logging.CRITICAL, "dashboard": False,
                   "preload": [__name__]}
-        specs: dict[str, Any] = {}
+        workers = {name: {"cls": Nanny, "options": {
+            **common, **({"resources": {"GPU": 1}} if device == "cuda" else {}), "env": env,
+            "plugins": (KitPlugin(self.kit_name, self.child_env, warm, adopt.get(name)),)}}
+            for name, env in specs.items()}
+        with dask.config.set(_CONFIG):
+            return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+                "dashboard": False, "dashboard_address": None}}, silence_logs=logging.CRITICAL)
+
+    def _worker_envs(self, device: str, points: int | None) -> dict[str, dict[str, str]]:
+        """The local workers to start, by name, with the environment each gets (its GPU; CPU workers split the
+        cores); no more than the points (and cores), said so when fewer than asked."""
+        specs: dict[str, dict[str, str]] = {}
         if device == "cuda":
             gpus = select_gpus(self.ex.gpus, self.ex.workers)
             if points is not None and len(gpus) > max(1, points):
@@ -278,24 +293,28 @@ class DaskSession:
                                f"starting {max(1, points)} worker{'s' if points > 1 else ''}")
                 gpus = gpus[:max(1, points)]
             for g in gpus:
-                specs[f"gpu{g.index}"] = {"cls": Nanny, "options": {
-                    **common, "resources": {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": g.uuid or str(g.index)},
-                    "plugins": (KitPlugin(self.kit_name, self.child_env, warm),)}}
-        else:
-            if self.ex.gpus is not None:
-                raise UsageError("--gpus: the workload runs on the CPU here (--device cpu, or no GPU is visible)")
-            n, note = worker_count(self.ex.workers, cores=os.cpu_count() or 1, points=points)
-            if note:
-                self._note(note)
-            threads = str(max(1, (os.cpu_count() or 1) // n))  # the workers share the cores, as CPUs do
-            self.child_env["OMP_NUM_THREADS"] = threads
-            for i in range(n):
-                specs[f"cpu{i}"] = {"cls": Nanny, "options": {
-                    **common, "env": {"OMP_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""},
-                    "plugins": (KitPlugin(self.kit_name, self.child_env, warm),)}}
-        with dask.config.set(_CONFIG):
-            return SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": {
-                "dashboard": False, "dashboard_address": None}}, silence_logs=logging.CRITICAL)
+                specs[f"gpu{g.index}"] = {"CUDA_VISIBLE_DEVICES": g.uuid or str(g.index)}
+            return specs
+        if self.ex.gpus is not None:
+            raise UsageError("--gpus: the workload runs on the CPU here (--device cpu, or no GPU is visible)")
+        n, note = worker_count(self.ex.workers, cores=os.cpu_count() or 1, points=points)
+        if note:
+            self._note(note)
+        threads = str(max(1, (os.cpu_count() or 1) // n))  # the workers share the cores, as CPUs do
+        self.child_env["OMP_NUM_THREADS"] = threads
+        return {f"cpu{i}": {"OMP_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""} for i in range(n)}
+
+    def _spawn_early(self, specs: dict[str, dict[str, str]], warm: WarmCommand) -> dict[str, Adoption]:
+        """Each local worker's warm child, started now by this process (the session owns it), with the
+        environment the worker would give it; None of it when the command cannot be had here."""
+        try:
+            argv, env = warm()
+        except Exception:  # the workers start their own (and say why they cannot)
+            return {}
+        self.early = EarlyChildren()
+        key = key_of(argv, {**self.child_env, **env})
+        return {name: self.early.spawn(name, argv, {**wenv, **self.child_env, **env}, key)
+                for name, wenv in specs.items()}
 
     def _quiet(self) -> None:
         """Dask's own log lines (a worker lost, a task failed) would tear the progress bar; profctl reports
@@ -309,8 +328,10 @@ class DaskSession:
         """The workers' kits first (their warm children end: on a cluster of yours they would keep their GPU
         memory), then the client and the local cluster."""
         if self.client is not None:
+            from profctl.pipelines.dask_kit import close_kit
+
             with contextlib.suppress(Exception):
-                self.client.run(_close_kit, self.kit_name)
+                self.client.run(close_kit, self.kit_name)
             if self._kit_on_scheduler:
                 with contextlib.suppress(Exception):
                     self.client.unregister_worker_plugin(self.kit_name)
@@ -321,6 +342,9 @@ class DaskSession:
             if self.cluster is not None:
                 self.cluster.close()
         self.client = self.cluster = None
+        if self.early is not None:
+            self.early.close()
+            self.early = None
         for name, level in self._log_levels.items():
             logging.getLogger(name).setLevel(level)
 
@@ -336,6 +360,8 @@ class DaskSession:
         nothing else waits. No more workers than `points`."""
         warm = warm if self.ex.warm else None
         if self.client is not None and self._kit_on_scheduler and warm is not None:
+            from profctl.pipelines.dask_kit import KitPlugin
+
             # connected already (a question asked on a worker): the kit again, now with its warm child
             self.client.register_plugin(KitPlugin(self.kit_name, self.child_env, warm), name=self.kit_name)
         self._start(device, points, warm)
@@ -532,37 +558,6 @@ class _Run:
 
 
 # ------------------------------------------------------------------------------------------- on the workers
-class KitPlugin(_WorkerPlugin):
-    """A session's kit on each worker (profctl.pipelines.executors.WorkerKit): made when the worker starts (a
-    local cluster's) or when the session connects (a cluster of yours), torn down when the session closes it
-    (``_close_kit``) or the worker ends. With `warm`, the worker's warm child starts at once, so its Python,
-    torch and CUDA context are ready by the time the first part arrives."""
-
-    def __init__(self, name: str, child_env: dict[str, str | None], warm: WarmCommand | None = None) -> None:
-        self.name, self.child_env, self.warm = name, dict(child_env), warm
-        self.kit: WorkerKit | None = None
-
-    def setup(self, worker: Any = None) -> None:
-        self.kit = WorkerKit(WarmPool(self.child_env))
-        if self.warm is not None:
-            try:
-                self.kit.pool.prestart(self.warm)
-            except Exception:  # the first part starts it again and says why it cannot
-                pass
-
-    def teardown(self, worker: Any = None) -> None:
-        if self.kit is not None:
-            self.kit.close()
-            self.kit = None
-
-
-def _close_kit(name: str, dask_worker: Any = None) -> None:
-    """Run on every worker at the session's end: its kit's children stopped, the plugin dropped."""
-    plugin = (getattr(dask_worker, "plugins", None) or {}).pop(name, None)
-    if plugin is not None:
-        plugin.teardown(dask_worker)
-
-
 def dask_setup(worker: Any) -> None:
     """Preloaded into each local worker process: ignore SIGINT. Ctrl-C in the terminal reaches the whole
     process group; the submitting process cancels the parts itself, so that they kill their child processes
@@ -581,15 +576,6 @@ def _shared(run_dir: Path) -> bool:
         return False
 
 
-def _kit(worker: Any, name: str) -> tuple[WorkerKit, bool]:
-    """The session's kit on this worker, or -- a worker the session's plugin did not reach -- one for this part
-    alone (True: the part closes it)."""
-    plugin = (getattr(worker, "plugins", None) or {}).get(name)
-    if plugin is not None and getattr(plugin, "kit", None) is not None:
-        return plugin.kit, False
-    return WorkerKit(WarmPool()), True
-
-
 def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, cancel_name: str,
               kit_name: str = "", warm: bool = False) -> dict[str, Any]:
     """One part on a worker: its folder (in the run directory when shared, else a temporary one whose files go
@@ -598,8 +584,10 @@ def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, c
     the worker's own is never changed."""
     from distributed import Event, get_worker
 
+    from profctl.pipelines.dask_kit import kit_of
+
     worker = get_worker()
-    kit, own = _kit(worker, kit_name)
+    kit, own = kit_of(worker, kit_name)
     run_dir = Path(run_dir_s)
     where: dict[str, Any] = {**kit.where(device), "worker": str(worker.name)}
     name = part.dirname(where)
