@@ -157,14 +157,15 @@ class WarmPool:
         return self.child(argv, dict(env))[0]
 
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop every child of the pool: all told at once that their input ended, then each waited for (and
-        killed past `grace_s`)."""
+        """Stop every child of the pool: all told at once that their input ended, then each of its own waited for
+        (and killed past `grace_s`)."""
         children = [self._children.pop(k) for k in list(self._children)]
         for c in children:
             c.end_input()
         deadline = time.monotonic() + grace_s
         for c in children:
-            c.stop(max(0.0, deadline - time.monotonic()))
+            if c.fifo is None:  # an adopted child is its parent's to wait for (EarlyChildren.close)
+                c.stop(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Stop the children and remove their logs' folders (each part copied what it needed)."""
@@ -265,9 +266,9 @@ class EarlyChildren:
         self._children.append((running.proc.pid, exit_file, t))
         return Adoption(running.proc.pid, str(fifo), str(log), str(exit_file), key, time.time())
 
-    def close(self, grace_s: float = 1.0) -> None:
-        """The children still running after `grace_s` (their workers closed their FIFOs: they are exiting) are
-        killed, each with what it started; the folder goes."""
+    def close(self, grace_s: float = 0.5) -> None:
+        """The children still running after `grace_s` (their workers closed their FIFOs: they are exiting; their
+        work is done) are killed, each with what it started; the folder goes."""
         deadline = time.monotonic() + grace_s
         for pid, exit_file, reaper in self._children:
             while not exit_file.exists() and time.monotonic() < deadline:

@@ -349,7 +349,7 @@ def warm_reader(report: Path | None = None) -> bool:
             rng = ctx.range_by_idx(ri)
             for ai in range(rng.num_actions()):
                 a = rng.action_by_idx(ai)
-                for name in a.metric_names() or ():  # a counter per instruction gives an address to ask about
+                for name in ("inst_executed", "smsp__pcsamp_sample_count"):  # counted per instruction address
                     m = a.metric_by_name(name)
                     if m is not None and m.has_correlation_ids() and m.num_instances():
                         return bool(a.sass_by_pc(int(m.correlation_ids().as_uint64(0))))

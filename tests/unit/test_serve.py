@@ -84,6 +84,9 @@ def test_a_child_the_session_starts_is_fed_by_the_worker_that_adopts_it(tmp_path
         assert evs[3]["index"] == 1 and evs[3]["status"] == "ok" and evs[1]["import_s"] >= 0
         # a second command line replaces it: the adopted child ends at the end of its input (status 0)
         other, new = pool.child([*argv, "--seed", "1"], {})
+        deadline = time.monotonic() + 30
+        while child.running.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert new and child.running.proc.poll() == 0 and other.fifo is None
         pool.close()
         # an adopted child that dies by a signal: the status its parent saw
