@@ -32,14 +32,15 @@ CAPTURE = ["--backend", "sdpa-flash,eager", "--batch", "2", "--heads", "16", "--
            "--seqlen", "1024,2048", "--device", "cuda"]
 
 
-def sh(argv: list[str], log: Path, timeout: float, env: dict[str, str] | None = None) -> tuple[int, float]:
+def sh(argv: list[str], log: Path, timeout: float, env: dict[str, str] | None = None,
+       cwd: str | None = None) -> tuple[int, float]:
     t0 = time.perf_counter()
     with open(log, "ab") as f:
         pre = " ".join(f"{k}={v}" for k, v in (env or {}).items())
         f.write(("\n$ " + pre + " " + " ".join(argv) + "\n").encode())
         f.flush()
         try:
-            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=cwd,
                                 env={**os.environ, **(env or {})}).returncode
         except subprocess.TimeoutExpired:
             rc = 124
@@ -52,9 +53,11 @@ def latest(reports: Path, kind: str) -> Path:
 
 def bench(name: str, extra: list[str], a: argparse.Namespace, reports: Path, log: Path,
           env: dict[str, str] | None = None) -> dict[str, Any]:
-    out = a.out / f"{name}.json"
+    out = a.out.resolve() / f"{name}.json"
+    # python -m puts the working directory first on sys.path: the code before runs from its own folder
+    cwd = a.before_path if name == "before" else None
     rc, wall = sh([sys.executable, "-m", "profctl", "bench", *SWEEP, "--iters", str(a.iters), "--warmup", "10",
-                   "-q", "-f", "json", "-o", str(out), "--reports", str(reports), *extra], log, 580, env)
+                   "-q", "-f", "json", "-o", str(out), "--reports", str(reports), *extra], log, 580, env, cwd)
     res: dict[str, Any] = {"name": name, "args": extra, "env": env, "rc": rc, "wall_s": round(wall, 2)}
     if rc == 0:
         run = latest(reports, "bench")

@@ -3,7 +3,7 @@
 # is the code before): bash .gpu-speed/benchmarks/gpu_session_speed.sh STEP...   (from /work/main's copy root)
 #   sweep  -- part 1 on nvidia-h200-x2: benchmarks/dask_scaling.py's 16-point sweep (--iters 150): serial,
 #             --workers 2 twice, PROFCTL_WARM=0 (cold), and --workers 2 with the code before (main)
-#   sweep2 -- part 1 again: serial and --workers 2 twice
+#   sweep2 -- part 1 again: serial, --workers 2 twice, and --workers 2 with the code before
 #   ncu    -- parts 2 and 3 on one GPU: the warm-up report recorded, source_overhead.py (both cases, the ways that
 #             tell why ncu ran longer inside profctl), --once on a built-in case, the GPU tests of parts 2-3
 set -u
@@ -29,8 +29,8 @@ for step in "$@"; do
       tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep" ;;
     sweep2)
       at sweep2
-      python3 benchmarks/dask_scaling.py --out "$OUT/sweep2" --iters 150 --no-captures --budget-s 200 \
-        --steps serial,workers2,workers2_b
+      python3 benchmarks/dask_scaling.py --out "$OUT/sweep2" --iters 150 --no-captures --budget-s 215 \
+        --steps serial,workers2,workers2_b,before --before-path "$ROOT"
       tar czf "$OUT/sweep2.tgz" -C "$OUT" sweep2 && rm -rf "$OUT/sweep2" ;;
     ncu)
       export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}

@@ -222,8 +222,6 @@ class DaskSession:
             return self.client
         t0 = time.monotonic()
         self._quiet()
-        from distributed import Client
-
         if self.ex.cluster is not None:
             from profctl.pipelines.dask_kit import KitPlugin
 
@@ -231,7 +229,9 @@ class DaskSession:
             self.client.register_plugin(KitPlugin(self.kit_name, self.child_env, warm), name=self.kit_name)
             self._kit_on_scheduler = True
         else:
-            self.cluster = self._local_cluster(device, points, warm)
+            self.cluster = self._local_cluster(device, points, warm)  # the warm children first, then Dask
+            from distributed import Client
+
             self.client = Client(self.cluster)
         info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) else \
             self.client.scheduler_info()
