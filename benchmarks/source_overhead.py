@@ -9,6 +9,7 @@ printing the source view. Ways:
 
 - ``profctl``: the whole `profctl ncu` command (wall time; its manifest gives ncu's own wall time inside it and
   where profctl's own time went: before ncu, reading the report, the rest);
+- ``profctl-old``: the same command run by the code before (`--old PATH`: a checkout, run from its folder);
 - ``alone``: subprocess.run with the output captured (a pipe), as one runs ncu by hand in a script;
 - ``proc``: profctl.proc.run from this process (output to a log file, stdin /dev/null, a session of its own),
   as profctl starts it, without anything else profctl does;
@@ -102,10 +103,14 @@ class Phases:
                 (("connected_s", r.connected), ("first_launch_s", r.first_end), ("last_launch_s", r.last_end))}
 
 
-def ways(case: list[str], root: Path, work: Path) -> dict[str, Callable[[], dict[str, Any]]]:
+def ways(case: list[str], root: Path, work: Path, old: str | None = None
+         ) -> dict[str, Callable[[], dict[str, Any]]]:
     from profctl import nvml, proc, runs
 
     pa = profctl_argv(case, root)
+    root_old = work / "reports-old"
+    po = profctl_argv(case, root_old)
+    here = Path.cwd()
     alone = ncu_alone(root, work)
     log = work / "alone.log"
 
@@ -114,6 +119,12 @@ def ways(case: list[str], root: Path, work: Path) -> dict[str, Callable[[], dict
         m = newest(root)
         return {"wall_s": wall, "ncu_s": m.get("ncu_wall_s"), "total_s": m.get("total_wall_s"),
                 "timing": m.get("timing")}
+
+    def profctl_old() -> dict[str, Any]:  # python -m: the old checkout's folder first on sys.path
+        argv = [str(here / a) if a.startswith("tests/") else a for a in po]
+        wall = timed(argv, cwd=Path(old) if old else None)
+        m = newest(root_old)
+        return {"wall_s": wall, "ncu_s": m.get("ncu_wall_s"), "total_s": m.get("total_wall_s")}
 
     def by_pipe() -> dict[str, Any]:
         return {"wall_s": timed(alone), "ncu_s": None}
@@ -140,16 +151,18 @@ def ways(case: list[str], root: Path, work: Path) -> dict[str, Callable[[], dict
         nvml.here("cuda")
         runs.environment()
 
-    return {"profctl": profctl, "alone": by_pipe, "proc": by_proc,
+    return {"profctl": profctl, "profctl-old": profctl_old, "alone": by_pipe, "proc": by_proc,
             "proc-nvml": lambda: by_proc(nvml_as_profctl), "proc-nvml-held": lambda: by_proc(held=True)}
 
 
-def measure(name: str, case: list[str], rounds: int, names: list[str]) -> dict[str, Any]:
+def measure(name: str, case: list[str], rounds: int, names: list[str], old: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as td:
         root, work = Path(td) / "reports", Path(td)
         first = timed(profctl_argv(case, root))  # warm-up (Triton compiles, caches) and the ncu argv
-        table = ways(case, root, work)
+        table = ways(case, root, work, old)
         timed(ncu_alone(root, work))
+        if "profctl-old" in names:
+            table["profctl-old"]()  # its warm-up
         got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for r in range(rounds):
             order = names[r % len(names):] + names[: r % len(names)]
@@ -164,6 +177,8 @@ def measure(name: str, case: list[str], rounds: int, names: list[str]) -> dict[s
                            "runs": got, "median_s": med}
     if "profctl" in med and "alone" in med:
         out["ratio"] = med["profctl"] / med["alone"]
+    if "profctl-old" in med and "alone" in med:
+        out["ratio_old"] = med["profctl-old"] / med["alone"]
     return out
 
 
@@ -172,6 +187,8 @@ def report(o: dict[str, Any]) -> None:
     line = f"{o['case']}: " + ", ".join(f"{n} {v:.2f} s" for n, v in med.items())
     if "ratio" in o:
         line += f"; profctl / alone {o['ratio']:.3f}x"
+    if "ratio_old" in o:
+        line += f"; the code before / alone {o['ratio_old']:.3f}x"
     print(line)
     p = o["runs"].get("profctl") or []
     if p:
@@ -210,11 +227,12 @@ def main() -> None:
     ap.add_argument("--ways", default="profctl,alone", help="for every case")
     ap.add_argument("--why-ways", default="profctl,alone,proc,proc-nvml,proc-nvml-held",
                     help="for the first case (where the diagnosis runs)")
+    ap.add_argument("--old", default=None, help="a checkout of the code before, for the way profctl-old")
     a = ap.parse_args()
     out = []
     for i, n in enumerate(a.cases.split(",")):
         names = (a.why_ways if i == 0 else a.ways).split(",")
-        out.append(measure(n, CASES[n], a.rounds, names))
+        out.append(measure(n, CASES[n], a.rounds, names, a.old))
         report(out[-1])
         Path(a.out).write_text(json.dumps(out, indent=1))
 
