@@ -53,7 +53,7 @@ t = time.perf_counter(); a.sass_by_pc(pc); print(f'cold: a real report first loo
         2>&1 | tail -15
       at "--once on a built-in case"
       timeout 40 python3 -m profctl ncu --recipe speed-of-light -b sdpa-flash -s 1024 --heads 8 --once \
-        --clock-control none --reports /tmp/once -f json -o /tmp/once.json 2>&1 | tail -3
+        --clock-control none --reports /tmp/once -f json > /tmp/once.json 2> /tmp/once.err; tail -3 /tmp/once.err
       python3 -c "import json; d=json.load(open('/tmp/once.json')); print('launches', [(x.get('kernel'), x.get('nvtx_range')) for x in d['meta']['launches']])" 2>&1 | tail -2
       tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu" ;;
   esac

@@ -36,15 +36,19 @@ def test_an_autotuning_program_is_told_how_to_narrow_before_anyone_gives_up(tmp_
     _ncu_or_skip()
     argv = [sys.executable, "-m", "profctl", "ncu", "--recipe", "speed-of-light", "--clock-control", "none",
             "--reports", str(tmp_path), "--", sys.executable, str(PROG)]
-    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          start_new_session=True)
-    advice, deadline = "", time.monotonic() + 240
+    err, deadline = b"", time.monotonic() + 240
     try:
         assert p.stderr is not None
-        os.set_blocking(p.stderr.fileno(), False)
+        fd = p.stderr.fileno()
+        os.set_blocking(fd, False)
         while time.monotonic() < deadline and p.poll() is None:
-            advice += p.stderr.read() or ""
-            if "profctl: note: ncu has profiled" in advice:
+            try:
+                err += os.read(fd, 65536)
+            except BlockingIOError:
+                pass
+            if b"profctl: note: ncu has profiled" in err and err.endswith(b"\n"):
                 break
             time.sleep(0.5)
     finally:
@@ -55,8 +59,9 @@ def test_an_autotuning_program_is_told_how_to_narrow_before_anyone_gives_up(tmp_
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    line = next((ln for ln in advice.splitlines() if ln.startswith("profctl: note: ncu has profiled")), None)
-    assert line is not None, advice[-2000:]
+    text = err.decode("utf-8", errors="replace")
+    line = next((ln for ln in text.splitlines() if ln.startswith("profctl: note: ncu has profiled")), None)
+    assert line is not None, text[-2000:]
     assert "scale_add" in line and "--once" in line and "speed-of-light recipe" in line
 
 
