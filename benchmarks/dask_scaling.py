@@ -32,13 +32,16 @@ CAPTURE = ["--backend", "sdpa-flash,eager", "--batch", "2", "--heads", "16", "--
            "--seqlen", "1024,2048", "--device", "cuda"]
 
 
-def sh(argv: list[str], log: Path, timeout: float) -> tuple[int, float]:
+def sh(argv: list[str], log: Path, timeout: float, env: dict[str, str] | None = None,
+       cwd: str | None = None) -> tuple[int, float]:
     t0 = time.perf_counter()
     with open(log, "ab") as f:
-        f.write(("\n$ " + " ".join(argv) + "\n").encode())
+        pre = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        f.write(("\n$ " + pre + " " + " ".join(argv) + "\n").encode())
         f.flush()
         try:
-            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=cwd,
+                                env={**os.environ, **(env or {})}).returncode
         except subprocess.TimeoutExpired:
             rc = 124
     return rc, time.perf_counter() - t0
@@ -48,17 +51,21 @@ def latest(reports: Path, kind: str) -> Path:
     return sorted(p for p in reports.iterdir() if f"-{kind}-" in p.name)[-1]
 
 
-def bench(name: str, extra: list[str], a: argparse.Namespace, reports: Path, log: Path) -> dict[str, Any]:
-    out = a.out / f"{name}.json"
+def bench(name: str, extra: list[str], a: argparse.Namespace, reports: Path, log: Path,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = a.out.resolve() / f"{name}.json"
+    # python -m puts the working directory first on sys.path: the code before runs from its own folder
+    cwd = a.before_path if name == "before" else None
     rc, wall = sh([sys.executable, "-m", "profctl", "bench", *SWEEP, "--iters", str(a.iters), "--warmup", "10",
-                   "-q", "-f", "json", "-o", str(out), "--reports", str(reports), *extra], log, 580)
-    res: dict[str, Any] = {"name": name, "args": extra, "rc": rc, "wall_s": round(wall, 2)}
+                   "-q", "-f", "json", "-o", str(out), "--reports", str(reports), *extra], log, 580, env, cwd)
+    res: dict[str, Any] = {"name": name, "args": extra, "env": env, "rc": rc, "wall_s": round(wall, 2)}
     if rc == 0:
         run = latest(reports, "bench")
         m = json.loads((run / "manifest.json").read_text())
         res["rows"] = json.loads(out.read_text())
         res["executor"] = m.get("executor")
         res["parts"] = m.get("parts")
+        res["timing"] = m.get("timing")  # the serial run's one part
     return res
 
 
@@ -94,7 +101,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--budget-s", type=float, default=420)
-    ap.add_argument("--steps", default="serial,workers2,workers1_gpu0", help="bench runs, in this order")
+    ap.add_argument("--steps", default="serial,workers2,workers1_gpu0",
+                    help="bench runs, in this order: serial, workers2 (again: workers2_b), cold (PROFCTL_WARM=0 "
+                         "--workers 2), before (--workers 2 with --before-path first on PYTHONPATH), workers1_gpu0")
+    ap.add_argument("--before-path", default=None, help="a checkout of the code before, for the 'before' step")
     ap.add_argument("--no-captures", action="store_true", help="skip the nsys/ncu captures")
     ap.add_argument("--dry", action="store_true", help="a tiny CPU sweep, to check the script without a GPU")
     a = ap.parse_args()
@@ -117,14 +127,19 @@ def main() -> int:
     def left() -> float:
         return a.budget_s - (time.perf_counter() - t_start)
 
-    known = {"serial": [], "workers2": ["--workers", "2"], "workers1_gpu0": ["--workers", "1", "--gpus", "0"]}
-    steps = [(n, known[n]) for n in a.steps.split(",")]
-    for name, extra in steps:
+    w2 = ["--workers", "2"]
+    before_env = {"PYTHONPATH": os.pathsep.join(x for x in (a.before_path, os.environ.get("PYTHONPATH")) if x)}
+    known: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "serial": ([], None), "workers2": (w2, None), "workers2_b": (w2, None),
+        "cold": (w2, {"PROFCTL_WARM": "0"}), "before": (w2, before_env),
+        "workers1_gpu0": (["--workers", "1", "--gpus", "0"], None)}
+    steps = [(n, *known[n]) for n in a.steps.split(",")]
+    for name, extra, env in steps:
         prev = results["bench"][0]["wall_s"] if results["bench"] else 0
-        if left() < prev * (0.7 if name == "workers2" else 1.1):
+        if left() < prev * (0.7 if name.startswith(("workers2", "cold", "before")) else 1.1):
             results["skipped"].append(name)
             continue
-        results["bench"].append(bench(name, extra, a, reports, log))
+        results["bench"].append(bench(name, extra, a, reports, log, env))
         print(f"{name}: rc {results['bench'][-1]['rc']} wall {results['bench'][-1]['wall_s']} s", flush=True)
     for tool in () if a.no_captures else ("nsys", "ncu"):
         for extra in ([], ["--workers", "2"]):
@@ -146,9 +161,20 @@ def summarize(results: dict[str, Any]) -> None:
     for r in results["bench"]:
         ratio = f"{r['wall_s'] / ser['wall_s']:.3f}x serial" if ser else ""
         ex = r.get("executor") or {}
-        parts = ", ".join(f"{p.get('dir')} {p.get('wall_s')} s" for p in (r.get("parts") or []))
-        print(f"{r['name']:>14}: rc {r['rc']}  {r['wall_s']:7.2f} s  {ratio}  dask start {ex.get('start_s')} s  "
-              f"{parts}")
+        print(f"{r['name']:>14}: rc {r['rc']}  {r['wall_s']:7.2f} s  {ratio}  dask start {ex.get('start_s')} s")
+        if r.get("timing"):
+            print(f"{'':>16}one part: {json.dumps(r['timing'])}")
+        per: dict[str, list[dict[str, Any]]] = {}
+        for p in r.get("parts") or []:
+            per.setdefault(str(p.get("gpu_index", p.get("worker"))), []).append(p)
+        for gpu, ps in sorted(per.items()):
+            tm = [p.get("timing") or {} for p in ps]
+            busy = sum(t.get("points_s", 0) for t in tm)
+            first = json.dumps({k: tm[0].get(k) for k in ("child_age_s", "wait_s", "child_ready")})
+            print(f"{'':>16}gpu{gpu}: {len(ps)} parts, cases {sum(p.get('cases', 0) for p in ps)}, part walls "
+                  f"{sum(p.get('wall_s', 0) for p in ps):.2f} s, points {busy:.2f} s, waits "
+                  f"{sum(t.get('wait_s', 0) for t in tm):.2f} s, overheads "
+                  f"{sum(t.get('overhead_s', 0) for t in tm):.2f} s; first: {first}")
     if ser and ser.get("rows"):
         base = medians(ser["rows"])
         print("\n== per-point median vs serial (ratio); noise: workers1 (GPU 0 again) vs serial ==")
@@ -164,11 +190,16 @@ def summarize(results: dict[str, Any]) -> None:
                            None)
                 cells.append(f"{m / v:8.3f} g{gpu}" if m else "      -")
             print(f"{k[0]:>10} {k[1]:>5} {k[2]!s:>6} {v:10.4f} " + " ".join(f"{c:>14}" for c in cells))
+        spread = {(x["backend"], x["seqlen_q"], x["causal"]): x.get("iqr_ratio") or 0
+                  for x in ser["rows"] if x.get("status") == "ok" and x.get("median_ms")}
         for n, r in b.items():
             if n != "serial" and r.get("rows"):
                 m = medians(r["rows"])
-                d = [abs(m[k] / v - 1) for k, v in base.items() if k in m]
-                print(f"{n}: max |ratio-1| {max(d) * 100:.2f} %, median {statistics.median(d) * 100:.2f} %")
+                d = {k: abs(m[k] / v - 1) for k, v in base.items() if k in m}
+                over = [k for k, x in d.items() if x > max(0.02, spread.get(k, 0))]
+                print(f"{n}: max |ratio-1| {max(d.values()) * 100:.2f} %, median "
+                      f"{statistics.median(d.values()) * 100:.2f} %; beyond max(2 %, the serial row's IQR/median): "
+                      f"{over or 'none'}")
     caps: dict[str, dict[str, Any]] = {}
     for c in results["captures"]:
         caps.setdefault(c["tool"], {})["workers2" if c["args"] else "serial"] = c

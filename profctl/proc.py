@@ -43,7 +43,7 @@ def run(
     *,
     log: Path,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     cwd: Path | None = None,
     check: bool = True,
     classify: Callable[[ProcResult], Exception | None] | None = None,
@@ -64,10 +64,7 @@ def run(
         raise ValueError("empty argv")
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    full_env = None
-    if env is not None:
-        full_env = dict(os.environ)
-        full_env.update(env)
+    full_env = _environment(env) if env is not None else None
     t0 = time.perf_counter()
     with open(log, "ab") as out:
         out.write(("$ " + " ".join(_quote(a) for a in argv) + "\n").encode())
@@ -105,6 +102,17 @@ def run(
         tail = last_line(res.log_text(20_000))
         raise ToolFailed(f"{Path(argv[0]).name} exited with status {rc}: {tail}", log=log)
     return res
+
+
+def _environment(env: Mapping[str, str | None] | None) -> dict[str, str]:
+    """This process's environment with `env` on top (a value None removes the variable)."""
+    full = dict(os.environ)
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    return full
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancelled: Callable[[], bool] | None) -> int:
@@ -146,15 +154,14 @@ class Running:
 
 
 def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
-          env: Mapping[str, str] | None = None, cwd: Path | None = None, die_with_parent: bool = False,
+          env: Mapping[str, str | None] | None = None, cwd: Path | None = None, die_with_parent: bool = False,
           stdin_pipe: bool = False) -> Running:
     """Start `argv` without waiting (same rules as `run`: argv list, output to `log`, a deadline). `stdin_pipe`:
     the child reads what the caller writes to ``Running.proc.stdin`` (a warm workload process fed its cases)."""
     argv = [str(a) for a in argv]
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env = _environment(env)
     out = open(log, "ab")  # noqa: SIM115 - the child writes to it after we return
     out.write(("$ " + " ".join(_quote(a) for a in argv) + "\n").encode())
     out.flush()

@@ -34,6 +34,10 @@ from .ranges import Nvtx, backward_markers
 from .results import jsonl_emitter, timing_stats
 from .torch_profile import make_hooks
 
+#: when this module started running (``time.time()``): a parent that knows when it started the process learns
+#: what Python's start and the imports cost (the warm child's ``ready`` event)
+T_MAIN = time.time()
+
 #: relative-error tolerance of the output against a float64 reference, per dtype. fp8 is checked against attention
 #: of the *dequantized* e4m3 inputs, so what is left is the rounding of P to e4m3 (3 mantissa bits, up to 2^-4
 #: relative): 2.0-2.6 % on random inputs (float64 emulation, b1 h2 s4096 d64/d128, benchmarks/fp8_tolerance.py),
@@ -472,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", default=None, help="append start/result events here, one JSON object a line")
     p.add_argument("--serve", action="store_true",
                    help="stay up and run the batches of case indices given on stdin (workloads/serve.py)")
+    p.add_argument("--requests", default=None,
+                   help="with --serve: read the batches from this file (a FIFO its parent writes to) instead of stdin")
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--only", default=None,
                    help="run only these case indices, comma list (a parent spreading a sweep over workers)")
@@ -505,10 +511,12 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import serve
+            from .serve import get_ready, requests_of, serve
 
-            return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
-                         lambda: device_event(a.device))
+            ready = get_ready(a.device, T_MAIN)
+            with requests_of(a.requests) as lines:
+                return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
+                             lambda: device_event(a.device), lines, ready=ready)
         emit = jsonl_emitter(a.jsonl)
         emit(device_event(a.device))
         return _run_all(a, specs, emit, hooks)

@@ -35,6 +35,8 @@ from .ranges import Nvtx
 from .results import jsonl_emitter
 from .torch_profile import make_hooks
 
+T_MAIN = time.time()  # when this module started running (the warm child's ready event)
+
 #: ranges the model code opens around a whole step: timed by the part timer, but not NVTX levels, so every part
 #: sits at ``<case>/<phase>/<part>`` in every mode -- the one shape an ncu --nvtx-include regex can select (ncu
 #: splits its expression at '/', so an optional level cannot be written)
@@ -189,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", type=int, default=0)
     p.add_argument("--only", default=None)
     p.add_argument("--serve", action="store_true", help="run batches of case indices given on stdin (serve.py)")
+    p.add_argument("--requests", default=None, help="with --serve: read the batches from this file, not stdin")
     p.add_argument("--torch-trace", default=None)
     p.add_argument("--torch-shapes", action="store_true")
     p.add_argument("--torch-memory", action="store_true")
@@ -212,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import serve
+            from .serve import get_ready, requests_of, serve
 
-            return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
-                         lambda: device_event(a.device), default=str)
+            ready = get_ready(a.device, T_MAIN)
+            with requests_of(a.requests) as lines:
+                return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
+                             lambda: device_event(a.device), lines, default=str, ready=ready)
         emit = jsonl_emitter(a.jsonl, default=str)
         emit(device_event(a.device))
         only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None

@@ -4,19 +4,20 @@ for once per worker rather than once per part (issue 24: a short sweep over two 
 starting children).
 
 Each batch writes the device event, its cases' start and row events, then ``{"event": "idle"}`` into the batch's
-JSON-lines file; memory is released after every batch and after every case that did not end ``ok`` (an OOM's
-tensors and the caching allocator's blocks), so a later case is never measured on a process a failure left
-dirty. A CUDA error that breaks the context ends the process with status 3 (the parent starts a fresh one), and
-the end of stdin ends it with status 0.
+JSON-lines file; the caching allocator's free blocks are released after every batch, and Python's garbage too
+after every case that did not end ``ok`` (an OOM's tensors), so a later case is never measured on a process a
+failure left dirty. A CUDA error that breaks the context ends the process with status 3 (the parent starts a
+fresh one), and the end of its input (stdin, or the FIFO ``--requests`` names) ends it with status 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .results import jsonl_emitter
@@ -24,18 +25,50 @@ from .results import jsonl_emitter
 Emit = Callable[[dict[str, Any]], None]
 
 
-def release_memory() -> None:
-    """Drop what a finished case left: Python garbage, then the CUDA caching allocator's free blocks."""
-    gc.collect()
+def get_ready(device: str, t_main: float) -> dict[str, Any]:
+    """Before the first request: import torch, start CUDA (a context on the GPU) and cuBLAS (a small matmul), so
+    that a child started ahead of its first batch has them ready when the batch comes; the ``ready`` event says
+    how long each took (``t``: ``time.time()``, the clock of the parent's events)."""
+    t0 = time.time()
+    import torch
+
+    t1 = time.time()
+    if device == "cuda" and torch.cuda.is_available():
+        x = torch.ones(64, 64, device="cuda", dtype=torch.bfloat16)
+        (x @ x).sum().item()
+    t2 = time.time()
+    return {"event": "ready", "t_main": t_main, "import_s": round(t1 - t0, 3), "cuda_s": round(t2 - t1, 3),
+            "t": t2}
+
+
+@contextlib.contextmanager
+def requests_of(path: str | None) -> Iterator[Iterable[str]]:
+    """The lines batches come on: stdin, or the file at `path` (a FIFO a parent process writes to: opened once
+    the process is ready, it ends when its last writer closes it)."""
+    if path is None:
+        yield sys.stdin
+        return
+    with open(path, encoding="utf-8") as f:
+        yield f
+
+
+def release_memory(collect: bool = True) -> None:
+    """Drop what a finished case left: Python garbage (`collect`: a full collection, 0.1-0.3 s with torch
+    loaded; needed after a failure, whose traceback may hold tensors), then the CUDA caching allocator's free
+    blocks."""
+    if collect:
+        gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
 
 def serve(run_batch: Callable[[Sequence[int], Emit], int], device_event: Callable[[], dict[str, Any]],
-          requests: Iterable[str] | None = None, *, default: Callable[[Any], Any] | None = None) -> int:
+          requests: Iterable[str] | None = None, *, default: Callable[[Any], Any] | None = None,
+          ready: dict[str, Any] | None = None) -> int:
     """Run batches as they come; the exit status: 0 at the end of the input, 2 for a request that is not one,
-    3 when a batch broke the CUDA context."""
+    3 when a batch broke the CUDA context. `ready`: what the process did before its first request (a ``ready``
+    event: how long its imports and CUDA start took), written into the first batch's file."""
     for line in requests if requests is not None else sys.stdin:
         line = line.strip()
         if not line:
@@ -49,10 +82,13 @@ def serve(run_batch: Callable[[Sequence[int], Emit], int], device_event: Callabl
             return 2
         emit = jsonl_emitter(path, default=default)
         emit(device_event())
+        if ready is not None:
+            emit(ready)
+            ready = None
         rc = run_batch(cases, emit)
-        release_memory()
         emit({"event": "idle", "rc": rc, "t": time.time()})
         print(f"serve: batch of {len(cases)} case(s) done (status {rc})", flush=True)
         if rc == 3:
             return 3
+        release_memory(collect=False)  # while the parent sends the next batch; a failed case collected already
     return 0

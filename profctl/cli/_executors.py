@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from profctl.cli._common import emit
+from profctl.cli._common import emit, warn
 from profctl.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +50,8 @@ def executor_of(workers: int | None, gpus: str | None, cluster: str | None, *, p
         return Local()
     from profctl.pipelines.dask_executor import DaskExecutor
 
-    return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None)
+    return DaskExecutor(workers=workers, gpus=gpus, cluster=cluster, on_progress=_bar() if progress else None,
+                        on_note=warn)
 
 
 def executor_options(fn: F | None = None, *, progress: bool = True) -> Any:

@@ -8,8 +8,12 @@ profiled once. See docs/ncu.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +63,10 @@ def ncu(
                                       help="also require the kernel's function name to match this regex"),
     launch_count: int | None = typer.Option(None, "--launch-count", "-c", rich_help_panel=_PANEL,
                                             help="profile at most this many launches in all (ncu -c)"),
+    once: bool = typer.Option(False, "--once", rich_help_panel=_PANEL,
+                              help="profile each distinct kernel once: the first launch of each kernel name that "
+                                   "passes the other filters (ncu --kernel-id ::regex:RE:1); for a program that "
+                                   "launches the same kernels many times (an autotuner, a training loop)"),
     replay_mode: str | None = typer.Option(None, "--replay-mode", rich_help_panel=_PANEL,
                                            help="kernel, application, range or app-range [default: ncu's]"),
     clock_control: str | None = typer.Option(None, "--clock-control", rich_help_panel=_PANEL,
@@ -88,7 +96,7 @@ def ncu(
         wl = wl.with_iters(1)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
     req = pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
-                              launch_skip=launch_skip, launch_count=launch_count, range=range_,
+                              launch_skip=launch_skip, launch_count=launch_count, range=range_, once=once,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
                               timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
     pipeline.check(req)
@@ -96,7 +104,8 @@ def ncu(
     check_reports(reports)
     req = replace(req, exe=pipeline.tool.find())
     try:
-        res = pipeline.run(req)
+        with _showing_progress() as show:
+            res = pipeline.run(req, on_progress=show)
     except NothingMatched as e:
         raise with_range_hint(e, req.target) from None
     _print(res, format)
@@ -107,6 +116,41 @@ def ncu(
         text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
         raise program_failed(res.returncode, proc.error_tail(text),
                              "the launches profiled before are shown above and kept in", res.run_dir, log)
+
+
+@contextlib.contextmanager
+def _showing_progress(every_s: float = 60.0) -> Iterator[Callable[[Any], None]]:
+    """What ncu has profiled, while it runs: a live line on a terminal (kernels so far, the last one's time, the
+    one being profiled), a line every `every_s` seconds otherwise (a CI log); and, once ncu profiles far more
+    launches than the recipe needs, how to narrow the run -- printed once, on a terminal or not."""
+    lock = threading.Lock()
+    said = {"advice": False, "at": time.monotonic()}
+    status: Any = None
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        status = Console(stderr=True).status("ncu: starting", spinner="dots")
+
+    def show(p: Any) -> None:
+        with lock:
+            if p.advice and not said["advice"]:
+                said["advice"] = True
+                msg = f"profctl: note: {p.advice}"
+                if status is not None:
+                    status.console.print(msg, markup=False, highlight=False, soft_wrap=True)
+                else:
+                    print(msg, file=sys.stderr, flush=True)
+            if status is not None:
+                status.update(p.describe())
+            elif time.monotonic() - said["at"] >= every_s and p.launches:
+                said["at"] = time.monotonic()
+                print(f"profctl: {p.describe()}", file=sys.stderr, flush=True)
+
+    if status is None:
+        yield show
+        return
+    with status:
+        yield show
 
 
 def _print(result: Any, format: str) -> None:

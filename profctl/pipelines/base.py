@@ -19,6 +19,7 @@ from profctl.pipelines.executors import Local, OnEvent, PartContext, PartOutcome
 from profctl.proc import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    from profctl.pipelines.warm import WarmCommand
     from profctl.tools.proton import ProtonOptions
     from profctl.tools.torchprof import TorchOptions
 
@@ -126,8 +127,10 @@ class Session(Protocol):
         directory itself."""
         ...
 
-    def prepare(self, device: str) -> None:
-        """Get ready to run parts of a `device` workload (start the workers), before the run directory exists."""
+    def prepare(self, device: str, *, points: int | None = None, warm: WarmCommand | None = None) -> None:
+        """Get ready to run parts of a `device` workload (start the workers), before the run directory exists:
+        `points` the cases to run (no more workers than that), `warm` the command of the warm workload child a
+        worker may start now (profctl.pipelines.warm), so that it is ready when the first part comes."""
         ...
 
     def ask(self, fn: Callable[..., R], *args: Any) -> R:
@@ -135,11 +138,13 @@ class Session(Protocol):
         ...
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
-                  ) -> Generator[PartOutcome[V], None, None]:
+                  on_event: OnEvent, weights: Sequence[float] | None = None, keys: Sequence[str] | None = None,
+                  warm: bool = False) -> Generator[PartOutcome[V], None, None]:
         """`fn` over parts of `cases` (one part serially), each part's outcome as it ends; its events go to
-        `on_event` in this process. `warm`: `fn` keeps a warm child per worker (``PartContext.warm``), so an
-        executor of workers may cut the cases into single-case parts dealt to workers as they free up."""
+        `on_event` in this process. `weights`: each case's cost model, `keys`: what its time is learnt with (the
+        backend; profctl.pipelines.ledger). `warm`: `fn` keeps a warm child per worker (``PartContext.warm``), so an
+        executor of workers may cut the cases into single-case parts dealt to workers as they free up, longest
+        first."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -92,11 +92,12 @@ class BenchResult(Result):
 
 @dataclass
 class BenchPart:
-    """What one part of a sweep returns: its rows by case index (those its events brought already included) and
-    the device its workload child reported."""
+    """What one part of a sweep returns: its rows by case index (those its events brought already included),
+    the device its workload child reported, and where its time went (`timing`: the manifest's part record)."""
 
     rows: dict[int, BenchRow] = field(default_factory=dict)
     device: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
 
 
 def check(req: BenchRequest) -> None:
@@ -120,7 +121,7 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             req = replace(req, baseline=None)  # it would add only unsupported rows (eager in an fp8 sweep)
         if req.baseline and req.baseline not in backends:
             target = target.with_backends([*backends, req.baseline])
-        ex.prepare(target.device)
+        ex.prepare(target.device, points=len(target.cases()), warm=functools.partial(serve_command, target))
         run_dir = runs.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
                                label=",".join(sorted(set(labels.values()))) or None,
                                extra={**target.manifest(), "labels": labels or None})
@@ -130,7 +131,8 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         try:
             with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
                 outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
-                                        on_event=sweep.on_event, weights=target.costs(), warm=True)
+                                        on_event=sweep.on_event, weights=target.costs(),
+                                        keys=[str(getattr(c, "backend", "")) for c in sweep.specs], warm=True)
                 with contextlib.closing(outcomes):
                     for out in outcomes:
                         sweep.take(out)
@@ -139,8 +141,18 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             sweep.interrupted = True
         except BaseException as e:
             error = e
-        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None)
+        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None,
+                             timing=sweep.parts[0].get("timing") if sweep.parts and not ex.parallel else None)
     return _finish(req, sweep, run_dir, labels, error)
+
+
+def serve_command(target: Workload | Model) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of the warm child (``--serve``) for `target`, as the machine that asks
+    runs it (its own Python): a worker's kit starts it before the first part comes, and the parts find it."""
+    import sys
+
+    t = target.for_worker(sys.executable)
+    return t.argv(extra=["--serve"]), t.env()
 
 
 def _refuses_all(backend: str, target: Workload | Model) -> bool:
@@ -202,7 +214,8 @@ class _Gather:
         cases = out.part.cases if out.part.cases is not None else range(len(self.specs))
         info = {"part": out.part.index, "dir": out.dir.name if out.dir is not None and self.tally.parallel else None,
                 "cases": len(cases), **{k: v for k, v in out.where.items() if k != "worker"},
-                "worker": out.where.get("worker"), "retry": out.part.retry or None}
+                "worker": out.where.get("worker"), "retry": out.part.retry or None,
+                "timing": value.timing or None}
         if out.error is not None:
             self.errors.append(out.error)
             info["error"] = _one_line(out.error)
@@ -234,8 +247,9 @@ def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float)
         sweep.stop()
         raise
     finally:
-        sweep.sampler.stop()
-    return BenchPart(rows=sweep.rows, device=sweep.device)
+        if sweep.own_sampler:
+            sweep.sampler.stop()
+    return BenchPart(rows=sweep.rows, device=sweep.device, timing=sweep.timing())
 
 
 class _Sweep:
@@ -247,7 +261,8 @@ class _Sweep:
         self.todo = list(ctx.part.cases) if ctx.part.cases is not None else list(range(len(self.specs)))
         self.events = runs.EventTail(ctx.workdir / EVENTS)
         self.log = ctx.workdir / LOG
-        self.sampler = Sampler(ctx.gpu_index or 0).start() if target.device == "cuda" else Sampler(-1)
+        self.sampler: Any
+        self.sampler, self.own_sampler = ctx.sampler() if target.device == "cuda" else (Sampler(-1), True)
         self.device: dict[str, Any] = {"nvml_name": self.sampler.name, "driver": self.sampler.driver}
         self.where = where_fields(ctx.where)
         self.rows: dict[int, BenchRow] = {}
@@ -256,6 +271,9 @@ class _Sweep:
         self.current: int | None = None
         self.started = 0.0
         self.idle = False  # a warm child said it finished the batch it was given
+        self.t0 = time.time()
+        self.clock: dict[str, Any] = {}  # where the part's time went (see timing())
+        self.spans: dict[int, float] = {}  # case -> its start on the child's clock
 
     def run_all(self) -> None:
         """One child after another, each resuming after the last point seen, until every point has a row (on a
@@ -272,6 +290,7 @@ class _Sweep:
             contiguous = remaining == list(range(first, len(self.specs)))
             argv = self.target.argv(jsonl=self.events.path, skip=first if contiguous else 0,
                                     only=None if contiguous else remaining)
+            self.clock.setdefault("sent", time.time())  # a child of its own: its start is the part's wait
             self.child = self.ctx.spawn(argv, log=self.log, env=self.target.env(),
                                         timeout_s=self.point_timeout_s * len(remaining) + 300)
             self.ctx.record_tool("workload", list(argv), log=self.log, skip=first)
@@ -281,16 +300,17 @@ class _Sweep:
     def _run_warm(self) -> None:
         """This part's cases in the worker's warm child (profctl.pipelines.warm): a batch at a time, a fresh
         child after one died (the case it died in is a ``crashed`` row), its output copied into the part's log."""
-        from profctl.pipelines import warm
-
         argv = self.target.argv(extra=["--serve"])
         todo = list(self.todo)
         while todo and not self.ctx.cancelled():
-            child, new = warm.child(argv, self.target.env())
-            if new:  # its output goes into each part's workload.log, this one's first
+            assert self.ctx.kit is not None
+            child, new = self.ctx.kit.pool.child(argv, self.target.env())
+            if new or child.batches == 0:  # its output goes into each part's workload.log, this one's first
                 self.ctx.record_tool("workload", list(argv), log=self.log, warm=True)
             self.child, self.current, self.idle = child.running, None, False
             start = child.log_size()
+            self.clock.setdefault("child_age_s", round(time.time() - child.spawned, 3))
+            self.clock.setdefault("sent", time.time())
             child.send(todo, self.events.path)
             self._follow(todo[0])
             child.copy_log(start, self.log)
@@ -298,9 +318,13 @@ class _Sweep:
 
     def _follow(self, start: int) -> int:
         """Follow the running child to its end (or kill it at a point's timeout, or when the run is cancelled;
-        a warm child: to the end of its batch); the next point to run."""
+        a warm child: to the end of its batch); the next point to run. Polls every few milliseconds after an
+        event (a warm child's short points end in milliseconds), backing off to 50 ms while a point runs."""
+        nap = 0.002
         while True:
-            self._take(self.events.read())
+            evs = self.events.read()
+            self._take(evs)
+            nap = 0.002 if evs else min(0.05, nap * 2)
             if self.idle:
                 return len(self.specs)
             rc = self.child.proc.poll()
@@ -316,7 +340,7 @@ class _Sweep:
                 self.child.kill()
                 self._take(self.events.read(final=True))
                 return len(self.specs)
-            time.sleep(0.05)
+            time.sleep(nap)
 
     def _on_exit(self, rc: int, start: int) -> int:
         """The next point after the child ended: past the point it died in, else past its last row."""
@@ -356,19 +380,40 @@ class _Sweep:
                 self.current, self.started = int(ev["index"]), time.monotonic()
                 self.memory = ev.get("memory")
                 self.sampler.take()  # drop samples from between points
-                self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util})
+                self.spans[self.current] = float(ev.get("t") or time.time())
+                self.clock.setdefault("first_start", self.spans[self.current])
+                self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util,
+                               "t": self.spans[self.current]})
                 faults.on_worker(self.specs[self.current], worker=self.ctx.on_worker)  # profctl's tests
             elif kind == "row":
                 i = int(ev["index"])
-                self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device))
+                if i in self.spans and ev.get("t"):
+                    self.clock["points_s"] = self.clock.get("points_s", 0.0) + float(ev["t"]) - self.spans[i]
+                self._row(i, make_row(self.specs[i], ev, self.sampler.take(), self.device), t=ev.get("t"))
                 self.current = None if self.current == i else self.current
             elif kind == "idle":
                 self.idle = True
+            elif kind == "ready":  # a warm child's start: its imports and CUDA (workloads/serve.py)
+                self.clock["child_ready"] = {k: ev.get(k) for k in ("import_s", "cuda_s")}
 
-    def _row(self, i: int, row: BenchRow) -> None:
+    def _row(self, i: int, row: BenchRow, t: float | None = None) -> None:
         row.update(self.where)
         self.rows[i] = row
-        self.ctx.emit({"event": "row", "index": i, "row": row, "util": self.sampler.util})
+        self.ctx.emit({"event": "row", "index": i, "row": row, "util": self.sampler.util, "t": t or time.time()})
+
+    def timing(self) -> dict[str, Any]:
+        """Where the part's time went, for the manifest: its wall time; the seconds its points took (start to
+        row, on the child's clock); for a warm child, how old it was when the part sent its batch and how long
+        the batch waited for the child's first start event; the rest (``overhead_s``) is the part's own work."""
+        wall = time.time() - self.t0
+        out: dict[str, Any] = {"wall_s": round(wall, 3), "points_s": round(self.clock.get("points_s", 0.0), 3)}
+        if "sent" in self.clock and "first_start" in self.clock:
+            out["wait_s"] = round(self.clock["first_start"] - self.clock["sent"], 3)
+        for k in ("child_age_s", "child_ready"):
+            if k in self.clock:
+                out[k] = self.clock[k]
+        out["overhead_s"] = round(wall - out["points_s"] - out.get("wait_s", 0.0), 3)
+        return out
 
     def stop(self) -> None:
         """Kill the child and keep every row it finished (read from the start: an interrupt may have come

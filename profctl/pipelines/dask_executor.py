@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import queue
+import secrets
 import shutil
 import signal
 import tempfile
@@ -40,10 +41,11 @@ from profctl.pipelines.executors import (
     PartContext,
     PartFn,
     PartOutcome,
-    split,
     tool_event,
     where_label,
 )
+from profctl.pipelines.ledger import DONE, Flight, Ledger
+from profctl.pipelines.warm import Adoption, EarlyChildren, WarmCommand, key_of
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -61,11 +63,14 @@ CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and
 
 
 def dask_missing() -> bool:
+    """Whether Dask's distributed is not installed (asked without importing it: that takes half a second, better
+    spent later, while the warm children start)."""
+    import importlib.util
+
     try:
-        import distributed  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("distributed") is None
+    except (ImportError, ValueError):
         return True
-    return False
 
 
 def parse_gpus(spec: str | None) -> list[int] | None:
@@ -113,16 +118,18 @@ class DaskExecutor:
     gpus: str | None = None
     cluster: str | None = None
     parts_per_worker: int = 1
-    #: keep one warm workload child per worker and deal single cases to workers as they free up (issue 24);
-    #: PROFCTL_WARM=0 starts a child per part as before
+    #: keep one warm workload child per worker and deal single cases to workers as they free up, longest first
+    #: (issues 24, 31); PROFCTL_WARM=0 deals every case up front into a part per worker, a child per part
     warm: bool = field(default_factory=lambda: os.environ.get("PROFCTL_WARM", "1") != "0")
     connect_timeout_s: float = 30.0
     on_progress: Callable[[Progress], None] | None = field(default=None, compare=False)
+    #: told what the user should know about the workers (fewer started than asked, and why); the CLI prints it
+    on_note: Callable[[str], None] | None = field(default=None, compare=False)
     name: str = "dask"
     local: Local = field(default_factory=Local)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "on_progress": None}  # a progress bar stays in the submitting process
+    def __getstate__(self) -> dict[str, Any]:  # callbacks stay in the submitting process
+        return {**self.__dict__, "on_progress": None, "on_note": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
@@ -139,6 +146,8 @@ class DaskExecutor:
         if self.parts_per_worker < 1:
             raise UsageError(f"parts_per_worker must be at least 1, got {self.parts_per_worker}")
         parse_gpus(self.gpus)
+        if self.cluster is not None:
+            check_address(self.cluster)
 
     def spawn(self, argv: Sequence[str], **kw: Any) -> proc.Running:
         return self.local.spawn(argv, **kw)
@@ -155,8 +164,38 @@ class DaskExecutor:
             s.close()
 
 
+def check_address(address: str) -> None:
+    """UsageError unless `address` reads as a Dask scheduler's address (``tcp://HOST:PORT``, ``HOST:PORT``,
+    ``tls://...``, ``inproc://...``): Dask's own parser, so what it accepts is what profctl accepts."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(address, strict=False)
+        if scheme in ("tcp", "tls", "ws", "wss", "ucx"):
+            parse_host_port(loc)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"--cluster {address!r} is not a scheduler address ({e}); give tcp://HOST:PORT, "
+                         f"e.g. tcp://10.0.0.5:8786") from None
+
+
+def worker_count(asked: int | None, *, cores: int, points: int | None) -> tuple[int, str | None]:
+    """CPU workers to start for `asked` (None: one) and `points` cases on `cores` cores: no more than either
+    (a worker beyond them only waits, and starting it costs seconds); with the note to print when fewer than asked
+    start."""
+    want = asked or 1
+    limits = [(cores, f"{cores} CPU core{'s' if cores != 1 else ''} here")]
+    if points is not None:
+        limits.append((max(1, points), f"{points} point{'s' if points != 1 else ''} to run"))
+    n = min([want, *(k for k, _ in limits)])
+    if asked is None or n >= asked:
+        return n, None
+    why = " and ".join(w for k, w in limits if k < asked)
+    return n, f"--workers {asked}: {why}; starting {n} worker{'s' if n != 1 else ''}"
+
+
 class DaskSession:
-    """One run's use of Dask: the client (and the local cluster it started), the parts in flight."""
+    """One run's use of Dask: the client (and the local cluster it started), the workers' kits (their warm
+    children: owned here, closed at the end), the parts in flight."""
 
     parallel = True
 
@@ -167,30 +206,32 @@ class DaskSession:
         self.workers: list[dict[str, Any]] = []
         self.started_s: float | None = None
         self.lost: list[dict[str, Any]] = []  # parts whose worker died
+        self.notes: list[str] = []
+        self.deal: dict[str, Any] | None = None
+        #: the name of this session's worker plugin, which holds each worker's kit (profctl.pipelines.executors)
+        self.kit_name = f"profctl-kit-{os.getpid()}-{secrets.token_hex(4)}"
+        self._kit_on_scheduler = False
+        self.early: EarlyChildren | None = None  # warm children started here, before the local workers
         #: the workload children's values of WORKER_ENV_KEYS (None: unset), whatever the worker has
         self.child_env: dict[str, str | None] = {k: os.environ.get(k) for k in WORKER_ENV_KEYS}
         self._log_levels: dict[str, int] = {}
 
     # ---- the cluster
-    def _start(self, device: str) -> Any:
+    def _start(self, device: str, points: int | None = None, warm: WarmCommand | None = None) -> Any:
         if self.client is not None:
             return self.client
         t0 = time.monotonic()
         self._quiet()
-        from distributed import Client
-
         if self.ex.cluster is not None:
-            try:
-                self.client = Client(self.ex.cluster, timeout=self.ex.connect_timeout_s)
-            except (OSError, TimeoutError) as e:
-                raise UsageError(f"--cluster {self.ex.cluster}: cannot reach a Dask scheduler there ({e})") from None
-            try:
-                self.client.wait_for_workers(1, timeout=self.ex.connect_timeout_s)
-            except TimeoutError:
-                raise UsageError(f"--cluster {self.ex.cluster}: the scheduler has no worker "
-                                 f"(start some: docs/cluster.md)") from None
+            from profctl.pipelines.dask_kit import KitPlugin
+
+            self.client = self._connect()
+            self.client.register_plugin(KitPlugin(self.kit_name, self.child_env, warm), name=self.kit_name)
+            self._kit_on_scheduler = True
         else:
-            self.cluster = self._local_cluster(device)
+            self.cluster = self._local_cluster(device, points, warm)  # the warm children first, then Dask
+            from distributed import Client
+
             self.client = Client(self.cluster)
         info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) else \
             self.client.scheduler_info()
@@ -199,29 +240,81 @@ class DaskSession:
         self.started_s = round(time.monotonic() - t0, 3)
         return self.client
 
-    def _local_cluster(self, device: str) -> Any:
+    def _connect(self) -> Any:
+        from distributed import Client
+
+        address = self.ex.cluster
+        try:
+            client = Client(address, timeout=self.ex.connect_timeout_s)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UsageError(f"--cluster {address}: cannot reach a Dask scheduler there ({e})") from None
+        try:
+            client.wait_for_workers(1, timeout=self.ex.connect_timeout_s)
+        except TimeoutError:
+            client.close()
+            raise UsageError(f"--cluster {address}: the scheduler has no worker (start some: docs/cluster.md)"
+                             ) from None
+        return client
+
+    def _note(self, msg: str) -> None:
+        self.notes.append(msg)
+        if self.ex.on_note is not None:
+            self.ex.on_note(msg)
+
+    def _local_cluster(self, device: str, points: int | None, warm: WarmCommand | None) -> Any:
+        """One Nanny per GPU (or CPU worker), each with the session's kit; with `warm`, each worker's warm child
+        is started here first, so that it loads while Dask starts, and handed to its worker to adopt."""
+        specs = self._worker_envs(device, points)
+        adopt = self._spawn_early(specs, warm) if warm is not None and EarlyChildren.possible() else {}
         import dask
         from distributed import Nanny, Scheduler, SpecCluster
 
+        from profctl.pipelines.dask_kit import KitPlugin
+
         common = {"nthreads": 1, "memory_limit": 0, "silence_logs": logging.CRITICAL, "dashboard": False,
                   "preload": [__name__]}
-        specs: dict[str, Any] = {}
-        if device == "cuda":
-            for g in select_gpus(self.ex.gpus, self.ex.workers):
-                specs[f"gpu{g.index}"] = {"cls": Nanny, "options": {
-                    **common, "resources": {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": g.uuid or str(g.index)}}}
-        else:
-            if self.ex.gpus is not None:
-                raise UsageError("--gpus: the workload runs on the CPU here (--device cpu, or no GPU is visible)")
-            n = self.ex.workers or 1
-            threads = str(max(1, (os.cpu_count() or 1) // n))  # the workers share the cores, as CPUs do
-            self.child_env["OMP_NUM_THREADS"] = threads
-            for i in range(n):
-                specs[f"cpu{i}"] = {"cls": Nanny, "options": {
-                    **common, "env": {"OMP_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""}}}
+        workers = {name: {"cls": Nanny, "options": {
+            **common, **({"resources": {"GPU": 1}} if device == "cuda" else {}), "env": env,
+            "plugins": (KitPlugin(self.kit_name, self.child_env, warm, adopt.get(name)),)}}
+            for name, env in specs.items()}
         with dask.config.set(_CONFIG):
-            return SpecCluster(workers=specs, scheduler={"cls": Scheduler, "options": {
+            return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
                 "dashboard": False, "dashboard_address": None}}, silence_logs=logging.CRITICAL)
+
+    def _worker_envs(self, device: str, points: int | None) -> dict[str, dict[str, str]]:
+        """The local workers to start, by name, with the environment each gets (its GPU; CPU workers split the
+        cores); no more than the points (and cores), said so when fewer than asked."""
+        specs: dict[str, dict[str, str]] = {}
+        if device == "cuda":
+            gpus = select_gpus(self.ex.gpus, self.ex.workers)
+            if points is not None and len(gpus) > max(1, points):
+                if self.ex.workers is not None or self.ex.gpus is not None:
+                    self._note(f"{len(gpus)} GPUs selected for {points} point{'s' if points != 1 else ''}; "
+                               f"starting {max(1, points)} worker{'s' if points > 1 else ''}")
+                gpus = gpus[:max(1, points)]
+            for g in gpus:
+                specs[f"gpu{g.index}"] = {"CUDA_VISIBLE_DEVICES": g.uuid or str(g.index)}
+            return specs
+        if self.ex.gpus is not None:
+            raise UsageError("--gpus: the workload runs on the CPU here (--device cpu, or no GPU is visible)")
+        n, note = worker_count(self.ex.workers, cores=os.cpu_count() or 1, points=points)
+        if note:
+            self._note(note)
+        threads = str(max(1, (os.cpu_count() or 1) // n))  # the workers share the cores, as CPUs do
+        self.child_env["OMP_NUM_THREADS"] = threads
+        return {f"cpu{i}": {"OMP_NUM_THREADS": threads, "CUDA_VISIBLE_DEVICES": ""} for i in range(n)}
+
+    def _spawn_early(self, specs: dict[str, dict[str, str]], warm: WarmCommand) -> dict[str, Adoption]:
+        """Each local worker's warm child, started now by this process (the session owns it), with the
+        environment the worker would give it; None of it when the command cannot be had here."""
+        try:
+            argv, env = warm()
+        except Exception:  # the workers start their own (and say why they cannot)
+            return {}
+        self.early = EarlyChildren()
+        key = key_of(argv, {**self.child_env, **env})
+        return {name: self.early.spawn(name, argv, {**wenv, **self.child_env, **env}, key)
+                for name, wenv in specs.items()}
 
     def _quiet(self) -> None:
         """Dask's own log lines (a worker lost, a task failed) would tear the progress bar; profctl reports
@@ -232,6 +325,16 @@ class DaskSession:
             lg.setLevel(logging.CRITICAL)
 
     def close(self) -> None:
+        """The workers' kits first (their warm children end: on a cluster of yours they would keep their GPU
+        memory), then the client and the local cluster."""
+        if self.client is not None:
+            from profctl.pipelines.dask_kit import close_kit
+
+            with contextlib.suppress(Exception):
+                self.client.run(close_kit, self.kit_name)
+            if self._kit_on_scheduler:
+                with contextlib.suppress(Exception):
+                    self.client.unregister_worker_plugin(self.kit_name)
         with contextlib.suppress(Exception):
             if self.client is not None:
                 self.client.close()
@@ -239,18 +342,29 @@ class DaskSession:
             if self.cluster is not None:
                 self.cluster.close()
         self.client = self.cluster = None
+        if self.early is not None:
+            self.early.close()
+            self.early = None
         for name, level in self._log_levels.items():
             logging.getLogger(name).setLevel(level)
 
     def describe(self) -> dict[str, Any]:
         return {"name": "dask", "cluster": self.ex.cluster or "local", "workers": self.workers,
-                "start_s": self.started_s, "lost_parts": self.lost or None}
+                "start_s": self.started_s, "lost_parts": self.lost or None, "notes": self.notes or None,
+                "deal": self.deal}
 
     # ---- questions and parts
-    def prepare(self, device: str) -> None:
+    def prepare(self, device: str, *, points: int | None = None, warm: WarmCommand | None = None) -> None:
         """Start the workers for a `device` workload (or connect), before the run directory exists: a bad --gpus
-        leaves no run behind, and the workers start while nothing else waits."""
-        self._start(device)
+        leaves no run behind, and the workers -- and their warm children, when `warm` says how -- start while
+        nothing else waits. No more workers than `points`."""
+        warm = warm if self.ex.warm else None
+        if self.client is not None and self._kit_on_scheduler and warm is not None:
+            from profctl.pipelines.dask_kit import KitPlugin
+
+            # connected already (a question asked on a worker): the kit again, now with its warm child
+            self.client.register_plugin(KitPlugin(self.kit_name, self.child_env, warm), name=self.kit_name)
+        self._start(device, points, warm)
 
     def ask(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a small function where the parts run: here for a local cluster (the same machine), else on one
@@ -267,18 +381,16 @@ class DaskSession:
             raise
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
-                  ) -> Generator[PartOutcome[V], None, None]:
-        """Run `fn` over groups of `cases` on the workers; yield each part's outcome as it ends (a lost worker's
-        cases retried as above). Ctrl-C cancels the parts in flight and is raised again once they answered."""
+                  on_event: OnEvent, weights: Sequence[float] | None = None, keys: Sequence[str] | None = None,
+                  warm: bool = False) -> Generator[PartOutcome[V], None, None]:
+        """Run `fn` over parts of `cases` on the workers (profctl.pipelines.ledger deals them); yield each part's
+        outcome as it ends (a lost worker's cases retried). Ctrl-C cancels the parts in flight and is raised
+        again once they answered."""
         client = self._start(device)
         warm = warm and self.ex.warm
-        run = _Run(self, client, fn, run_dir, device, on_event, len(cases), warm=warm)
-        # warm: a part per case, dealt to workers as they free up (a child start no longer costs a part seconds)
-        groups = [(c,) for c in cases] if warm and cases else \
-            split(cases, len(self.workers) * self.ex.parts_per_worker, weights) if cases else [()]
-        for g in groups:
-            run.submit(Part(run.next_index(), g or None))
+        book = Ledger(cases, slots=max(1, len(self.workers)), warm=warm, models=weights, keys=keys,
+                      parts_per_slot=self.ex.parts_per_worker)
+        run = _Run(self, client, fn, run_dir, device, on_event, book, warm=warm)
         try:
             yield from run.results()
         except BaseException:
@@ -286,6 +398,7 @@ class DaskSession:
             raise
         finally:
             run.unsubscribe()
+            self.deal = book.describe()
 
 
 def _takes_n_workers(client: Any) -> bool:
@@ -298,27 +411,21 @@ def _takes_n_workers(client: Any) -> bool:
 
 
 class _Run:
-    """The parts of one run in flight: submitting, following their events, retrying a lost worker's cases."""
+    """The parts of one run in flight on Dask: submitting what the ledger deals, passing the workers' events to
+    the ledger and the pipeline, turning finished futures into outcomes and lost ones into retries."""
 
     def __init__(self, session: DaskSession, client: Any, fn: PartFn, run_dir: Path, device: str,
-                 on_event: OnEvent, n_cases: int, warm: bool = False) -> None:
-        self.session, self.client, self.fn, self.device = session, client, fn, device
+                 on_event: OnEvent, book: Ledger, warm: bool = False) -> None:
+        self.session, self.client, self.fn, self.device, self.book = session, client, fn, device, book
         self.warm = warm
         self.pipeline_on_event = on_event
-        self.tally = Tally(range(n_cases), parallel=True)
-        self.run_dir = Path(run_dir).resolve()
+        self.tally = Tally(range(len(book.cases)), parallel=True)
+        self.run_dir = Path(run_dir)  # as the pipeline named it: outcomes name their folders under it
         self.run_id = self.run_dir.name
         self.topic = f"profctl-{self.run_id}"
         self.cancel_name = f"profctl-cancel-{self.run_id}"
         self.events: queue.Queue[Any] = queue.Queue()
-        self.pending: dict[Any, Part] = {}
-        self.parts: dict[int, Part] = {}
-        self.started: dict[int, int] = {}  # part -> the case it last started
-        self.finished: set[int] = set()
-        self.losses: dict[int, float] = {}  # case -> how often its worker died while running it (a third of one
-        # for a part that had not started: three such losses give the case up)
-        self.where: dict[int, dict[str, Any]] = {}
-        self._n = 0
+        self.pending: dict[Any, int] = {}  # future -> its part's index
         client.subscribe_topic(self.topic, lambda ev: self.events.put(ev[1] if isinstance(ev, tuple) else ev))
 
     def on_event(self, part: Part, ev: dict[str, Any]) -> None:
@@ -334,18 +441,13 @@ class _Run:
         progress(self.tally.event(int(i), where=where, finished=kind != "start", ok=kind == "row" and row_ok,
                                   util=ev.get("util")))
 
-    def next_index(self) -> int:
-        self._n += 1
-        return self._n - 1
-
     def submit(self, part: Part) -> None:
-        self.parts[part.index] = part
         key = f"profctl-{self.run_id}-part{part.index}"
-        fut = self.client.submit(_run_part, self.fn, part, str(self.run_dir), self.device, self.topic,
-                                 self.cancel_name, self.session.child_env, self.warm, key=key, pure=False,
+        fut = self.client.submit(_run_part, self.fn, part, str(self.run_dir.resolve()), self.device, self.topic,
+                                 self.cancel_name, self.session.kit_name, self.warm, key=key, pure=False,
                                  resources={"GPU": 1} if self.session.cluster is not None and self.device == "cuda"
                                  else None)
-        self.pending[fut] = part
+        self.pending[fut] = part.index
 
     def unsubscribe(self) -> None:
         with contextlib.suppress(Exception):
@@ -358,84 +460,80 @@ class _Run:
                 msg = self.events.get_nowait()
             except queue.Empty:
                 return
-            if not isinstance(msg, dict) or msg.get("part") not in self.parts:
+            if not isinstance(msg, dict) or not isinstance(msg.get("part"), int):
                 continue
-            part = self.parts[int(msg.pop("part"))]
-            kind, i = msg.get("event"), msg.get("index")
-            if "where" in msg:
-                self.where[part.index] = msg["where"]
-            if kind == "start" and i is not None:
-                self.started[part.index] = int(i)
-            elif kind in ("row", "lost") and i is not None:
-                self.finished.add(int(i))
-            elif kind == "tool":
-                tool_event(self.run_dir, msg, part.dirname(msg.get("where") or {}))
-            self.on_event(part, msg)
+            flight = self.book.flight(msg["part"])
+            if flight is None:
+                continue
+            msg = {k: v for k, v in msg.items() if k != "part"}
+            self.book.event(flight.part.index, msg)
+            if msg.get("event") == "tool":
+                tool_event(self.run_dir, msg, flight.part.dirname(msg.get("where") or {}))
+            self.on_event(flight.part, msg)
 
     # ---- results
     def results(self) -> Iterator[PartOutcome]:
+        from distributed import wait
+
+        for part in self.book.deal():
+            self.submit(part)
         while self.pending:
+            with contextlib.suppress(TimeoutError):
+                wait(list(self.pending), timeout=0.05, return_when="FIRST_COMPLETED")
             self.pump()
-            done = [f for f in self.pending if f.done()]
-            if not done:
-                time.sleep(0.05)
-                continue
-            time.sleep(0.1)  # events sent just before the result
-            self.pump()
-            for fut in done:
-                part = self.pending.pop(fut)
-                out = self._outcome(fut, part)
+            for fut in [f for f in self.pending if f.done()]:
+                out = self._outcome(fut, self.pending.pop(fut))
                 if out is not None:
                     yield out
+            for part in self.book.deal():
+                self.submit(part)
+        deadline = time.monotonic() + 2.0  # the last events may come after the results that counted them
+        while self.book.missing_events() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self.pump()
 
-    def _outcome(self, fut: Any, part: Part) -> PartOutcome | None:
+    def _outcome(self, fut: Any, index: int) -> PartOutcome | None:
         from distributed.scheduler import KilledWorker
 
+        flight = self.book.flight(index)
+        assert flight is not None
         if fut.status == "finished":
             res = fut.result()
+            self.book.finished(index, res.get("events"))
             folder = self.run_dir / res["dir"]
             self._write(folder, res.get("files") or {})
-            return PartOutcome(part, value=res.get("value"), error=res.get("error"), where=res["where"], dir=folder)
+            return PartOutcome(flight.part, value=res.get("value"), error=res.get("error"), where=res["where"],
+                               dir=folder)
         exc = fut.exception() if fut.status == "error" else None
         if fut.status == "cancelled" or isinstance(exc, KilledWorker):
-            self._lost(part)
+            self._lost(flight)
             return None
-        return PartOutcome(part, error=exc, where=self.where.get(part.index, {}))
+        self.book.finished(index)
+        return PartOutcome(flight.part, error=exc, where=flight.where)
 
     def _write(self, folder: Path, files: dict[str, bytes]) -> None:
+        root = self.run_dir.resolve()
         for rel, data in files.items():
             dest = folder / rel
-            if self.run_dir not in dest.resolve().parents:
+            if root not in dest.resolve().parents:
                 continue  # a part writes only inside its own folder
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
 
-    def _lost(self, part: Part) -> None:
-        """A worker died under `part`: its unfinished cases go once more, the one it was running alone; a case
-        whose worker died twice while running it is given up (a ``lost`` event: the pipeline's crashed row)."""
-        cases = part.cases if part.cases is not None else ()
-        todo = [c for c in cases if c not in self.finished]
-        self.session.lost.append({"part": part.index, "dir": part.dirname(self.where.get(part.index, {})),
-                                  "unfinished": len(todo), **self.where.get(part.index, {})})
-        running = self.started.get(part.index)
-        # a part that had not started a case was only queued on the worker that died (parts of one point each,
-        # warm workers): its cases are not suspects, unless that keeps happening (a worker dying at every start)
-        suspects = [running] if running in todo else todo
-        where = self.where.get(part.index, {})
-        for c in suspects:
-            self.losses[c] = self.losses.get(c, 0) + (1.0 if running is not None else 0.67)
-            if self.losses[c] >= 2:
-                todo.remove(c)
-                self.finished.add(c)
-                self.on_event(part, {"event": "lost", "index": c, "where": where,
-                                     "reason": "its worker process died twice while running this point (last "
-                                               f"{where_label(where)} on {where.get('host', '?')}); see "
-                                               f"{part.dirname(where)}/"})
-        if running in todo:
-            todo.remove(running)
-            self.submit(Part(self.next_index(), (running,), retry=True))
-        if todo:
-            self.submit(Part(self.next_index(), tuple(todo), retry=True))
+    def _lost(self, flight: Flight) -> None:
+        """A worker died under a part: the ledger says what goes again and what is given up (a ``lost`` event:
+        the pipeline's crashed row)."""
+        part, where = flight.part, flight.where
+        unfinished = [c for c in part.cases or () if self.book.cases[c].state != DONE]
+        loss = self.book.lost(part.index)
+        self.session.lost.append({"part": part.index, "dir": part.dirname(where), "unfinished": len(unfinished),
+                                  **where})
+        for c, why in loss.given_up:
+            self.on_event(part, {"event": "lost", "index": c, "where": where,
+                                 "reason": f"{why} (last {where_label(where)} on {where.get('host', '?')}); see "
+                                           f"{part.dirname(where)}/"})
+        for p in loss.retry:
+            self.submit(p)
 
     def cancel(self) -> None:
         """Ask the parts in flight to stop (they kill their children and return what finished), wait for them
@@ -479,25 +577,26 @@ def _shared(run_dir: Path) -> bool:
 
 
 def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, cancel_name: str,
-              child_env: dict[str, str | None] | None = None, warm: bool = False) -> dict[str, Any]:
+              kit_name: str = "", warm: bool = False) -> dict[str, Any]:
     """One part on a worker: its folder (in the run directory when shared, else a temporary one whose files go
-    back as bytes), its events as worker events, the run's cancel flag polled at most once a second."""
+    back as bytes), its events as worker events (each with the worker's clock; the result says how many), the
+    run's cancel flag polled at most once a second. The children get the session's environment, passed to them:
+    the worker's own is never changed."""
     from distributed import Event, get_worker
 
+    from profctl.pipelines.dask_kit import kit_of
+
     worker = get_worker()
-    for k, v in (child_env or {}).items():  # what the children inherit: the worker runs one part at a time
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    kit, own = kit_of(worker, kit_name)
     run_dir = Path(run_dir_s)
-    where: dict[str, Any] = {**nvml.here(device), "worker": str(worker.name)}
+    where: dict[str, Any] = {**kit.where(device), "worker": str(worker.name)}
     name = part.dirname(where)
     shared = _shared(run_dir)
     tmp = None if shared else Path(tempfile.mkdtemp(prefix="profctl-part-"))
     workdir = (run_dir if shared else tmp) / name  # type: ignore[operator]
     workdir.mkdir(parents=True, exist_ok=True)
     last = [0.0, False]
+    sent = [0]
 
     def cancelled() -> bool:
         if not last[1] and time.monotonic() - last[0] > 1.0:
@@ -507,10 +606,11 @@ def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, c
         return bool(last[1])
 
     def emit(ev: dict[str, Any]) -> None:
-        worker.log_event(topic, {"part": part.index, **ev, "where": where})
+        sent[0] += 1
+        worker.log_event(topic, {"part": part.index, "t": time.time(), **ev, "where": where})
 
     ctx = PartContext(part, workdir=workdir, final_dir=run_dir / name, where=where, emit_fn=emit,
-                      cancelled_fn=cancelled, warm=warm)
+                      cancelled_fn=cancelled, warm=warm, kit=kit, env=dict(kit.pool.base_env))
     t0 = time.monotonic()
     out: dict[str, Any] = {"dir": name, "where": where}
     try:
@@ -523,7 +623,10 @@ def _run_part(fn: PartFn, part: Part, run_dir_s: str, device: str, topic: str, c
         where["wall_s"] = round(time.monotonic() - t0, 3)
         out["files"] = {} if shared else {str(p.relative_to(workdir)): p.read_bytes()
                                          for p in sorted(workdir.rglob("*")) if p.is_file()}
+        out["events"] = sent[0]
         return out
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if own:
+            kit.close()

@@ -20,12 +20,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from profctl import proc, runs
+
+if TYPE_CHECKING:
+    from profctl.pipelines.warm import WarmPool
 
 V = TypeVar("V")
 T = TypeVar("T")
@@ -66,6 +69,37 @@ def where_label(where: dict[str, Any]) -> str:
     return name if not host or host == platform.node() else f"{host}:{name}"
 
 
+class WorkerKit:
+    """What a worker keeps for one session across its parts, owned by the session (made when it starts, closed
+    when it ends): its warm workload children, an NVML sampler per GPU (started once), and where it runs."""
+
+    def __init__(self, pool: WarmPool) -> None:
+        self.pool = pool
+        self._samplers: dict[int, Any] = {}
+        self._where: dict[str, dict[str, Any]] = {}
+
+    def sampler(self, index: int) -> Any:
+        from profctl.nvml import Sampler
+
+        if index not in self._samplers:
+            self._samplers[index] = Sampler(index).start()
+        return self._samplers[index]
+
+    def where(self, device: str) -> dict[str, Any]:
+        """Where a workload started here runs (profctl.nvml.here, asked once), a copy."""
+        if device not in self._where:
+            from profctl import nvml
+
+            self._where[device] = dict(nvml.here(device))
+        return dict(self._where[device])
+
+    def close(self) -> None:
+        self.pool.close()
+        for s in self._samplers.values():
+            s.stop()
+        self._samplers.clear()
+
+
 @dataclass
 class PartContext:
     """What a part function gets: its part, where to write (`workdir`), where those files end up on the
@@ -78,8 +112,13 @@ class PartContext:
     where: dict[str, Any]
     emit_fn: Callable[[dict[str, Any]], None]
     cancelled_fn: Callable[[], bool] = field(default=lambda: False)
-    #: run the workload in this worker's warm child (profctl.pipelines.warm), not a child of its own
+    #: run the workload in this worker's warm child (``kit.pool``), not a child of its own
     warm: bool = False
+    #: what the worker keeps for the session across parts (its warm children, NVML samplers); None serially
+    kit: WorkerKit | None = None
+    #: environment every child of the part gets on top of this process's (None: unset), e.g. the submitting
+    #: process's thread settings instead of a Dask worker's
+    env: dict[str, str | None] = field(default_factory=dict)
 
     def emit(self, event: dict[str, Any]) -> None:
         self.emit_fn(event)
@@ -110,17 +149,33 @@ class PartContext:
                 rel = str(log)
         self.emit({"event": "tool", "name": name, "argv": [str(a) for a in argv], "log": rel, **more})
 
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str | None] | None:
+        """The environment a child of this part gets on top of this process's: the part's, then `env`."""
+        if not self.env:
+            return dict(env) if env is not None else None
+        return {**self.env, **(env or {})}
+
     def spawn(self, argv: Sequence[str], *, log: Path, timeout_s: float, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> proc.Running:
         """Start `argv` without waiting; on a worker it dies with the worker."""
-        return proc.spawn(argv, log=log, timeout_s=timeout_s, env=env, cwd=cwd, die_with_parent=self.on_worker)
+        return proc.spawn(argv, log=log, timeout_s=timeout_s, env=self.child_env(env), cwd=cwd,
+                          die_with_parent=self.on_worker)
 
     def run(self, argv: Sequence[str], *, log: Path, timeout_s: float, env: dict[str, str] | None = None,
             cwd: Path | None = None, check: bool = False,
             classify: Callable[[proc.ProcResult], Exception | None] | None = None) -> proc.ProcResult:
         """Run `argv` to its end; a cancelled run kills it (KeyboardInterrupt, as Ctrl-C on the serial path)."""
-        return proc.run(argv, log=log, timeout_s=timeout_s, env=env, cwd=cwd, check=check, classify=classify,
-                        cancelled=self.cancelled, die_with_parent=self.on_worker)
+        return proc.run(argv, log=log, timeout_s=timeout_s, env=self.child_env(env), cwd=cwd, check=check,
+                        classify=classify, cancelled=self.cancelled, die_with_parent=self.on_worker)
+
+    def sampler(self) -> tuple[Any, bool]:
+        """An NVML sampler of this part's GPU, started, and whether the part must stop it: on a worker the kit
+        keeps one per GPU for the whole session (NVML's start is not free)."""
+        from profctl.nvml import Sampler
+
+        if self.kit is not None:
+            return self.kit.sampler(self.gpu_index or 0), False
+        return Sampler(self.gpu_index or 0).start(), True
 
     def localize(self, target: M) -> M:
         """The target as this machine runs it: on a worker, its Python is the worker's own interpreter (the
@@ -275,8 +330,8 @@ class Local:
     def parallel(self) -> bool:
         return False
 
-    def prepare(self, device: str) -> None:
-        """Nothing to start: the parts run here."""
+    def prepare(self, device: str, *, points: int | None = None, warm: Any = None) -> None:
+        """Nothing to start: the parts run here (one child runs every point: nothing to keep warm)."""
 
     def ask(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a small function where the parts run (here) and return its value."""
@@ -286,8 +341,8 @@ class Local:
         return {"name": self.name}
 
     def map_parts(self, fn: Callable[[PartContext], V], cases: Sequence[int], *, run_dir: Path, device: str,
-                  on_event: OnEvent, weights: Sequence[float] | None = None, warm: bool = False
-                  ) -> Generator[PartOutcome[V], None, None]:
+                  on_event: OnEvent, weights: Sequence[float] | None = None, keys: Sequence[str] | None = None,
+                  warm: bool = False) -> Generator[PartOutcome[V], None, None]:
         """One part over every case, run here, writing into the run directory itself (one child runs them all:
         `warm` changes nothing here). An exception of the part comes back as the outcome's error;
         KeyboardInterrupt goes through."""

@@ -8,10 +8,12 @@ the ncu command line, the wall times and the diagnosis in ``meta``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,71 @@ class NcuRequest(Request):
     cache_control: str | None = None
     exe: Path | None = None  # None: found (profctl.tools.ncu.find)
     cc: tuple[int, int] | None = None  # None: asked of the GPU (NVML)
+    once: bool = False  # each distinct kernel once: its first launch that passes the other filters
+
+
+@dataclass(frozen=True)
+class NcuProgress:
+    """What ncu has profiled so far, over every part: launches per kernel name, the last one finished (name and
+    about how long it took), the one being profiled now (name, seconds so far), and -- once ncu profiles far
+    more launches than the recipe needs -- how to narrow the run (`advice`, the same text from then on)."""
+
+    launches: int
+    counts: dict[str, int]
+    last: str | None = None
+    last_s: float | None = None
+    current: str | None = None
+    current_s: float | None = None
+    mean_s: float | None = None
+    advice: str | None = None
+
+    def describe(self) -> str:
+        """One line: ``ncu: 12 launches of 3 kernels profiled; last _attn_fwd 1.2 s; now: _attn_fwd (3 s)``."""
+        k = len(self.counts)
+        line = f"ncu: {self.launches} launch{'es' if self.launches != 1 else ''} of {k} kernel" \
+               f"{'s' if k != 1 else ''} profiled"
+        if self.last is not None and self.last_s is not None:
+            line += f"; last {tool._short(self.last)} {self.last_s:.1f} s"
+        if self.current is not None:
+            line += f"; now: {tool._short(self.current)}" + \
+                (f" ({self.current_s:.0f} s)" if self.current_s is not None else "")
+        return line
+
+
+class _Tracker:
+    """The submitting side of ncu's progress: the parts' ``ncu`` events summed, passed on as NcuProgress."""
+
+    def __init__(self, req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None) -> None:
+        self.req, self.on_progress = req, on_progress
+        self.counts: dict[str, int] = {}
+        self.seconds = 0.0
+        self.advice: str | None = None
+        self.phases: list[dict[str, Any]] = []  # per ncu run: when it connected, profiled, exited
+        self.lock = threading.Lock()
+
+    def on_event(self, part: Any, ev: dict[str, Any]) -> None:
+        if ev.get("event") == "ncu-phases":
+            self.phases.append({k: v for k, v in ev.items() if k not in ("event", "where", "t")})
+        if ev.get("event") != "ncu":
+            return
+        with self.lock:
+            name = ev.get("name")
+            if ev.get("done") and name is not None:
+                self.counts[name] = self.counts.get(name, 0) + 1
+                self.seconds += float(ev.get("seconds") or 0.0)
+            n = sum(self.counts.values())
+            mean = self.seconds / n if n else None
+            if self.advice is None and mean is not None:
+                req = self.req
+                self.advice = tool.narrowing_advice(self.counts, recipe=req.recipe.name, seconds=mean,
+                                                    once=req.once, kernel=req.kernel, range_=req.range,
+                                                    launch_count=req.launch_count, program=req.target.foreign)
+            p = NcuProgress(n, dict(self.counts), last=name if ev.get("done") else None,
+                            last_s=ev.get("seconds") if ev.get("done") else None,
+                            current=None if ev.get("done") else name,
+                            current_s=ev.get("elapsed"), mean_s=mean, advice=self.advice)
+        if self.on_progress is not None:
+            self.on_progress(p)
 
 
 @dataclass(kw_only=True)
@@ -77,6 +144,7 @@ class NcuPart:
     device: dict[str, Any]
     report: str  # the report's file name in the part's folder
     profiles: list[KernelProfile] = field(default_factory=list)
+    read_s: float = 0.0  # reading the report back
 
 
 def check(req: NcuRequest) -> None:
@@ -100,6 +168,11 @@ def check(req: NcuRequest) -> None:
             raise UsageError(f"--kernel {req.kernel!r} is not a valid regular expression: {e}") from None
     if not req.target.nvtx:
         raise UsageError("profctl ncu selects the measured launches by NVTX range; --no-nvtx would profile nothing")
+    if req.once:
+        if req.launch_skip is not None:
+            raise UsageError("--once profiles each kernel's first launch; --launch-skip skips launches: give one "
+                             "or the other")
+        tool.once_id(req.kernel)  # a regex ncu's kernel identifier cannot hold
 
 
 def device_cc() -> tuple[int, int]:
@@ -136,11 +209,13 @@ def filter_variants(req: NcuRequest, target: Target, cases: Sequence[int] | None
     return target.ncu_filters(req.range, cases)
 
 
-def run(req: NcuRequest) -> NcuResult:
+def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = None) -> NcuResult:
     """Profile, read, check, diagnose; the run directory records each step (complete / incomplete / failed). On
-    workers (``--workers``) each part is profiled into its own folder; summaries and diagnoses are joined."""
-    t0 = time.perf_counter()
+    workers (``--workers``) each part is profiled into its own folder; summaries and diagnoses are joined.
+    `on_progress` hears what ncu has profiled while it runs (from ncu's own progress lines; any thread)."""
+    t0, t0_wall = time.perf_counter(), time.time()
     check(req)
+    tracker = _Tracker(req, on_progress)
     with req.executor.session() as ex:
         exe = req.exe or ex.ask(tool.find)  # first: without ncu nothing else matters
         target = ex.ask(req.target.resolve)
@@ -152,7 +227,7 @@ def run(req: NcuRequest) -> NcuResult:
         metrics, sections = tuple(rec.metric_names(cc)), tuple(rec.sections_for(cc))
         if not metrics and not sections and not rec.set_name:
             raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
-        ex.prepare("cuda")
+        ex.prepare("cuda", points=max(1, len(target.cases())))
         run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
                                extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
                                       "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
@@ -160,9 +235,10 @@ def run(req: NcuRequest) -> NcuResult:
             part = functools.partial(_part, req=req, target=target, exe=exe, cc=cc, metrics=metrics,
                                      sections=sections)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
-                                                    device="cuda", on_event=lambda p, e: None,
+                                                    device="cuda", on_event=tracker.on_event,
                                                     weights=target.costs()))
-            res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted)
+            res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted,
+                           advice=tracker.advice, phases=tracker.phases, t0_wall=t0_wall)
             runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
             if interrupted:
                 raise KeyboardInterrupt
@@ -184,7 +260,10 @@ def _part(ctx: PartContext, *, req: NcuRequest, target: Target, exe: Path, cc: t
             if target.foreign:
                 raise NothingMatched(f"{e.message}; {_seen(ctx, req, target, exe)}", log=e.log) from None
             raise
-    return _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
+    t_read = time.perf_counter()
+    out = _read(ctx, req, target, res, cc, argv, filters, ncu_wall)
+    out.read_s = time.perf_counter() - t_read
+    return out
 
 
 def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metrics: tuple[str, ...],
@@ -196,14 +275,71 @@ def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metri
     opts = tool.ProfileOptions(metrics=metrics, sections=sections, set_name=rec.set_name, nvtx_include=tuple(filters),
                                kernel_regex=req.kernel, launch_skip=req.launch_skip, launch_count=req.launch_count,
                                replay_mode=req.replay_mode, clock_control=req.clock_control,
-                               cache_control=req.cache_control, import_source=rec.import_source)
+                               cache_control=req.cache_control, import_source=rec.import_source, once=req.once)
     argv = tool.profile_argv(exe, report, opts, workload_argv)
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
-    t_ncu = time.perf_counter()
-    with ctx.follow(jsonl):
+    t_ncu, phases = time.perf_counter(), {"started": time.time()}
+    if rec.samples_warps:  # the report will be read in depth here: ncu_report's one-time start, meanwhile
+        threading.Thread(target=tool.warm_reader, name="profctl-ncu-warm", daemon=True).start()
+    with ctx.follow(jsonl), _follow_progress(log, ctx, phases):
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd,
                       classify=lambda r: _classify(r, rec, filters, jsonl, req))
+    ctx.emit({"event": "ncu-phases", **phases, "exit_s": round(res.wall_s, 3)})  # where ncu's time went
     return res, argv, time.perf_counter() - t_ncu
+
+
+@contextlib.contextmanager
+def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | None = None,
+                     interval_s: float = 0.2) -> Iterator[None]:
+    """While ncu runs, read its progress lines as its log grows and pass them on as ``ncu`` events: each launch
+    whose profiling ended (``done``, its name and about how many seconds it took), and the launch being profiled
+    now (not ``done``: its name and the seconds so far, when it starts and then once a second). At the end,
+    `phases` gets when (seconds after the start) ncu connected to the program and its first and last launch
+    ended, to the poll's resolution: where ncu's own time goes."""
+    stop = threading.Event()
+    reader = tool.ProgressReader()
+    t0 = time.time()
+    last_tick = [0.0]
+    try:
+        offset = log.stat().st_size
+    except OSError:
+        offset = 0
+
+    def pump() -> None:
+        nonlocal offset
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:
+            data = b""
+        offset += len(data)
+        before = reader.current
+        now = time.time()
+        for p in reader.feed(data.decode("utf-8", errors="replace"), now) if data else ():
+            ctx.emit({"event": "ncu", "name": p.name, "id": p.id, "passes": p.passes, "seconds": p.seconds,
+                      "done": True})
+        if reader.current is not None and (reader.current != before or now - last_tick[0] >= 1.0):
+            last_tick[0] = now
+            ctx.emit({"event": "ncu", "name": reader.current[0], "done": False, "elapsed": now - reader.current[1]})
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            pump()
+
+    t = threading.Thread(target=loop, name="profctl-ncu-progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        pump()
+        if phases is not None:
+            for k, v in (("connected_s", reader.connected), ("first_launch_s", reader.first_end),
+                         ("last_launch_s", reader.last_end)):
+                if v is not None:
+                    phases[k] = round(v - t0, 3)
 
 
 def _seen(ctx: PartContext, req: NcuRequest, target: Target, exe: Path) -> str:
@@ -266,7 +402,8 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
 
 
 def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
-             t0: float, *, parallel: bool, interrupted: bool) -> NcuResult:
+             t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
+             phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
     from profctl.schema import concat
 
@@ -284,12 +421,17 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     diag = diagnose(summary, rec, cc, backend_order=target.backends())
     ncu_wall = max(v.ncu_wall_s for v in vals)
     total = time.perf_counter() - t0
+    # profctl's own time around ncu: before it (options, the run directory), reading the reports, the rest
+    first = min((float(p["started"]) for p in phases if p.get("started")), default=None)
+    timing = {"before_ncu_s": round(first - t0_wall, 3) if first is not None and t0_wall is not None else None,
+              "ncu_s": round(ncu_wall, 3), "read_s": round(max(v.read_s for v in vals), 3),
+              "ncu_phases": [{k: v for k, v in p.items() if k != "started"} for p in phases] or None}
     meta = dict(summary.meta)
     meta.update({"recipe": rec.name, "cc": f"{cc[0]}.{cc[1]}", "ncu_argv": vals[0].argv,
                  "nvtx_include": vals[0].filters, "ncu_wall_s": round(ncu_wall, 3), "total_wall_s": round(total, 3),
                  "run_dir": str(run_dir), "launches": launches,
                  "workload": [{k: r.get(k) for k in ("index", "spec", "status", "reason")} for r in rows],
-                 "diagnosis": [d.to_dict() for d in diag], "warnings": warnings})
+                 "diagnosis": [d.to_dict() for d in diag], "warnings": warnings, "advice": advice})
     if parallel:
         meta["parts"] = [{"dir": o.dir.name, "ncu_argv": o.value.argv, "nvtx_include": o.value.filters}
                          for o in ok if o.dir is not None and o.value is not None]
@@ -297,8 +439,10 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     atomic_write_text(run_dir / "summary.json", summary.to_json() + "\n")
     device = next((v.device for v in vals if v.device), None)
     status = "complete" if len(ok) == len(outs) and not interrupted else "incomplete"
+    timing["after_s"] = round(time.perf_counter() - t0 - total, 3)
     runs.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3), total_wall_s=round(total, 3),
-                warnings=warnings, device=device or None, **({"reason": "interrupted"} if interrupted else {}))
+                warnings=warnings, device=device or None, advice=advice, timing=timing,
+                **({"reason": "interrupted"} if interrupted else {}))
     d = ok[0].dir
     assert d is not None
     return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0].report,

@@ -112,7 +112,7 @@ def run(req: NsysRequest) -> NsysResult:
             raise UsageError("profctl nsys needs a CUDA GPU (the workload resolved to --device cpu)")
         exe = ex.ask(tool.find)  # before the run directory: a missing tool leaves no empty run behind
         capture = req.capture or ("none" if target.foreign else "cudaProfilerApi")
-        ex.prepare("cuda")
+        ex.prepare("cuda", points=max(1, len(target.cases())))
         run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
                                extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
                                       "range": req.range, "sample": req.sample})

@@ -73,7 +73,7 @@ def run(req: TorchRequest) -> TorchResult:
         if req.range is not None and target.case_ranges:
             raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python "
                              "...) or a part of a model step (--model ... --range attn.core)")
-        ex.prepare(target.device)
+        ex.prepare(target.device, points=max(1, len(target.cases())))
         run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
                                extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
         # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status

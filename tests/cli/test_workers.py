@@ -160,6 +160,8 @@ def test_workers_without_dask_is_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     (["--workers", "2", "--cluster", "tcp://localhost:8786"], "give one or the other"),
     (["--gpus", "0,x"], "--gpus '0,x'"),
     (["--gpus", "0"], "the workload runs on the CPU"),
+    (["--cluster", "bogus"], "--cluster 'bogus' is not a scheduler address"),  # issue 29: was an internal error
+    (["--cluster", "tcp://host:port"], "is not a scheduler address"),
 ])
 def test_bad_worker_options_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     r = CliRunner().invoke(app, ["bench", *TINY, "--backend", "eager", "--seqlen", "16", *args,
@@ -185,3 +187,34 @@ def test_torch_profiles_each_part_and_joins_their_summaries(tmp_path: Path) -> N
     r = CliRunner().invoke(app, ["report", str(run), "--view", "summary", "--format", "json"])  # reads the parts
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.stdout)["sources"]) == 2
+
+
+def test_workers_beyond_the_points_and_cores_are_not_started_and_it_says_so(tmp_path: Path) -> None:
+    """Issue 29: --workers 64 for 3 points started 64 worker processes without a word."""
+    r = CliRunner().invoke(app, ["bench", *TINY, "--backend", "eager", "--seqlen", "16,24,32", "--workers", "64",
+                                 "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    n = min(3, os.cpu_count() or 1)
+    assert "profctl: warning: --workers 64: " in r.output and f"starting {n} worker" in r.output
+    (run,) = tmp_path.iterdir()
+    m = runs.read_manifest(run)
+    assert len(m["executor"]["workers"]) == n and m["executor"]["notes"]
+    assert [x["status"] for x in json.loads(r.stdout[r.stdout.index("["):])] == ["ok"] * 3
+
+
+@pytest.mark.parametrize("command", ["torch", "bench"])
+def test_the_default_relative_reports_folder_works_with_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                command: str) -> None:
+    """Issue 29: with the default ./reports, a run over workers named its parts' files by absolute paths and
+    failed comparing them with the relative run directory ('is not in the subpath of')."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PROFCTL_REPORTS", raising=False)
+    args = [command, "--device", "cpu", "--backend", "eager,sdpa-math", "--seqlen", "16", "--heads", "2",
+            "--head-dim", "8", "--iters", "2", "--warmup", "0", "--workers", "2", "--format", "json"]
+    r = CliRunner().invoke(app, args + (["--baseline", "none"] if command == "bench" else []))
+    assert r.exit_code == 0, r.output
+    (run,) = (tmp_path / "reports").iterdir()
+    m = runs.read_manifest(run)
+    assert m["status"] == "complete" and len(m["parts"]) == 2
+    if command == "torch":
+        assert (run / m["trace"]).is_file() and not Path(m["trace"]).is_absolute()

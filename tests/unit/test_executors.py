@@ -76,20 +76,29 @@ def test_case_costs_know_dense_backends_and_masks() -> None:
 
 
 def test_a_workers_children_get_this_processes_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not Dask's worker settings (one OpenMP thread, an aggressive malloc trim); CPU workers split the cores."""
+    """Not Dask's worker settings (one OpenMP thread, an aggressive malloc trim); CPU workers split the cores. The
+    children get them passed; the worker's own environment is left as it is."""
     pytest.importorskip("distributed")
+    import json
     import os
+    import sys
 
     from profctl import runs
     from profctl.pipelines.dask_executor import DaskExecutor
+    from profctl.pipelines.executors import PartContext
 
     monkeypatch.setenv("MKL_NUM_THREADS", "7")
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     run_dir = runs.new_run("test", root=tmp_path, env=False)
     keys = ("MKL_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+    def part(ctx: PartContext) -> dict:
+        code = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {keys!r}}}))"
+        res = ctx.run([sys.executable, "-c", code], log=ctx.workdir / "env.log", timeout_s=60)
+        return json.loads(res.log_text().splitlines()[-1])
+
     with DaskExecutor(workers=1).session() as ex:
-        (out,) = ex.map_parts(lambda ctx: {k: os.environ.get(k) for k in keys}, [0], run_dir=run_dir,
-                              device="cpu", on_event=lambda p, e: None)
+        (out,) = ex.map_parts(part, [0], run_dir=run_dir, device="cpu", on_event=lambda p, e: None)
     assert out.error is None and out.dir == run_dir / "part-0-cpu"
     assert out.value == {"MKL_NUM_THREADS": "7", "MALLOC_TRIM_THRESHOLD_": None,
                          "OMP_NUM_THREADS": str(os.cpu_count()), "OPENBLAS_NUM_THREADS": os.environ.get(

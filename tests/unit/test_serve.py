@@ -49,3 +49,56 @@ def test_the_attention_workload_serves_batches_on_stdin(tmp_path: Path) -> None:
     assert [x["index"] for x in rows] == [0, 1] and all(x["status"] == "ok" for x in rows)
     assert [json.loads(x)["event"] for x in b.read_text().splitlines()][-1] == "idle"
     assert r.stdout.count("serve: batch of") == 2
+
+
+def test_a_child_the_session_starts_is_fed_by_the_worker_that_adopts_it(tmp_path: Path) -> None:
+    """Issue 31: on a local cluster the session starts each worker's warm child before the workers (it loads
+    while Dask starts); the worker adopts it, feeds it through a FIFO, and reads its exit status from the file
+    the session writes when it reaps it. No Dask here: the session's and the worker's halves, in one process."""
+    import os
+    import signal
+    import time
+
+    from profctl import runs
+    from profctl.pipelines.warm import EarlyChildren, WarmPool, key_of
+
+    if not EarlyChildren.possible():
+        import pytest
+
+        pytest.skip("FIFOs and /proc: Linux")
+    argv = [sys.executable, "-m", "profctl.workloads.attention", "--serve", "--backend", "eager", "--seqlen", "16,24",
+            "--heads", "2", "--head-dim", "8", "--device", "cpu", "--iters", "2", "--warmup", "0"]
+    early = EarlyChildren()
+    try:
+        adoption = early.spawn("cpu0", argv, {"PYTHONUNBUFFERED": "1"}, key_of(argv, {}))
+        pool = WarmPool(adopt=adoption)
+        child, new = pool.child(argv, {})
+        assert not new and child.fifo == adoption.fifo and child.alive()
+        jsonl = tmp_path / "a.jsonl"
+        child.send([1], jsonl)
+        deadline = time.monotonic() + 120
+        while not any(e.get("event") == "idle" for e in runs.read_events(jsonl)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        evs = runs.read_events(jsonl)
+        assert [e["event"] for e in evs] == ["device", "ready", "start", "row", "idle"]
+        assert evs[3]["index"] == 1 and evs[3]["status"] == "ok" and evs[1]["import_s"] >= 0
+        # a second command line replaces it: the adopted child ends at the end of its input (status 0)
+        other, new = pool.child([*argv, "--seed", "1"], {})
+        deadline = time.monotonic() + 30
+        while child.running.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert new and child.running.proc.poll() == 0 and other.fifo is None
+        pool.close()
+        # an adopted child that dies by a signal: the status its parent saw
+        adoption = early.spawn("cpu1", argv, {}, key_of(argv, {}))
+        pool = WarmPool(adopt=adoption)
+        child, _ = pool.child(argv, {})
+        os.killpg(adoption.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while child.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.running.proc.poll() == -signal.SIGKILL
+        pool.close()
+    finally:
+        early.close()
+    assert not early.dir.exists()
