@@ -21,13 +21,13 @@ def main() -> int:
     ap.add_argument("--keep-ctas", type=int, default=0)
     ap.add_argument("--reduced", default=None)
     a = ap.parse_args()
-    from profctl.analysis import proton as ap_
+    from profctl.analysis import timeline
     from profctl.readers import proton_trace
 
     t0 = time.time()
     tr = proton_trace.read(a.trace)
     t1 = time.time()
-    rep = ap_.analyze(tr, clock_mhz=a.clock_mhz)
+    rep = timeline.analyze(tr, clock_mhz=a.clock_mhz)
     t2 = time.time()
     out = {"read_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2), "events": tr.n_events,
            "kernels": [k.name for k in tr.kernels], "call_stacks": [list(k.call_stack) for k in tr.kernels],

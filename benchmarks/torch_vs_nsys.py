@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from profctl import proc  # noqa: E402
 from profctl.kernels import match_key, short_name  # noqa: E402
-from profctl.pipelines import torchprof  # noqa: E402
+from profctl.pipelines import torchprof_pipeline  # noqa: E402
 from profctl.pipelines.targets import Workload  # noqa: E402
 from profctl.spec import AttentionSweep  # noqa: E402
 
@@ -39,7 +39,8 @@ def workload(backends: str, a: argparse.Namespace) -> Workload:
 
 
 def torch_rows(wl: Workload, tag: str, work: Path) -> dict[tuple[str, str], dict[str, float]]:
-    s = torchprof.run(torchprof.TorchRequest(target=wl, reports=work / f"torch-{tag}", timeout_s=300)).summary
+    req = torchprof_pipeline.TorchRequest(target=wl, reports=work / f"torch-{tag}", timeout_s=300)
+    s = torchprof_pipeline.run(req).summary
     out: dict[tuple[str, str], dict[str, float]] = {}
     for k in s.kernels:
         if k.extra.get("kind") != "kernel" or not k.nvtx_range:

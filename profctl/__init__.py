@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from profctl._version import __version__
 
 if TYPE_CHECKING:
-    from profctl.pipelines.bench import BenchResult
-    from profctl.pipelines.ncu import NcuResult
-    from profctl.pipelines.nsys import NsysResult
+    from profctl.pipelines.bench_pipeline import BenchResult
+    from profctl.pipelines.ncu_pipeline import NcuResult
+    from profctl.pipelines.nsys_pipeline import NsysResult
     from profctl.pipelines.targets import Model, Workload
-    from profctl.pipelines.torchprof import TorchResult
+    from profctl.pipelines.torchprof_pipeline import TorchResult
     from profctl.schema import Summary
 
 
@@ -64,41 +64,41 @@ def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, 
           point_timeout_s: float = 900.0, executor: Any = None, **options: Any) -> BenchResult:
     """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas). `executor`: where
     (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md)."""
-    from profctl.pipelines import bench as pipeline
+    from profctl.pipelines import bench_pipeline
 
     kw = _split({"executor": executor}, ("executor",))
-    return pipeline.run(pipeline.BenchRequest(target=workload(**options), baseline=baseline,
+    return bench_pipeline.run(bench_pipeline.BenchRequest(target=workload(**options), baseline=baseline,
                                               reports=Path(reports) if reports else None, label=label,
                                               point_timeout_s=point_timeout_s, **kw))
 
 
 def nsys(**options: Any) -> NsysResult:
     """Profile like `profctl nsys` (options: the workload's, plus trace, capture, by_range, reports, ...)."""
-    from profctl.pipelines import nsys as pipeline
+    from profctl.pipelines import nsys_pipeline
 
     kw = _split(options, ("trace", "capture", "sample", "all_work", "by_range", *_REQUEST))
     if isinstance(kw.get("trace"), str):
         kw["trace"] = tuple(kw["trace"].split(","))
-    return pipeline.run(pipeline.NsysRequest(target=workload(**options), **kw))
+    return nsys_pipeline.run(nsys_pipeline.NsysRequest(target=workload(**options), **kw))
 
 
 def ncu(recipe: str = "tensor-core", **options: Any) -> NcuResult:
     """Profile like `profctl ncu --recipe RECIPE` (options: the workload's, plus kernel, launch_count,
     clock_control, ...). One measured iteration unless ``iters`` is given."""
     from profctl import recipes
-    from profctl.pipelines import ncu as pipeline
+    from profctl.pipelines import ncu_pipeline
 
     kw = _split(options, ("kernel", "launch_count", "replay_mode", "clock_control", "cache_control", *_REQUEST))
     options.setdefault("iters", 1)
-    return pipeline.run(pipeline.NcuRequest(target=workload(**options), recipe=recipes.get(recipe), **kw))
+    return ncu_pipeline.run(ncu_pipeline.NcuRequest(target=workload(**options), recipe=recipes.get(recipe), **kw))
 
 
 def torch(**options: Any) -> TorchResult:
     """Profile like `profctl torch` (options: the workload's, plus by_range, reports, ...)."""
-    from profctl.pipelines import torchprof as pipeline
+    from profctl.pipelines import torchprof_pipeline
 
     kw = _split(options, ("by_range", *_REQUEST))
-    return pipeline.run(pipeline.TorchRequest(target=workload(**options), **kw))
+    return torchprof_pipeline.run(torchprof_pipeline.TorchRequest(target=workload(**options), **kw))
 
 
 def read(path: str | Path, *, by_range: bool = False) -> Summary:

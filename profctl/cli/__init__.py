@@ -36,18 +36,18 @@ def _root(
 
 #: (command name, module, function) — a module that is not there yet is simply not registered
 COMMANDS = [
-    ("bench", "profctl.cli.bench", "bench"),
-    ("nsys", "profctl.cli.nsys", "nsys"),
-    ("ncu", "profctl.cli.ncu", "ncu"),
+    ("bench", "profctl.cli.bench_cmd", "bench"),
+    ("nsys", "profctl.cli.nsys_cmd", "nsys"),
+    ("ncu", "profctl.cli.ncu_cmd", "ncu"),
     ("torch", "profctl.cli.torch_cmd", "torch_cmd"),
-    ("report", "profctl.cli.report", "report"),
-    ("recipes", "profctl.cli.recipes", "recipes"),
-    ("doctor", "profctl.cli.doctor", "doctor"),
-    ("runs", "profctl.cli.runs", "runs"),
-    ("show", "profctl.cli.runs", "show"),
-    ("compare", "profctl.cli.compare", "compare"),
-    ("explain", "profctl.cli.explain", "explain"),
-    ("proton", "profctl.cli.proton", "proton"),
+    ("report", "profctl.cli.report_cmd", "report"),
+    ("recipes", "profctl.cli.recipes_cmd", "recipes"),
+    ("doctor", "profctl.cli.doctor_cmd", "doctor"),
+    ("runs", "profctl.cli.runs_cmd", "runs"),
+    ("show", "profctl.cli.runs_cmd", "show"),
+    ("compare", "profctl.cli.compare_cmd", "compare"),
+    ("explain", "profctl.cli.explain_cmd", "explain"),
+    ("proton", "profctl.cli.proton_cmd", "proton"),
 ]
 
 for _name, _mod, _fn in COMMANDS:

@@ -1,7 +1,7 @@
 """`profctl report` outputs beyond the summary and the comparison: a seed's table layout from bench rows
-(``--table NAME``: profctl.analysis.seed_tables, drawn by profctl.render.seed_tables) and a timeline for Perfetto or
-chrome://tracing (``-f perfetto``: profctl.render.perfetto). Each refuses the options that do not apply to it
-before anything is read."""
+(``--table NAME``: profctl.analysis.seed_tables, drawn by profctl.render.seed_tables_view) and a timeline for
+Perfetto or chrome://tracing (``-f perfetto``: profctl.render.perfetto). Each refuses the options that do not
+apply to it before anything is read."""
 
 from __future__ import annotations
 
@@ -46,13 +46,13 @@ def seed_table(paths: list[Path], name: str, *, format: str, limit: int, output:
                view: str) -> None:
     """--table NAME: the seed's layout of the bench rows the inputs hold."""
     from profctl.analysis import seed_tables
-    from profctl.render import seed_tables as rs
+    from profctl.render import seed_tables_view
 
     _refuse(_NOT_FOR_TABLE, f"--table {name}", view)
     if name not in seed_tables.PRESETS:
         raise UsageError(f"--table {name!r}: choose from {', '.join(seed_tables.PRESETS)}")
-    if format not in rs.FORMATS:
-        raise conflict(f"--format {format}", "--table", f"a table is written as {', '.join(rs.FORMATS)}")
+    if format not in seed_tables_view.FORMATS:
+        raise conflict(f"--format {format}", "--table", f"a table is written as {', '.join(seed_tables_view.FORMATS)}")
     if title is not None and format != "html":
         raise conflict("--title", f"--format {format}", "--title names the HTML page; add --format html")
     check_outputs(("-o", output))
@@ -73,21 +73,21 @@ def seed_table(paths: list[Path], name: str, *, format: str, limit: int, output:
         rows = [r for r in rows if (r.batch or 0) * (r.seqlen_q or 0) == tokens]
     t = seed_tables.build(name, rows, baseline="eager" if baseline == "none" else baseline, device=device)
     if format == "csv":
-        emit(rs.to_csv(t), output)
+        emit(seed_tables_view.to_csv(t), output)
     elif format == "json":
-        emit(rs.to_json(t), output)
+        emit(seed_tables_view.to_json(t), output)
     elif format == "markdown":
-        emit(rs.to_markdown(t, limit or None), output)
+        emit(seed_tables_view.to_markdown(t, limit or None), output)
     elif format == "html":
-        emit(rs.to_html(t, title, limit or None), output)
+        emit(seed_tables_view.to_html(t, title, limit or None), output)
     elif output is not None:
         from profctl.render.tables import text_console
 
         con, buf = text_console()
-        rs.print_tables(t, limit or None, con=con)
+        seed_tables_view.print_tables(t, limit or None, con=con)
         emit(buf.getvalue(), output)
     else:
-        rs.print_tables(t, limit or None)
+        seed_tables_view.print_tables(t, limit or None)
 
 
 def timeline(paths: list[Path], *, output: Path | None, reports: Path | None, range_: str | None,

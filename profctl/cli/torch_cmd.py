@@ -52,8 +52,8 @@ def torch_cmd(
     """Profile with torch.profiler (CPU and CUDA activity; the workload's measured iterations, or your Python
     program given after --); write the trace
     (.json.gz, for Perfetto) and the key_averages table into a run directory; print the kernel summary."""
-    from profctl.pipelines import torchprof as pipeline
-    from profctl.render.summary import FORMATS, render
+    from profctl.pipelines import torchprof_pipeline
+    from profctl.render.summary_view import FORMATS, render
     from profctl.tools.torchprof import TorchOptions
 
     check_format(format, FORMATS)
@@ -62,11 +62,11 @@ def torch_cmd(
         raise UsageError(f"--timeout must be positive, got {timeout:g}")
     validate_workload(wl)
     check_reports(reports)
-    req = pipeline.TorchRequest(target=target_of(wl, program), range=range_,
+    req = torchprof_pipeline.TorchRequest(target=target_of(wl, program), range=range_,
                                 options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
                                 by_range=by_range, reports=reports, timeout_s=timeout, command=command_line(),
                                 executor=executor)
-    res = pipeline.run(req)
+    res = torchprof_pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")
     for w in res.summary.warnings:

@@ -17,7 +17,7 @@ itself cannot tell. :func:`drops_in_log` reads those lines from a log; profctl p
 
 Events are kept as columns (numpy arrays), so a trace of a million scope instances stays small in memory; the
 file is streamed one event at a time (profctl.readers._torch_stream). Figures are made in
-profctl.analysis.proton.
+profctl.analysis.timeline.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 from profctl.analysis.backend_table import BOUND_PCT, LAUNCH_BOUND_GAP, BackendTable
 from profctl.analysis.crosstool import CrossToolView
-from profctl.render import backend_table as rc
+from profctl.render import backend_table_view
 
 #: the page fits a laptop screen: the text column is at most 1280 px wide, a table wider than that scrolls inside
 #: its own box (the page does not), long text cells wrap, kernel names are elided in the middle with the full
@@ -92,7 +92,7 @@ def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, ke
     """The page as text (plots drawn here; matplotlib needed); `extra`: more sections (HTML fragments) after the
     comparison's (a model's tables, a program's summary)."""
     parts = comparison_sections(c, view, kernel_limit=kernel_limit)
-    meta = [*rc.header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
+    meta = [*backend_table_view.header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
     return page(title or "profctl report", parts + list(extra or []), meta)
 
 
@@ -120,7 +120,7 @@ def comparison_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: i
         from profctl.render.plots import roofline_rows
 
         parts += ['<h3 id="roofline-points">Roofline points</h3>', table(roofline_rows(c), cls="roofline")]
-    rows = rc.display_rows(c)
+    rows = backend_table_view.display_rows(c)
     classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
     parts += ['<h2 id="backends">Backends</h2>',
               "<p class=\"meta\">time: bench median (CUDA events) where a bench row exists, else the GPU span of "
@@ -130,12 +130,12 @@ def comparison_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: i
               f"the iteration), else tensor, DRAM or SM when that figure reaches {BOUND_PCT:.0f}% of peak, else "
               "latency.</p>",
               table(rows, cls="backends", row_class=classes)]
-    br = rc.breakdown_rows(c)
+    br = backend_table_view.breakdown_rows(c)
     if br:
         parts += [f'<h2 id="breakdown">{html.escape(str(c.baseline))}: time by kernel class</h2>',
                   table(br, cls="breakdown")]
     if view.kernels:
-        kr = rc.kernel_rows(view, kernel_limit)
+        kr = backend_table_view.kernel_rows(view, kernel_limit)
         more = len(view.kernels) - len(kr)
         parts += ['<h2 id="kernels">Kernels, joined across tools</h2>',
                   "<p class=\"meta\">per-iteration time per tool; match: exact (same name), loose (same up to a "

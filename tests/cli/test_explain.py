@@ -111,7 +111,7 @@ def test_source_html_is_one_row_per_line_and_readable(tmp_path: Path) -> None:
     every source line took three rows, and the hottest line's number was grey on dark red. One row per line (the
     rule hits only a line's own span), and every shade keeps the text readable (contrast >= 4.5, WCAG AA); in
     headless Chromium, when it is installed, the hottest line's band is one text row high."""
-    from profctl.render import source as rs
+    from profctl.render import source_view
 
     page = tmp_path / "src.html"
     code, _, err = run("report", CUDA, "--view", "source", "-k", "gather_strided", "-f", "html", "-o", str(page))
@@ -128,7 +128,7 @@ def test_source_html_is_one_row_per_line_and_readable(tmp_path: Path) -> None:
         c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
         return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
 
-    alpha = 0.08 + rs.MAX_SHADE  # the hottest line
+    alpha = 0.08 + source_view.MAX_SHADE  # the hottest line
     bg = tuple(255 * (1 - alpha) + v * alpha for v in (220, 40, 40))
     for fg in ((0x33,) * 3, (0x22,) * 3):  # .ln / .sh, and the source
         hi, lo = sorted((luminance(bg), luminance(fg)), reverse=True)

@@ -125,12 +125,12 @@ def _program(tmp_path: Path) -> object:
 def test_an_autotuning_program_shows_its_kernels_and_is_told_how_to_narrow(tmp_path: Path) -> None:
     pytest.importorskip("ncu_report")
     from profctl import recipes
-    from profctl.pipelines import ncu as pipeline
+    from profctl.pipelines import ncu_pipeline
 
-    seen: list[pipeline.NcuProgress] = []
-    req = pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
+    seen: list[ncu_pipeline.NcuProgress] = []
+    req = ncu_pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
                               exe=fake_ncu(tmp_path), reports=tmp_path / "runs", clock_control="none")
-    res = pipeline.run(req, on_progress=seen.append)
+    res = ncu_pipeline.run(req, on_progress=seen.append)
     done = [p for p in seen if p.last is not None]
     assert [p.launches for p in done] == list(range(1, 27))  # every launch, in order, as it ended
     assert done[-1].counts == {"row_stats": 1, "_attn_fwd": 24, "exp_rows": 1}
@@ -147,12 +147,12 @@ def test_an_autotuning_program_shows_its_kernels_and_is_told_how_to_narrow(tmp_p
 def test_once_profiles_each_kernel_once_and_needs_no_advice(tmp_path: Path) -> None:
     pytest.importorskip("ncu_report")
     from profctl import recipes
-    from profctl.pipelines import ncu as pipeline
+    from profctl.pipelines import ncu_pipeline
 
-    seen: list[pipeline.NcuProgress] = []
-    req = pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
+    seen: list[ncu_pipeline.NcuProgress] = []
+    req = ncu_pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
                               exe=fake_ncu(tmp_path), reports=tmp_path / "runs", once=True)
-    res = pipeline.run(req, on_progress=seen.append)
+    res = ncu_pipeline.run(req, on_progress=seen.append)
     assert "--kernel-id" in res.summary.meta["ncu_argv"]
     assert seen[-1].counts == {"row_stats": 1, "_attn_fwd": 1, "exp_rows": 1}
     assert not any(p.advice for p in seen) and res.summary.meta["advice"] is None
@@ -161,8 +161,8 @@ def test_once_profiles_each_kernel_once_and_needs_no_advice(tmp_path: Path) -> N
 def test_the_cli_prints_the_advice_once_and_progress_now_and_then(tmp_path: Path) -> None:
     """What `profctl ncu` shows on a stderr that is not a terminal (a CI log): the advice once, and a progress
     line at most every `every_s` seconds."""
-    from profctl.cli.ncu import _showing_progress
-    from profctl.pipelines.ncu import NcuProgress
+    from profctl.cli.ncu_cmd import _showing_progress
+    from profctl.pipelines.ncu_pipeline import NcuProgress
 
     err = io.StringIO()
     with redirect_stderr(err), _showing_progress(every_s=0.0) as show:

@@ -197,8 +197,8 @@ def test_nothing_after_the_double_dash_is_an_error(tmp_path: Path, cmd: str) -> 
 
 # ------------------------------------------------------------------------------------------- 7: counts
 def test_the_summary_line_counts_the_planned_points() -> None:
-    from profctl.pipelines.bench import BenchResult
-    from profctl.render.bench import what_ran
+    from profctl.pipelines.bench_pipeline import BenchResult
+    from profctl.render.bench_view import what_ran
     from profctl.schema.bench import BenchRow
 
     row = {"backend": "eager", "batch": 1, "seqlen_q": 64, "seqlen_kv": 64, "heads": 2, "kv_heads": 2,
@@ -252,7 +252,7 @@ def test_look_alike_kernel_rows_get_footnotes() -> None:
 
 
 def test_timing_spread_warnings_are_one_line() -> None:
-    from profctl.render.bench import noise_lines
+    from profctl.render.bench_view import noise_lines
     from profctl.schema.bench import BenchRow
 
     rows = [BenchRow(backend=f"b{i}", model="gpt-tiny", workload="model", mode="train", batch=1, seqlen=64,

@@ -4,8 +4,8 @@ never end in a traceback -- over every pair of kinds and the whole mix (issue 21
 after the quickstart ended in `internal error: KeyError`), and a user's own program gets a real report in every
 format, its CPU ops, ranges and plots (class 2: it printed an empty `Backends (none)`).
 
-bench (attention and --model) and torch (the workload, and a program of our own) really run here (CPU); the nsys
-and ncu run directories are built the way profctl/pipelines/nsys.py and ncu.py write them, with the reports
+bench (attention and --model) and torch (the workload, and a program of our own) really run here (CPU); the nsys and ncu
+run directories are built the way profctl/pipelines/nsys_pipeline.py and ncu_pipeline.py write them, with the reports
 profctl recorded on the GPU machine (tests/data/nsys_profctl_fwdbwd.sqlite.gz, ncu_profctl_fwdbwd.ncu-rep.gz).
 """
 
@@ -41,7 +41,7 @@ def _events(path: Path, sweep: AttentionSweep) -> None:
 
 
 def nsys_run(root: Path) -> Path:
-    """A run directory as pipelines/nsys.py leaves it, around the SQLite export `profctl nsys` wrote on the GPU
+    """A run directory as pipelines/nsys_pipeline.py leaves it, around the SQLite export `profctl nsys` wrote on the GPU
     machine (tests/data/README.md: sdpa-flash, sdpa-cudnn, eager at seqlen 1024, 8 heads, fwd+bwd)."""
     from profctl.readers import nsys_sqlite
 
@@ -64,8 +64,8 @@ def nsys_run(root: Path) -> Path:
 
 
 def ncu_run(root: Path) -> Path:
-    """A run directory as pipelines/ncu.py leaves it, around the report `profctl ncu --recipe occupancy` wrote on
-    the GPU machine (tests/data/README.md)."""
+    """A run directory as pipelines/ncu_pipeline.py leaves it, around the report `profctl ncu --recipe occupancy`
+    wrote on the GPU machine (tests/data/README.md)."""
     from dataclasses import replace
 
     sweep = AttentionSweep.from_strings(backend="sdpa-flash", seqlen="256", heads="2", pass_="fwd+bwd", warmup=1,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from profctl import recipes
-from profctl.pipelines import ncu as pipeline
+from profctl.pipelines import ncu_pipeline
 from profctl.pipelines.targets import Program
 from profctl.tools import ncu as tool
 
@@ -67,11 +67,11 @@ def test_an_autotuning_program_is_told_how_to_narrow_before_anyone_gives_up(tmp_
 
 def test_once_profiles_each_kernel_of_the_program_once_and_shows_each(tmp_path: Path) -> None:
     exe = _ncu_or_skip()
-    seen: list[pipeline.NcuProgress] = []
-    req = pipeline.NcuRequest(target=Program(command=(sys.executable, str(PROG)), cwd=ROOT),
+    seen: list[ncu_pipeline.NcuProgress] = []
+    req = ncu_pipeline.NcuRequest(target=Program(command=(sys.executable, str(PROG)), cwd=ROOT),
                               recipe=recipes.get("speed-of-light"), exe=exe, reports=tmp_path,
                               clock_control="none", once=True)
-    res = pipeline.run(req, on_progress=seen.append)
+    res = ncu_pipeline.run(req, on_progress=seen.append)
     launches = res.summary.meta["launches"]
     by_name: dict[str, int] = {}
     for ln in launches:  # ncu counts invocations per function name ("kernel"; templates share it)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from profctl.cli import app
-from profctl.pipelines.bench import NOISE_IQR, add_noise_warnings
+from profctl.pipelines.bench_pipeline import NOISE_IQR, add_noise_warnings
 from profctl.schema.bench import BenchRow, bench_rows
 from tests.conftest import DATA
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profctl.analysis import explain as ex
+from profctl.analysis import explanation
 from profctl.errors import NothingMatched
 from profctl.readers.ncu_source import read_profiles
 from profctl.schema.profile import KernelProfile
@@ -21,17 +21,17 @@ PAIR = Path(__file__).resolve().parents[1] / "data" / "planted" / "attn_pair.ncu
 @cache
 def pair() -> tuple[KernelProfile, KernelProfile]:
     ps = read_profiles(PAIR)
-    a, _ = ex.select(ps, "_fwd_kernel", "pair")
-    b, _ = ex.select(ps, "cudnn", "pair")
+    a, _ = explanation.select(ps, "_fwd_kernel", "pair")
+    b, _ = explanation.select(ps, "cudnn", "pair")
     return a, b
 
 
 def test_the_parts_add_up_to_the_measured_gap() -> None:
     a, b = pair()
-    e = ex.explain(a, b)
+    e = explanation.explain(a, b)
     gap_us = (a.duration_ns - b.duration_ns) / 1e3  # type: ignore[operator]
     assert gap_us > 40  # Triton is behind cuDNN in this recording
-    total = sum(f.us for f in ex.factors(a, b)[0]) + e.remainder_us
+    total = sum(f.us for f in explanation.factors(a, b)[0]) + e.remainder_us
     assert total == pytest.approx(gap_us, abs=0.3)
     assert abs(e.remainder_us) < 0.05 * gap_us
     assert "A is 12.4% slower" in e.headline
@@ -39,7 +39,7 @@ def test_the_parts_add_up_to_the_measured_gap() -> None:
 
 def test_the_ranking_names_barrier_stalls_and_resident_warps() -> None:
     a, b = pair()
-    fs, _, _ = ex.factors(a, b)
+    fs, _, _ = explanation.factors(a, b)
     slower = [f for f in fs if f.us > 0]
     assert slower[0].name == "stall: barrier"
     assert {"resident warps", "stall: MIO throttle"} <= {f.name for f in slower[:4]}
@@ -50,21 +50,21 @@ def test_the_ranking_names_barrier_stalls_and_resident_warps() -> None:
 
 def test_side_by_side_rows() -> None:
     a, b = pair()
-    rows = {r.quantity: r for r in ex.side_by_side(a, b)}
+    rows = {r.quantity: r for r in explanation.side_by_side(a, b)}
     assert rows["tensor pipe"].va == pytest.approx(64.08, abs=0.01)
     assert rows["tensor pipe"].vb == pytest.approx(75.64, abs=0.01)
     assert rows["registers per thread"].a == "190" and rows["registers per thread"].b == "168"
     assert rows["grid"].b.startswith("persistent: 132 blocks")
     assert "registers" in rows["occupancy limited by"].a
     assert rows["stall: barrier"].va > rows["stall: barrier"].vb  # type: ignore[operator]
-    e = ex.explain(a, b)
+    e = explanation.explain(a, b)
     assert any("tensor pipe 76% busy against A's 64%" in n for n in e.notes)
 
 
 def test_roofs_from_the_shape() -> None:
     a, _ = pair()
-    assert ex.kernel_roofs(a) is None  # the plain script's NVTX names no shape
-    r = ex.kernel_roofs(a, "b1,sq4096,skv4096,h32,d128,bf16")
+    assert explanation.kernel_roofs(a) is None  # the plain script's NVTX names no shape
+    r = explanation.kernel_roofs(a, "b1,sq4096,skv4096,h32,d128,bf16")
     assert r is not None and r.binding.name == "tensor"
     assert 55 < r.against(a.duration_ns * 1e-9).pct < 65  # type: ignore[operator]
 
@@ -72,4 +72,4 @@ def test_roofs_from_the_shape() -> None:
 def test_a_regex_that_matches_nothing_names_the_kernels() -> None:
     ps = read_profiles(PAIR)
     with pytest.raises(NothingMatched, match=r"'flash_fwd' matches no kernel in pair; its kernels: _fwd_kernel"):
-        ex.select(ps, "flash_fwd", "pair")
+        explanation.select(ps, "flash_fwd", "pair")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from profctl.analysis.models import TIMER_NOTE, tables, train_split
+from profctl.analysis.model_tables import TIMER_NOTE, tables, train_split
 from tests.conftest import DATA
 
 

@@ -10,7 +10,7 @@ import pytest
 from profctl import recipes
 from profctl.analysis.diagnose import backend_of, by_backend, diagnose, diagnose_row
 from profctl.readers import read
-from profctl.render import ncu as render_ncu
+from profctl.render import ncu_view
 from profctl.schema import KernelRow
 
 pytest.importorskip("ncu_report")
@@ -96,12 +96,12 @@ def test_render_tables(shared_fixture: Callable[[str], Path]) -> None:
     s = read(shared_fixture("attn_tc.ncu-rep"))
     r = recipes.get("tensor-core")
     ds = diagnose(s, r, HOPPER)
-    md = render_ncu.render(s, ds, recipe=r, cc=HOPPER, fmt="markdown")
+    md = ncu_view.render(s, ds, recipe=r, cc=HOPPER, fmt="markdown")
     assert md is not None
     for title in ("Profiled launches", "Metrics — recipe tensor-core", "Diagnosis", "Backends side by side"):
         assert f"## {title}" in md
-    launches = render_ncu.launch_rows(s)
+    launches = ncu_view.launch_rows(s)
     assert len(launches) == 10 and launches[7]["kernel"] == "flash_fwd_kernel" and launches[7]["grid"] == "16x4x16"
-    rows = render_ncu.metric_rows(s, r, HOPPER, ds)
+    rows = ncu_view.metric_rows(s, r, HOPPER, ds)
     assert len(rows) == 10 and len({(x["kernel"], x["Duration"]) for x in rows}) == 10
-    assert render_ncu.fmt_value(571.43e9, "byte/s") == "571 GB/s" and render_ncu.fmt_value(41.68, "%") == "41.7%"
+    assert ncu_view.fmt_value(571.43e9, "byte/s") == "571 GB/s" and ncu_view.fmt_value(41.68, "%") == "41.7%"

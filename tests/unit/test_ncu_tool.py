@@ -13,7 +13,7 @@ import pytest
 
 from profctl.errors import CounterPermission, NothingMatched, ToolFailed, ToolNotFound
 from profctl.nvtx import ncu_include, passes_of
-from profctl.pipelines.ncu import cases_of
+from profctl.pipelines.ncu_pipeline import cases_of
 from profctl.pipelines.targets import Workload
 from profctl.spec import AttentionSweep
 from profctl.tools import ncu as adapter

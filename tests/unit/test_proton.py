@@ -1,4 +1,4 @@
-"""Proton timelines read back (profctl.readers.proton_trace / proton_tree, profctl.analysis.proton): on traces
+"""Proton timelines read back (profctl.readers.proton_trace / proton_tree, profctl.analysis.timeline): on traces
 recorded on an H200 with plain Proton (tests/data/proton/README.md), profctl's counts, totals, overlaps and
 critical path are checked against what the file holds, computed here straight from its JSON events; and the
 planted answers (a loop whose second scope waits on the first; two warp groups with and without overlap)."""
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl.analysis import proton as ap
-from profctl.analysis import proton_diff
+from profctl.analysis import timeline, timeline_diff
 from profctl.cli import app
 from profctl.errors import BadReport
 from profctl.readers import proton_trace, proton_tree, sniff
@@ -184,7 +183,7 @@ def test_what_did_not_fit_is_said() -> None:
     assert "448" not in (drops.describe() or "") and "1792 records lost" in (drops.describe() or "")
     tr = proton_trace.read(PROTON / "overflow.chrome_trace.gz", drops=drops)
     assert tr.n_events == 8 * 16  # each warp's last 32 records: 16 instances
-    rep = ap.analyze(tr)
+    rep = timeline.analyze(tr)
     assert any("buffer overflowed" in w for w in rep.warnings)
 
 
@@ -257,12 +256,12 @@ def test_explain_says_which_overlap_was_lost() -> None:
 def test_explain_of_the_recorded_change() -> None:
     """The full non-causal timelines of the H200 session (default, and conditional rescaling): softmax grew and
     P.V lost its overlap with the other warpgroup's softmax (benchmarks/RESULTS.md, issue 30)."""
-    def load(name: str) -> ap.TimelineReport:
+    def load(name: str) -> timeline.TimelineReport:
         with gzip.open(PROTON / "full" / f"{name}.timeline.json.gz", "rt") as f:
-            return ap.TimelineReport.from_dict(json.load(f))
+            return timeline.TimelineReport.from_dict(json.load(f))
 
     a, b = load("default_noncausal").kernel(None), load("lazy_noncausal").kernel(None)
-    d = proton_diff.compare(a, b)
+    d = timeline_diff.compare(a, b)
     grew = max(d.scopes, key=lambda s: s.delta)
     assert grew.name == "softmax" and grew.ratio is not None and grew.ratio > 1.3
     assert ("pv", "softmax") in {(o.a, o.b) for o in d.lost}

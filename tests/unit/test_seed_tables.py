@@ -1,4 +1,4 @@
-"""The seeds' table layouts from bench rows (profctl.analysis.seed_tables, profctl.render.seed_tables): each
+"""The seeds' table layouts from bench rows (profctl.analysis.seed_tables, profctl.render.seed_tables_view): each
 preset on recorded H100 rows where they have the shapes, on constructed rows (tests/data/constructed_rows.py)
 where they do not, and in every format."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from profctl.analysis import seed_tables as st
 from profctl.errors import NothingMatched, UsageError
-from profctl.render import seed_tables as rs
+from profctl.render import seed_tables_view
 from tests.conftest import DATA
 
 H100_SWEEP = "bench_h100_b1h32d128_fwd.json.gz"  # recorded: b1 h32 d128 fwd, seqlen 1k-16k, 4 backends
@@ -187,22 +187,22 @@ def test_unknown_preset_names_the_presets() -> None:
 def test_every_preset_in_every_format(name: str) -> None:
     data = {"seed-002-batch": rows(BATCH), "seed-003-torch-triton": rows(TORCH_TRITON)}.get(name, rows(H200))
     t = st.build(name, data)
-    md = rs.to_markdown(t)
+    md = seed_tables_view.to_markdown(t)
     assert md.count("## ") == len(t.panels) and "| " + " | ".join(t.panels[0].columns) + " |" in md
     assert all(f"- {n}" in md for n in t.notes)
-    got = list(csv.DictReader(io.StringIO(rs.to_csv(t))))
+    got = list(csv.DictReader(io.StringIO(seed_tables_view.to_csv(t))))
     assert len(got) == sum(len(p.rows) for p in t.panels)
     assert set(t.panels[0].columns) <= set(got[0]) and set(t.panels[0].context) <= set(got[0])
-    doc = json.loads(rs.to_json(t))
+    doc = json.loads(seed_tables_view.to_json(t))
     assert doc["schema"] == "profctl.seed-table/1" and doc["panels"][0]["columns"] == t.panels[0].columns
-    page = rs.to_html(t)
+    page = seed_tables_view.to_html(t)
     assert "<script" not in page and page.count("<table") == len(t.panels)
     assert ("No FlashAttention-3" in page) == name.startswith("seed-004")
 
 
 def test_csv_numbers_are_unrounded() -> None:
     data = rows(H100_SWEEP)
-    got = list(csv.DictReader(io.StringIO(rs.to_csv(st.build("seed-004-forward", data)))))
+    got = list(csv.DictReader(io.StringIO(seed_tables_view.to_csv(st.build("seed-004-forward", data)))))
     r = next(x for x in got if x["Seq Length"] == "4096" and x["causal"] == "False")
     assert float(r["FA4 (fa4)"]) == median(data, "fa4", 4096)
     assert float(r["Best Speedup"]) == pytest.approx(median(data, "eager", 4096) / median(data, "fa4", 4096))

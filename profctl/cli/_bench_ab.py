@@ -1,5 +1,5 @@
 """`profctl bench --ab A,B` and `profctl bench -b X --ab-env 'VAR=x|VAR=y'`: the interleaved A/B, from the bench
-command's options to the one-line answer per case (profctl.pipelines.ab runs it)."""
+command's options to the one-line answer per case (profctl.pipelines.ab_pipeline runs it)."""
 
 from __future__ import annotations
 
@@ -37,23 +37,23 @@ def run_ab(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, threshol
            timeout: float, quiet: bool, label: str | None, executor: Any) -> None:
     """Check the options, run the A/B, print its answer, and apply --fail-if-slower (exit 1 on a regression)."""
     from profctl.analysis import regression as cm
-    from profctl.pipelines import ab as pipeline
+    from profctl.pipelines import ab_pipeline
     from profctl.pipelines.targets import Workload
 
     req = _request(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold, fail_if_slower=fail_if_slower,
                    reports=reports, timeout=timeout, label=label, executor=executor)
     if not isinstance(req.target, Workload):
         raise UsageError("--ab compares attention functions or backends; it does not take --model")
-    pipeline.check(req)
+    ab_pipeline.check(req)
     if strict and req.limit is None:
         raise conflict("--strict", "--ab without --fail-if-slower", "with --ab, --strict makes inconclusive "
                        "cases fail the --fail-if-slower gate; give --fail-if-slower too")
     check_outputs(("-o", output))
     check_reports(reports)
-    a, b = pipeline.names(req)
+    a, b = ab_pipeline.names(req)
     if not quiet:
         note(f"A/B: {b} against {a}, {req.rounds} rounds of {req.target.sweep.iters} iterations each")
-    res = pipeline.run(req)
+    res = ab_pipeline.run(req)
     _show(res, format, output, quiet=quiet)
     note(f"run: {res.run_dir}")
     if not any(r.ratio is not None for r in res.report.rows):
@@ -73,7 +73,7 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
              fail_if_slower: str | None, reports: Path | None, timeout: float, label: str | None,
              executor: Any) -> Any:
     """The A/B request the options describe; UsageError for options that contradict it."""
-    from profctl.pipelines import ab as pipeline
+    from profctl.pipelines import ab_pipeline
     from profctl.pipelines.executors import Local
     from profctl.spec import SpecError, parse_backends
 
@@ -105,21 +105,21 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         assert ab_env is not None
         if len(sweep.backends) != 1:
             raise UsageError("--ab-env runs one function under two settings: give exactly one --backend")
-        env_a, env_b = pipeline.parse_env_pair(ab_env)
+        env_a, env_b = ab_pipeline.parse_env_pair(ab_env)
     limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
     delta = percent(threshold, "--threshold") if threshold is not None else None
     if limit is not None and delta is not None and delta > limit:
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
                        "a slowdown between the two would count as unchanged and pass the gate")
-    return pipeline.AbRequest(target=wl, variant_b=variant_b, env_a=env_a, env_b=env_b, rounds=rounds,
+    return ab_pipeline.AbRequest(target=wl, variant_b=variant_b, env_a=env_a, env_b=env_b, rounds=rounds,
                               threshold=delta, limit=limit, reports=reports, case_timeout_s=timeout,
                               command=command_line(), executor=executor or Local())
 
 
 def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
     """The answer: one line per case on stdout; the tables (rounds, comparison) unless quiet; or the format."""
-    from profctl.pipelines.ab import answer
-    from profctl.render import regression as rr
+    from profctl.pipelines.ab_pipeline import answer
+    from profctl.render import compare_view
 
     lines = [answer(r, res.report.confidence) for r in res.report.rows]
     to_stdout = output is None or str(output) == "-"
@@ -127,7 +127,7 @@ def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
         emit(json.dumps({"a": res.names[0], "b": res.names[1], "result": res.report.to_dict(),
                          "cases": res.cases}, indent=1, default=str) + "\n", output)
     elif format in ("markdown", "csv"):
-        emit(rr.render(res.report, format), output)
+        emit(compare_view.render(res.report, format), output)
     elif not to_stdout:
         from profctl.render.tables import text_console
 
@@ -143,7 +143,7 @@ def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
 
 
 def _tables(res: Any, con: Any) -> None:
-    from profctl.render import regression as rr
+    from profctl.render import compare_view
     from profctl.render.tables import print_table
 
     for c in res.cases:
@@ -154,7 +154,7 @@ def _tables(res: Any, con: Any) -> None:
             spec = c.get("spec") or {}
             print_table(con, f"rounds: A = {res.names[0]}, B = {res.names[1]}; seqlen {spec.get('seqlen_q')} "
                              f"{spec.get('pass')}", rows)
-    rr.render(res.report, "table", con=con)
+    compare_view.render(res.report, "table", con=con)
 
 
 def _med(xs: Any) -> str:

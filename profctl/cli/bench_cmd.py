@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from profctl.cli import _ab
+from profctl.cli import _bench_ab
 from profctl.cli._common import (
     REPORTS_HELP,
     check_format,
@@ -67,14 +67,14 @@ def bench(
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list); with --ab,
     two variants against each other, interleaved in one process."""
-    from profctl.pipelines import bench as pipeline
+    from profctl.pipelines import bench_pipeline
 
     check_format(format, FORMATS)
     if ab is not None or ab_env is not None:
-        return _ab.run_ab(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold,
+        return _bench_ab.run_ab(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold,
                           fail_if_slower=fail_if_slower, strict=strict, format=format, output=output,
                           reports=reports, timeout=timeout, quiet=quiet, label=label, executor=executor)
-    _ab.refuse_without_ab(fail_if_slower, threshold)
+    _bench_ab.refuse_without_ab(fail_if_slower, threshold)
     for flag, p, fmt in (("--json", json_out, "json"), ("--csv", csv_out, "csv"), ("--markdown", md_out, "markdown")):
         if p is not None:
             note(f"note: {flag} FILE is now -f {fmt} -o FILE; the old spelling goes in 0.3")
@@ -87,13 +87,13 @@ def bench(
         raise UsageError(f"--timeout must be positive, got {timeout:g}")
     validate_workload(wl)
     requested = list(wl.sweep.backends)
-    req = pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
+    req = bench_pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
                                 reports=reports, point_timeout_s=timeout, command=command_line(), label=label,
                                 executor=executor)
-    pipeline.check(req)
+    bench_pipeline.check(req)
     check_reports(reports)
     to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)
-    res = _run(pipeline, req, show=not quiet and not to_stdout)
+    res = _run(bench_pipeline, req, show=not quiet and not to_stdout)
     _report(res, outputs, requested, show=not quiet and not to_stdout, strict=strict)
 
 
@@ -115,23 +115,24 @@ def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
 
 def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: list[str], *, show: bool,
             strict: bool) -> None:
-    from profctl.render import bench as rb
+    from profctl.render import bench_view
 
     if show:
-        rb.print_table(res)
-    renderers = {"json": rb.to_json, "csv": rb.to_csv, "markdown": rb.to_markdown, "table": rb.to_text}
+        bench_view.print_table(res)
+    renderers = {"json": bench_view.to_json, "csv": bench_view.to_csv, "markdown": bench_view.to_markdown,
+                 "table": bench_view.to_text}
     for _, fmt, path in outputs:
         if path is not None:
             emit(renderers[fmt](res), path)
     if not show:  # the table printed them; without it they still belong on stderr: -q never hides a problem
-        for w in rb.warning_lines(res):
+        for w in bench_view.warning_lines(res):
             warn(w)
-        for kind, line in rb.problem_lines(res):
+        for kind, line in bench_view.problem_lines(res):
             note(f"{kind}: {line}")
-    for line in rb.failure_lines(res):
+    for line in bench_view.failure_lines(res):
         if not show or len(line) > 80:  # the table cuts a reason: the whole of it, once
             note(f"failed: {line}")
-    for line in rb.what_ran(res, requested):
+    for line in bench_view.what_ran(res, requested):
         note(line)
     note(f"run: {res.run_dir}")
     if res.interrupted:

@@ -3,7 +3,7 @@ change, or two kernels): which scope grew, which overlap was lost.
 
 Scopes are matched by name. A scope's size is its cycles per CTA (its total over every warp and instance / the
 CTAs), so a kernel that runs more or fewer CTAs still compares; its share of the warps' time says what part of
-the kernel it is. An overlap (A runs while B runs on another warp of the CTA, profctl.analysis.proton) is
+the kernel it is. An overlap (A runs while B runs on another warp of the CTA, profctl.analysis.timeline) is
 *lost* when its share of A's time fell by at least :data:`LOST` (in points), *gained* when it rose as much.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis.proton import KernelTimeline
+from profctl.analysis.timeline import KernelTimeline
 
 #: a change of an overlap's share of A (0..1) that counts as lost or gained
 LOST = 0.05

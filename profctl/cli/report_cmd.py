@@ -23,9 +23,9 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.cli._executors import by_gpu_option
-from profctl.cli._proton_view import timelines_first
 from profctl.cli._report_more import TABLE_HELP, other_view
-from profctl.cli._source_view import source_view
+from profctl.cli._report_source import source_view
+from profctl.cli._timelines import timelines_first
 from profctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def report(
 
 
 def _deep_view(paths: list[Path], view: str, **kw: Any) -> None:
-    """--view source|stalls: refuse the options of the other views, then print (profctl.cli._source_view)."""
+    """--view source|stalls: refuse the options of the other views, then print (profctl.cli._report_source)."""
     for opt in ("by_range", "baseline", "gpu", "pivot", "tokens", "shape"):
         if given(opt):
             flag = typed_flags().get(opt, f"--{opt.replace('_', '-')}")
@@ -141,7 +141,7 @@ def _check_options(format: str, view: str, pivot: str | None, tokens: int | None
             raise UsageError(f"--shape: {e}") from None
     fields: list[str] = []
     if pivot is not None:
-        from profctl.render.backend_table import PIVOT_FIELDS
+        from profctl.render.backend_table_view import PIVOT_FIELDS
         from profctl.spec import comma_items
 
         fields = comma_items(pivot, "--pivot")
@@ -177,7 +177,7 @@ def _why_compare(format: str, pivot: str | None, tools: set[str], paths: list[Pa
 def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None,
              title: str | None = None) -> None:
     from profctl import inputs as resolver
-    from profctl.render.summary import render
+    from profctl.render.summary_view import render
     from profctl.render.tables import text_console
     from profctl.schema import concat
 
@@ -190,7 +190,7 @@ def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, outp
                 warn(w)
     if format == "html":  # the summary as a page: its plots, kernels (or CPU ops) and ranges
         from profctl.render.html import page
-        from profctl.render.summary import html_section
+        from profctl.render.summary_view import html_section
         from profctl.render.tables import display_path
 
         one = concat(summaries)
@@ -214,7 +214,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     """The comparison of backends, with the model tables and the summaries of reports that name no backend
     (a user's program) beside it: every mix of inputs gets every part it holds (render.report)."""
     from profctl import inputs as resolver
-    from profctl.render import report as rr
+    from profctl.render import report_view
 
     summaries: list[tuple[Any, Any]] = []
     rows: list[BenchRow] = []
@@ -243,7 +243,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     parts = _join(summaries, rows, device=device, shape=shape, baseline=baseline)
     parts.models = models
     if models:
-        from profctl.render.bench import noise_lines
+        from profctl.render.bench_view import noise_lines
 
         for w in noise_lines(models):
             warn(w)
@@ -254,18 +254,18 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
         what = ", ".join(t for t, _ in parts.summaries) or "model rows"
         note(f"note: no backend of profctl's attention workload in these inputs; shown as they are: {what}")
     if format == "html":
-        emit(rr.to_html(parts, title, limit or None), output)
+        emit(report_view.to_html(parts, title, limit or None), output)
     elif format == "json":
-        emit(rr.to_json(parts), output)
+        emit(report_view.to_json(parts), output)
     elif format == "csv":
-        emit(rr.to_csv(parts), output)
+        emit(report_view.to_csv(parts), output)
     elif format == "markdown":
-        emit(rr.to_markdown(parts, limit or None), output)
+        emit(report_view.to_markdown(parts, limit or None), output)
     else:
         from profctl.render.tables import console, text_console
 
         con, buf = text_console() if output is not None else (console(240), None)
-        rr.print_all(parts, con, limit or None)
+        report_view.print_all(parts, con, limit or None)
         if buf is not None:
             emit(buf.getvalue(), output)
 
@@ -275,7 +275,7 @@ def _join(summaries: list[tuple[Any, Any]], rows: list[BenchRow], *, device: str
     """The comparison of the inputs (None when it has no row), and the summaries none of whose kernels it
     placed (a user's program, a report without profctl's ranges), titled for their own section."""
     from profctl.analysis import backend_table, crosstool
-    from profctl.render.report import ReportParts
+    from profctl.render.report_view import ReportParts
 
     view = crosstool.join([s for _, s in summaries], rows, device=device, shape=shape)
     c = backend_table.build(view, baseline=None if baseline == "none" else baseline, device=device)
@@ -309,7 +309,7 @@ def _title(inp: Any, s: Any) -> str:
 
 
 def _pivot(parts: Any, pivot: list[str], format: str, output: Path | None) -> None:
-    from profctl.render import backend_table as rc
+    from profctl.render import backend_table_view
     from profctl.render.tables import console, markdown, print_table, text_console
 
     if parts.table is None:
@@ -318,9 +318,9 @@ def _pivot(parts: Any, pivot: list[str], format: str, output: Path | None) -> No
     if parts.models or parts.summaries:
         note("note: --pivot shows the comparison of backends only; the model rows and summaries of these inputs "
              "are left out")
-    prow = rc.pivot_rows(parts.table, pivot)
+    prow = backend_table_view.pivot_rows(parts.table, pivot)
     if format == "csv":
-        emit(rc.pivot_csv(prow), output)
+        emit(backend_table_view.pivot_csv(prow), output)
     elif format == "markdown":
         emit(markdown(prow), output)
     else:
@@ -332,22 +332,22 @@ def _pivot(parts: Any, pivot: list[str], format: str, output: Path | None) -> No
 
 def _models(rows: list[BenchRow], format: str, output: Path | None, title: str | None) -> None:
     """Model bench rows: the seeds' tables (step time, MFU, memory against context, tokens/s, samples/s)."""
-    from profctl.pipelines.bench import add_noise_warnings
-    from profctl.render import models as rm
-    from profctl.render.bench import noise_lines
+    from profctl.pipelines.bench_pipeline import add_noise_warnings
+    from profctl.render import model_tables_view
+    from profctl.render.bench_view import noise_lines
 
     add_noise_warnings(rows)  # rows recorded before profctl flagged them get the same check
     for w in noise_lines(rows):
         warn(w)
     if format == "html":
-        emit(rm.to_html(rows, title), output)
+        emit(model_tables_view.to_html(rows, title), output)
     elif format == "json":
-        from profctl.analysis.models import tables
+        from profctl.analysis.model_tables import tables
 
         emit(json.dumps([{"title": t, "rows": r} for t, r in tables(rows)], indent=1) + "\n", output)
     elif format == "csv":
-        emit(rm.to_csv(rows), output)
+        emit(model_tables_view.to_csv(rows), output)
     elif format == "markdown" or output:
-        emit(rm.to_markdown(rows), output)
+        emit(model_tables_view.to_markdown(rows), output)
     else:
-        rm.print_tables(rows)
+        model_tables_view.print_tables(rows)

@@ -161,8 +161,8 @@ def show(
     """Print one run: what ran, on what, its status, its files and its results; or (--repro) a script that runs
     it again."""
     from profctl import runs as rs
-    from profctl.pipelines.bench import BenchResult
-    from profctl.render import bench as rb
+    from profctl.pipelines.bench_pipeline import BenchResult
+    from profctl.render import bench_view
     from profctl.render.tables import FORMATS, console, markdown, print_table
 
     check_format(format, FORMATS)
@@ -193,21 +193,21 @@ def show(
     if format == "csv":
         if res is None:
             raise UsageError(f"run {info.run_id} has no bench rows to write as CSV")
-        sys.stdout.write(rb.to_csv(res))
+        sys.stdout.write(bench_view.to_csv(res))
         return
     facts = [{"field": k, "value": v} for k, v in _facts(info)]
     frows = [{"file": p, "size": f"{s:,} B"} for p, s in files]
     if format == "markdown":
         out = f"## run {info.run_id}\n\n" + markdown(facts) + "\n### files\n\n" + markdown(frows)
         if res is not None:
-            out += "\n### rows\n\n" + rb.to_markdown(res)
+            out += "\n### rows\n\n" + bench_view.to_markdown(res)
         sys.stdout.write(out)
         return
     con = console()
     print_table(con, f"run {info.path}", facts)
     print_table(con, "files", frows)
     if res is not None and res.rows:
-        rb.print_table(res, con)
+        bench_view.print_table(res, con)
     elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
         con.print(f"its kernels: profctl report {info.path}", style="dim")
     for line in _ab_lines(info.path / "ab.json"):

@@ -22,13 +22,13 @@ def _pct(x: float) -> str:
 
 
 def fact_rows(v: SourceView) -> list[dict[str, Any]]:
-    """The kernel's figures as ncu's Details page would give them (profctl.analysis.explain's rows, one column),
+    """The kernel's figures as ncu's Details page would give them (profctl.analysis.explanation's rows, one column),
     and its speed-of-light headroom when the NVTX range names its shape."""
-    from profctl.analysis import explain as ex
+    from profctl.analysis import explanation
 
-    rows = [{"": r.quantity, "value": r.a, "unit": r.unit} for r in ex.side_by_side(v.profile, v.profile)
+    rows = [{"": r.quantity, "value": r.a, "unit": r.unit} for r in explanation.side_by_side(v.profile, v.profile)
             if not r.quantity.startswith("stall:")]
-    roofs = ex.kernel_roofs(v.profile)
+    roofs = explanation.kernel_roofs(v.profile)
     if roofs is not None and v.profile.duration_ns:
         rows.append({"": "speed of light", "value": roofs.against(v.profile.duration_ns * 1e-9).sentence(),
                      "unit": f"roofs on {roofs.device}: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us"

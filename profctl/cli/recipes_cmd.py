@@ -24,22 +24,22 @@ def recipes(
 ) -> None:
     """List the ncu recipes, or show one: what it collects, what each metric means and how to read it."""
     from profctl import recipes as rmod
-    from profctl.render import recipes as render
+    from profctl.render import recipes_view
 
     check_format(format, ("table", "markdown", "csv", "json"))
     want_cc = _parse_cc(cc) if cc else None
     if format == "csv":
         from profctl.render.tables import to_csv
 
-        rows = render.list_rows(rmod.load_all(), want_cc) if name is None else \
-            [{k: str(v) for k, v in m.items()} for m in render.as_dict(rmod.get(name), want_cc)["metrics"]]
+        rows = recipes_view.list_rows(rmod.load_all(), want_cc) if name is None else \
+            [{k: str(v) for k, v in m.items()} for m in recipes_view.as_dict(rmod.get(name), want_cc)["metrics"]]
         sys.stdout.write(to_csv(rows))
         return
     if name is None:
-        text = render.render_list(render.list_rows(rmod.load_all(), want_cc), format,
+        text = recipes_view.render_list(recipes_view.list_rows(rmod.load_all(), want_cc), format,
                                   "ncu recipes (profctl ncu --recipe NAME)")
     else:
-        text = render.render_recipe(rmod.get(name), format, want_cc, cc)
+        text = recipes_view.render_recipe(rmod.get(name), format, want_cc, cc)
     if text is not None:
         sys.stdout.write(text)
 

@@ -45,24 +45,24 @@ def proton_inputs(paths: list[Any], reports: Path | None) -> list[Any] | None:
 
 
 def load(inp: Any, *, cta: int | None = None) -> Any:
-    """The figures of one Proton input (profctl.analysis.proton.TimelineReport)."""
-    from profctl.analysis import proton as ap
+    """The figures of one Proton input (profctl.analysis.timeline.TimelineReport)."""
+    from profctl.analysis import timeline
     from profctl.readers import proton_trace, proton_tree
 
     p = Path(inp.path)
     cache = _cache(p)
     if cache is not None and cta is None:
         try:
-            rep = ap.TimelineReport.from_dict(json.loads(cache.read_text(encoding="utf-8")))
+            rep = timeline.TimelineReport.from_dict(json.loads(cache.read_text(encoding="utf-8")))
             rep.source = str(p)
             return rep
         except (OSError, ValueError, KeyError, TypeError):
             pass  # an unreadable cache: the trace is read instead
     clock = _run_clock(p)
     if inp.kind == "proton-tree":
-        return ap.from_tree(proton_tree.read(p), clock_mhz=clock)
+        return timeline.from_tree(proton_tree.read(p), clock_mhz=clock)
     drops = _drops(p)
-    rep = ap.analyze(proton_trace.read(p, drops=drops), clock_mhz=clock, cta=cta)
+    rep = timeline.analyze(proton_trace.read(p, drops=drops), clock_mhz=clock, cta=cta)
     if clock:
         rep.notes.append(f"times at the SM clock the run recorded ({clock} MHz)")
     return rep
@@ -124,28 +124,28 @@ def show(inputs: list[Any], *, format: str, output: Path | None, limit: int, tit
 
 
 def render(reps: list[Any], *, format: str, output: Path | None, limit: int, title: str | None) -> None:
-    from profctl.render import proton as rp
+    from profctl.render import timeline_view
 
     if format == "json":
         docs = [r.to_dict() for r in reps]
         emit(json.dumps(docs[0] if len(docs) == 1 else docs, indent=1) + "\n", output)
     elif format == "markdown":
-        emit("\n".join(rp.markdown(r, limit or None) for r in reps), output)
+        emit("\n".join(timeline_view.markdown(r, limit or None) for r in reps), output)
     elif format == "html":
         if len(reps) > 1:
             from profctl.render.html import page
 
-            emit(page(title or "profctl report: Proton timelines", [_body(rp.to_html(r, None, limit or None))
+            emit(page(title or "profctl report: Proton timelines", [_body(timeline_view.to_html(r, None, limit or None))
                                                                     for r in reps]), output)
         else:
-            emit(rp.to_html(reps[0], title, limit or None), output)
+            emit(timeline_view.to_html(reps[0], title, limit or None), output)
     else:
         from profctl.render.tables import console, text_console
 
         con, buf = text_console() if output is not None else (console(240), None)
         for r in reps:
             con.print(f"Proton timeline: {r.source}", style="bold")
-            rp.print_report(r, con, limit or None)
+            timeline_view.print_report(r, con, limit or None)
         if buf is not None:
             emit(buf.getvalue(), output)
 
@@ -157,7 +157,7 @@ def _body(page_html: str) -> str:
 
 def _perfetto(inputs: list[Any], output: Path | None, cta: int | None) -> None:
     from profctl.readers import proton_trace
-    from profctl.render import proton as rp
+    from profctl.render import timeline_view
 
     traces = [i for i in inputs if i.kind == "proton-trace"]
     if len(traces) != 1:
@@ -172,7 +172,7 @@ def _perfetto(inputs: list[Any], output: Path | None, cta: int | None) -> None:
         return atomic_open(output)
 
     p = Path(traces[0].path)
-    said = rp.write_perfetto(proton_trace.read(p), sink, clock_mhz=_run_clock(p))
+    said = timeline_view.write_perfetto(proton_trace.read(p), sink, clock_mhz=_run_clock(p))
     where = "" if output is None or str(output) == "-" else f"{output}: "
     note(f"{where}{said}; open it in ui.perfetto.dev or chrome://tracing")
 
@@ -225,27 +225,27 @@ def explain_view(report: str, report2: str | None, *, kernel: str | None, vs: st
     if format not in ("table", "markdown", "json"):
         raise UsageError(f"unknown format {format!r}; choose from table, markdown, json")
     check_outputs(("-o", output))
-    from profctl.analysis import proton_diff
-    from profctl.render import proton as rp
+    from profctl.analysis import timeline_diff
+    from profctl.render import timeline_view
 
     ra, rb = load(a_in), load(b_in)
     ka = ra.kernel(kernel)
     kb = rb.kernel(vs if vs is not None else kernel)
     if ka is kb:
         raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same kernel ({ka.kernel})")
-    d = proton_diff.compare(ka, kb, a_label="A", b_label="B")
+    d = timeline_diff.compare(ka, kb, a_label="A", b_label="B")
     d.notes[:0] = [f"A: {ka.kernel} in {ra.source}", f"B: {kb.kernel} in {rb.source}"]
     for w in ra.warnings + rb.warnings:
         warn(w)
     if format == "json":
-        emit(rp.diff_json(d), output)
+        emit(timeline_view.diff_json(d), output)
     elif format == "markdown":
-        emit(rp.diff_markdown(d), output)
+        emit(timeline_view.diff_markdown(d), output)
     else:
         from profctl.render.tables import console, text_console
 
         con, buf = text_console() if output is not None else (console(), None)
-        rp.print_diff(d, con)
+        timeline_view.print_diff(d, con)
         if buf is not None:
             emit(buf.getvalue(), output)
     return True

@@ -8,7 +8,7 @@ from typing import Any
 
 
 def pass_time_lines(times: list[Any]) -> list[str]:
-    """One line per case and pass (profctl.pipelines.nsys.PassTime): median ms and the speedup."""
+    """One line per case and pass (profctl.pipelines.nsys_pipeline.PassTime): median ms and the speedup."""
     if not times:
         return []
     lines = ["", "GPU time per iteration (median of the measured iterations, projected from NVTX):"]
@@ -19,7 +19,7 @@ def pass_time_lines(times: list[Any]) -> list[str]:
 
 
 def print_result(res: Any, fmt: str, *, limit: int | None) -> None:
-    from profctl.render.summary import render
+    from profctl.render.summary_view import render
     from profctl.render.tables import console
 
     ec = console(stderr=True)

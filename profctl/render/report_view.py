@@ -35,7 +35,7 @@ class ReportParts:
 
 
 def to_json(p: ReportParts) -> str:
-    from profctl.analysis.models import tables
+    from profctl.analysis.model_tables import tables
 
     models = [{"title": t, "rows": r} for t, r in tables(p.models)]
     sums = [json.loads(s.to_json()) | {"title": title} for title, s in p.summaries]
@@ -44,7 +44,7 @@ def to_json(p: ReportParts) -> str:
             return json.dumps({k: v for k, v in sums[0].items() if k != "title"}, indent=1) + "\n"
         return json.dumps(models, indent=1) + "\n"
     if p.table is not None and p.view is not None:
-        from profctl.render.backend_table import to_json as comparison_json
+        from profctl.render.backend_table_view import to_json as comparison_json
 
         d = json.loads(comparison_json(p.table, p.view))
     else:
@@ -59,15 +59,15 @@ def to_json(p: ReportParts) -> str:
 
 def to_csv(p: ReportParts) -> str:
     """One block per part; with several, each under a ``# title`` line and a blank line between them."""
-    from profctl.render import models as rm
-    from profctl.render.backend_table import to_csv as comparison_csv
-    from profctl.render.summary import render as summary_render
+    from profctl.render import model_tables_view
+    from profctl.render.backend_table_view import to_csv as comparison_csv
+    from profctl.render.summary_view import render as summary_render
 
     blocks: list[tuple[str, str]] = []
     if p.table is not None:
         blocks.append(("backends", comparison_csv(p.table)))
     if p.models:
-        blocks.append(("", rm.to_csv(p.models)))  # titled per table already
+        blocks.append(("", model_tables_view.to_csv(p.models)))  # titled per table already
     for title, s in p.summaries:
         blocks.append((title, summary_render(s, "csv") or ""))
     if len(blocks) == 1:
@@ -76,15 +76,15 @@ def to_csv(p: ReportParts) -> str:
 
 
 def to_markdown(p: ReportParts, limit: int | None = None) -> str:
-    from profctl.render import models as rm
-    from profctl.render.backend_table import to_markdown as comparison_markdown
-    from profctl.render.summary import render as summary_render
+    from profctl.render import model_tables_view
+    from profctl.render.backend_table_view import to_markdown as comparison_markdown
+    from profctl.render.summary_view import render as summary_render
 
     out = []
     if p.table is not None and p.view is not None:
         out.append(comparison_markdown(p.table, p.view, limit))
     if p.models:
-        out.append(rm.to_markdown(p.models))
+        out.append(model_tables_view.to_markdown(p.models))
     for title, s in p.summaries:
         out.append(f"# {title}\n\n" + (summary_render(s, "markdown", limit=limit) or ""))
     return "\n".join(out)
@@ -93,13 +93,13 @@ def to_markdown(p: ReportParts, limit: int | None = None) -> str:
 def print_all(p: ReportParts, con: Any, limit: int | None = None) -> None:
     from rich.markup import escape
 
-    from profctl.render.backend_table import print_table as comparison_table
-    from profctl.render.summary import render as summary_render
+    from profctl.render.backend_table_view import print_table as comparison_table
+    from profctl.render.summary_view import render as summary_render
 
     if p.table is not None and p.view is not None:
         comparison_table(p.table, p.view, limit, con=con)
     if p.models:
-        from profctl.analysis.models import tables
+        from profctl.analysis.model_tables import tables
         from profctl.render.tables import rich_table
 
         for title, t in tables(p.models):
@@ -111,11 +111,10 @@ def print_all(p: ReportParts, con: Any, limit: int | None = None) -> None:
 
 def to_html(p: ReportParts, title: str | None = None, limit: int | None = None) -> str:
     """One self-contained page: the comparison's sections, the models', each summary's."""
-    from profctl.render import html
-    from profctl.render import models as rm
-    from profctl.render.summary import html_section
+    from profctl.render import html, model_tables_view
+    from profctl.render.summary_view import html_section
 
-    extra = [rm.html_section(p.models)] if p.models else []
+    extra = [model_tables_view.html_section(p.models)] if p.models else []
     extra += [html_section(s, title=t, limit=limit or 200, anchor=f"summary-{i}")
               for i, (t, s) in enumerate(p.summaries)]
     if p.table is not None and p.view is not None:

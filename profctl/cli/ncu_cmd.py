@@ -87,7 +87,7 @@ def ncu(
     """Profile the measured iteration of each backend, or your own program (-- CMD ARGS...), with Nsight
     Compute and diagnose every kernel."""
     from profctl import recipes
-    from profctl.pipelines import ncu as pipeline
+    from profctl.pipelines import ncu_pipeline
 
     check_format(format, FORMATS)
     # one measured iteration unless the user asked for more (a click ParameterSource, compared by name so it works
@@ -95,17 +95,17 @@ def ncu(
     if not program and getattr(ctx.get_parameter_source("iters"), "name", "DEFAULT") == "DEFAULT":
         wl = wl.with_iters(1)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
-    req = pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
+    req = ncu_pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
                               launch_skip=launch_skip, launch_count=launch_count, range=range_, once=once,
                               replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
                               timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
-    pipeline.check(req)
+    ncu_pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
-    req = replace(req, exe=pipeline.tool.find())
+    req = replace(req, exe=ncu_pipeline.tool.find())
     try:
         with _showing_progress() as show:
-            res = pipeline.run(req, on_progress=show)
+            res = ncu_pipeline.run(req, on_progress=show)
     except NothingMatched as e:
         raise with_range_hint(e, req.target) from None
     _print(res, format)
@@ -154,17 +154,17 @@ def _showing_progress(every_s: float = 60.0) -> Iterator[Callable[[Any], None]]:
 
 
 def _print(result: Any, format: str) -> None:
-    from profctl.render import ncu as render_ncu
+    from profctl.render import ncu_view
 
     for w in result.warnings:
         print(f"profctl: warning: {w}", file=sys.stderr)
     if format == "csv":
         text: str | None = result.summary.kernels_df().to_csv(index=False)
     else:
-        text = render_ncu.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
+        text = ncu_view.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
     if format == "json" and text is not None and result.profiles:
         from profctl.analysis import source as src
-        from profctl.render.source import to_dict
+        from profctl.render.source_view import to_dict
 
         doc = json.loads(text)
         doc["source"] = [to_dict(src.view(p, None), 20) for p in result.profiles if p.has_samples and p.pcs]
@@ -183,14 +183,14 @@ def _print(result: Any, format: str) -> None:
 def _print_source(result: Any, format: str) -> None:
     """The hot lines of each kernel the recipe sampled (profctl report RUN --view source has them all)."""
     from profctl.analysis import source as src
-    from profctl.render import source as rs
+    from profctl.render import source_view
     from profctl.render.tables import console
 
     views = [src.view(p, 5) for p in result.profiles if p.has_samples and p.pcs]
     if format == "markdown":
-        print(rs.markdown(views, "source", 5))
+        print(source_view.markdown(views, "source", 5))
     else:
-        rs.print_views(views, "source", console(), 5)
+        source_view.print_views(views, "source", console(), 5)
     run = result.run_dir
     print(f"profctl: every line and instruction: profctl report {run} --view source [-f html -o source.html]; "
           f"stalls: --view stalls; two kernels side by side: profctl explain {run} --kernel A --vs B",

@@ -1,6 +1,6 @@
 """The Proton pipeline (``profctl proton``): Triton kernels recorded by Proton's instrumentation backend -- each
 case of profctl's Triton forward with its steps in scopes, or a user's Python program -- and each timeline read
-into per-scope figures (profctl.analysis.proton).
+into per-scope figures (profctl.analysis.timeline).
 
 Run directory, per case ``case-<i>`` (a program: ``proton``): ``<name>.chrome_trace`` (Proton's timeline; or
 ``<name>.hatchet`` with ``--data tree``), ``<name>.log`` (the child's output: Proton's buffer warnings land there),
@@ -45,7 +45,7 @@ class Recording:
     name: str
     output: Path
     log: Path
-    report: Any  # profctl.analysis.proton.TimelineReport
+    report: Any  # profctl.analysis.timeline.TimelineReport
     case: dict[str, Any] | None = None
     overhead: dict[str, Any] | None = None
 
@@ -155,7 +155,7 @@ def _timing(ctx: PartContext, req: ProtonRequest, target: Target, i: int, name: 
 
 
 def _overhead_line(o: dict[str, Any] | None) -> str | None:
-    from profctl.analysis.proton import overhead_note
+    from profctl.analysis.timeline import overhead_note
 
     return overhead_note(o.get("plain_us"), o.get("scoped_us"), OVERHEAD_WARN) if o else None
 
@@ -183,7 +183,7 @@ def _record(ctx: PartContext, req: ProtonRequest, target: Target, i: int | None,
 
 
 def _program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:
-    from profctl.pipelines.torchprof import program_error
+    from profctl.pipelines.torchprof_pipeline import program_error
 
     return program_error(exit_event, log_text)
 
@@ -209,18 +209,18 @@ def _nothing(res: Any, out: Path, text: str, log: Path, done: dict[str, Any], pa
 
 def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], final: Path) -> Any:
     """The recording's figures, with what Proton said it dropped and the clock the child saw."""
-    from profctl.analysis import proton as ap
+    from profctl.analysis import timeline
     from profctl.readers import proton_trace, proton_tree
 
     drops = proton_trace.drops_in_log(log_text)
     clock = done.get("clock_mhz") or None
     if req.options.data == "tree":
-        rep = ap.from_tree(proton_tree.read(out), clock_mhz=clock)
+        rep = timeline.from_tree(proton_tree.read(out), clock_mhz=clock)
         said = drops.describe()
         if said:
             rep.warnings.append(said)
     else:
-        rep = ap.analyze(proton_trace.read(out, drops=drops), clock_mhz=clock, cta=req.cta)
+        rep = timeline.analyze(proton_trace.read(out, drops=drops), clock_mhz=clock, cta=req.cta)
     rep.source = str(final)
     if clock:
         rep.notes.append(f"times at the SM clock NVML reported right after the launch: {clock} MHz")

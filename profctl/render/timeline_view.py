@@ -1,4 +1,4 @@
-"""Proton timelines drawn (profctl.analysis.proton): per kernel its scopes (count, cycles, time, share), each
+"""Proton timelines drawn (profctl.analysis.timeline): per kernel its scopes (count, cycles, time, share), each
 warp's share in each scope, what overlaps what across the warps of a CTA, and the critical path through one CTA;
 as a terminal table, Markdown, JSON (every scope a row), an HTML page with a picture of one CTA's timeline, or
 a Trace Event Format file for Perfetto (every scope instance, on a track per warp of a process per CTA).
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import IO, Any
 
-from profctl.analysis.proton import KernelTimeline, TimelineReport
+from profctl.analysis.timeline import KernelTimeline, TimelineReport
 
 #: an overlap below this share of A's time is left out of the tables (JSON keeps every pair)
 MIN_OVERLAP = 0.01

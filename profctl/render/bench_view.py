@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from profctl.pipelines.bench import BenchResult
+from profctl.pipelines.bench_pipeline import BenchResult
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow
 
 _PASS = ATTENTION_CASE_FIELDS.index("pass")

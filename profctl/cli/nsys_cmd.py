@@ -61,9 +61,9 @@ def nsys(
 ) -> None:
     """Profile the attention workload, or your own program (-- CMD ARGS...), with Nsight Systems (nsys profile +
     export + summary)."""
-    from profctl.pipelines import nsys as pipeline
-    from profctl.render import nsys as rn
-    from profctl.render.summary import FORMATS
+    from profctl.pipelines import nsys_pipeline
+    from profctl.render import nsys_view
+    from profctl.render.summary_view import FORMATS
 
     check_format(format, FORMATS)
     check_limit(limit, format)
@@ -72,17 +72,17 @@ def nsys(
     traces = tuple(comma_items(trace, "--trace"))
     _check_nvtx(wl, traces, capture, by_range)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
-    req = pipeline.NsysRequest(target=target, range=range_, trace=traces,
+    req = nsys_pipeline.NsysRequest(target=target, range=range_, trace=traces,
                                capture=capture, sample=sample, timeout_s=timeout, reports=reports,
                                by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
-    pipeline.check(req)
+    nsys_pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
     try:
-        res = pipeline.run(req)
+        res = nsys_pipeline.run(req)
     except NothingMatched as e:
         raise with_range_hint(e, req.target) from None
-    rn.print_result(res, format, limit=limit or None)
+    nsys_view.print_result(res, format, limit=limit or None)
     if res.returncode:
         from profctl import proc
 

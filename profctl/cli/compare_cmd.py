@@ -49,7 +49,7 @@ def compare(
     """Compare two runs or summaries: faster, slower, unchanged or inconclusive, per case (exit 1 on a
     regression past --fail-if-slower, 6 when the runs are not comparable)."""
     from profctl.analysis import regression as cm
-    from profctl.render import regression as rr
+    from profctl.render import compare_view
     from profctl.render.tables import FORMATS, text_console
 
     check_format(format, FORMATS)
@@ -78,10 +78,10 @@ def compare(
                              floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
         con, buf = text_console()
-        rr.render(result, "table", con=con)
+        compare_view.render(result, "table", con=con)
         emit(buf.getvalue(), output)
     else:
-        emit(rr.render(result, format), output)
+        emit(compare_view.render(result, format), output)
     if limit is None:
         return
     verdict = cm.gate(result, limit, strict=strict)

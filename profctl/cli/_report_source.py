@@ -42,23 +42,23 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
 
 
 def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
-    from profctl.analysis.explain import matching
+    from profctl.analysis.explanation import matching
 
     return matching(profiles, pattern, where, "--kernel")
 
 
 def _render(views: list[Any], view: str, format: str, top: int, output: Path | None, title: str | None) -> None:
-    from profctl.render import source as rs
+    from profctl.render import source_view
     from profctl.render.tables import console, text_console
 
     if format == "json":
-        emit(rs.to_json(views, view, top), output)
+        emit(source_view.to_json(views, view, top), output)
     elif format == "markdown":
-        emit(rs.markdown(views, view, top), output)
+        emit(source_view.markdown(views, view, top), output)
     elif format == "html":
-        emit(rs.html_page(views, view, title, top), output)
+        emit(source_view.html_page(views, view, title, top), output)
     else:
         con, buf = text_console() if output is not None else (console(), None)
-        rs.print_views(views, view, con, top)
+        source_view.print_views(views, view, con, top)
         if buf is not None:
             emit(buf.getvalue(), output)

@@ -1,4 +1,4 @@
-"""The model tables (profctl.analysis.models) in the terminal, Markdown, CSV and a self-contained HTML page
+"""The model tables (profctl.analysis.model_tables) in the terminal, Markdown, CSV and a self-contained HTML page
 with plots (step time per backend, memory and tokens/s against context)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import html as _html
 import io
 
-from profctl.analysis import models as am
+from profctl.analysis import model_tables
 from profctl.schema.bench import BenchRow
 
 
@@ -14,7 +14,7 @@ def to_markdown(rows: list[BenchRow]) -> str:
     from profctl.render.tables import markdown
 
     parts = ["# profctl report: models", ""]
-    for title, t in am.tables(rows):
+    for title, t in model_tables.tables(rows):
         parts += [f"## {title}", "", markdown(t)]
     return "\n".join(parts)
 
@@ -24,7 +24,7 @@ def to_csv(rows: list[BenchRow]) -> str:
     import csv
 
     buf = io.StringIO()
-    for title, t in am.tables(rows):
+    for title, t in model_tables.tables(rows):
         buf.write(f"# {title}\n")
         w = csv.DictWriter(buf, fieldnames=list(t[0]))
         w.writeheader()
@@ -37,7 +37,7 @@ def print_tables(rows: list[BenchRow]) -> None:
     from profctl.render.tables import console, rich_table
 
     con = console(220)
-    for title, t in am.tables(rows):
+    for title, t in model_tables.tables(rows):
         con.print(rich_table(title, t))
 
 
@@ -89,6 +89,6 @@ def html_section(rows: list[BenchRow], *, heading: bool = True) -> str:
     for pid, png in plots:
         if png:
             parts.append(f'<figure id="plot-{pid}">{img(png, pid)}</figure>')
-    for t_title, t in am.tables(rows):
+    for t_title, t in model_tables.tables(rows):
         parts += [f"<{'h3' if heading else 'h2'}>{_html.escape(t_title)}</{'h3' if heading else 'h2'}>", table(t)]
     return "\n".join(parts)

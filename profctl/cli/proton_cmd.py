@@ -27,7 +27,7 @@ from profctl.cli._common import (
     warn,
     workload_options,
 )
-from profctl.cli._proton_view import render
+from profctl.cli._timelines import render
 from profctl.errors import UsageError
 
 _FORMATS = ("table", "markdown", "json", "html")
@@ -70,7 +70,7 @@ def proton(
     """Record warp timelines inside Triton kernels with Proton (profctl's Triton forward with its steps in scopes,
     or your program's kernels) and say, per scope, its count and cycles, each warp's share, the critical path
     through a CTA and what overlaps what."""
-    from profctl.pipelines import proton as pipeline
+    from profctl.pipelines import proton_pipeline
     from profctl.tools.proton import ProtonOptions, parse_warps
 
     check_format(format, _FORMATS)
@@ -87,9 +87,9 @@ def proton(
         wl = wl.with_backends(["triton"])  # the one built-in backend with scopes
     validate_workload(wl)
     check_reports(reports)
-    req = pipeline.ProtonRequest(target=target_of(wl, program), options=opts, overhead_iters=overhead, cta=cta,
+    req = proton_pipeline.ProtonRequest(target=target_of(wl, program), options=opts, overhead_iters=overhead, cta=cta,
                                  reports=reports, timeout_s=timeout, command=command_line())
-    res = pipeline.run(req)
+    res = proton_pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")
     for w in res.warnings:

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
-from profctl.cli._proton_view import explain_view
+from profctl.cli._timelines import explain_view
 from profctl.errors import UsageError
 
 
@@ -31,36 +31,36 @@ def explain(
     """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
     (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
     if explain_view(report, report2, kernel=kernel, vs=vs, format=format, output=output, reports=reports):
-        return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._proton_view)
+        return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._timelines)
     check_format(format, ("table", "markdown", "json"))
     if shape is not None:
         shape = _shape_key(shape)
     check_outputs(("-o", output))
     from profctl import inputs
-    from profctl.analysis import explain as ex
-    from profctl.render import explain as rx
+    from profctl.analysis import explanation
+    from profctl.render import explanation_view
     from profctl.render.tables import console_fitted, fitted_console
 
     pa = inputs.read_profiles(report, root=reports)
-    a, note_a = ex.select(pa, kernel, report)
+    a, note_a = explanation.select(pa, kernel, report)
     if report2 is None and vs is None:
-        e = ex.explain_one(a, ex.kernel_roofs(a, shape), shape_given=shape is not None)
+        e = explanation.explain_one(a, explanation.kernel_roofs(a, shape), shape_given=shape is not None)
         e.notes += [n for n in (note_a,) if n]
     else:
         pb = inputs.read_profiles(report2, root=reports) if report2 is not None else pa
-        b, note_b = ex.select(pb, vs or kernel, report2 or report)
+        b, note_b = explanation.select(pb, vs or kernel, report2 or report)
         if a is b:
-            raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({ex.describe(a)})")
-        e = ex.explain(a, b, roofs={"a": ex.kernel_roofs(a, shape), "b": ex.kernel_roofs(b, shape)},
-                       shape_given=shape is not None)
+            raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({explanation.describe(a)})")
+        roofs = {"a": explanation.kernel_roofs(a, shape), "b": explanation.kernel_roofs(b, shape)}
+        e = explanation.explain(a, b, roofs=roofs, shape_given=shape is not None)
         e.notes += [n for n in (note_a, note_b) if n]
     if format == "json":
-        emit(rx.to_json(e), output)
+        emit(explanation_view.to_json(e), output)
     elif format == "markdown":
-        emit(rx.markdown(e), output)
+        emit(explanation_view.markdown(e), output)
     else:
         con, buf = fitted_console() if output is not None else (console_fitted(), None)
-        rx.print_explanation(e, con)
+        explanation_view.print_explanation(e, con)
         if buf is not None:
             emit(buf.getvalue(), output)
 
