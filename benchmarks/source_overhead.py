@@ -105,7 +105,7 @@ class Phases:
 
 def ways(case: list[str], root: Path, work: Path, old: str | None = None
          ) -> dict[str, Callable[[], dict[str, Any]]]:
-    from profctl import nvml, proc, runs
+    from profctl import nvml, proc, run_store
 
     pa = profctl_argv(case, root)
     root_old = work / "reports-old"
@@ -149,7 +149,7 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
 
     def nvml_as_profctl() -> None:
         nvml.here("cuda")
-        runs.environment()
+        run_store.environment()
 
     return {"profctl": profctl, "profctl-old": profctl_old, "alone": by_pipe, "proc": by_proc,
             "proc-nvml": lambda: by_proc(nvml_as_profctl), "proc-nvml-held": lambda: by_proc(held=True)}

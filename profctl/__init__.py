@@ -68,8 +68,8 @@ def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, 
 
     kw = _split({"executor": executor}, ("executor",))
     return bench_pipeline.run(bench_pipeline.BenchRequest(target=workload(**options), baseline=baseline,
-                                              reports=Path(reports) if reports else None, label=label,
-                                              point_timeout_s=point_timeout_s, **kw))
+                                                          reports=Path(reports) if reports else None, label=label,
+                                                          point_timeout_s=point_timeout_s, **kw))
 
 
 def nsys(**options: Any) -> NsysResult:

@@ -65,10 +65,10 @@ def head_dim_warnings(backends: Iterable[str], head_dims: Iterable[int], dtypes:
                 padded.setdefault(-(-d // m) * m, []).append(b)
             else:
                 refused.setdefault(f"the kernels take multiples of {m} only", []).append(b)
-        parts = [f"{_names(bs)} zero-pad{'s' if len(bs) == 1 else ''} it to {to} (the kernels are built for "
+        parts = [f"{backend_list(bs)} zero-pad{'s' if len(bs) == 1 else ''} it to {to} (the kernels are built for "
                  f"multiples of 8): the time includes the padded work, TFLOP/s count head dim {d}"
                  for to, bs in padded.items()]
-        parts += [f"{_names(bs)} refuse{'s' if len(bs) == 1 else ''} it ({why}; its rows will say unsupported)"
+        parts += [f"{backend_list(bs)} refuse{'s' if len(bs) == 1 else ''} it ({why}; its rows will say unsupported)"
                   for why, bs in refused.items()]
         if parts:
             out.append(f"--head-dim {d}: " + "; ".join(parts) + " [the rules and their sources: "
@@ -76,7 +76,7 @@ def head_dim_warnings(backends: Iterable[str], head_dims: Iterable[int], dtypes:
     return out
 
 
-def _names(bs: list[str]) -> str:
+def backend_list(bs: list[str]) -> str:
     return bs[0] if len(bs) == 1 else ", ".join(bs[:-1]) + " and " + bs[-1]
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profctl import readers, runs
+from profctl import readers, run_store
 from profctl.errors import BadReport, ProfctlError, ToolNotFound
 from profctl.readers import bench_json
 from profctl.schema import Source, Summary
@@ -79,7 +79,7 @@ def resolve(ref: str | Path, *, root: Path | str | None = None) -> list[Input]:
         return found
     if _looks_like_path(str(ref)):
         raise BadReport(f"{p}: no such file")
-    info = runs.load_run(ref, root)
+    info = run_store.load_run(ref, root)
     found = run_inputs(info.path)
     if not found:
         raise BadReport(f"run {info.run_id} ({info.kind}, {info.status}) holds no report to read")
@@ -97,7 +97,7 @@ def _looks_like_path(s: str) -> bool:
 def file_input(p: Path) -> Input:
     """A file by its content (readers.sniff); in a run directory when a manifest sits beside it."""
     kind = readers.sniff(p)
-    return Input(path=p, kind=kind, run_dir=p.parent if (p.parent / runs.MANIFEST).is_file() else None)
+    return Input(path=p, kind=kind, run_dir=p.parent if (p.parent / run_store.MANIFEST).is_file() else None)
 
 
 def run_inputs(d: Path) -> list[Input]:
@@ -112,7 +112,7 @@ def run_inputs(d: Path) -> list[Input]:
             out.append(Input(path=f, kind=kind, run_dir=d))
     for kind, pattern in PROTON_FILES:
         out += [Input(path=f, kind=kind, run_dir=d) for f in sorted(d.glob(pattern)) if f.is_file()]
-    if (d / runs.MANIFEST).is_file():
+    if (d / run_store.MANIFEST).is_file():
         for part in sorted((p for p in d.glob("part-*") if p.is_dir()), key=_part_number):
             out += [i for i in run_inputs(part) if i.kind != "bench-json"]
     return out
@@ -202,7 +202,7 @@ def first_case(run_dir: Path | None) -> str | None:
     from profctl.spec import AttentionSpec
 
     for name in ("rows.jsonl", "workload.jsonl", "events.jsonl"):
-        for ev in runs.read_events(run_dir / name):
+        for ev in run_store.read_events(run_dir / name):
             spec = ev.get("spec")
             if isinstance(spec, dict) and "backend" in spec:
                 try:
@@ -218,7 +218,7 @@ def device_of(inp: Input) -> str | None:
     if inp.run_dir is None:
         return None
     try:
-        d = runs.read_manifest(inp.run_dir).get("device") or {}
+        d = run_store.read_manifest(inp.run_dir).get("device") or {}
     except ProfctlError:
         return None
     if isinstance(d, dict):

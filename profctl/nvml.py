@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: NVML clocks-event (throttle) reason bits that mean the GPU slowed down for a reason other than idling
-_REASONS = {
+THROTTLE_REASONS = {
     0x0000000000000002: "applications_clocks_setting",
     0x0000000000000004: "sw_power_cap",
     0x0000000000000008: "hw_slowdown",
@@ -120,9 +120,10 @@ class Sampler:
                 into.mem_mhz.append(mem)
                 into.power_w.append(pw)
                 into.temp_c.append(tc)
-                into.reasons.update(n for b, n in _REASONS.items() if bits & b)
+                into.reasons.update(n for b, n in THROTTLE_REASONS.items() if bits & b)
                 if self.series is not None:
-                    self.series.append((time.time(), int(sm), frozenset(n for b, n in _REASONS.items() if bits & b)))
+                    self.series.append((time.time(), int(sm),
+                                        frozenset(n for b, n in THROTTLE_REASONS.items() if bits & b)))
             time.sleep(self.interval_s)
 
     def take(self) -> dict[str, Any]:

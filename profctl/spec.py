@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from profctl.head_dims import HEAD_DIMS, HeadDimRule, _names, head_dim_warnings  # noqa: F401 (re-exported)
+from profctl.head_dims import HEAD_DIMS, HeadDimRule, backend_list, head_dim_warnings  # noqa: F401 (re-exported)
 from profctl.shapes import DTYPES, LAYOUTS, Shape
 
 #: built-in backends: name -> the function that computes attention, ``module:attribute``. Every backend is a
@@ -115,7 +115,7 @@ def dtype_problems(specs: Sequence[AttentionSpec], device: str | None = None) ->
         return "; ".join(list(refused)[:3]), []
     if not by_reason:
         return None, []
-    return None, [f"{_names(list(dict.fromkeys(bs)))} {why}; those rows will say unsupported"
+    return None, [f"{backend_list(list(dict.fromkeys(bs)))} {why}; those rows will say unsupported"
                   for why, bs in by_reason.items()]
 
 #: other scripts' names for the built-in backends (the shared fixtures say naive, flash, cudnn, mem_eff, math)

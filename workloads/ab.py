@@ -27,7 +27,7 @@ from typing import Any
 
 from profctl.spec import AttentionSpec, SpecError
 
-from .attention import Timer, _Case, build_parser, check_output, load_backend, sweep_from_args
+from .attention import Case, Timer, build_parser, check_output, load_backend, sweep_from_args
 from .hooks import Hooks
 from .ranges import Nvtx
 from .results import jsonl_emitter, one_line
@@ -77,7 +77,7 @@ class Variant:
             spec, fn, info = load_backend(spec)
             self.spec = spec
             self.row.update(info)
-            self.case = _Case(spec, fn, nv=Nvtx(nvtx), hooks=Hooks(), seed=seed)
+            self.case = Case(spec, fn, nv=Nvtx(nvtx), hooks=Hooks(), seed=seed)
             o = self.case.first_call()
             if check:
                 self.row.update(check_output(spec, o, self.case.q, self.case.k, self.case.v))

@@ -158,7 +158,7 @@ def fp8_inputs(spec: AttentionSpec, seed: int) -> tuple[Any, Any, Any, dict[str,
     return q8, k8, v8, {"q_descale": qd, "k_descale": kd, "v_descale": vd}
 
 
-class _Case:
+class Case:
     """One case being run: its backend function, inputs, ranges and timer (set up, checked, measured)."""
 
     def __init__(self, spec: AttentionSpec, fn: Any, *, nv: Nvtx, hooks: Hooks, seed: int) -> None:
@@ -390,7 +390,7 @@ def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check
     from . import backends
 
     hooks = hooks or Hooks()
-    c: _Case | None = None
+    c: Case | None = None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -398,7 +398,7 @@ def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check
                 spec, fn, info = load_backend(spec)
                 if refusal:  # the backend runs here, the point does not fit: nothing allocated
                     return {"status": "oom", "reason": refusal, **info}
-                c = _Case(spec, fn, nv=Nvtx(nvtx, mirror=hooks.ranges()), hooks=hooks, seed=seed)
+                c = Case(spec, fn, nv=Nvtx(nvtx, mirror=hooks.ranges()), hooks=hooks, seed=seed)
                 o = c.first_call()
             except backends.BadReference as e:
                 return {"status": "error", "reason": f"cannot load the backend: {e}"}

@@ -164,12 +164,12 @@ def _stall_shares(p: Any, lines: list[Line], total: int) -> dict[str, float]:
             for k, v in ln.stalls.items():
                 out[k] = out.get(k, 0.0) + v / total
         return out
-    from profctl.analysis.source import _ratio_keys
+    from profctl.analysis.source import ratio_keys
 
     cpi = p.metrics.get("smsp__average_warp_latency_per_inst_issued.ratio")
     if not cpi:
         return {}
-    return {k: (p.metrics.get(ratio_metric(k)) or 0.0) / cpi for k in _ratio_keys(p)}
+    return {k: (p.metrics.get(ratio_metric(k)) or 0.0) / cpi for k in ratio_keys(p)}
 
 
 def _ncu_estimate(ctx: Context, c: Cause) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis import source as src
+from profctl.analysis import source
 from profctl.analysis.figures import Figures, metric
 from profctl.analysis.stalls import ratio_metric, reason
 from profctl.roofs import Roofs
@@ -125,7 +125,7 @@ def side_by_side(a: KernelProfile, b: KernelProfile) -> list[Row]:
 
 
 def _stall_keys(a: KernelProfile, b: KernelProfile, floor: float = 0.05) -> list[str]:
-    keys = {s.reason for p in (a, b) for s in src.stall_breakdown(p)}
+    keys = {s.reason for p in (a, b) for s in source.stall_breakdown(p)}
     vals = {k: max(metric(a, ratio_metric(k)) or 0, metric(b, ratio_metric(k)) or 0) for k in keys}
     return sorted((k for k, v in vals.items() if v >= floor), key=lambda k: -vals[k])
 
@@ -222,7 +222,7 @@ def _cpi_parts(a: KernelProfile, b: KernelProfile, notes: list[str]) -> list[tup
     if lc is None or ca is None or cb is None:
         notes.append("no warp-state statistics (WarpStateStats): the stall part of the gap is not split")
         return []
-    keys = sorted({s.reason for p in (a, b) for s in src.stall_breakdown(p)} | {"selected"})
+    keys = sorted({s.reason for p in (a, b) for s in source.stall_breakdown(p)} | {"selected"})
     diffs = {k: (metric(a, ratio_metric(k)) or 0.0) - (metric(b, ratio_metric(k)) or 0.0) for k in keys}
     dc = ca - cb
     weight = lc / dc if abs(dc) > 1e-9 else 1.0 / ca
@@ -233,7 +233,7 @@ def _cpi_parts(a: KernelProfile, b: KernelProfile, notes: list[str]) -> list[tup
         xa, xb = metric(a, ratio_metric(k)) or 0.0, metric(b, ratio_metric(k)) or 0.0
         r = reason(k)
         slower = a if d > 0 else b
-        site = src.site_sentence(slower, k)
+        site = source.site_sentence(slower, k)
         where = f" {'A' if d > 0 else 'B'}'s: {site}." if site else ""
         specific = bool(site and ": " in site)  # the site's opcode says what it means and what to do
         says = (f"A's warps spend {xa:.2f} cycles per instruction in '{r.label}' against B's {xb:.2f}"

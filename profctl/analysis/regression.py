@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl import inputs, runs
+from profctl import inputs, run_store
 from profctl.analysis.compare_rows import (
     CASE_FIELDS,
     CLOCK_TOLERANCE,
@@ -179,18 +179,18 @@ def load_sides(refs: str | Path, root: Path | str | None = None) -> Side:
 def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
     """A run (directory, id, unique part of an id, 'latest'), a bench JSON file, a summary file or a report."""
     p = Path(ref)
-    if p.is_file() and p.name != runs.MANIFEST:
+    if p.is_file() and p.name != run_store.MANIFEST:
         inp = inputs.file_input(p)
         manifest: dict[str, Any] = {}
         status = None
         if inp.run_dir is not None:
-            info = runs.load_run_dir(inp.run_dir)
+            info = run_store.load_run_dir(inp.run_dir)
             manifest, status = info.manifest, info.status
         common: dict[str, Any] = {"ref": str(ref), "path": p, "name": p.name, "manifest": manifest, "status": status}
         if inp.kind == "bench-json":
             return Side(kind="bench", rows=_bench_rows(p), **common)
         return Side(kind="summary", summary=inputs.read_summary(inp), **common)
-    info = runs.load_run(ref, root)
+    info = run_store.load_run(ref, root)
     d = info.path
     if info.status == "unreadable":
         raise BadReport(info.note or f"{d}: unreadable manifest")

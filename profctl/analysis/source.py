@@ -122,7 +122,7 @@ def stall_breakdown(p: KernelProfile) -> list[StallShare]:
     for pc in p.pcs:
         for k, v in pc.stalls.items():
             by[k] = by.get(k, 0) + v
-    keys = set(by) | {k for k in _ratio_keys(p)}
+    keys = set(by) | {k for k in ratio_keys(p)}
     out = [StallShare(k, by.get(k, 0), by.get(k, 0) / total if total else 0.0, p.metrics.get(ratio_metric(k)))
            for k in keys]
     out = [s for s in out if s.samples or (s.cycles_per_issue or 0) > 0.005]
@@ -130,7 +130,7 @@ def stall_breakdown(p: KernelProfile) -> list[StallShare]:
     return out
 
 
-def _ratio_keys(p: KernelProfile) -> list[str]:
+def ratio_keys(p: KernelProfile) -> list[str]:
     pre, suf = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
     keys = [m[len(pre):-len(suf)] for m in p.metrics if m.startswith(pre) and m.endswith(suf)]
     return ["no_instructions" if k == "no_instruction" else k for k in keys]

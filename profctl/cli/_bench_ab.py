@@ -112,8 +112,8 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
                        "a slowdown between the two would count as unchanged and pass the gate")
     return ab_pipeline.AbRequest(target=wl, variant_b=variant_b, env_a=env_a, env_b=env_b, rounds=rounds,
-                              threshold=delta, limit=limit, reports=reports, case_timeout_s=timeout,
-                              command=command_line(), executor=executor or Local())
+                                 threshold=delta, limit=limit, reports=reports, case_timeout_s=timeout,
+                                 command=command_line(), executor=executor or Local())
 
 
 def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
@@ -127,7 +127,8 @@ def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
         emit(json.dumps({"a": res.names[0], "b": res.names[1], "result": res.report.to_dict(),
                          "cases": res.cases}, indent=1, default=str) + "\n", output)
     elif format in ("markdown", "csv"):
-        emit(compare_view.render(res.report, format), output)
+        emit(compare_view.to_markdown(res.report) if format == "markdown" else compare_view.to_csv(res.report),
+             output)
     elif not to_stdout:
         from profctl.render.tables import text_console
 
@@ -154,7 +155,7 @@ def _tables(res: Any, con: Any) -> None:
             spec = c.get("spec") or {}
             print_table(con, f"rounds: A = {res.names[0]}, B = {res.names[1]}; seqlen {spec.get('seqlen_q')} "
                              f"{spec.get('pass')}", rows)
-    compare_view.render(res.report, "table", con=con)
+    compare_view.to_console(res.report, con)
 
 
 def _med(xs: Any) -> str:

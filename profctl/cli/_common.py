@@ -355,8 +355,8 @@ def guard(fn: F) -> F:
 
 def _interrupted(t0: float) -> str:
     """The line for Ctrl-C: the run directory this command made (it keeps what had finished), or that none was
-    made yet. profctl.runs is asked only if it was imported: a command that never loaded it made no run."""
-    rs = sys.modules.get("profctl.runs")
+    made yet. profctl.run_store is asked only if it was imported: a command that never loaded it made no run."""
+    rs = sys.modules.get("profctl.run_store")
     made = rs.made_since(t0) if rs is not None else []
     if not made:
         return "interrupted before any run directory was made"
@@ -545,9 +545,9 @@ def check_outputs(*paths: tuple[str, Path | str | None]) -> None:
 def check_reports(reports: Path | str | None) -> None:
     """Before any work: the run store's root takes a new run directory (a read-only --reports fails now, not
     after the sweep)."""
-    from profctl import runs
+    from profctl import run_store
 
-    root = runs.reports_root(reports)
+    root = run_store.reports_root(reports)
     problem = write_problem(root / "run")
     if problem:
         problem = problem.replace(f" (in {root})", "")
@@ -589,3 +589,22 @@ def emit(text: str | None, output: Any = None) -> None:
         atomic_write_text(output, text)
         return
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def emit_summary(s: Any, format: str, output: Any = None, *, limit: int | None = None) -> None:
+    """A Summary in `format` (profctl.render.summary_view: table, markdown, csv, json or html) to `output` or
+    stdout; `limit` shortens the table, Markdown and HTML."""
+    from profctl.render import summary_view
+    from profctl.render.tables import console, text_console
+
+    if format == "table":
+        con, buf = text_console() if output is not None else (console(), None)
+        summary_view.to_console(s, con, limit)
+        if buf is not None:
+            emit(buf.getvalue(), output)
+    elif format == "markdown":
+        emit(summary_view.to_markdown(s, limit), output)
+    elif format == "html":
+        emit(summary_view.to_html(s, limit=limit), output)
+    else:
+        emit(summary_view.to_csv(s) if format == "csv" else summary_view.to_json(s), output)

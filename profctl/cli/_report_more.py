@@ -84,10 +84,10 @@ def seed_table(paths: list[Path], name: str, *, format: str, limit: int, output:
         from profctl.render.tables import text_console
 
         con, buf = text_console()
-        seed_tables_view.print_tables(t, limit or None, con=con)
+        seed_tables_view.to_console(t, con, limit or None)
         emit(buf.getvalue(), output)
     else:
-        seed_tables_view.print_tables(t, limit or None)
+        seed_tables_view.to_console(t, limit=limit or None)
 
 
 def timeline(paths: list[Path], *, output: Path | None, reports: Path | None, range_: str | None,

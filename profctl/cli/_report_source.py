@@ -20,7 +20,7 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
                 reports: Path | None, kernel: str | None, title: str | None) -> None:
     """Read the reports in depth, keep the kernels `kernel` picks, print the view."""
     from profctl import inputs
-    from profctl.analysis import source as src
+    from profctl.analysis import source
 
     if format not in FORMATS:
         raise UsageError(f"--format {format!r} with --view {view}: choose {', '.join(FORMATS)}")
@@ -37,7 +37,7 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
         if p not in with_samples:
             note(f"{p.base_name}: {NO_SAMPLES}")
     top = limit or 10
-    views = [src.view(p, None) for p in with_samples]
+    views = [source.view(p, None) for p in with_samples]
     _render(views, view, format, top, output, title)
 
 
@@ -54,11 +54,11 @@ def _render(views: list[Any], view: str, format: str, top: int, output: Path | N
     if format == "json":
         emit(source_view.to_json(views, view, top), output)
     elif format == "markdown":
-        emit(source_view.markdown(views, view, top), output)
+        emit(source_view.to_markdown(views, view, top), output)
     elif format == "html":
-        emit(source_view.html_page(views, view, title, top), output)
+        emit(source_view.to_html(views, view, title, top), output)
     else:
         con, buf = text_console() if output is not None else (console(), None)
-        source_view.print_views(views, view, con, top)
+        source_view.to_console(views, view, con, top)
         if buf is not None:
             emit(buf.getvalue(), output)

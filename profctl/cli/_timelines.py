@@ -96,10 +96,10 @@ def _drops(p: Path) -> Any:
 
 def _run_clock(p: Path) -> float | None:
     """The SM clock a run of profctl proton recorded for this trace (None for a trace from elsewhere)."""
-    from profctl import runs
+    from profctl import run_store
 
     try:
-        events = runs.read_events(p.parent / "workload.jsonl")
+        events = run_store.read_events(p.parent / "workload.jsonl")
     except Exception:
         return None
     clocks = [float(c) for e in events if e.get("event") in ("recorded", "exit") and (c := e.get("clock_mhz"))]
@@ -130,7 +130,7 @@ def render(reps: list[Any], *, format: str, output: Path | None, limit: int, tit
         docs = [r.to_dict() for r in reps]
         emit(json.dumps(docs[0] if len(docs) == 1 else docs, indent=1) + "\n", output)
     elif format == "markdown":
-        emit("\n".join(timeline_view.markdown(r, limit or None) for r in reps), output)
+        emit("\n".join(timeline_view.to_markdown(r, limit or None) for r in reps), output)
     elif format == "html":
         if len(reps) > 1:
             from profctl.render.html import page
@@ -145,7 +145,7 @@ def render(reps: list[Any], *, format: str, output: Path | None, limit: int, tit
         con, buf = text_console() if output is not None else (console(240), None)
         for r in reps:
             con.print(f"Proton timeline: {r.source}", style="bold")
-            timeline_view.print_report(r, con, limit or None)
+            timeline_view.to_console(r, con, limit or None)
         if buf is not None:
             emit(buf.getvalue(), output)
 
@@ -226,7 +226,7 @@ def explain_view(report: str, report2: str | None, *, kernel: str | None, vs: st
         raise UsageError(f"unknown format {format!r}; choose from table, markdown, json")
     check_outputs(("-o", output))
     from profctl.analysis import timeline_diff
-    from profctl.render import timeline_view
+    from profctl.render import timeline_diff_view
 
     ra, rb = load(a_in), load(b_in)
     ka = ra.kernel(kernel)
@@ -238,14 +238,14 @@ def explain_view(report: str, report2: str | None, *, kernel: str | None, vs: st
     for w in ra.warnings + rb.warnings:
         warn(w)
     if format == "json":
-        emit(timeline_view.diff_json(d), output)
+        emit(timeline_diff_view.to_json(d), output)
     elif format == "markdown":
-        emit(timeline_view.diff_markdown(d), output)
+        emit(timeline_diff_view.to_markdown(d), output)
     else:
         from profctl.render.tables import console, text_console
 
         con, buf = text_console() if output is not None else (console(), None)
-        timeline_view.print_diff(d, con)
+        timeline_diff_view.to_console(d, con)
         if buf is not None:
             emit(buf.getvalue(), output)
     return True

@@ -72,8 +72,8 @@ def bench(
     check_format(format, FORMATS)
     if ab is not None or ab_env is not None:
         return _bench_ab.run_ab(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold,
-                          fail_if_slower=fail_if_slower, strict=strict, format=format, output=output,
-                          reports=reports, timeout=timeout, quiet=quiet, label=label, executor=executor)
+                                fail_if_slower=fail_if_slower, strict=strict, format=format, output=output,
+                                reports=reports, timeout=timeout, quiet=quiet, label=label, executor=executor)
     _bench_ab.refuse_without_ab(fail_if_slower, threshold)
     for flag, p, fmt in (("--json", json_out, "json"), ("--csv", csv_out, "csv"), ("--markdown", md_out, "markdown")):
         if p is not None:
@@ -88,8 +88,8 @@ def bench(
     validate_workload(wl)
     requested = list(wl.sweep.backends)
     req = bench_pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
-                                reports=reports, point_timeout_s=timeout, command=command_line(), label=label,
-                                executor=executor)
+                                      reports=reports, point_timeout_s=timeout, command=command_line(), label=label,
+                                      executor=executor)
     bench_pipeline.check(req)
     check_reports(reports)
     to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)
@@ -118,7 +118,7 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
     from profctl.render import bench_view
 
     if show:
-        bench_view.print_table(res)
+        bench_view.to_console(res)
     renderers = {"json": bench_view.to_json, "csv": bench_view.to_csv, "markdown": bench_view.to_markdown,
                  "table": bench_view.to_text}
     for _, fmt, path in outputs:

@@ -78,10 +78,13 @@ def compare(
                              floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
         con, buf = text_console()
-        compare_view.render(result, "table", con=con)
+        compare_view.to_console(result, con)
         emit(buf.getvalue(), output)
+    elif format == "table":
+        compare_view.to_console(result)
     else:
-        emit(compare_view.render(result, format), output)
+        emit({"json": compare_view.to_json, "csv": compare_view.to_csv, "markdown": compare_view.to_markdown}[format](
+            result), output)
     if limit is None:
         return
     verdict = cm.gate(result, limit, strict=strict)

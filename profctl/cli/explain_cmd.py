@@ -57,10 +57,10 @@ def explain(
     if format == "json":
         emit(explanation_view.to_json(e), output)
     elif format == "markdown":
-        emit(explanation_view.markdown(e), output)
+        emit(explanation_view.to_markdown(e), output)
     else:
         con, buf = fitted_console() if output is not None else (console_fitted(), None)
-        explanation_view.print_explanation(e, con)
+        explanation_view.to_console(e, con)
         if buf is not None:
             emit(buf.getvalue(), output)
 

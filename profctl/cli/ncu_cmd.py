@@ -96,9 +96,9 @@ def ncu(
         wl = wl.with_iters(1)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
     req = ncu_pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
-                              launch_skip=launch_skip, launch_count=launch_count, range=range_, once=once,
-                              replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
-                              timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
+                                  launch_skip=launch_skip, launch_count=launch_count, range=range_, once=once,
+                                  replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
+                                  timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
     ncu_pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
@@ -158,16 +158,22 @@ def _print(result: Any, format: str) -> None:
 
     for w in result.warnings:
         print(f"profctl: warning: {w}", file=sys.stderr)
+    s, ds = result.summary, result.diagnosis
+    text: str | None = None
     if format == "csv":
-        text: str | None = result.summary.kernels_df().to_csv(index=False)
+        text = s.kernels_df().to_csv(index=False)
+    elif format == "json":
+        text = ncu_view.to_json(s, ds)
+    elif format == "markdown":
+        text = ncu_view.to_markdown(s, ds, recipe=result.recipe, cc=result.cc)
     else:
-        text = ncu_view.render(result.summary, result.diagnosis, recipe=result.recipe, cc=result.cc, fmt=format)
+        ncu_view.to_console(s, ds, recipe=result.recipe, cc=result.cc)
     if format == "json" and text is not None and result.profiles:
-        from profctl.analysis import source as src
+        from profctl.analysis import source
         from profctl.render.source_view import to_dict
 
         doc = json.loads(text)
-        doc["source"] = [to_dict(src.view(p, None), 20) for p in result.profiles if p.has_samples and p.pcs]
+        doc["source"] = [to_dict(source.view(p, None), 20) for p in result.profiles if p.has_samples and p.pcs]
         text = json.dumps(doc, indent=1, default=str)
     if text is not None:
         print(text, end="" if text.endswith("\n") else "\n")
@@ -182,15 +188,15 @@ def _print(result: Any, format: str) -> None:
 
 def _print_source(result: Any, format: str) -> None:
     """The hot lines of each kernel the recipe sampled (profctl report RUN --view source has them all)."""
-    from profctl.analysis import source as src
+    from profctl.analysis import source
     from profctl.render import source_view
     from profctl.render.tables import console
 
-    views = [src.view(p, 5) for p in result.profiles if p.has_samples and p.pcs]
+    views = [source.view(p, 5) for p in result.profiles if p.has_samples and p.pcs]
     if format == "markdown":
-        print(source_view.markdown(views, "source", 5))
+        print(source_view.to_markdown(views, "source", 5))
     else:
-        source_view.print_views(views, "source", console(), 5)
+        source_view.to_console(views, "source", console(), 5)
     run = result.run_dir
     print(f"profctl: every line and instruction: profctl report {run} --view source [-f html -o source.html]; "
           f"stalls: --view stalls; two kernels side by side: profctl explain {run} --kernel A --vs B",

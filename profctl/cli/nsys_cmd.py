@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from profctl.cli._common import (
     check_reports,
     command_line,
     conflict,
+    emit_summary,
     given,
     guard,
     program_failed,
@@ -62,7 +64,6 @@ def nsys(
     """Profile the attention workload, or your own program (-- CMD ARGS...), with Nsight Systems (nsys profile +
     export + summary)."""
     from profctl.pipelines import nsys_pipeline
-    from profctl.render import nsys_view
     from profctl.render.summary_view import FORMATS
 
     check_format(format, FORMATS)
@@ -73,8 +74,8 @@ def nsys(
     _check_nvtx(wl, traces, capture, by_range)
     target = target_of(wl, program, record_function_nvtx=record_function_nvtx)
     req = nsys_pipeline.NsysRequest(target=target, range=range_, trace=traces,
-                               capture=capture, sample=sample, timeout_s=timeout, reports=reports,
-                               by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
+                                    capture=capture, sample=sample, timeout_s=timeout, reports=reports,
+                                    by_range=by_range, all_work=all_work, command=command_line(), executor=executor)
     nsys_pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
@@ -82,7 +83,7 @@ def nsys(
         res = nsys_pipeline.run(req)
     except NothingMatched as e:
         raise with_range_hint(e, req.target) from None
-    nsys_view.print_result(res, format, limit=limit or None)
+    _show(res, format, limit or None)
     if res.returncode:
         from profctl import proc
 
@@ -90,6 +91,27 @@ def nsys(
         text = log.read_text(errors="replace")[-50_000:] if log.is_file() else ""
         raise program_failed(res.returncode, proc.error_tail(text),
                              "what nsys recorded is summarized above and kept in", res.run_dir, log)
+
+
+def _show(res: Any, format: str, limit: int | None) -> None:
+    """The summary in `format` on stdout; the GPU time per pass under a table or Markdown; failed cases and
+    where the files are on stderr."""
+    from profctl.render.nsys_view import pass_time_lines
+    from profctl.render.tables import console
+
+    ec = console(stderr=True)
+    ec.print(f"[dim]nsys {res.tool_version} ({res.exe}); run directory {res.run_dir}[/dim]")
+    emit_summary(res.summary, format, limit=limit)
+    if format in ("table", "markdown"):
+        for ln in pass_time_lines(res.pass_times):
+            print(ln)
+    for r in res.failed_cases:
+        spec = r.get("spec", {})
+        ec.print(f"[yellow]case {spec.get('backend')} {spec.get('seqlen_q')}: {r.get('status')}: "
+                 f"{r.get('reason')}[/yellow]")
+    ec.print(f"report: {res.report}  (open in the Nsight Systems GUI)")
+    ec.print(f"sqlite: {res.sqlite}; log: {res.log}")
+    sys.stdout.flush()
 
 
 def _check_nvtx(wl: Any, traces: tuple[str, ...], capture: str | None, by_range: bool) -> None:

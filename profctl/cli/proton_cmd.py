@@ -88,7 +88,7 @@ def proton(
     validate_workload(wl)
     check_reports(reports)
     req = proton_pipeline.ProtonRequest(target=target_of(wl, program), options=opts, overhead_iters=overhead, cta=cta,
-                                 reports=reports, timeout_s=timeout, command=command_line())
+                                        reports=reports, timeout_s=timeout, command=command_line())
     res = proton_pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")

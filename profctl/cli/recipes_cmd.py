@@ -28,20 +28,21 @@ def recipes(
 
     check_format(format, ("table", "markdown", "csv", "json"))
     want_cc = _parse_cc(cc) if cc else None
-    if format == "csv":
-        from profctl.render.tables import to_csv
-
-        rows = recipes_view.list_rows(rmod.load_all(), want_cc) if name is None else \
-            [{k: str(v) for k, v in m.items()} for m in recipes_view.as_dict(rmod.get(name), want_cc)["metrics"]]
-        sys.stdout.write(to_csv(rows))
-        return
     if name is None:
-        text = recipes_view.render_list(recipes_view.list_rows(rmod.load_all(), want_cc), format,
-                                  "ncu recipes (profctl ncu --recipe NAME)")
+        rows = recipes_view.list_rows(rmod.load_all(), want_cc)
+        if format == "table":
+            recipes_view.list_to_console(rows, "ncu recipes (profctl ncu --recipe NAME)")
+            return
+        fns = {"csv": recipes_view.list_to_csv, "json": recipes_view.list_to_json,
+               "markdown": recipes_view.list_to_markdown}
+        sys.stdout.write(fns[format](rows))
+        return
+    r = rmod.get(name)
+    if format == "table":
+        sys.stdout.write(recipes_view.to_text(r, want_cc, cc))
     else:
-        text = recipes_view.render_recipe(rmod.get(name), format, want_cc, cc)
-    if text is not None:
-        sys.stdout.write(text)
+        sys.stdout.write({"csv": recipes_view.to_csv, "json": recipes_view.to_json,
+                          "markdown": recipes_view.to_markdown}[format](r, want_cc))
 
 
 def _parse_cc(text: str) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from profctl.cli._common import (
     check_outputs,
     conflict,
     emit,
+    emit_summary,
     given,
     guard,
     note,
@@ -177,8 +178,7 @@ def _why_compare(format: str, pivot: str | None, tools: set[str], paths: list[Pa
 def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, output: Path | None,
              title: str | None = None) -> None:
     from profctl import inputs as resolver
-    from profctl.render.summary_view import render
-    from profctl.render.tables import text_console
+    from profctl.render import summary_view
     from profctl.schema import concat
 
     summaries = [resolver.read_summary(i, by_range=by_range) for i in inputs]
@@ -188,24 +188,11 @@ def _summary(inputs: list[Any], format: str, *, by_range: bool, limit: int, outp
         for w in s.warnings:
             if w not in s.meta.get("notes", []):  # said once, as a note
                 warn(w)
+    one = concat(summaries)
     if format == "html":  # the summary as a page: its plots, kernels (or CPU ops) and ranges
-        from profctl.render.html import page
-        from profctl.render.summary_view import html_section
-        from profctl.render.tables import display_path
-
-        one = concat(summaries)
-        where = ", ".join(display_path(x.path) for x in one.sources)
-        emit(page(title or "profctl report: summary", [html_section(one, title=f"Summary: {where}",
-                                                                    limit=limit or 200)]), output)
-        return
-    if format == "table" and output is not None:
-        con, buf = text_console()
-        render(concat(summaries), format, limit=limit or None, con=con)
-        emit(buf.getvalue(), output)
-        return
-    text = render(concat(summaries), format, limit=limit or None)
-    if text is not None:
-        emit(text, output)
+        emit(summary_view.to_html(one, title, limit or 200), output)
+    else:
+        emit_summary(one, format, output, limit=limit or None)
 
 
 def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None, baseline: str,
@@ -265,7 +252,7 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
         from profctl.render.tables import console, text_console
 
         con, buf = text_console() if output is not None else (console(240), None)
-        report_view.print_all(parts, con, limit or None)
+        report_view.to_console(parts, con, limit or None)
         if buf is not None:
             emit(buf.getvalue(), output)
 
@@ -293,14 +280,14 @@ def _join(summaries: list[tuple[Any, Any]], rows: list[BenchRow], *, device: str
 
 def _title(inp: Any, s: Any) -> str:
     """A summary's section title: the program it profiled (from its run's manifest), else its file."""
-    from profctl import runs
+    from profctl import run_store
     from profctl.render.tables import display_path
 
     tool = s.sources[0].tool if s.sources else inp.tool
     where = display_path(inp.path)
     if inp.run_dir is not None:
         try:
-            prog = (runs.read_manifest(inp.run_dir).get("program") or {}).get("argv")
+            prog = (run_store.read_manifest(inp.run_dir).get("program") or {}).get("argv")
         except Exception:
             prog = None
         if isinstance(prog, list) and prog:
@@ -350,4 +337,4 @@ def _models(rows: list[BenchRow], format: str, output: Path | None, title: str |
     elif format == "markdown" or output:
         emit(model_tables_view.to_markdown(rows), output)
     else:
-        model_tables_view.print_tables(rows)
+        model_tables_view.to_console(rows)

@@ -69,16 +69,16 @@ def runs(
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, csv or json"),
 ) -> None:
     """List the runs in the run store, oldest first (the last is the newest)."""
-    from profctl import runs as rs
+    from profctl import run_store
     from profctl.render.tables import FORMATS, console, markdown, print_table, to_csv
 
     check_format(format, FORMATS)
     check_limit(limit, format)
     if kind is not None and kind not in KINDS:
         raise UsageError(f"--kind {kind!r}: choose from {', '.join(KINDS)}")
-    if status is not None and status not in (*rs.STATUSES, "unreadable"):
-        raise UsageError(f"--status {status!r}: choose from {', '.join((*rs.STATUSES, 'unreadable'))}")
-    items = rs.list_runs(reports)
+    if status is not None and status not in (*run_store.STATUSES, "unreadable"):
+        raise UsageError(f"--status {status!r}: choose from {', '.join((*run_store.STATUSES, 'unreadable'))}")
+    items = run_store.list_runs(reports)
     if kind:
         items = [r for r in items if r.kind == kind]
     if status:
@@ -107,9 +107,9 @@ def runs(
         con = console()
         if not rows:
             what = " ".join(x for x in (status, kind) if x)
-            con.print(f"no {what + ' ' if what else ''}runs under {rs.reports_root(reports)}")
+            con.print(f"no {what + ' ' if what else ''}runs under {run_store.reports_root(reports)}")
             return
-        print_table(con, f"runs in {rs.reports_root(reports)}", rows)
+        print_table(con, f"runs in {run_store.reports_root(reports)}", rows)
         if more:
             con.print(f"  ({more} older run(s) not shown; --limit 0 shows all)", style="dim")
 
@@ -160,7 +160,7 @@ def show(
 ) -> None:
     """Print one run: what ran, on what, its status, its files and its results; or (--repro) a script that runs
     it again."""
-    from profctl import runs as rs
+    from profctl import run_store
     from profctl.pipelines.bench_pipeline import BenchResult
     from profctl.render import bench_view
     from profctl.render.tables import FORMATS, console, markdown, print_table
@@ -172,7 +172,7 @@ def show(
         raise conflict("--repro", f"--format {format}", "--repro writes a bash script")
     if output is not None:
         check_outputs(("-o", output))
-    info = rs.load_run(run, reports)
+    info = run_store.load_run(run, reports)
     if info.status == "unreadable":
         raise BadReport(info.note or f"{info.path}: unreadable manifest")
     if repro:
@@ -207,7 +207,7 @@ def show(
     print_table(con, f"run {info.path}", facts)
     print_table(con, "files", frows)
     if res is not None and res.rows:
-        bench_view.print_table(res, con)
+        bench_view.to_console(res, con)
     elif any(p in ("summary.json", "profile.sqlite", "profile.ncu-rep", "trace.json.gz") for p, _ in files):
         con.print(f"its kernels: profctl report {info.path}", style="dim")
     for line in _ab_lines(info.path / "ab.json"):

@@ -15,6 +15,7 @@ from profctl.cli._common import (
     check_limit,
     check_reports,
     command_line,
+    emit_summary,
     guard,
     note,
     program_failed,
@@ -53,7 +54,7 @@ def torch_cmd(
     program given after --); write the trace
     (.json.gz, for Perfetto) and the key_averages table into a run directory; print the kernel summary."""
     from profctl.pipelines import torchprof_pipeline
-    from profctl.render.summary_view import FORMATS, render
+    from profctl.render.summary_view import FORMATS
     from profctl.tools.torchprof import TorchOptions
 
     check_format(format, FORMATS)
@@ -63,18 +64,16 @@ def torch_cmd(
     validate_workload(wl)
     check_reports(reports)
     req = torchprof_pipeline.TorchRequest(target=target_of(wl, program), range=range_,
-                                options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
-                                by_range=by_range, reports=reports, timeout_s=timeout, command=command_line(),
-                                executor=executor)
+                                          options=TorchOptions(shapes=shapes, memory=memory, stacks=stacks),
+                                          by_range=by_range, reports=reports, timeout_s=timeout, command=command_line(),
+                                          executor=executor)
     res = torchprof_pipeline.run(req)
     for n in res.notes:
         note(f"note: {n}")
     for w in res.summary.warnings:
         if w not in res.notes:  # said once, as a note
             warn(w)
-    text = render(res.summary, format, limit=limit or None)
-    if text is not None:
-        print(text, end="" if text.endswith("\n") else "\n")
+    emit_summary(res.summary, format, limit=limit or None)
     for r in res.failed_cases:
         spec = r.get("spec") or {}
         note(f"{spec.get('backend')} {spec.get('pass')}: {r.get('status')}: {r.get('reason')}")

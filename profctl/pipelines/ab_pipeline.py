@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl import proc, runs
+from profctl import proc, run_store
 from profctl.analysis.regression import (
     CASE_FIELDS,
     CLOCK_TOLERANCE,
@@ -122,12 +122,12 @@ def run(req: AbRequest) -> AbResult:
     target = target.with_backends(both[:1])
     extra = {**target.manifest(), "ab": {"a": a, "b": b, "variant_b": req.variant_b, "env_a": dict(req.env_a),
                                          "env_b": dict(req.env_b), "rounds": req.rounds}}
-    run_dir = runs.new_run("ab", root=req.reports, argv=list(req.command) if req.command else None,
-                           label=f"{a} vs {b}", extra=extra)
-    with runs.recording(run_dir):
+    run_dir = run_store.new_run("ab", root=req.reports, argv=list(req.command) if req.command else None,
+                                label=f"{a} vs {b}", extra=extra)
+    with run_store.recording(run_dir):
         events, sampler = _run_child(req, target, run_dir)
         cases = _cases(events, sampler)
-        device = runs.device_of(events)
+        device = run_store.device_of(events)
         if not cases:
             raise WorkloadFailed("the A/B workload process ended before finishing any case",
                                  log=run_dir / LOG)
@@ -135,8 +135,8 @@ def run(req: AbRequest) -> AbResult:
         atomic_write_json(run_dir / AB_FILE, {"a": a, "b": b, "result": report.to_dict(), "cases": cases})
         done = sum(c.get("status") == "ok" for c in cases)
         status = "complete" if len(cases) == len(target.cases()) else "incomplete"
-        runs.finish(run_dir, status, device=device or None, points=len(target.cases()), rows=done,
-                    ab_result=[_short(r) for r in report.rows])
+        run_store.finish(run_dir, status, device=device or None, points=len(target.cases()), rows=done,
+                         ab_result=[_short(r) for r in report.rows])
     return AbResult(run_dir=run_dir, status=status, report=report, cases=cases, names=(a, b), device=device,
                     failed_cases=[c for c in cases if c.get("status") != "ok"])
 
@@ -156,13 +156,13 @@ def _run_child(req: AbRequest, target: Workload, run_dir: Path) -> tuple[list[di
     cuda = target.device == "cuda"
     index = int(str(here("cuda").get("gpu_index", 0))) if cuda else -1
     sampler = Sampler(index, series=True).start() if cuda else Sampler(-1)
-    runs.record_tool(run_dir, "workload", argv, log=LOG)
+    run_store.record_tool(run_dir, "workload", argv, log=LOG)
     try:
         proc.run(argv, log=run_dir / LOG, env=target.env(), check=False,
                  timeout_s=req.case_timeout_s * len(target.cases()) + 300)
     finally:
         sampler.stop()
-    return runs.read_events(run_dir / EVENTS), sampler
+    return run_store.read_events(run_dir / EVENTS), sampler
 
 
 def _cases(events: list[dict[str, Any]], sampler: Any) -> list[dict[str, Any]]:
@@ -194,7 +194,7 @@ def _report(req: AbRequest, run_dir: Path, cases: list[dict[str, Any]], device: 
     if req.threshold is None and req.limit is not None and req.limit < threshold:
         threshold, why = req.limit, "narrowed to --fail-if-slower"
     assert isinstance(req.target, Workload)
-    manifest = runs.read_manifest(run_dir)
+    manifest = run_store.read_manifest(run_dir)
     sides = [Side(ref=n, kind="ab", path=run_dir, name=n, manifest=manifest, status="complete") for n in nm]
     rows = [_row(c, nm, threshold=threshold, confidence=req.confidence, resamples=req.resamples) for c in cases]
     method = (f"interleaved rounds of {req.target.sweep.iters} iterations of A and of B (alternating which goes "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from profctl import faults, memory, runs
+from profctl import faults, memory, run_store
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.nvml import Sampler
 from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally, Target
@@ -122,14 +122,14 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         if req.baseline and req.baseline not in backends:
             target = target.with_backends([*backends, req.baseline])
         ex.prepare(target.device, points=len(target.cases()), warm=functools.partial(serve_command, target))
-        run_dir = runs.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
-                               label=",".join(sorted(set(labels.values()))) or None,
-                               extra={**target.manifest(), "labels": labels or None})
+        run_dir = run_store.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
+                                    label=",".join(sorted(set(labels.values()))) or None,
+                                    extra={**target.manifest(), "labels": labels or None})
         sweep = _Gather(target.cases(), run_dir, on_progress, parallel=ex.parallel)
         part = functools.partial(_part, target=target, point_timeout_s=req.point_timeout_s)
         error: BaseException | None = None
         try:
-            with runs.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
+            with run_store.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
                 outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
                                         on_event=sweep.on_event, weights=target.costs(),
                                         keys=[str(getattr(c, "backend", "")) for c in sweep.specs], warm=True)
@@ -141,8 +141,8 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             sweep.interrupted = True
         except BaseException as e:
             error = e
-        runs.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None,
-                             timing=sweep.parts[0].get("timing") if sweep.parts and not ex.parallel else None)
+        run_store.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None,
+                                  timing=sweep.parts[0].get("timing") if sweep.parts and not ex.parallel else None)
     return _finish(req, sweep, run_dir, labels, error)
 
 
@@ -259,7 +259,7 @@ class _Sweep:
         self.ctx, self.target, self.point_timeout_s = ctx, target, point_timeout_s
         self.specs = target.cases()
         self.todo = list(ctx.part.cases) if ctx.part.cases is not None else list(range(len(self.specs)))
-        self.events = runs.EventTail(ctx.workdir / EVENTS)
+        self.events = run_store.EventTail(ctx.workdir / EVENTS)
         self.log = ctx.workdir / LOG
         self.sampler: Any
         self.sampler, self.own_sampler = ctx.sampler() if target.device == "cuda" else (Sampler(-1), True)
@@ -424,7 +424,7 @@ class _Sweep:
             except BaseException:  # a second Ctrl-C while stopping: the rows on disk are still read
                 pass
         try:
-            evs = runs.read_events(self.events.path)
+            evs = run_store.read_events(self.events.path)
         except BaseException:
             return
         for ev in evs:
@@ -458,14 +458,14 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     add_noise_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
-                            "clocks": runs.clocks_seen(ordered)}
+                            "clocks": run_store.clocks_seen(ordered)}
     if error is not None:
-        runs.finish(run_dir, "failed", reason=_one_line(error), **done)
+        run_store.finish(run_dir, "failed", reason=_one_line(error), **done)
         raise error
     if sweep.interrupted:
         done["reason"] = "interrupted"
     status = "incomplete" if sweep.interrupted or len(ordered) < len(sweep.specs) else "complete"
-    runs.finish(run_dir, status, **done)
+    run_store.finish(run_dir, status, **done)
     failed: list[dict[str, Any]] = [r for r in ordered if not r.ok]
     return BenchResult(run_dir=run_dir, status=status, rows=ordered, device=sweep.device,
                        interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from profctl import nvml, proc, runs
+from profctl import nvml, proc, run_store
 from profctl.errors import ProfctlError, UsageError
 from profctl.pipelines.base import Progress, Tally
 from profctl.pipelines.executors import (
@@ -571,7 +571,7 @@ def _shared(run_dir: Path) -> bool:
     """Whether this worker sees the submitting machine's run directory (this machine, or a shared file system):
     the same path holds a manifest of the same run."""
     try:
-        return runs.read_manifest(run_dir).get("run_id") == run_dir.name
+        return run_store.read_manifest(run_dir).get("run_id") == run_dir.name
     except Exception:
         return False
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
-from profctl import proc, runs
+from profctl import proc, run_store
 
 if TYPE_CHECKING:
     from profctl.pipelines.warm import WarmPool
@@ -200,7 +200,7 @@ class PartContext:
         """While the block runs (a tool wrapping the workload), pass the workload's ``start`` and ``row`` events
         from its JSON-lines file on as progress (the row's status only; `sampler` adds the GPU's utilisation)."""
         stop = threading.Event()
-        tail = runs.EventTail(events)
+        tail = run_store.EventTail(events)
 
         def pump(final: bool = False) -> None:
             for ev in tail.read(final=final):
@@ -245,7 +245,7 @@ def gather(outcomes: Generator[PartOutcome[V], None, None]) -> tuple[list[PartOu
     kept (a parallel executor has cancelled the rest). Serially, an interrupt with nothing finished goes through."""
     got: list[PartOutcome[V]] = []
     try:
-        with runs.sigterm_as_interrupt(), contextlib.closing(outcomes):
+        with run_store.sigterm_as_interrupt(), contextlib.closing(outcomes):
             for out in outcomes:
                 got.append(out)
     except KeyboardInterrupt:
@@ -301,7 +301,7 @@ def tool_event(run_dir: Path, ev: dict[str, Any], part_dir: str | None = None) -
     if part_dir is not None:
         more["part"] = part_dir
         log = f"{part_dir}/{log}" if log else None
-    runs.record_tool(run_dir, ev["name"], ev["argv"], log=log, **more)
+    run_store.record_tool(run_dir, ev["name"], ev["argv"], log=log, **more)
 
 
 # --------------------------------------------------------------------------------------------------- Local

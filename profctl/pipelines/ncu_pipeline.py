@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profctl import inputs, nvtx, proc, runs
+from profctl import inputs, nvtx, proc, run_store
 from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
@@ -228,10 +228,10 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
         if not metrics and not sections and not rec.set_name:
             raise RecipeError(f"{rec.path}: recipe {rec.name} has no metric for compute capability {cc[0]}.{cc[1]}")
         ex.prepare("cuda", points=max(1, len(target.cases())))
-        run_dir = runs.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
-                               extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
-                                      "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
-        with runs.recording(run_dir):
+        run_dir = run_store.new_run("ncu", root=req.reports, argv=list(req.command) if req.command else None,
+                                    extra={**target.manifest(), "recipe": rec.name, "recipe_path": rec.path,
+                                           "cc": f"{cc[0]}.{cc[1]}", "range": req.range})
+        with run_store.recording(run_dir):
             part = functools.partial(_part, req=req, target=target, exe=exe, cc=cc, metrics=metrics,
                                      sections=sections)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
@@ -239,7 +239,8 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
                                                     weights=target.costs()))
             res = _combine(req, target, run_dir, outs, cc, t0, parallel=ex.parallel, interrupted=interrupted,
                            advice=tracker.advice, phases=tracker.phases, t0_wall=t0_wall)
-            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            run_store.update_manifest(run_dir, executor=ex.describe(),
+                                      parts=part_records(outs) if ex.parallel else None)
             if interrupted:
                 raise KeyboardInterrupt
     return res
@@ -388,8 +389,8 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
     summary = ctx.with_final_paths(read)
     launches = summary.meta.get("launches", [])
     _check_metrics(summary, tuple(rec.metric_names(cc)), rec, ctx.final_dir, ctx.final(log))
-    events = runs.read_events(ctx.workdir / "workload.jsonl")
-    rows = runs.rows_of(events)
+    events = run_store.read_events(ctx.workdir / "workload.jsonl")
+    rows = run_store.rows_of(events)
     if target.case_ranges:
         specs = target.cases()
         warnings += _check_launches(launches, rows, specs if ctx.part.cases is None else
@@ -397,7 +398,7 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
     elif not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
     return NcuPart(summary=summary, launches=launches, warnings=warnings, rows=rows, status=status, argv=argv,
-                   filters=filters, ncu_wall_s=ncu_wall, device=runs.device_of(events), report=report.name,
+                   filters=filters, ncu_wall_s=ncu_wall, device=run_store.device_of(events), report=report.name,
                    profiles=profiles)
 
 
@@ -440,9 +441,9 @@ def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutc
     device = next((v.device for v in vals if v.device), None)
     status = "complete" if len(ok) == len(outs) and not interrupted else "incomplete"
     timing["after_s"] = round(time.perf_counter() - t0 - total, 3)
-    runs.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3), total_wall_s=round(total, 3),
-                warnings=warnings, device=device or None, advice=advice, timing=timing,
-                **({"reason": "interrupted"} if interrupted else {}))
+    run_store.finish(run_dir, status, launches=len(launches), ncu_wall_s=round(ncu_wall, 3),
+                     total_wall_s=round(total, 3), warnings=warnings, device=device or None, advice=advice,
+                     timing=timing, **({"reason": "interrupted"} if interrupted else {}))
     d = ok[0].dir
     assert d is not None
     return NcuResult(run_dir=run_dir, summary=summary, diagnosis=diag, recipe=rec, cc=cc, report=d / vals[0].report,
@@ -503,7 +504,7 @@ def _classify(res: proc.ProcResult, rec: Recipe, filters: list[str], jsonl: Path
         where = [f"{m} ({rec.where(m)})" for m in f.metrics] or [rec.path]
         return RecipeError(f"ncu does not know metric {', '.join(where)}: {f.message}", log=res.log)
     if f.kind == "nothing":
-        rows = runs.rows_of(runs.read_events(jsonl))
+        rows = run_store.rows_of(run_store.read_events(jsonl))
         return tool.failure_error(f, log=res.log, why_nothing=_why_nothing(rows, filters, req, text))
     if f.kind == "error" and res.returncode != 0 and (res.log.parent / "profile.ncu-rep").exists():
         return None  # the workload failed part-way; the launches profiled so far are kept

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profctl import nvtx, runs
+from profctl import nvtx, run_store
 from profctl.errors import NothingMatched, UsageError
 from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
@@ -113,17 +113,19 @@ def run(req: NsysRequest) -> NsysResult:
         exe = ex.ask(tool.find)  # before the run directory: a missing tool leaves no empty run behind
         capture = req.capture or ("none" if target.foreign else "cudaProfilerApi")
         ex.prepare("cuda", points=max(1, len(target.cases())))
-        run_dir = runs.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
-                               extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
-                                      "range": req.range, "sample": req.sample})
-        with runs.recording(run_dir):
+        run_dir = run_store.new_run("nsys", root=req.reports, argv=list(req.command) if req.command else None,
+                                    extra={**target.manifest(), "trace": list(req.trace), "capture": capture,
+                                           "range": req.range, "sample": req.sample})
+        with run_store.recording(run_dir):
             part = functools.partial(_part, req=req, target=target, exe=exe, capture=capture)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir, device="cuda",
                                                     on_event=lambda p, e: None, weights=target.costs()))
             res = _combine(outs, target, run_dir, exe, parallel=ex.parallel)
-            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            run_store.update_manifest(run_dir, executor=ex.describe(),
+                                      parts=part_records(outs) if ex.parallel else None)
             if interrupted or res.status != "complete":
-                runs.finish(run_dir, "incomplete", reason="interrupted" if interrupted else "; ".join(res.warnings))
+                run_store.finish(run_dir, "incomplete",
+                                 reason="interrupted" if interrupted else "; ".join(res.warnings))
             if interrupted:
                 raise KeyboardInterrupt
     return res
@@ -153,7 +155,7 @@ def _part(ctx: PartContext, *, req: NsysRequest, target: Target, exe: Path, capt
     # where the part's time went (benchmarks/tool_overhead.py reads these: profctl's cost over nsys alone)
     walls = {"version_wall_s": t1 - t0, "profile_wall_s": t2 - t1, "export_wall_s": t3 - t2,
              "read_wall_s": time.perf_counter() - t3}
-    return NsysPart(summary=summary, version=version, returncode=res.returncode, events=runs.read_events(rows),
+    return NsysPart(summary=summary, version=version, returncode=res.returncode, events=run_store.read_events(rows),
                     report=rep.name, walls=walls)
 
 
@@ -178,7 +180,7 @@ def _combine(outs: list[PartOutcome[NsysPart]], target: Target, run_dir: Path, e
     events = [e for v in vals for e in v.events]
     rc = max(v.returncode for v in vals)
     walls = {k: round(max(v.walls[k] for v in vals), 3) for k in vals[0].walls}
-    runs.update_manifest(run_dir, device=runs.device_of(events) or None, returncode=rc, **walls)
+    run_store.update_manifest(run_dir, device=run_store.device_of(events) or None, returncode=rc, **walls)
     specs = target.cases()
     per: dict[tuple[str, str, str], list[float]] = {}
     if specs:
@@ -194,7 +196,7 @@ def _combine(outs: list[PartOutcome[NsysPart]], target: Target, run_dir: Path, e
     return NsysResult(run_dir=run_dir, summary=summary, report=d / vals[0].report, sqlite=d / "profile.sqlite",
                       log=d / "nsys.log", tool_version=vals[0].version, exe=exe, pass_times=pass_times_of(per),
                       warnings=warnings, returncode=rc, status="complete" if len(ok) == len(outs) else "incomplete",
-                      failed_cases=[r for r in runs.rows_of(events) if r.get("status") != "ok"])
+                      failed_cases=[r for r in run_store.rows_of(events) if r.get("status") != "ok"])
 
 
 def _shape_of(specs: Sequence[Any], first: Any) -> dict[str, str]:

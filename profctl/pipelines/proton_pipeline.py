@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl import proc, runs
+from profctl import proc, run_store
 from profctl.errors import NothingMatched, ProgramFailed, ToolFailed, ToolNotFound, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather
@@ -74,10 +74,10 @@ def run(req: ProtonRequest) -> ProtonResult:
         argvs = _argvs(target, req)  # refuses unsupported cases before anything runs
         triton = ex.ask(tool.check, argvs[0][0])
         ex.prepare(target.device)
-        run_dir = runs.new_run("proton", root=req.reports, argv=list(req.command) if req.command else None,
-                               extra={**target.manifest(), "proton": req.options.describe(_default_buffer(target)),
-                                      "triton": triton})
-        with runs.recording(run_dir):
+        run_dir = run_store.new_run("proton", root=req.reports, argv=list(req.command) if req.command else None,
+                                    extra={**target.manifest(), "proton": req.options.describe(_default_buffer(target)),
+                                           "triton": triton})
+        with run_store.recording(run_dir):
             part = functools.partial(_part, req=req, target=target)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
                                                     device=target.device, on_event=lambda p, e: None))
@@ -119,7 +119,7 @@ def _part(ctx: PartContext, *, req: ProtonRequest, target: Target) -> ProtonPart
     target = ctx.localize(target)
     cases: list[int | None] = (list(ctx.part.cases) if ctx.part.cases is not None
                                else list(range(len(target.cases())))) or [None]
-    tail = runs.EventTail(ctx.workdir / JSONL_NAME)
+    tail = run_store.EventTail(ctx.workdir / JSONL_NAME)
     out = ProtonPart([], {}, None, [], [])
     for i in cases:
         name = "proton" if i is None else f"case-{i}"
@@ -136,7 +136,7 @@ def _part(ctx: PartContext, *, req: ProtonRequest, target: Target) -> ProtonPart
     return out
 
 
-def _timing(ctx: PartContext, req: ProtonRequest, target: Target, i: int, name: str, tail: runs.EventTail,
+def _timing(ctx: PartContext, req: ProtonRequest, target: Target, i: int, name: str, tail: run_store.EventTail,
             notes: list[str]) -> dict[str, Any] | None:
     """The plain and the scoped kernel timed (torch.profiler's kernel times) in a child of their own."""
     log = ctx.workdir / f"{name}-timing.log"
@@ -161,7 +161,7 @@ def _overhead_line(o: dict[str, Any] | None) -> str | None:
 
 
 def _record(ctx: PartContext, req: ProtonRequest, target: Target, i: int | None, name: str,
-            tail: runs.EventTail, part: ProtonPart) -> Recording:
+            tail: run_store.EventTail, part: ProtonPart) -> Recording:
     base = ctx.workdir / name
     log = ctx.workdir / f"{name}.log"
     argv = target.proton_argv(base, ctx.workdir / JSONL_NAME, req.options, i)
@@ -255,9 +255,9 @@ def _combine(outs: list[PartOutcome[ProtonPart]], run_dir: Path, triton: str) ->
     recs = [r for v in ok for r in v.recordings]
     device = next((v.device for v in ok if v.device), {})
     status = next((v.exit_status for v in ok if v.exit_status), None)
-    runs.finish(run_dir, "complete" if not status else "incomplete", device=device or None,
-                traces=[str(Path(r.output).relative_to(run_dir)) for r in recs],
-                overhead=[r.overhead for r in recs], **({"reason": f"exit status {status}"} if status else {}))
+    run_store.finish(run_dir, "complete" if not status else "incomplete", device=device or None,
+                     traces=[str(Path(r.output).relative_to(run_dir)) for r in recs],
+                     overhead=[r.overhead for r in recs], **({"reason": f"exit status {status}"} if status else {}))
     warnings = [f"the program exited with status {status}; its timeline up to then was kept"] if status else []
     return ProtonResult(run_dir=run_dir, status="complete" if not status else "incomplete", recordings=recs,
                         device=device, triton=triton, notes=[n for v in ok for n in v.notes], warnings=warnings,

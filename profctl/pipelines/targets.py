@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from profctl import runs
+from profctl import run_store
 from profctl.errors import UsageError
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
@@ -47,7 +47,7 @@ def cuda_usable() -> bool:
     takes milliseconds (importing torch to ask takes seconds); torch itself only when NVML's Python bindings are
     missing."""
     from profctl import nvml
-    from profctl.runs import torch_cuda_version
+    from profctl.run_store import torch_cuda_version
 
     visible = nvml.visible_gpus()
     if visible is not None:
@@ -271,9 +271,9 @@ def case_cost(spec: AttentionSpec, iterations: int) -> float:
     return iterations * work / _FLOP_RATE + elements / _RANDN_RATE
 
 
-#: environment variables a program run records in its manifest (they change what it does): profctl.runs' list
-ENV_OF_INTEREST = runs.ENV_OF_INTEREST
-ENV_PREFIXES = runs.ENV_PREFIXES
+#: environment variables a program run records in its manifest (they change what it does): profctl.run_store' list
+ENV_OF_INTEREST = run_store.ENV_OF_INTEREST
+ENV_PREFIXES = run_store.ENV_PREFIXES
 
 
 @dataclass(frozen=True)
@@ -374,7 +374,7 @@ class Program:
         return dict(self.extra_env)
 
     def manifest(self) -> dict[str, Any]:
-        env = runs.env_of_interest()
+        env = run_store.env_of_interest()
         env.update(dict(self.extra_env))
         return {"program": {"argv": list(self.command), "cwd": str(Path(self.cwd or ".").resolve()),
                             "environment": env}}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profctl import proc, runs
+from profctl import proc, run_store
 from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
 from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
@@ -74,16 +74,18 @@ def run(req: TorchRequest) -> TorchResult:
             raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python "
                              "...) or a part of a model step (--model ... --range attn.core)")
         ex.prepare(target.device, points=max(1, len(target.cases())))
-        run_dir = runs.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
-                               extra={**target.manifest(), "torch_options": req.options.argv(), "range": req.range})
+        run_dir = run_store.new_run("torch", root=req.reports, argv=list(req.command) if req.command else None,
+                                    extra={**target.manifest(), "torch_options": req.options.argv(),
+                                           "range": req.range})
         # recording(): 'incomplete' on Ctrl-C/SIGTERM, 'failed' with the reason on an error; else our own status
-        with runs.recording(run_dir):
+        with run_store.recording(run_dir):
             part = functools.partial(_part, req=req, target=target)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
                                                     device=target.device, on_event=lambda p, e: None,
                                                     weights=target.costs()))
             res = _combine(outs, run_dir, parallel=ex.parallel, interrupted=interrupted)
-            runs.update_manifest(run_dir, executor=ex.describe(), parts=part_records(outs) if ex.parallel else None)
+            run_store.update_manifest(run_dir, executor=ex.describe(),
+                                      parts=part_records(outs) if ex.parallel else None)
             if interrupted:
                 raise KeyboardInterrupt
     return res
@@ -97,8 +99,8 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
     ctx.record_tool("torch.profiler", argv, log=log)
     with ctx.follow(jsonl):
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
-    events = runs.read_events(jsonl)
-    rows, device = runs.rows_of(events), runs.device_of(events)
+    events = run_store.read_events(jsonl)
+    rows, device = run_store.rows_of(events), run_store.device_of(events)
     exit_ev = next((e for e in events if e.get("event") == "exit"), {})
     exit_status = exit_ev.get("status")
     error = program_error(exit_ev, res.log_text(50_000)) if exit_status else []
@@ -157,9 +159,9 @@ def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: boo
     exit_status = next((v.exit_status for v in vals if v.exit_status), None)
     status = "complete" if rc == 0 and not failed and not interrupted else "incomplete"
     first = ok[0].dir or run_dir
-    runs.finish(run_dir, status, returncode=rc, trace=str((first / tool.TRACE_NAME).relative_to(run_dir)),
-                table=str((first / tool.TABLE_NAME).relative_to(run_dir)), device=device or None,
-                **({"reason": "interrupted"} if interrupted else {}))
+    run_store.finish(run_dir, status, returncode=rc, trace=str((first / tool.TRACE_NAME).relative_to(run_dir)),
+                     table=str((first / tool.TABLE_NAME).relative_to(run_dir)), device=device or None,
+                     **({"reason": "interrupted"} if interrupted else {}))
     warnings = [f"the program exited with status {exit_status}; its trace up to then was kept"] if exit_status \
         else []
     warnings += [f"part {o.part.index} failed: {_one_line(o.error)}" for o in failed if o.error is not None]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import csv
+import html as _html
 import io
 import json
 from typing import Any
 
-from profctl.analysis.backend_table import BackendRow, BackendTable, baseline_breakdown
+from profctl.analysis.backend_table import BOUND_PCT, LAUNCH_BOUND_GAP, BackendRow, BackendTable, baseline_breakdown
 from profctl.analysis.crosstool import CrossToolView
 from profctl.shapes import Shape, label_of_key, sort_key
 
@@ -173,7 +174,7 @@ def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) 
     return "\n".join(out)
 
 
-def print_table(c: BackendTable, view: CrossToolView, limit: int | None = None, con: Any = None) -> None:
+def to_console(c: BackendTable, view: CrossToolView, limit: int | None = None, con: Any = None) -> None:
     from rich.markup import escape
 
     from profctl.render.tables import console, limited
@@ -238,3 +239,77 @@ def pivot_csv(rows: list[dict[str, str]]) -> str:
         w.writeheader()
         w.writerows(rows)
     return buf.getvalue()
+
+
+# ------------------------------------------------------------ HTML
+def to_html(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200,
+           extra: list[str] | None = None) -> str:
+    """The comparison as one self-contained page (profctl.render.html; plots drawn here, matplotlib needed); `extra`:
+    more sections (HTML fragments) after the comparison's (a model's tables, a program's summary)."""
+    from profctl.render.html import page
+
+    parts = html_sections(c, view, kernel_limit=kernel_limit)
+    meta = [*header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
+    return page(title or "profctl report", parts + list(extra or []), meta)
+
+
+def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
+    """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
+    kernels, the sources and the peak figures' source."""
+    from profctl.render.html import img, table
+    from profctl.render.plots import all_plots
+
+    plots = all_plots(c)
+    parts: list[str] = []
+    if c.notes:
+        parts.append("<ul>" + "".join(f'<li class="note">{_html.escape(n)}</li>' for n in c.notes) + "</ul>")
+    parts.append('<h2 id="plots">Plots</h2>')
+    if not plots:
+        parts.append("<p><em>nothing to plot</em></p>")
+    for pid, ptitle, png in plots:
+        cap = ptitle
+        if pid == "roofline":
+            cap += " — each point is numbered; the table under the plots names its kernel"
+            if c.unplaced:
+                cap += f"; {len(c.unplaced)} ncu kernel(s) without a FLOP count of their own are not placed " \
+                       "(softmax, elementwise, small flash helpers): see the kernel table"
+        parts.append(f'<figure id="plot-{pid}">{img(png, ptitle)}<figcaption>{_html.escape(cap)}</figcaption>'
+                     "</figure>")
+    if c.roofline and any(pid == "roofline" for pid, _, _ in plots):
+        from profctl.render.plots import roofline_rows
+
+        parts += ['<h3 id="roofline-points">Roofline points</h3>', table(roofline_rows(c), cls="roofline")]
+    rows = display_rows(c)
+    classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
+    parts += ['<h2 id="backends">Backends</h2>',
+              "<p class=\"meta\">time: bench median (CUDA events) where a bench row exists, else the GPU span of "
+              "one iteration's NVTX range, else the sum of its kernels; TFLOP/s from useful FLOPs; launch gap = "
+              "1 - kernel time / time; tensor/DRAM/SM/occupancy: the main kernel's ncu figures; bound: "
+              f"launch-bound when the launch gap is over {LAUNCH_BOUND_GAP:.0%} (the kernels are not what limits "
+              f"the iteration), else tensor, DRAM or SM when that figure reaches {BOUND_PCT:.0f}% of peak, else "
+              "latency.</p>",
+              table(rows, cls="backends", row_class=classes)]
+    br = breakdown_rows(c)
+    if br:
+        parts += [f'<h2 id="breakdown">{_html.escape(str(c.baseline))}: time by kernel class</h2>',
+                  table(br, cls="breakdown")]
+    if view.kernels:
+        kr = kernel_rows(view, kernel_limit)
+        more = len(view.kernels) - len(kr)
+        parts += ['<h2 id="kernels">Kernels, joined across tools</h2>',
+                  "<p class=\"meta\">per-iteration time per tool; match: exact (same name), loose (same up to a "
+                  "lambda signature), base (same base name, nearest duration), only (one tool saw it)</p>",
+                  table(kr, cls="kernels")]
+        if more > 0:
+            parts.append(f"<p><em>{more} more kernel rows left out (use --limit 0 for all)</em></p>")
+    if view.sources:
+        from profctl.render.tables import display_path
+
+        srows = [{"tool": s.get("tool"), "version": s.get("version") or "", "path": display_path(s.get("path")),
+                  "kernels placed / rows": s.get("kernels_placed")} for s in view.sources]
+        parts += ['<h2 id="sources">Sources</h2>', table(srows, cls="sources")]
+    if c.peak.source:
+        parts.append(f'<p class="meta">Peak figures: {_html.escape(c.peak.source)}'
+                     + (f"; measured: {_html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")
+                     + "</p>")
+    return parts

@@ -150,7 +150,7 @@ def _what(rows: list[BenchRow]) -> str:
     return f"{shapes} shape{'s' if shapes != 1 else ''}, {', '.join(dict.fromkeys(str(r.pass_) for r in rows))}"
 
 
-def print_table(res: BenchResult, con: Any = None) -> None:
+def to_console(res: BenchResult, con: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -240,7 +240,7 @@ def to_text(res: BenchResult) -> str:
     from profctl.render.tables import text_console
 
     con, buf = text_console(200)
-    print_table(res, con)
+    to_console(res, con)
     return buf.getvalue()
 
 

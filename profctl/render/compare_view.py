@@ -68,27 +68,33 @@ def footer_lines(cmp: RegressionReport) -> list[str]:
     return out
 
 
-def render(cmp: RegressionReport, fmt: str, con: Any = None) -> str | None:
-    """Text for markdown/csv/json; for 'table' print to the terminal and return None."""
-    if fmt == "json":
-        return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
-    if fmt == "csv":
-        import csv
-        import io
+def to_json(cmp: RegressionReport) -> str:
+    return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
 
-        buf = io.StringIO()
-        rows = [r.to_dict() for r in cmp.rows]
-        if rows:
-            w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
-        return buf.getvalue()
+
+def to_csv(cmp: RegressionReport) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    rows = [r.to_dict() for r in cmp.rows]
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()
+
+
+def to_markdown(cmp: RegressionReport) -> str:
     from profctl.render.tables import markdown
 
-    if fmt == "markdown":
-        head = "\n".join(f"- {x}" for x in header_lines(cmp))
-        foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
-        return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
+    head = "\n".join(f"- {x}" for x in header_lines(cmp))
+    foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
+    return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
+
+
+def to_console(cmp: RegressionReport, con: Any = None) -> None:
+    """The table and its header and footer lines on `con` (default: the terminal)."""
     from rich.markup import escape
 
     from profctl.render.tables import console, print_table
@@ -103,4 +109,3 @@ def render(cmp: RegressionReport, fmt: str, con: Any = None) -> str | None:
         if line.startswith("result") and any(cmp.counts().get(v) for v in ("slower", "failed")):
             style = colours["slower"]
         con.print(escape(line), style=style)
-    return None

@@ -8,7 +8,7 @@ import json
 import textwrap
 from typing import Any
 
-from profctl.analysis import source as src
+from profctl.analysis import source
 from profctl.analysis.explanation import Explanation
 from profctl.render import tables
 from profctl.render.source_view import finding_rows, line_rows
@@ -92,7 +92,7 @@ def _headline_cause(e: Explanation) -> str | None:
     return f"first cause: {c.id}{where}: fixing it saves about {c.saving_us:,.1f} us{share}"
 
 
-def print_explanation(e: Explanation, con: Any) -> None:
+def to_console(e: Explanation, con: Any) -> None:
     width = min(getattr(con, "width", 120) or 120, 120)
 
     def say(text: str, indent: str = "", style: str | None = None) -> None:
@@ -130,7 +130,7 @@ def print_explanation(e: Explanation, con: Any) -> None:
     for who, p in (("A", e.a), ("B", e.b)):
         if p is None:
             continue
-        v = src.view(p, TOP)
+        v = source.view(p, TOP)
         if v.lines or v.sass:
             what_ = "hot lines" if v.lines else "hot instructions"
             tables.print_table(con, f"{who}: {what_}", line_rows(v, TOP, terse=True))
@@ -139,7 +139,7 @@ def print_explanation(e: Explanation, con: Any) -> None:
             tables.print_table(con, f"{who}: ncu's top findings", rows)
 
 
-def markdown(e: Explanation) -> str:
+def to_markdown(e: Explanation) -> str:
     out = [f"**A**: {_who(e.a)}  "]
     if e.b is not None:
         out.append(f"**B**: {_who(e.b)}  ")
@@ -159,7 +159,7 @@ def markdown(e: Explanation) -> str:
     for who, p in (("A", e.a), ("B", e.b)):
         if p is None:
             continue
-        v = src.view(p, TOP)
+        v = source.view(p, TOP)
         out += [f"\n{who}: {'hot lines' if v.lines else 'hot instructions'}\n", tables.markdown(line_rows(v, TOP))]
         rows = finding_rows(v, TOP)
         if rows:
@@ -176,7 +176,7 @@ def to_dict(e: Explanation) -> dict[str, Any]:
         if p is None:
             return None
         r = e.roofs.get(who)
-        d = view_dict(src.view(p, TOP), TOP)
+        d = view_dict(source.view(p, TOP), TOP)
         d["device"] = p.device
         d["roofs"] = r.to_dict(p.duration_ns * 1e-9 if p.duration_ns else None) if r else None
         return d

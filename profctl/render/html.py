@@ -1,4 +1,5 @@
-"""One self-contained HTML page: the comparison's plots (PNG, base64 inline), its tables and where it came from.
+"""Self-contained HTML pages, shared by every view's ``to_html``: the stylesheet, tables, inline PNG images and the
+page around them.
 
 No script, no stylesheet or image from elsewhere: the file can be mailed, attached to an issue or opened
 offline. Numbers in the tables are the same display rows the terminal table and Markdown show.
@@ -10,10 +11,6 @@ import base64
 import datetime as _dt
 import html
 from typing import Any
-
-from profctl.analysis.backend_table import BOUND_PCT, LAUNCH_BOUND_GAP, BackendTable
-from profctl.analysis.crosstool import CrossToolView
-from profctl.render import backend_table_view
 
 #: the page fits a laptop screen: the text column is at most 1280 px wide, a table wider than that scrolls inside
 #: its own box (the page does not), long text cells wrap, kernel names are elided in the middle with the full
@@ -56,12 +53,22 @@ def _cell(r: dict[str, Any], c: str) -> str:
     return f'<td class="{cls.strip()}"{title}>{html.escape(shown)}</td>'
 
 
-def table(rows: list[dict[str, Any]], *, cls: str = "", row_class: list[str] | None = None) -> str:
-    from profctl.render.tables import columns
+def table(rows: list[dict[str, Any]], *, cls: str = "", row_class: list[str] | None = None,
+          numbers: bool = False) -> str:
+    """The rows as a table: columns left- or right-aligned by name (LEFT), or with `numbers`, right-aligned where
+    every cell reads as a number and wrapped otherwise (a table of prose: findings, stall reasons, source)."""
+    from profctl.render.tables import columns, numeric_columns
 
     if not rows:
         return "<p><em>(none)</em></p>"
     cols = columns(rows)
+    if numbers:
+        nums = numeric_columns(rows)
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(
+            f'<td class="{"n" if c in nums else "w"}">{html.escape(str(r.get(c, "")))}</td>' for c in cols) + "</tr>"
+            for r in rows)
+        return f'<div class="tbl"><table class="{html.escape(cls)}"><tr>{head}</tr>{body}</table></div>'
     out = [f'<div class="tbl"><table class="{html.escape(cls)}"><thead><tr>']
     out += [f'<th class="{"l" if c in LEFT else ""}">{html.escape(c)}</th>' for c in cols]
     out.append("</tr></thead><tbody>")
@@ -76,81 +83,13 @@ def img(png: bytes, alt: str) -> str:
     return (f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
 
 
-def page(title: str, body: list[str], meta: list[str] | None = None) -> str:
-    """A whole self-contained page: `title`, the `meta` lines under it, then `body` (HTML fragments)."""
+def page(title: str, body: list[str], meta: list[str] | None = None, *, css: str = "") -> str:
+    """A whole self-contained page: `title`, the `meta` lines under it, then `body` (HTML fragments); `css`: a
+    view's own rules after the shared stylesheet."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{CSS}{css}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         '<div class="meta">' + "".join(f"{html.escape(x)}<br>" for x in meta or []) + f"generated {now}</div>",
         *body, "</body></html>\n"])
-
-
-def render(c: BackendTable, view: CrossToolView, *, title: str | None = None, kernel_limit: int | None = 200,
-           extra: list[str] | None = None) -> str:
-    """The page as text (plots drawn here; matplotlib needed); `extra`: more sections (HTML fragments) after the
-    comparison's (a model's tables, a program's summary)."""
-    parts = comparison_sections(c, view, kernel_limit=kernel_limit)
-    meta = [*backend_table_view.header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
-    return page(title or "profctl report", parts + list(extra or []), meta)
-
-
-def comparison_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
-    """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
-    kernels, the sources and the peak figures' source."""
-    from profctl.render.plots import all_plots
-
-    plots = all_plots(c)
-    parts: list[str] = []
-    if c.notes:
-        parts.append("<ul>" + "".join(f'<li class="note">{html.escape(n)}</li>' for n in c.notes) + "</ul>")
-    parts.append('<h2 id="plots">Plots</h2>')
-    if not plots:
-        parts.append("<p><em>nothing to plot</em></p>")
-    for pid, ptitle, png in plots:
-        cap = ptitle
-        if pid == "roofline":
-            cap += " — each point is numbered; the table under the plots names its kernel"
-            if c.unplaced:
-                cap += f"; {len(c.unplaced)} ncu kernel(s) without a FLOP count of their own are not placed " \
-                       "(softmax, elementwise, small flash helpers): see the kernel table"
-        parts.append(f'<figure id="plot-{pid}">{img(png, ptitle)}<figcaption>{html.escape(cap)}</figcaption></figure>')
-    if c.roofline and any(pid == "roofline" for pid, _, _ in plots):
-        from profctl.render.plots import roofline_rows
-
-        parts += ['<h3 id="roofline-points">Roofline points</h3>', table(roofline_rows(c), cls="roofline")]
-    rows = backend_table_view.display_rows(c)
-    classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
-    parts += ['<h2 id="backends">Backends</h2>',
-              "<p class=\"meta\">time: bench median (CUDA events) where a bench row exists, else the GPU span of "
-              "one iteration's NVTX range, else the sum of its kernels; TFLOP/s from useful FLOPs; launch gap = "
-              "1 - kernel time / time; tensor/DRAM/SM/occupancy: the main kernel's ncu figures; bound: "
-              f"launch-bound when the launch gap is over {LAUNCH_BOUND_GAP:.0%} (the kernels are not what limits "
-              f"the iteration), else tensor, DRAM or SM when that figure reaches {BOUND_PCT:.0f}% of peak, else "
-              "latency.</p>",
-              table(rows, cls="backends", row_class=classes)]
-    br = backend_table_view.breakdown_rows(c)
-    if br:
-        parts += [f'<h2 id="breakdown">{html.escape(str(c.baseline))}: time by kernel class</h2>',
-                  table(br, cls="breakdown")]
-    if view.kernels:
-        kr = backend_table_view.kernel_rows(view, kernel_limit)
-        more = len(view.kernels) - len(kr)
-        parts += ['<h2 id="kernels">Kernels, joined across tools</h2>',
-                  "<p class=\"meta\">per-iteration time per tool; match: exact (same name), loose (same up to a "
-                  "lambda signature), base (same base name, nearest duration), only (one tool saw it)</p>",
-                  table(kr, cls="kernels")]
-        if more > 0:
-            parts.append(f"<p><em>{more} more kernel rows left out (use --limit 0 for all)</em></p>")
-    if view.sources:
-        from profctl.render.tables import display_path
-
-        srows = [{"tool": s.get("tool"), "version": s.get("version") or "", "path": display_path(s.get("path")),
-                  "kernels placed / rows": s.get("kernels_placed")} for s in view.sources]
-        parts += ['<h2 id="sources">Sources</h2>', table(srows, cls="sources")]
-    if c.peak.source:
-        parts.append(f'<p class="meta">Peak figures: {html.escape(c.peak.source)}'
-                     + (f"; measured: {html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")
-                     + "</p>")
-    return parts

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as _html
 import io
+from typing import Any
 
 from profctl.analysis import model_tables
 from profctl.schema.bench import BenchRow
@@ -33,17 +34,17 @@ def to_csv(rows: list[BenchRow]) -> str:
     return buf.getvalue()
 
 
-def print_tables(rows: list[BenchRow]) -> None:
+def to_console(rows: list[BenchRow], con: Any = None) -> None:
     from profctl.render.tables import console, rich_table
 
-    con = console(220)
+    con = con or console(220)
     for title, t in model_tables.tables(rows):
         con.print(rich_table(title, t))
 
 
 def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: tuple[str, ...]) -> bytes | None:
     """`y` against `x` (row fields) per backend and mode (linear axes; log x when x spans decades)."""
-    from profctl.render.plots import _png, color, require
+    from profctl.render.plots import color, png_bytes, require
 
     pts = [r for r in rows if r.is_model and r.ok and r.get(y) is not None and r.mode in modes]
     if not pts:
@@ -63,7 +64,7 @@ def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: 
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def to_html(rows: list[BenchRow], title: str | None = None) -> str:

@@ -154,22 +154,16 @@ def backend_rows(ds: Sequence[Diagnosis], device: str | None = None) -> list[dic
     ]
 
 
-def render(
-    s: Summary,
-    ds: Sequence[Diagnosis],
-    *,
-    recipe: Recipe | None,
-    cc: tuple[int, int] | None,
-    fmt: str = "table",
-    launches: bool = True,
-) -> str | None:
-    """Text for markdown/json; for 'table' print rich tables and return None."""
-    if fmt == "json":
-        return json.dumps(
-            {"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds], "backends": by_backend(ds, _device(s))},
-            indent=1,
-            default=str,
-        )
+def to_json(s: Summary, ds: Sequence[Diagnosis]) -> str:
+    return json.dumps(
+        {"summary": s.to_dict(), "diagnosis": [d.to_dict() for d in ds], "backends": by_backend(ds, _device(s))},
+        indent=1,
+        default=str,
+    )
+
+
+def _sections(s: Summary, ds: Sequence[Diagnosis], recipe: Recipe | None, cc: tuple[int, int] | None,
+              launches: bool) -> list[tuple[str, list[dict[str, Any]]]]:
     sections = []
     if launches:
         sections.append(("Profiled launches", launch_rows(s)))
@@ -179,19 +173,27 @@ def render(
         ("Diagnosis", diagnosis_rows(ds)),
         ("Backends side by side (main kernel per backend)", backend_rows(ds, _device(s))),
     ]
+    return sections
+
+
+def to_markdown(s: Summary, ds: Sequence[Diagnosis], *, recipe: Recipe | None, cc: tuple[int, int] | None,
+                launches: bool = True) -> str:
+    text = "".join(f"## {t}\n\n{markdown(rows)}\n" for t, rows in _sections(s, ds, recipe, cc, launches))
     notes = note_lines(ds)
-    if fmt == "markdown":
-        text = "".join(f"## {t}\n\n{markdown(rows)}\n" for t, rows in sections)
-        if notes:
-            text += "## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
-        return text
+    if notes:
+        text += "## Notes\n\n" + "".join(f"- {n}\n" for n in notes)
+    return text
+
+
+def to_console(s: Summary, ds: Sequence[Diagnosis], con: Any = None, *, recipe: Recipe | None,
+               cc: tuple[int, int] | None, launches: bool = True) -> None:
     from profctl.render.tables import console, print_table
 
-    con = console()  # a pipe or a log gets wide lines rather than tables folded into 80 columns
-    for t, rows in sections:
+    con = con or console()  # a pipe or a log gets wide lines rather than tables folded into 80 columns
+    for t, rows in _sections(s, ds, recipe, cc, launches):
         print_table(con, t, rows)
+    notes = note_lines(ds)
     if notes:
         con.print("Notes:", markup=False)
         for n in notes:
             con.print(f"  - {n}", markup=False, soft_wrap=True)
-    return None

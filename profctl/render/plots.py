@@ -41,7 +41,7 @@ def require() -> Any:
     return plt
 
 
-def _png(fig: Any) -> bytes:
+def png_bytes(fig: Any) -> bytes:
     plt = require()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
@@ -116,7 +116,7 @@ def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, y
               skip: Callable[[BackendRow], bool] | None = None) -> bytes | None:
     """by_seqlen_figure as PNG bytes (None: nothing to draw)."""
     fig = by_seqlen_figure(c, value, ylabel=ylabel, title=title, logy=logy, hlines=hlines, skip=skip)
-    return None if fig is None else _png(fig)
+    return None if fig is None else png_bytes(fig)
 
 
 def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
@@ -235,7 +235,7 @@ def roofline_plot(c: BackendTable) -> bytes | None:
     ax.set_title("Roofline: kernels placed from ncu DRAM bytes and duration")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def roofline_order(c: BackendTable) -> list[Any]:
@@ -324,7 +324,7 @@ def breakdown_plot(c: BackendTable) -> bytes | None:
     ax.set_xlabel("sequence length (c = causal), pass")
     ax.set_title(f"{c.baseline}: where its time goes (GEMM, softmax, elementwise)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _png(fig)
+    return png_bytes(fig)
 
 
 PLOTS: tuple[tuple[str, str, Callable[[BackendTable], bytes | None]], ...] = (
@@ -370,4 +370,4 @@ def bars(labels: list[str], values: list[float], *, xlabel: str, title: str,
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)

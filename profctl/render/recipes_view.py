@@ -16,14 +16,23 @@ def list_rows(recipes: list[Recipe], cc: tuple[int, int] | None) -> list[dict[st
              or "-"} for r in recipes]
 
 
-def render_list(rows: list[dict[str, str]], fmt: str, title: str) -> str | None:
-    """Text for json/markdown; for 'table' print a rich table and return None."""
-    if fmt == "json":
-        return json.dumps(rows, indent=1) + "\n"
+def list_to_json(rows: list[dict[str, str]]) -> str:
+    return json.dumps(rows, indent=1) + "\n"
+
+
+def list_to_markdown(rows: list[dict[str, str]]) -> str:
     from profctl.render.tables import markdown
 
-    if fmt == "markdown":
-        return markdown(rows)
+    return markdown(rows)
+
+
+def list_to_csv(rows: list[dict[str, str]]) -> str:
+    from profctl.render.tables import to_csv
+
+    return to_csv(rows)
+
+
+def list_to_console(rows: list[dict[str, str]], title: str, con: Any = None) -> None:
     from rich.table import Table
 
     from profctl.render.tables import console
@@ -33,8 +42,7 @@ def render_list(rows: list[dict[str, str]], fmt: str, title: str) -> str | None:
         t.add_column(c, overflow="fold", no_wrap=c in ("recipe", "metrics"))
     for row in rows:
         t.add_row(*row.values())
-    console().print(t)
-    return None
+    (con or console()).print(t)
 
 
 def _sections(r: Recipe, want_cc: tuple[int, int] | None) -> dict[str, list[dict[str, str]]]:
@@ -51,19 +59,30 @@ def _sections(r: Recipe, want_cc: tuple[int, int] | None) -> dict[str, list[dict
     return {"Metrics": metrics, "Also collects": collect, "Thresholds": th, "Hints": hints}
 
 
-def render_recipe(r: Recipe, fmt: str, want_cc: tuple[int, int] | None, cc_text: str | None) -> str:
-    """One recipe as JSON, Markdown or plain text lines."""
-    if fmt == "json":
-        return json.dumps(as_dict(r, want_cc), indent=1) + "\n"
-    parts = _sections(r, want_cc)
-    if fmt == "markdown":
-        from profctl.render.tables import markdown
+def to_json(r: Recipe, want_cc: tuple[int, int] | None) -> str:
+    return json.dumps(to_dict(r, want_cc), indent=1) + "\n"
 
-        text = f"# {r.name}\n\n{r.summary}\n\n{r.description}\n\n"
-        for title, rows in parts.items():
-            if rows:
-                text += f"## {title}\n\n{markdown(rows)}\n"
-        return text
+
+def to_csv(r: Recipe, want_cc: tuple[int, int] | None) -> str:
+    """The recipe's metrics, one row each."""
+    from profctl.render.tables import to_csv as rows_csv
+
+    return rows_csv([{k: str(v) for k, v in m.items()} for m in to_dict(r, want_cc)["metrics"]])
+
+
+def to_markdown(r: Recipe, want_cc: tuple[int, int] | None) -> str:
+    from profctl.render.tables import markdown
+
+    text = f"# {r.name}\n\n{r.summary}\n\n{r.description}\n\n"
+    for title, rows in _sections(r, want_cc).items():
+        if rows:
+            text += f"## {title}\n\n{markdown(rows)}\n"
+    return text
+
+
+def to_text(r: Recipe, want_cc: tuple[int, int] | None, cc_text: str | None) -> str:
+    """Plain text lines (the terminal's form)."""
+    parts = _sections(r, want_cc)
     lines = [f"{r.name} — {r.summary}", f"file: {r.path}", ""]
     if r.description:
         lines += [r.description, ""]
@@ -81,7 +100,7 @@ def render_recipe(r: Recipe, fmt: str, want_cc: tuple[int, int] | None, cc_text:
     return "\n".join(lines) + "\n"
 
 
-def as_dict(r: Recipe, cc: tuple[int, int] | None) -> dict[str, Any]:
+def to_dict(r: Recipe, cc: tuple[int, int] | None) -> dict[str, Any]:
     """The recipe as JSON data (metrics for `cc` only, when given)."""
     return {
         "name": r.name,

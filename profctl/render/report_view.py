@@ -59,9 +59,8 @@ def to_json(p: ReportParts) -> str:
 
 def to_csv(p: ReportParts) -> str:
     """One block per part; with several, each under a ``# title`` line and a blank line between them."""
-    from profctl.render import model_tables_view
+    from profctl.render import model_tables_view, summary_view
     from profctl.render.backend_table_view import to_csv as comparison_csv
-    from profctl.render.summary_view import render as summary_render
 
     blocks: list[tuple[str, str]] = []
     if p.table is not None:
@@ -69,16 +68,15 @@ def to_csv(p: ReportParts) -> str:
     if p.models:
         blocks.append(("", model_tables_view.to_csv(p.models)))  # titled per table already
     for title, s in p.summaries:
-        blocks.append((title, summary_render(s, "csv") or ""))
+        blocks.append((title, summary_view.to_csv(s)))
     if len(blocks) == 1:
         return blocks[0][1]
     return "\n".join((f"# {t}\n" if t else "") + text for t, text in blocks)
 
 
 def to_markdown(p: ReportParts, limit: int | None = None) -> str:
-    from profctl.render import model_tables_view
+    from profctl.render import model_tables_view, summary_view
     from profctl.render.backend_table_view import to_markdown as comparison_markdown
-    from profctl.render.summary_view import render as summary_render
 
     out = []
     if p.table is not None and p.view is not None:
@@ -86,15 +84,15 @@ def to_markdown(p: ReportParts, limit: int | None = None) -> str:
     if p.models:
         out.append(model_tables_view.to_markdown(p.models))
     for title, s in p.summaries:
-        out.append(f"# {title}\n\n" + (summary_render(s, "markdown", limit=limit) or ""))
+        out.append(f"# {title}\n\n" + summary_view.to_markdown(s, limit))
     return "\n".join(out)
 
 
-def print_all(p: ReportParts, con: Any, limit: int | None = None) -> None:
+def to_console(p: ReportParts, con: Any, limit: int | None = None) -> None:
     from rich.markup import escape
 
-    from profctl.render.backend_table_view import print_table as comparison_table
-    from profctl.render.summary_view import render as summary_render
+    from profctl.render import summary_view
+    from profctl.render.backend_table_view import to_console as comparison_table
 
     if p.table is not None and p.view is not None:
         comparison_table(p.table, p.view, limit, con=con)
@@ -106,17 +104,18 @@ def print_all(p: ReportParts, con: Any, limit: int | None = None) -> None:
             con.print(rich_table(title, t))
     for title, s in p.summaries:
         con.print(f"[bold]{escape(title)}[/]")
-        summary_render(s, "table", limit=limit, con=con)
+        summary_view.to_console(s, con, limit)
 
 
 def to_html(p: ReportParts, title: str | None = None, limit: int | None = None) -> str:
     """One self-contained page: the comparison's sections, the models', each summary's."""
-    from profctl.render import html, model_tables_view
+    from profctl.render import backend_table_view, model_tables_view
+    from profctl.render.html import page
     from profctl.render.summary_view import html_section
 
     extra = [model_tables_view.html_section(p.models)] if p.models else []
     extra += [html_section(s, title=t, limit=limit or 200, anchor=f"summary-{i}")
               for i, (t, s) in enumerate(p.summaries)]
     if p.table is not None and p.view is not None:
-        return html.render(p.table, p.view, title=title, kernel_limit=limit or None, extra=extra)
-    return html.page(title or "profctl report", extra)
+        return backend_table_view.to_html(p.table, p.view, title=title, kernel_limit=limit or None, extra=extra)
+    return page(title or "profctl report", extra)

@@ -65,7 +65,7 @@ def to_json(t: SeedTable) -> str:
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
-def print_tables(t: SeedTable, limit: int | None = None, con: Any = None) -> None:
+def to_console(t: SeedTable, con: Any = None, limit: int | None = None) -> None:
     from rich.markup import escape
 
     from profctl.render.tables import console, print_table
@@ -80,14 +80,10 @@ def print_tables(t: SeedTable, limit: int | None = None, con: Any = None) -> Non
 
 
 def to_html(t: SeedTable, title: str | None = None, limit: int | None = None) -> str:
-    """One page, no script and nothing fetched: the panels' tables and the notes."""
-    from profctl.render.html import CSS, table
+    """One page (profctl.render.html), no script and nothing fetched: the panels' tables and the notes."""
+    from profctl.render.html import page, table
 
-    head = title or f"profctl report: {t.title}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{_html.escape(head)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{_html.escape(head)}</h1>",
-             f'<p class="meta">Layout of {_html.escape(t.seed)} (<code>profctl report --table '
+    parts = [f'<p class="meta">Layout of {_html.escape(t.seed)} (<code>profctl report --table '
              f"{_html.escape(t.name)}</code>)</p>"]
     for i, p in enumerate(t.panels):
         rows, more = display(p, limit)
@@ -96,5 +92,4 @@ def to_html(t: SeedTable, title: str | None = None, limit: int | None = None) ->
             parts.append(f"<p><em>{more} more row(s) left out (use --limit 0 for all)</em></p>")
     parts.append('<h2 id="notes">Notes</h2><ul>' +
                  "".join(f'<li class="note">{_html.escape(n)}</li>' for n in t.notes) + "</ul>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return page(title or f"profctl report: {t.title}", parts)

@@ -112,7 +112,7 @@ def _speedup(f: Finding) -> str:
 
 
 # ------------------------------------------------------------ terminal, Markdown, JSON
-def print_views(views: Sequence[SourceView], which: str, con: Any, limit: int | None = 10) -> None:
+def to_console(views: Sequence[SourceView], which: str, con: Any, limit: int | None = 10) -> None:
     for v in views:
         con.print()
         con.print(_title(v), style="bold", markup=False)
@@ -133,7 +133,7 @@ def print_views(views: Sequence[SourceView], which: str, con: Any, limit: int | 
                                "for all)", rows)
 
 
-def markdown(views: Sequence[SourceView], which: str, limit: int | None = 10) -> str:
+def to_markdown(views: Sequence[SourceView], which: str, limit: int | None = 10) -> str:
     out = []
     for v in views:
         out.append(f"### {_title(v)}\n")
@@ -182,31 +182,17 @@ def to_json(views: Sequence[SourceView], which: str, limit: int | None = None) -
 #: the hottest line's background is rgba(220,40,40, 0.08 + MAX_SHADE) over white: light enough that its line
 #: number, share and source (#222, #333) keep a contrast ratio above 4.5 (WCAG AA); 0.6 made it dark red
 MAX_SHADE = 0.37
+#: the source view's rules after the shared stylesheet (profctl.render.html.CSS): prose tables read top-left,
+#: excerpts of source one row per line
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;padding:0 16px;
-color:#222;max-width:1280px}
-h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd} h3{font-size:15px}
-.tbl{max-width:100%;overflow-x:auto;margin:8px 0;border:1px solid #eee}
-table{border-collapse:collapse;font-size:12px}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f3f3f3} td.n{text-align:right;white-space:nowrap} td.w{max-width:40em;overflow-wrap:anywhere}
+h3{font-size:15px}
+th,td{text-align:left;vertical-align:top;white-space:normal}
+td.n{text-align:right;white-space:nowrap} td.w{min-width:0;max-width:40em;overflow-wrap:anywhere}
 pre.src{font-size:12px;line-height:1.35;border:1px solid #ddd;padding:4px 0;overflow-x:auto;margin:6px 0 16px}
 pre.src>span{display:block;padding:0 8px;white-space:pre;color:#222} pre.src>span.hot{outline:1px solid #c33}
 pre.src .ln{color:#333;display:inline-block;width:5em} pre.src .sh{color:#333;display:inline-block;width:6em;
 text-align:right;margin-right:1em} pre.src>span.hot .ln{font-weight:bold} .note{color:#8a5a00;font-size:13px}
 """
-
-
-def _html_table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p><i>(none)</i></p>"
-    cols = tables.columns(rows)
-    nums = tables.numeric_columns(rows)
-    head = "".join(f"<th>{_html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(
-        f'<td class="{"n" if c in nums else "w"}">{_html.escape(str(r.get(c, "")))}</td>' for c in cols) + "</tr>"
-        for r in rows)
-    return f'<div class="tbl"><table><tr>{head}</tr>{body}</table></div>'
 
 
 def _excerpts(v: SourceView, limit: int, context: int = 4) -> str:
@@ -236,22 +222,22 @@ def _excerpts(v: SourceView, limit: int, context: int = 4) -> str:
     return "".join(out)
 
 
-def html_page(views: Sequence[SourceView], which: str, title: str | None = None, limit: int | None = 10) -> str:
+def to_html(views: Sequence[SourceView], which: str, title: str | None = None, limit: int | None = 10) -> str:
+    """One self-contained page (profctl.render.html.page) with the view's own rules for the excerpts."""
+    from profctl.render.html import page, table
+
     lim = limit or 10
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_html.escape(title or 'profctl: ' + which)}"
-             f"</title><style>{CSS}</style></head><body><h1>{_html.escape(title or 'profctl report --view ' + which)}"
-             "</h1>"]
+    parts = []
     for v in views:
         parts.append(f"<h2>{_html.escape(_title(v))}</h2>")
         parts += [f'<p class="note">note: {_html.escape(w)}</p>' for w in v.warnings]
-        parts.append("<h3>the kernel</h3>" + _html_table(fact_rows(v)))
-        parts.append("<h3>warp stalls</h3>" + _html_table(stall_rows(v, lim)))
+        parts.append("<h3>the kernel</h3>" + table(fact_rows(v), numbers=True))
+        parts.append("<h3>warp stalls</h3>" + table(stall_rows(v, lim), numbers=True))
         if which == "source" or v.lines:
             parts.append("<h3>hot lines</h3>" if v.lines else "<h3>hot instructions</h3>")
-            parts.append(_html_table(line_rows(v, lim)))
+            parts.append(table(line_rows(v, lim), numbers=True))
             if v.attribution:
                 parts.append(f'<p class="note">{_html.escape(v.attribution)}</p>')
             parts.append(_excerpts(v, min(lim, 5)))
-        parts.append("<h3>ncu's findings</h3>" + _html_table(finding_rows(v, lim)))
-    parts.append("</body></html>\n")
-    return "".join(parts)
+        parts.append("<h3>ncu's findings</h3>" + table(finding_rows(v, lim), numbers=True))
+    return page(title or "profctl report --view " + which, parts, css=CSS)

@@ -7,7 +7,8 @@ from typing import Any
 from profctl.render.tables import FORMATS, display_path, fmt_ns, limited, markdown, print_table, rich_table
 from profctl.schema import Summary
 
-__all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "kernel_rows", "markdown", "range_rows", "render", "rich_table"]
+__all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows", "range_rows", "rich_table", "to_console",
+           "to_csv", "to_html", "to_json", "to_markdown"]
 
 
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
@@ -53,29 +54,50 @@ def sources_line(s: Summary) -> str:
                      for x in s.sources)
 
 
-def render(s: Summary, fmt: str, *, limit: int | None = None, con: Any = None) -> str | None:
-    """Text for `fmt` (markdown/csv/json: every kernel; `limit` shortens the table and Markdown, and a line says
-    how many rows were left out); for 'table' print rich tables and return None."""
-    if fmt == "json":
-        return s.to_json()
+def to_json(s: Summary) -> str:
+    return s.to_json()
+
+
+def to_csv(s: Summary) -> str:
+    """Every kernel (a CPU-only trace: every CPU op)."""
     cpu_only = not s.kernels and bool(s.cpu_ops)  # a CPU-only trace: its ops stand where kernels would
-    if fmt == "csv":
-        return (s.cpu_ops_df() if cpu_only else s.kernels_df()).to_csv(index=False)
+    return str((s.cpu_ops_df() if cpu_only else s.kernels_df()).to_csv(index=False))
+
+
+def _tables(s: Summary, limit: int | None) -> tuple[str, tuple[list[dict[str, Any]], int],
+                                                    tuple[list[dict[str, Any]], int]]:
+    """(title, (kernel rows, how many left out), (range rows, how many left out))."""
+    cpu_only = not s.kernels and bool(s.cpu_ops)
     title = "CPU ops (self time)" if cpu_only else "Kernels"
-    krows, more = limited(cpu_op_rows(s) if cpu_only else kernel_rows(s), limit)
-    rrows, rmore = limited(range_rows(s), limit)
-    if fmt == "markdown":
-        out = f"## {title}\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
-        if rrows:
-            out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
-        return out
+    return (title, limited(cpu_op_rows(s) if cpu_only else kernel_rows(s), limit),
+            limited(range_rows(s), limit))
+
+
+def to_markdown(s: Summary, limit: int | None = None) -> str:
+    """`limit` shortens the tables, and a line says how many rows were left out."""
+    title, (krows, more), (rrows, rmore) = _tables(s, limit)
+    out = f"## {title}\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
+    if rrows:
+        out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
+    return out
+
+
+def to_console(s: Summary, con: Any = None, limit: int | None = None) -> None:
     from profctl.render.tables import console
 
+    title, (krows, more), (rrows, rmore) = _tables(s, limit)
     con = con or console()
     print_table(con, f"{title} — {sources_line(s)}", krows, more=more)
     if rrows:
         print_table(con, "NVTX ranges", rrows, more=rmore)
-    return None
+
+
+def to_html(s: Summary, title: str | None = None, limit: int | None = None) -> str:
+    """A page of its own: its plots, kernels (or CPU ops) and ranges."""
+    from profctl.render.html import page
+
+    where = ", ".join(display_path(x.path) for x in s.sources)
+    return page(title or "profctl report: summary", [html_section(s, title=f"Summary: {where}", limit=limit)])
 
 
 #: kernels (or CPU ops) and ranges drawn in a summary's plots

@@ -21,11 +21,11 @@ PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#bab0ac")
 
 
-def _n(x: float | None, digits: int = 0) -> str:
+def fmt_num(x: float | None, digits: int = 0) -> str:
     return "" if x is None else f"{x:,.{digits}f}"
 
 
-def _pct(x: float | None) -> str:
+def fmt_pct(x: float | None) -> str:
     return "" if x is None else f"{x * 100:.1f}"
 
 
@@ -34,39 +34,39 @@ def scope_rows(k: KernelTimeline, limit: int | None = None) -> list[dict[str, An
     rows = []
     for s in k.scopes[:limit]:
         r: dict[str, Any] = {"scope": s.name, "count": "" if s.count is None else f"{s.count:,}",
-                             "total cycles": _n(s.total_cycles), "mean cycles": _n(s.mean_cycles, 1)}
+                             "total cycles": fmt_num(s.total_cycles), "mean cycles": fmt_num(s.mean_cycles, 1)}
         if s.min_cycles is not None:
-            r["min"], r["max"] = _n(s.min_cycles), _n(s.max_cycles)
+            r["min"], r["max"] = fmt_num(s.min_cycles), fmt_num(s.max_cycles)
         if clock:
-            r["total us"], r["mean us"] = _n(s.total_us, 2), _n(s.mean_us, 3)
+            r["total us"], r["mean us"] = fmt_num(s.total_us, 2), fmt_num(s.mean_us, 3)
         if s.share is not None:
-            r["% of warp time"] = _pct(s.share)
+            r["% of warp time"] = fmt_pct(s.share)
         rows.append(r)
     return rows
 
 
 def warp_rows(k: KernelTimeline) -> list[dict[str, Any]]:
     names = [s.name for s in k.scopes]
-    return [{"warp": str(w), **{n: _pct(share.get(n)) for n in names},
-             "in no scope": _pct(max(0.0, 1.0 - sum(share.values())))} for w, share in sorted(k.warp_share.items())]
+    return [{"warp": str(w), **{n: fmt_pct(share.get(n)) for n in names},
+             "in no scope": fmt_pct(max(0.0, 1.0 - sum(share.values())))} for w, share in sorted(k.warp_share.items())]
 
 
 def overlap_rows(k: KernelTimeline) -> list[dict[str, Any]]:
     rows = [o for o in k.overlaps if o.a != o.b and o.fraction >= MIN_OVERLAP]
     rows.sort(key=lambda o: -o.fraction)
     return [{"scope": o.a, "while another warp runs": o.b, "% of its time": f"{o.fraction * 100:.1f}",
-             "cycles": _n(o.cycles), "of its busy cycles": _n(o.a_cycles)} for o in rows]
+             "cycles": fmt_num(o.cycles), "of its busy cycles": fmt_num(o.a_cycles)} for o in rows]
 
 
 def path_rows(k: KernelTimeline) -> list[dict[str, Any]]:
     p = k.path
     if p is None or not p.span_cycles:
         return []
-    rows = [{"on the path": name, "cycles": _n(c), "% of the CTA": _pct(c / p.span_cycles),
+    rows = [{"on the path": name, "cycles": fmt_num(c), "% of the CTA": fmt_pct(c / p.span_cycles),
              "steps": sum(1 for s in p.steps if s.scope == name)} for name, c in
             sorted(p.by_scope.items(), key=lambda x: -x[1])]
-    rows.append({"on the path": "(in no scope)", "cycles": _n(p.unscoped_cycles),
-                 "% of the CTA": _pct(p.unscoped_cycles / p.span_cycles), "steps": ""})
+    rows.append({"on the path": "(in no scope)", "cycles": fmt_num(p.unscoped_cycles),
+                 "% of the CTA": fmt_pct(p.unscoped_cycles / p.span_cycles), "steps": ""})
     return rows
 
 
@@ -86,7 +86,7 @@ def findings(k: KernelTimeline) -> list[str]:
         return []
     out = []
     top = k.scopes[0]
-    out.append(f"longest scope: {top.name}, {_pct(top.share)} % of the warps' time")
+    out.append(f"longest scope: {top.name}, {fmt_pct(top.share)} % of the warps' time")
     if len(k.scopes) > 1:
         a, b = k.scopes[0].name, k.scopes[1].name
         ab, ba = k.overlap(a, b), k.overlap(b, a)
@@ -98,12 +98,12 @@ def findings(k: KernelTimeline) -> list[str]:
         top_path = max(p.by_scope.items(), key=lambda x: x[1], default=None)
         if top_path:
             out.append(f"critical path of CTA {p.cta} (SM {p.sm}, {p.span_cycles:,} cycles): {top_path[0]} "
-                       f"{_pct(top_path[1] / p.span_cycles)} %, in no scope "
-                       f"{_pct(p.unscoped_cycles / p.span_cycles)} %")
+                       f"{fmt_pct(top_path[1] / p.span_cycles)} %, in no scope "
+                       f"{fmt_pct(p.unscoped_cycles / p.span_cycles)} %")
     return out
 
 
-def print_report(rep: TimelineReport, con: Any, limit: int | None = None) -> None:
+def to_console(rep: TimelineReport, con: Any, limit: int | None = None) -> None:
     from profctl.render.tables import print_table
 
     for k in rep.kernels:
@@ -126,7 +126,7 @@ def print_report(rep: TimelineReport, con: Any, limit: int | None = None) -> Non
                              f"{k.path.span_cycles:,} cycles, {len(k.path.steps)} steps", path_rows(k))
 
 
-def markdown(rep: TimelineReport, limit: int | None = None) -> str:
+def to_markdown(rep: TimelineReport, limit: int | None = None) -> str:
     from profctl.render.tables import markdown as md
 
     out = [f"# Proton timeline: {rep.source}", ""]
@@ -231,58 +231,3 @@ def write_perfetto(trace: Any, sink: Callable[[], AbstractContextManager[IO[str]
                   "time": "us at the SM clock" if clock_mhz else "cycles / 1000 (Proton's 1 GHz)"})
     unit = f"{clock_mhz:g} MHz" if clock_mhz else "Proton's assumed 1 GHz"
     return f"{trace.n_events:,} scope instances of {len(trace.ctas):,} CTAs (times at {unit})"
-
-
-# ------------------------------------------------------------------------------------------------ two timelines
-def diff_rows(d: Any) -> list[dict[str, Any]]:
-    rows = []
-    for s in d.scopes:
-        r = s.ratio
-        rows.append({"scope": s.name, f"{d.a_label} cycles/CTA": _n(s.a_cycles_per_cta),
-                     f"{d.b_label} cycles/CTA": _n(s.b_cycles_per_cta), "change": _n(s.delta),
-                     "%": "" if r is None else f"{(r - 1) * 100:+.1f}", f"{d.a_label} mean": _n(s.a_mean, 1),
-                     f"{d.b_label} mean": _n(s.b_mean, 1), f"{d.a_label} share %": _pct(s.a_share),
-                     f"{d.b_label} share %": _pct(s.b_share)})
-    return rows
-
-
-def diff_overlap_rows(d: Any, limit: int | None = 12) -> list[dict[str, Any]]:
-    moved = [o for o in d.overlaps if abs(o.delta) >= 0.01]
-    moved.sort(key=lambda o: -abs(o.delta))
-    return [{"scope": o.a, "while another warp runs": o.b, f"{d.a_label} %": f"{o.before * 100:.1f}",
-             f"{d.b_label} %": f"{o.after * 100:.1f}", "change (points)": f"{o.delta * 100:+.1f}"}
-            for o in moved[:limit]]
-
-
-def _diff_title(d: Any) -> str:
-    return f"{d.b_label} ({d.kernel_b}) against {d.a_label} ({d.kernel_a})"
-
-
-def print_diff(d: Any, con: Any) -> None:
-    from profctl.render.tables import print_table
-
-    con.print(_diff_title(d), style="bold", soft_wrap=True)
-    for line in d.summary():
-        con.print(f"  {line}", soft_wrap=True)
-    print_table(con, "scopes (cycles per CTA, over every warp)", diff_rows(d))
-    ov = diff_overlap_rows(d)
-    if ov:
-        print_table(con, "overlaps that moved (A runs while B runs on another warp of the CTA)", ov)
-    for n in d.notes:
-        con.print(f"  note: {n}", style="dim", soft_wrap=True)
-
-
-def diff_markdown(d: Any) -> str:
-    from profctl.render.tables import markdown as md
-
-    out = [f"# {_diff_title(d)}", ""] + [f"- {line}" for line in d.summary()] + ["", "## Scopes", "",
-                                                                                   md(diff_rows(d)), ""]
-    ov = diff_overlap_rows(d)
-    if ov:
-        out += ["## Overlaps that moved", "", md(ov), ""]
-    out += [f"> note: {n}" for n in d.notes]
-    return "\n".join(out).rstrip() + "\n"
-
-
-def diff_json(d: Any) -> str:
-    return json.dumps(d.to_dict(), indent=1) + "\n"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from profctl import runs
+from profctl import run_store
 from profctl.cli import app
 from tests.conftest import ROOT
 
@@ -176,8 +176,8 @@ def test_a_repro_script_without_profctl_on_path(tmp_path: Path, monkeypatch: pyt
     imports, saying so, or says in one line what to do (exit 127); the version it checks is the profctl that
     runs."""
     monkeypatch.chdir(ROOT)  # the run's folder holds a profctl/ folder, as a checkout does
-    run = runs.new_run("bench", root=tmp_path, argv=["profctl", "recipes", "-f", "csv"], env=False)
-    runs.finish(run, "complete")
+    run = run_store.new_run("bench", root=tmp_path, argv=["profctl", "recipes", "-f", "csv"], env=False)
+    run_store.finish(run, "complete")
     script = tmp_path / "again.sh"
     r = CliRunner().invoke(app, ["show", str(run), "--repro", "-o", str(script)])
     assert r.exit_code == 0, r.output

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from profctl import runs
+from profctl import run_store
 from profctl.cli import app
 from profctl.fsutil import atomic_write_json
 from profctl.schema import KernelRow, Source, Summary
@@ -41,12 +41,12 @@ def _rows(backend: str, label: str | None, scale: float, seed: int) -> list[dict
 def make_run(root: Path, *, backend: str = "sdpa-flash", label: str | None = "attn", scale: float = 1.0,
              seed: int = 0, gpu: str = "NVIDIA H100 80GB HBM3") -> Path:
     """A bench run directory as `profctl bench` writes it (made directly: the CPU here has no GPU timings)."""
-    d = runs.new_run("bench", root=root, argv=["profctl", "bench", "-b", backend], label=label,
-                     extra={"workload": {"flush_l2": False, "nvtx": True, "warmup": 10}})
+    d = run_store.new_run("bench", root=root, argv=["profctl", "bench", "-b", backend], label=label,
+                          extra={"workload": {"flush_l2": False, "nvtx": True, "warmup": 10}})
     rows = _rows(backend, label, scale, seed)
     atomic_write_json(d / "bench.json", rows)
-    runs.finish(d, "complete", device={"name": gpu, "torch": "2.11.0+cu130", "cuda": "13.0", "sm_count": 132},
-                points=len(rows), rows=len(rows))
+    run_store.finish(d, "complete", device={"name": gpu, "torch": "2.11.0+cu130", "cuda": "13.0", "sm_count": 132},
+                     points=len(rows), rows=len(rows))
     return d
 
 
@@ -231,13 +231,13 @@ def test_compare_real_cpu_benches(runner: CliRunner, tmp_path: Path) -> None:
         steady = t[3 * len(t) // 4] < 1.5 * t[len(t) // 4]
         if steady:
             break
-    slow = runs.new_run("bench", root=tmp_path / "slow", env=False,
-                        extra={"device": runs.read_manifest(a)["device"]})
+    slow = run_store.new_run("bench", root=tmp_path / "slow", env=False,
+                             extra={"device": run_store.read_manifest(a)["device"]})
     for x in rows:
         x["times_ms"] = [t * 4 for t in x["times_ms"]]
         x["median_ms"] *= 4
     atomic_write_json(slow / "bench.json", rows)
-    runs.finish(slow, "complete")
+    run_store.finish(slow, "complete")
     r = runner.invoke(app, ["compare", str(a), str(a), "--fail-if-slower", "5%", "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["verdict"] in ("unchanged", "inconclusive")
     r = runner.invoke(app, ["compare", str(a), str(slow), "--fail-if-slower", "5%", "--format", "json"])

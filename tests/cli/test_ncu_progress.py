@@ -129,7 +129,7 @@ def test_an_autotuning_program_shows_its_kernels_and_is_told_how_to_narrow(tmp_p
 
     seen: list[ncu_pipeline.NcuProgress] = []
     req = ncu_pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
-                              exe=fake_ncu(tmp_path), reports=tmp_path / "runs", clock_control="none")
+                                  exe=fake_ncu(tmp_path), reports=tmp_path / "runs", clock_control="none")
     res = ncu_pipeline.run(req, on_progress=seen.append)
     done = [p for p in seen if p.last is not None]
     assert [p.launches for p in done] == list(range(1, 27))  # every launch, in order, as it ended
@@ -151,7 +151,7 @@ def test_once_profiles_each_kernel_once_and_needs_no_advice(tmp_path: Path) -> N
 
     seen: list[ncu_pipeline.NcuProgress] = []
     req = ncu_pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
-                              exe=fake_ncu(tmp_path), reports=tmp_path / "runs", once=True)
+                                  exe=fake_ncu(tmp_path), reports=tmp_path / "runs", once=True)
     res = ncu_pipeline.run(req, on_progress=seen.append)
     assert "--kernel-id" in res.summary.meta["ncu_argv"]
     assert seen[-1].counts == {"row_stats": 1, "_attn_fwd": 1, "exp_rows": 1}

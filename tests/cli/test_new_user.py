@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl import runs
+from profctl import run_store
 from profctl.cli import app
 from tests.cli.test_writes import _without_dac_override, one_line, profctl
 from tests.conftest import DATA, H100, ROOT
@@ -265,9 +265,9 @@ def test_timing_spread_warnings_are_one_line() -> None:
 
 
 def test_show_marks_a_cut_command_line(tmp_path: Path) -> None:
-    d = runs.new_run("nsys", root=tmp_path, argv=["profctl", "nsys"])
-    runs.record_tool(d, "nsys", ["nsys", "profile", *[f"--arg{i}=value" for i in range(60)]], version="x")
-    runs.finish(d, "complete")
+    d = run_store.new_run("nsys", root=tmp_path, argv=["profctl", "nsys"])
+    run_store.record_tool(d, "nsys", ["nsys", "profile", *[f"--arg{i}=value" for i in range(60)]], version="x")
+    run_store.finish(d, "complete")
     rc, out, _ = invoke(["show", str(d), "-f", "markdown"])
     assert rc == 0
     line = next(ln for ln in out.splitlines() if "tool nsys" in ln)
@@ -359,7 +359,7 @@ def test_the_version_is_the_changelogs(tmp_path: Path) -> None:
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "profctl._version.__version__"}
     top = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), flags=re.M)
     assert top is not None and top.group(1) == __version__
-    assert runs.read_manifest(runs.new_run("bench", root=tmp_path, env=False))["profctl"] == __version__
+    assert run_store.read_manifest(run_store.new_run("bench", root=tmp_path, env=False))["profctl"] == __version__
 
 
 def test_bench_docs_say_exit_status_once() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from profctl import inputs, runs
+from profctl import inputs, run_store
 from profctl.cli import app
 from profctl.fsutil import atomic_write_json, atomic_write_text
 from profctl.spec import AttentionSweep
@@ -47,19 +47,19 @@ def nsys_run(root: Path) -> Path:
 
     sweep = AttentionSweep.from_strings(backend="sdpa-flash,sdpa-cudnn,eager", seqlen="1024", heads="8",
                                         pass_="fwd+bwd", warmup=2, iters=3, device="cuda").with_defaults("cuda")
-    d = runs.new_run("nsys", root=root, argv=["profctl", "nsys", "-b", "sdpa-flash,sdpa-cudnn,eager"],
-                     extra={"workload": sweep.manifest_dict(), "trace": ["cuda", "nvtx"],
-                            "capture": "cudaProfilerApi", "sample": False})
-    runs.record_tool(d, "nsys", ["nsys", "profile", "-o", str(d / "profile")], version="2025.3.1",
-                     log="nsys.log")
+    d = run_store.new_run("nsys", root=root, argv=["profctl", "nsys", "-b", "sdpa-flash,sdpa-cudnn,eager"],
+                          extra={"workload": sweep.manifest_dict(), "trace": ["cuda", "nvtx"],
+                                 "capture": "cudaProfilerApi", "sample": False})
+    run_store.record_tool(d, "nsys", ["nsys", "profile", "-o", str(d / "profile")], version="2025.3.1",
+                          log="nsys.log")
     sqlite = copy_data(DATA, "nsys_profctl_fwdbwd.sqlite", d)
     sqlite.rename(d / "profile.sqlite")
     (d / "nsys.log").write_text("nsys profile ...\n")
     with nsys_sqlite.NsysExport(d / "profile.sqlite", window="profiler-api") as ex:
         atomic_write_json(d / "summary.json", json.loads(ex.summary().to_json()))
     _events(d / "rows.jsonl", sweep)
-    runs.update_manifest(d, device=GPU)
-    runs.finish(d, "complete")
+    run_store.update_manifest(d, device=GPU)
+    run_store.finish(d, "complete")
     return d
 
 
@@ -70,8 +70,8 @@ def ncu_run(root: Path) -> Path:
 
     sweep = AttentionSweep.from_strings(backend="sdpa-flash", seqlen="256", heads="2", pass_="fwd+bwd", warmup=1,
                                         iters=1, device="cuda").with_defaults("cuda")
-    d = runs.new_run("ncu", root=root, argv=["profctl", "ncu", "--recipe", "occupancy"],
-                     extra={"workload": sweep.manifest_dict(), "recipe": "occupancy", "cc": "9.0"})
+    d = run_store.new_run("ncu", root=root, argv=["profctl", "ncu", "--recipe", "occupancy"],
+                          extra={"workload": sweep.manifest_dict(), "recipe": "occupancy", "cc": "9.0"})
     report = copy_data(DATA, "ncu_profctl_fwdbwd.ncu-rep", d)
     report.rename(d / "profile.ncu-rep")
     (d / "ncu.log").write_text("==PROF== Disconnected\n")
@@ -79,7 +79,7 @@ def ncu_run(root: Path) -> Path:
     s = inputs.read_summary(inputs.file_input(d / "profile.ncu-rep"), by_range=True)
     s = replace(s, meta={**s.meta, "recipe": "occupancy", "cc": "9.0", "run_dir": str(d)})
     atomic_write_text(d / "summary.json", s.to_json() + "\n")
-    runs.finish(d, "complete", launches=len(s.meta.get("launches", [])), device=GPU)
+    run_store.finish(d, "complete", launches=len(s.meta.get("launches", [])), device=GPU)
     return d
 
 
@@ -303,7 +303,7 @@ def test_torch_run_of_0_1_with_a_device_string(store: dict[str, Path], tmp_path:
     m = json.loads((d / "manifest.json").read_text())
     m["device"] = "cpu"
     (d / "manifest.json").write_text(json.dumps(m))
-    assert runs.read_manifest(d)["device"] == {"name": "cpu"}
+    assert run_store.read_manifest(d)["device"] == {"name": "cpu"}
     for args in (["runs", "--reports", str(tmp_path)], ["show", "latest", "--reports", str(tmp_path)],
                  ["compare", str(d), str(store["torch"])]):
         res = CliRunner().invoke(app, args)

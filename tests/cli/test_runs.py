@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl import runs
+from profctl import run_store
 from profctl.cli import app
 from tests.conftest import sigint_as_in_a_terminal
 
@@ -37,9 +37,9 @@ def _bench(tmp_path: Path, *args: str) -> Path:
 
 def test_runs_lists_and_show_prints(runner: CliRunner, tmp_path: Path) -> None:
     a = _bench(tmp_path, "--backend", "eager", "--label", "ref")
-    other = runs.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])
-    runs.record_tool(other, "nsys", ["nsys", "profile", "-o", "x"], version="2025.3.1", log="nsys.log")
-    runs.finish(other, "complete")
+    other = run_store.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])
+    run_store.record_tool(other, "nsys", ["nsys", "profile", "-o", "x"], version="2025.3.1", log="nsys.log")
+    run_store.finish(other, "complete")
     r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "--format", "json"])
     assert r.exit_code == 0, r.output
     listed = json.loads(r.stdout)
@@ -67,10 +67,10 @@ def test_machine_output_of_runs_is_whole(runner: CliRunner, tmp_path: Path) -> N
     the tables' "-" where nothing was recorded; the table may cut, the data may not."""
     argv = ["profctl", "bench", "--device", "cpu", "-b", "eager,sdpa-math", "-s", "128,256,512,1024", "--heads",
             "4", "--label", "a-label-long-enough-that-the-command-line-runs-past-seventy-characters"]
-    a = runs.new_run("bench", root=tmp_path, argv=argv)
-    runs.finish(a, "complete", device={"name": "cpu"}, points=16, rows=16)
-    plain = runs.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])  # no device, no points
-    runs.finish(plain, "complete")
+    a = run_store.new_run("bench", root=tmp_path, argv=argv)
+    run_store.finish(a, "complete", device={"name": "cpu"}, points=16, rows=16)
+    plain = run_store.new_run("nsys", root=tmp_path, argv=["profctl", "nsys", "-b", "eager"])  # no device, no points
+    run_store.finish(plain, "complete")
     r = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "csv"])
     assert r.exit_code == 0, r.output
     got = list(csv.DictReader(io.StringIO(r.stdout)))
@@ -90,7 +90,7 @@ def test_show_unknown_run_is_one_line(runner: CliRunner, tmp_path: Path) -> None
 
 def test_bench_manifest_records_tools_environment_and_clocks(tmp_path: Path) -> None:
     d = _bench(tmp_path, "--backend", "sdpa-math,eager", "--label", "sdpa-math=attn,eager=ref")
-    m = runs.read_manifest(d)
+    m = run_store.read_manifest(d)
     assert m["status"] == "complete" and m["ended"] and m["rows"] == m["points"] == 2
     assert m["labels"] == {"sdpa-math": "attn", "eager": "ref"}
     assert m["tools"][0]["name"] == "workload" and "profctl.workloads.attention" in " ".join(m["tools"][0]["argv"])
@@ -138,7 +138,7 @@ def test_interrupted_bench_keeps_finished_rows_and_is_incomplete(tmp_path: Path)
     assert p.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     run_dir = events[0].parent
-    m = runs.read_manifest(run_dir)
+    m = run_store.read_manifest(run_dir)
     assert m["status"] == "incomplete" and m["reason"] == "interrupted" and m["ended"]
     rows = json.loads((run_dir / "bench.json").read_text())
     on_disk = [json.loads(x) for x in events[0].read_text().splitlines() if x.strip()]
@@ -185,7 +185,7 @@ def test_ctrl_c_names_the_run_directory(tmp_path: Path, command: list[str]) -> N
     last = err.strip().splitlines()[-1]
     assert last == f"profctl: error: interrupted; what had finished is kept in {run_dir} (profctl show " \
                    f"{run_dir.name})", err
-    assert runs.read_manifest(run_dir)["status"] == "incomplete"
+    assert run_store.read_manifest(run_dir)["status"] == "incomplete"
 
 
 def test_ctrl_c_before_a_run_directory_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +206,7 @@ def test_two_benches_at_once_never_collide(tmp_path: Path) -> None:
     assert len(dirs) == 2
     pids = set()
     for d in dirs:
-        m = runs.read_manifest(d)
+        m = run_store.read_manifest(d)
         assert m["status"] == "complete" and m["rows"] == 1
         pids.add(m["pid"])
         ev = [json.loads(x) for x in (d / "events.jsonl").read_text().splitlines()]

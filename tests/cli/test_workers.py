@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profctl import runs
+from profctl import run_store
 from profctl.cli import app
 from tests.conftest import sigint_as_in_a_terminal
 
@@ -43,7 +43,7 @@ def test_two_workers_give_the_serial_rows_and_a_crash_is_a_row(tmp_path: Path,
     spread, run = _bench(tmp_path / "spread", *sweep, "--workers", "2")
     assert [{k: r[k] for k in SAME} for r in spread] == [{k: r[k] for k in SAME} for r in serial]
     assert [r["status"] for r in spread] == ["ok", "crashed", "ok"]
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert m["status"] == "complete" and m["executor"]["name"] == "dask" and len(m["executor"]["workers"]) == 2
     parts = m["parts"]  # warm workers: a part per case, dealt as workers free up
     assert len(parts) == 3 and sum(p["cases"] for p in parts) == 3 and {p["dir"] for p in parts} == \
@@ -63,7 +63,7 @@ def test_one_warm_child_per_worker_fed_case_after_case(tmp_path: Path) -> None:
     serial, _ = _bench(tmp_path / "serial", *sweep)
     spread, run = _bench(tmp_path / "spread", *sweep, "--workers", "2")
     assert [{k: r[k] for k in SAME} for r in spread] == [{k: r[k] for k in SAME} for r in serial]
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert len(m["parts"]) == 8
     starts = [t for t in m["tools"] if t["name"] == "workload"]
     assert 1 <= len(starts) <= 2 and all(t.get("warm") for t in starts)
@@ -80,7 +80,7 @@ def test_a_warm_child_that_crashes_is_a_row_and_a_fresh_child_goes_on(tmp_path: 
     rows, run = _bench(tmp_path, "--backend", "sdpa-math,eager", "--seqlen", "16,24,32", "--workers", "2")
     assert [r["status"] for r in rows] == ["crashed", "ok"] * 3
     assert all("workload process died" in r["reason"] for r in rows if r["status"] == "crashed")
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     starts = [t for t in m["tools"] if t["name"] == "workload"]
     assert 3 <= len(starts) <= 5  # a fresh child after each crash on a worker that still has cases to run
 
@@ -93,7 +93,7 @@ def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path
     assert [(r["backend"], r["status"]) for r in rows] == [("eager", "crashed"), ("sdpa-math", "ok"),
                                                            ("sdpa-flash", "ok")]
     assert "died twice" in rows[0]["reason"]
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     # a part per case: eager's part was lost twice (a row); a part queued behind it on the dying worker may be
     # lost with it and run again elsewhere
     lost = m["executor"]["lost_parts"]
@@ -110,7 +110,7 @@ def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> Non
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            evs = [e for f in tmp_path.glob("*/part-*/events.jsonl") for e in runs.read_events(f)]
+            evs = [e for f in tmp_path.glob("*/part-*/events.jsonl") for e in run_store.read_events(f)]
             if sum(e["event"] == "row" for e in evs) >= 1 and sum(e["event"] == "start" for e in evs) >= 3:
                 break  # one row, and both parts are in a hanging point
             assert p.poll() is None, p.communicate()
@@ -125,7 +125,7 @@ def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> Non
     assert p.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     (run,) = tmp_path.iterdir()
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert m["status"] == "incomplete" and m["reason"] == "interrupted"
     rows = json.loads((run / "bench.json").read_text())
     assert [(r["backend"], r["status"]) for r in rows] == [("eager", "ok")] or \
@@ -181,7 +181,7 @@ def test_torch_profiles_each_part_and_joins_their_summaries(tmp_path: Path) -> N
     traces = sorted(run.glob("part-*-cpu/trace.json.gz"))
     assert len(traces) == 2 and sorted(x["path"] for x in s["sources"]) == sorted(map(str, traces))
     assert s["meta"]["merged"] == 2 and len(s["meta"]["workload_rows"]) == 2
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert m["status"] == "complete" and len(m["parts"]) == 2 and m["trace"].startswith("part-")
     assert json.loads((run / "summary.json").read_text())["sources"] == s["sources"]
     r = CliRunner().invoke(app, ["report", str(run), "--view", "summary", "--format", "json"])  # reads the parts
@@ -197,7 +197,7 @@ def test_workers_beyond_the_points_and_cores_are_not_started_and_it_says_so(tmp_
     n = min(3, os.cpu_count() or 1)
     assert "profctl: warning: --workers 64: " in r.output and f"starting {n} worker" in r.output
     (run,) = tmp_path.iterdir()
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert len(m["executor"]["workers"]) == n and m["executor"]["notes"]
     assert [x["status"] for x in json.loads(r.stdout[r.stdout.index("["):])] == ["ok"] * 3
 
@@ -214,7 +214,7 @@ def test_the_default_relative_reports_folder_works_with_workers(tmp_path: Path, 
     r = CliRunner().invoke(app, args + (["--baseline", "none"] if command == "bench" else []))
     assert r.exit_code == 0, r.output
     (run,) = (tmp_path / "reports").iterdir()
-    m = runs.read_manifest(run)
+    m = run_store.read_manifest(run)
     assert m["status"] == "complete" and len(m["parts"]) == 2
     if command == "torch":
         assert (run / m["trace"]).is_file() and not Path(m["trace"]).is_absolute()

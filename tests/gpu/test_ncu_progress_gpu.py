@@ -69,8 +69,8 @@ def test_once_profiles_each_kernel_of_the_program_once_and_shows_each(tmp_path: 
     exe = _ncu_or_skip()
     seen: list[ncu_pipeline.NcuProgress] = []
     req = ncu_pipeline.NcuRequest(target=Program(command=(sys.executable, str(PROG)), cwd=ROOT),
-                              recipe=recipes.get("speed-of-light"), exe=exe, reports=tmp_path,
-                              clock_control="none", once=True)
+                                  recipe=recipes.get("speed-of-light"), exe=exe, reports=tmp_path,
+                                  clock_control="none", once=True)
     res = ncu_pipeline.run(req, on_progress=seen.append)
     launches = res.summary.meta["launches"]
     by_name: dict[str, int] = {}

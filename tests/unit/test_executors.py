@@ -83,13 +83,13 @@ def test_a_workers_children_get_this_processes_environment(tmp_path: Path, monke
     import os
     import sys
 
-    from profctl import runs
+    from profctl import run_store
     from profctl.pipelines.dask_executor import DaskExecutor
     from profctl.pipelines.executors import PartContext
 
     monkeypatch.setenv("MKL_NUM_THREADS", "7")
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    run_dir = runs.new_run("test", root=tmp_path, env=False)
+    run_dir = run_store.new_run("test", root=tmp_path, env=False)
     keys = ("MKL_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
     def part(ctx: PartContext) -> dict:

@@ -19,8 +19,7 @@ import pytest
 from profctl import readers
 from profctl.analysis.backend_table import build as compare
 from profctl.analysis.crosstool import join as merge_view
-from profctl.render import html as rhtml
-from profctl.render import plots
+from profctl.render import backend_table_view, plots
 
 mpimg = pytest.importorskip("matplotlib.image")
 
@@ -114,7 +113,7 @@ def fixture_page(shared_fixture):
           for n in ("attn.sqlite", "attn_tc.ncu-rep", "torch_trace.json.gz")]
     view = merge_view(ss, shape=FIXTURE_SHAPE)
     c = compare(view)
-    text = rhtml.render(c, view, title="fixtures")
+    text = backend_table_view.to_html(c, view, title="fixtures")
     p = Page()
     p.feed(text)
     return text, p, c
@@ -172,7 +171,7 @@ def test_bench_page_against_seqlen():
             rows.append(x)
     view = merge_view([], rows, device="NVIDIA H100 80GB HBM3")
     c = compare(view)
-    text = rhtml.render(c, view)
+    text = backend_table_view.to_html(c, view)
     p = Page()
     p.feed(text)
     assert p.figures == ["plot-time", "plot-tflops", "plot-speedup", "plot-memory"]
@@ -275,7 +274,7 @@ def test_sources_are_never_absolute(tmp_path):
     s = Summary(sources=(Source("/tmp/pr/20261121T201340Z-nsys-cb98e6/profile.sqlite", "nsys", "2025.3"),),
                 kernels=(k,))
     view = merge_view([s])
-    text = rhtml.render(compare(view), view)
+    text = backend_table_view.to_html(compare(view), view)
     p = Page()
     p.feed(text)
     assert table_dicts(p.tables["sources"])[0]["path"] == "20261121T201340Z-nsys-cb98e6/profile.sqlite"

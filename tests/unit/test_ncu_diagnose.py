@@ -96,7 +96,7 @@ def test_render_tables(shared_fixture: Callable[[str], Path]) -> None:
     s = read(shared_fixture("attn_tc.ncu-rep"))
     r = recipes.get("tensor-core")
     ds = diagnose(s, r, HOPPER)
-    md = ncu_view.render(s, ds, recipe=r, cc=HOPPER, fmt="markdown")
+    md = ncu_view.to_markdown(s, ds, recipe=r, cc=HOPPER)
     assert md is not None
     for title in ("Profiled launches", "Metrics — recipe tensor-core", "Diagnosis", "Backends side by side"):
         assert f"## {title}" in md

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from profctl import runs
+from profctl import run_store
 from profctl.analysis import regression as cm
 from profctl.kernels import short_name
 from profctl.schema import KernelRow, Source, Summary
@@ -266,7 +266,7 @@ def test_summaries_from_different_tools_or_ncu_versions_are_refused(tmp_path: Pa
 
 
 def test_a_run_directory_with_a_summary_json_is_a_summary_side(tmp_path: Path) -> None:
-    d = runs.new_run("nsys", root=tmp_path, env=False)
+    d = run_store.new_run("nsys", root=tmp_path, env=False)
     s = summary_file(tmp_path, "x", [kernel("flash_fwd_kernel", 1e5)])
     (d / "summary.json").write_text(s.read_text())
     sd = cm.load_side(d.name, tmp_path)
@@ -278,7 +278,7 @@ def test_load_side_errors(tmp_path: Path) -> None:
     bad.write_text('{"x": 1}')
     with pytest.raises(cm.BadReport, match=r"not a torch\.profiler/Chrome trace"):
         cm.load_side(str(bad))
-    d = runs.new_run("ncu", root=tmp_path, env=False)
+    d = run_store.new_run("ncu", root=tmp_path, env=False)
     with pytest.raises(cm.BadReport, match="holds nothing to compare"):
         cm.load_side(str(d))
     rows = tmp_path / "rows.json"

@@ -59,7 +59,7 @@ def test_a_child_the_session_starts_is_fed_by_the_worker_that_adopts_it(tmp_path
     import signal
     import time
 
-    from profctl import runs
+    from profctl import run_store
     from profctl.pipelines.warm import EarlyChildren, WarmPool, key_of
 
     if not EarlyChildren.possible():
@@ -77,9 +77,9 @@ def test_a_child_the_session_starts_is_fed_by_the_worker_that_adopts_it(tmp_path
         jsonl = tmp_path / "a.jsonl"
         child.send([1], jsonl)
         deadline = time.monotonic() + 120
-        while not any(e.get("event") == "idle" for e in runs.read_events(jsonl)) and time.monotonic() < deadline:
+        while not any(e.get("event") == "idle" for e in run_store.read_events(jsonl)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        evs = runs.read_events(jsonl)
+        evs = run_store.read_events(jsonl)
         assert [e["event"] for e in evs] == ["device", "ready", "start", "row", "idle"]
         assert evs[3]["index"] == 1 and evs[3]["status"] == "ok" and evs[1]["import_s"] >= 0
         # a second command line replaces it: the adopted child ends at the end of its input (status 0)

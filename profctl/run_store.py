@@ -411,12 +411,12 @@ def _nvml_info(index: int = 0) -> dict[str, Any]:
             except Exception:
                 pass
         try:
-            from profctl.nvml import _REASONS
+            from profctl.nvml import THROTTLE_REASONS
 
             get = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
                 nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
             bits = int(get(h)) if get else 0
-            out["clock_reasons_at_start"] = sorted(n for b, n in _REASONS.items() if bits & b)
+            out["clock_reasons_at_start"] = sorted(n for b, n in THROTTLE_REASONS.items() if bits & b)
         except Exception:
             pass
     except Exception:
