@@ -83,6 +83,19 @@ class BadReport(ProfctlError):
     exit_code = 5
 
 
+class NeedsTool(BadReport):
+    """A report that must be converted by its tool before a reader can read it (an .nsys-rep)."""
+
+
+class ReaderMissing(BadReport):
+    """The ncu_report module is not installed (another way to read the report may exist: ncu --import)."""
+
+
+class ReaderFault(BadReport):
+    """A report that made a reader fail in a way it does not name: still one line for the user, never a
+    traceback (the fuzz tests require that no damaged report of theirs ends here)."""
+
+
 class CannotWrite(ProfctlError):
     """A file or directory profctl must write cannot be written: a read-only folder, a directory where a file
     should go, a full disk. The message names the path; nothing half-written is left there."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,7 +142,7 @@ def read_summary(inp: Input, **options: Any) -> Summary:
     if inp.kind == "nsys-rep":
         return _read_nsys_rep(inp.path, **options)
     if inp.kind == "ncu-rep":
-        from profctl.readers.ncu_report import ReaderMissing
+        from profctl.errors import ReaderMissing
 
         try:
             return readers.read(inp.path, kind=inp.kind, **options)
@@ -151,11 +151,13 @@ def read_summary(inp: Input, **options: Any) -> Summary:
     return readers.read(inp.path, kind=inp.kind, **options)
 
 
-def read_profiles(ref: str | Path, *, root: Path | str | None = None) -> list[Any]:
+def read_profiles(ref: str | Path, *, root: Path | str | None = None, kernels: Sequence[str] | None = None
+                  ) -> list[Any]:
     """Every kernel launch of the Nsight Compute report(s) `ref` names, in depth (warp samples per instruction,
-    source lines, ncu's findings): profctl.schema.profile.KernelProfile. Only an .ncu-rep holds them; any other
-    input is a BadReport saying what to give instead."""
-    from profctl.readers.ncu_source import read_profiles as read_rep
+    source lines, ncu's findings): profctl.schema.profile.KernelProfile; with `kernels` (regexes over name, base
+    name and NVTX path), only the launches they pick in depth, the others by their names only. Only an .ncu-rep
+    holds them; any other input is a BadReport saying what to give instead."""
+    from profctl.readers.ncu_profiles import read_profiles as read_rep
 
     inps = resolve(ref, root=root)
     reps = [i for i in inps if i.kind == "ncu-rep"]
@@ -165,7 +167,7 @@ def read_profiles(ref: str | Path, *, root: Path | str | None = None) -> list[An
                         "and explain need one (profctl ncu --recipe stalls, or ncu -o FILE)")
     out: list[Any] = []
     for i in reps:
-        out += read_rep(i.path)
+        out += read_rep(i.path, kernels=kernels)
     return out
 
 
@@ -286,18 +288,16 @@ def nsys_sqlite_of(inp: Input) -> Iterator[Path]:
 
 def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True, **_: Any) -> Summary:
     """The report through ``ncu --import``, when the ncu_report module is missing."""
-    from profctl.readers._ncu import summarize
+    from profctl.readers import ncu_rep
 
     launches, version, reader = ncu_import_launches(p, missing)
-    return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
+    return ncu_rep.summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
 
 def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list[Any], str | None, str]:
     """(launches, writer's version, reader) of a report exported by ``ncu --import FILE --csv --page raw
     --print-units base`` and read by the CSV reader."""
-    from profctl.readers import ncu_csv
-    from profctl.readers._ncu import check_rep, newer_than
-    from profctl.readers.ncu_report import plain_report
+    from profctl.readers import ncu_csv, ncu_rep
     from profctl.tools import ncu as tool
 
     try:
@@ -306,9 +306,9 @@ def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list
         why = missing.message if missing else f"{p}: reading .ncu-rep needs the ncu_report module"
         raise BadReport(f"{why} or Nsight Compute's ncu; neither is here") from None
     ver = tool.version(exe)
-    with plain_report(p) as rep:
-        info = check_rep(rep)
-        if newer_than(info.tool_version, ver):
+    with ncu_rep.plain_report(p) as rep:
+        info = ncu_rep.check_rep(rep)
+        if ncu_rep.newer_than(info.tool_version, ver):
             raise BadReport(f"{p}: written by Nsight Compute {info.tool_version}, newer than this ncu ({ver}); "
                             "install a newer Nsight Compute or pip install 'profctl[ncu]'")
         with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:

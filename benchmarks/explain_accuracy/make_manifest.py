@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from profctl.readers.ncu_source import read_profiles
+from profctl.readers.ncu_profiles import read_profiles
 
 #: faults that live in the launch configuration: no source line carries them
 NO_LINE = {"occupancy-registers", "occupancy-shared-memory", "occupancy-block-size", "tail-effect", "too-few-blocks"}

@@ -130,7 +130,7 @@ def _combined(es: list[_Entry]) -> _Entry:
                   bare=sum(e.bare for e in es), cpu=any(e.cpu for e in es))
 
 
-def _pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, threshold: float,
+def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, threshold: float,
                   confidence: float, resamples: int, floors: Floors, noise: RunNoise) -> RowResult:
     """One kernel (op) over the runs of both sides: not judged, an interval over runs and instances, or a plain
     threshold."""
@@ -185,7 +185,7 @@ def _median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
 
-def _summary_method(rows: list[RowResult], threshold: float, confidence: float, resamples: int,
+def summary_method(rows: list[RowResult], threshold: float, confidence: float, resamples: int,
                     floors: Floors) -> str:
     judged = [r for r in rows if r.verdict != "not judged"]
     boot = sum(r.method == "bootstrap" for r in judged)

@@ -20,6 +20,7 @@ of the measured gap in microseconds: positive parts make A slower, negative ones
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -336,20 +337,26 @@ def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str 
     `profiles` (read from `where`): by name where any name matches, else by NVTX path (``--vs cudnn`` means the
     cuDNN kernel, not a launch whose range happens to say cudnn). NothingMatched names the kernels there; a bad
     regex is a UsageError."""
-    import re
+    from profctl.errors import NothingMatched
 
-    from profctl.errors import NothingMatched, UsageError
-
-    try:
-        rx = re.compile(pattern)
-    except re.error as e:
-        raise UsageError(f"{flag} {pattern!r} is not a regular expression: {e}") from None
+    rx = pattern_of(pattern, flag)
     hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name)] or \
         [p for p in profiles if rx.search(p.nvtx_path or "")]
     if not hits:
         seen = ", ".join(dict.fromkeys(describe(p) for p in profiles)) or "none"
         raise NothingMatched(f"{pattern!r} matches no kernel in {where}; its kernels: {seen}")
     return hits
+
+
+def pattern_of(pattern: str, flag: str = "--kernel/--vs") -> re.Pattern[str]:
+    """The regex `pattern` compiled; a UsageError naming `flag` when it is not one (checked before a report is
+    read: the reader is given the patterns, to read in depth only the kernels they pick)."""
+    from profctl.errors import UsageError
+
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise UsageError(f"{flag} {pattern!r} is not a regular expression: {e}") from None
 
 
 def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[KernelProfile, str | None]:

@@ -61,7 +61,7 @@ from profctl.analysis.compare_rows import (
     judge,
     run_noise_words,
 )
-from profctl.analysis.compare_summaries import _pair_summary, _summary_method, group_index
+from profctl.analysis.compare_summaries import group_index, pair_summary, summary_method
 from profctl.analysis.stats import (
     CPU_RUN_NOISE,
     DEFAULT_CONFIDENCE,
@@ -588,11 +588,11 @@ def _compare_summaries(base: Side, new: Side, *, threshold: float, confidence: f
     only_b, only_n = len(bi) - len(common), len(ni) - len(common)
     if only_b or only_n:
         warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
-    rows = [_pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
+    rows = [pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
                           floors=floors, noise=noise) for k in common]
     rows.sort(key=lambda r: (r.verdict == "not judged", -(r.base_ms or 0)))
     runs = (len(base.runs), len(new.runs))
-    method = _summary_method(rows, threshold, confidence, resamples, floors)
+    method = summary_method(rows, threshold, confidence, resamples, floors)
     if any(r.method == "bootstrap" for r in rows):
         method += f"; {run_noise_words(noise, runs)}"
     return RegressionReport(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,

@@ -2,7 +2,7 @@
 (with samples in library helpers folded under the user's line that called them), the hottest instructions, and
 ncu's findings ranked beside the lines they point at.
 
-Input: :class:`profctl.schema.profile.KernelProfile` (profctl.readers.ncu_source). Output: plain dataclasses the
+Input: :class:`profctl.schema.profile.KernelProfile` (profctl.readers.ncu_profiles). Output: plain dataclasses the
 renderers print as tables, Markdown, JSON or HTML.
 
 Inline attribution. Triton inlines ``tl.sum``/``tl.max`` from ``triton/language/standard.py``, and CUDA C++ inlines

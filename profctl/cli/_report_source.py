@@ -24,9 +24,13 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
 
     if format not in FORMATS:
         raise UsageError(f"--format {format!r} with --view {view}: choose {', '.join(FORMATS)}")
+    if kernel is not None:
+        from profctl.analysis.explanation import pattern_of
+
+        pattern_of(kernel, "--kernel")  # before reading: the reader reads only what it picks in depth
     profiles: list[Any] = []
     for p in paths:
-        profiles += inputs.read_profiles(p, root=reports)
+        profiles += inputs.read_profiles(p, root=reports, kernels=None if kernel is None else [kernel])
     if kernel is not None:
         profiles = _pick(profiles, kernel, ", ".join(map(str, paths)))
     with_samples = [p for p in profiles if p.has_samples and p.pcs]

@@ -41,13 +41,18 @@ def explain(
     from profctl.render import explanation_view
     from profctl.render.tables import console_fitted, fitted_console
 
-    pa = inputs.read_profiles(report, root=reports)
+    for flag, pattern in (("--kernel/--vs", kernel), ("--kernel/--vs", vs)):
+        if pattern is not None:
+            explanation.pattern_of(pattern, flag)
+    # only the kernels --kernel and --vs pick are read in depth (the others by name, for a message naming them)
+    pa = inputs.read_profiles(report, root=reports, kernels=[kernel] if report2 is not None or vs is None
+                              else [kernel, vs])
     a, note_a = explanation.select(pa, kernel, report)
     if report2 is None and vs is None:
         e = explanation.explain_one(a, explanation.kernel_roofs(a, shape), shape_given=shape is not None)
         e.notes += [n for n in (note_a,) if n]
     else:
-        pb = inputs.read_profiles(report2, root=reports) if report2 is not None else pa
+        pb = inputs.read_profiles(report2, root=reports, kernels=[vs or kernel]) if report2 is not None else pa
         b, note_b = explanation.select(pb, vs or kernel, report2 or report)
         if a is b:
             raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({explanation.describe(a)})")

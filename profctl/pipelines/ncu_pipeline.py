@@ -379,7 +379,7 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
     # (ncu or the program failed) in a child, where a damaged file cannot abort profctl
     profiles: list[KernelProfile] = []
     if rec.samples_warps:  # one load of the report for the summary and the launches in depth
-        from profctl.readers.ncu_source import read_with_summary
+        from profctl.readers.ncu_profiles import read_with_summary
 
         read, profiles = read_with_summary(report, by_range=True, isolate=res.returncode != 0)
         final = str(ctx.final(report))

@@ -215,7 +215,7 @@ def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
 
     window = None if (req.all_work or capture == "none") else "profiler-api"
     with nsys_sqlite.NsysExport(sqlite, window=window) as ex:
-        s = ex.summary(by_range=req.by_range or req.range is not None)
+        s = nsys_sqlite.summarize(ex, by_range=req.by_range or req.range is not None)
     if req.range is None:
         return s
     sel = within_range(s, req.range)

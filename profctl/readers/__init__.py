@@ -3,7 +3,7 @@
 | format                               | module                         |
 |--------------------------------------|--------------------------------|
 | nsys SQLite export (.sqlite)         | profctl.readers.nsys_sqlite    |
-| ncu report (.ncu-rep, .ncu-rep.gz)   | profctl.readers.ncu_report     |
+| ncu report (.ncu-rep, .ncu-rep.gz)   | profctl.readers.ncu_rep        |
 | ncu CSV (--page raw / details)       | profctl.readers.ncu_csv        |
 | torch.profiler trace (.json[.gz])    | profctl.readers.torch_trace    |
 | profctl summary JSON                 | profctl.schema.Summary         |
@@ -29,13 +29,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport, ProfctlError
+from profctl.errors import BadReport, NeedsTool, ProfctlError, ReaderFault
 from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
 from profctl.schema import SCHEMA_ID, Summary, validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"
-__all__ = ["GZIP_MAGIC", "KIND_WORDS", "NeedsTool", "ReaderFault", "read", "sniff"]
+__all__ = ["GZIP_MAGIC", "KIND_WORDS", "read", "sniff"]
 
 #: what each kind sniff() returns is, in a user's words (a message never says "nsys-sqlite": any SQLite file is
 #: that kind until its tables are read)
@@ -104,18 +104,9 @@ def _sniff_text(path: Path, head: bytes) -> str:
                     "torch.profiler .json[.gz], Proton .chrome_trace/.hatchet, or a profctl summary)")
 
 
-class NeedsTool(BadReport):
-    """A report that must be converted by its tool before a reader can read it (an .nsys-rep)."""
-
-
-class ReaderFault(BadReport):
-    """A report that made a reader fail in a way it does not name: still one line for the user, never a
-    traceback (the fuzz tests require that no damaged report of theirs ends here)."""
-
-
 _READERS = {
     "nsys-sqlite": "profctl.readers.nsys_sqlite",
-    "ncu-rep": "profctl.readers.ncu_report",
+    "ncu-rep": "profctl.readers.ncu_rep",
     "ncu-csv": "profctl.readers.ncu_csv",
     "torch-trace": "profctl.readers.torch_trace",
 }

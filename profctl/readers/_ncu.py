@@ -1,4 +1,4 @@
-"""What the two ncu readers (``ncu_report`` for .ncu-rep, ``ncu_csv`` for CSV exports) share: the per-launch
+"""What the two ncu readers (``ncu_rep`` for .ncu-rep, ``ncu_csv`` for CSV exports) share: the per-launch
 record, unit normalisation to base units, NVTX range formatting, the .ncu-rep container check (truncation, the
 writing tool's version) and the grouping of launches into the unified Summary.
 
@@ -8,6 +8,7 @@ differ between the two formats of one report; the tests compare them on the shar
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import struct
@@ -137,6 +138,20 @@ class Launch:
     @property
     def nvtx_range(self) -> str | None:
         return " | ".join(self.nvtx) if self.nvtx else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON (the child process that reads a report hands launches back so)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Launch:
+        """A Launch from its JSON (tuples were lists)."""
+        x = dict(d)
+        for k in ("grid", "block"):
+            if x.get(k) is not None:
+                x[k] = tuple(x[k])
+        x["nvtx"] = tuple(x.get("nvtx") or ())
+        return cls(**x)
 
     def set_nvtx(self, push_pop: dict[str, list[str]], start_end: dict[str, list[str]]) -> None:
         """The launch's NVTX state -> the parts of its canonical path."""

@@ -34,7 +34,7 @@ from profctl.nvtx import canonical_path
 from profctl.readers._nsys_schema import NVTX
 
 if TYPE_CHECKING:
-    from profctl.readers.nsys_sqlite import NsysExport, RangeInstance
+    from profctl.readers._nsys_export import NsysExport, RangeInstance
 
 AUTOGRAD_THREAD_PREFIX = "pt_autograd"
 PUSH_POP_EVENTS = (59, 70)

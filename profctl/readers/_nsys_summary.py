@@ -19,8 +19,8 @@ from profctl.schema.samples import first_starts, in_order, sample_fields
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from profctl.readers._nsys_export import NsysExport, RangeInstance
     from profctl.readers._nsys_paths import LeafRows
-    from profctl.readers.nsys_sqlite import NsysExport, RangeInstance
 
 T = TypeVar("T")
 U = TypeVar("U")

@@ -3,7 +3,7 @@ samples per instruction with their source lines, its launch configuration and nc
 
 The :class:`Summary` of :mod:`profctl.schema` aggregates launches into rows and keeps scalar metrics only; the
 "why and where" views (``profctl report --view source|stalls``, ``profctl explain``) need more: which instruction
-each warp sample hit, on which line, stalled for what. A reader (profctl.readers.ncu_source) fills these records
+each warp sample hit, on which line, stalled for what. A reader (profctl.readers.ncu_profiles) fills these records
 from an ``.ncu-rep``; profctl.analysis.source turns them into hot lines and stall breakdowns. Plain data, so the
 records cross a process boundary as JSON and are kept in run directories. Fields may be added, never renamed.
 """
@@ -96,6 +96,7 @@ class KernelProfile:
     opcodes: dict[str, float] = field(default_factory=dict)  # SASS opcode -> warp instructions executed
     has_samples: bool = False  # warp-state sampling was collected (SourceCounters / WarpStateStats sections)
     report: str = ""  # the report file it came from
+    names_only: bool = False  # read for its names only (a reader asked for other kernels in depth)
 
     @property
     def total_samples(self) -> int:

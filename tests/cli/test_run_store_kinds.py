@@ -56,7 +56,7 @@ def nsys_run(root: Path) -> Path:
     sqlite.rename(d / "profile.sqlite")
     (d / "nsys.log").write_text("nsys profile ...\n")
     with nsys_sqlite.NsysExport(d / "profile.sqlite", window="profiler-api") as ex:
-        atomic_write_json(d / "summary.json", json.loads(ex.summary().to_json()))
+        atomic_write_json(d / "summary.json", json.loads(nsys_sqlite.summarize(ex).to_json()))
     _events(d / "rows.jsonl", sweep)
     run_store.update_manifest(d, device=GPU)
     run_store.finish(d, "complete")

@@ -115,7 +115,7 @@ def test_nothing_profiled_is_an_error_that_says_why(tmp_path: Path) -> None:
 def test_module_and_ncu_import_read_the_same(tmp_path: Path) -> None:
     pytest.importorskip("ncu_report")
     _ncu_or_skip()
-    from profctl.readers import ncu_report
+    from profctl.readers import ncu_rep
 
     rc, out, err = _run(["--recipe", "speed-of-light", "--backend", "sdpa-flash", *SMALL, "--format", "json"],
                         tmp_path)
@@ -123,7 +123,7 @@ def test_module_and_ncu_import_read_the_same(tmp_path: Path) -> None:
     rep = Path(json.loads(out)["summary"]["sources"][0]["path"])
     from profctl.inputs import ncu_import_launches
 
-    a, _, _ = ncu_report.read_launches(rep)
+    a, _, _ = ncu_rep.read_launches(rep)
     b, _, _ = ncu_import_launches(rep)
     assert [x.base_name for x in a] == [x.base_name for x in b]
     assert [x.nvtx for x in a] == [x.nvtx for x in b]

@@ -1,6 +1,7 @@
-"""The layout holds: layers import only downwards, no import circles, readers never run tools, pipelines never
-print, the workloads depend only on profctl's foundations, no function grows past ~80 lines, and
-`profctl --help` imports neither torch nor pandas. docs/architecture.md draws the same picture."""
+"""The layout holds: layers import only downwards, no import circles between folders nor loops between modules,
+no module takes another's private names, one file name per module, readers never run tools, pipelines never print,
+the workloads depend only on profctl's foundations, no function grows past ~80 lines, and `profctl --help`
+imports neither torch nor pandas. docs/architecture.md draws the same picture."""
 
 from __future__ import annotations
 
@@ -144,6 +145,72 @@ def test_no_import_circles(graph: dict[str, set[str]]) -> None:
 
     circles = sorted({tuple(sorted((a, b))) for a, bs in edges.items() for b in bs if reaches(b, a)})
     assert not circles, circles
+
+
+def test_no_import_loops_between_modules(graph: dict[str, set[str]]) -> None:
+    """Inside a folder too: no module imports, through any chain of imports (lazy ones and those for type checking
+    included), a module that imports it back. A loop means two modules that are one idea split in two, or one
+    that should be below the other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in graph or w == v:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                loops.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not loops, loops
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A module's `_name` is its own: what a neighbour needs is public (a private *module* beside a reader, such as
+    readers/_ncu_load.py, is fine: its public names are what the others use)."""
+    mods = modules()
+    bad = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else (node.module or "")
+                bad += [f"{name}: from {base} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__") and f"{base}.{a.name}" not in mods]
+    assert not bad, "\n".join(bad)
+
+
+def test_one_module_name_per_idea() -> None:
+    """No two modules share a file name (the layer shows in the name: commands ``*_cmd``, views ``*_view``,
+    pipelines ``*_pipeline``; docs/architecture.md), so no import needs an alias to tell them apart."""
+    seen: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            seen.setdefault(path.stem, []).append(name)
+    twice = {stem: names for stem, names in seen.items() if len(names) > 1}
+    assert not twice, twice
 
 
 def test_no_function_is_too_long_to_hold_in_the_head() -> None:

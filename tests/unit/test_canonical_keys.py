@@ -125,10 +125,10 @@ def _launch_keys(launches: list) -> list[tuple[str, str | None]]:
 def test_report_and_its_csv_give_identical_keys(rep: str, csv: str, where: str, shared_fixture: Get,
                                                 data_file: Get) -> None:
     pytest.importorskip("ncu_report")
-    from profctl.readers import ncu_report
+    from profctl.readers import ncu_rep
 
     get = shared_fixture if where == "h100" else data_file
-    a, _, _ = ncu_report.read_launches(get(rep))
+    a, _, _ = ncu_rep.read_launches(get(rep))
     b = ncu_csv.read_launches(get(csv))
     assert _launch_keys(a) == _launch_keys(b)
     sa, sb = read(get(rep), by_range=True), read(get(csv), by_range=True)

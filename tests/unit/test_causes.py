@@ -24,9 +24,9 @@ PLANTED = ROOT / "tests" / "data" / "planted"
 
 @cache
 def _profiles(name: str) -> tuple[KernelProfile, ...]:
-    from profctl.readers import ncu_source
+    from profctl.readers import ncu_profiles
 
-    return tuple(ncu_source.read_profiles(PLANTED / name))
+    return tuple(ncu_profiles.read_profiles(PLANTED / name))
 
 
 def _k(name: str, pattern: str) -> KernelProfile:

@@ -10,7 +10,7 @@ import pytest
 
 from profctl.analysis import explanation
 from profctl.errors import NothingMatched
-from profctl.readers.ncu_source import read_profiles
+from profctl.readers.ncu_profiles import read_profiles
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")

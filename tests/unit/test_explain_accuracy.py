@@ -28,9 +28,9 @@ SCORED = [p for p in MANIFEST if not p.get("costs_nothing") and p.get("in_accura
 
 @cache
 def _profiles(report: str) -> tuple[KernelProfile, ...]:
-    from profctl.readers import ncu_source
+    from profctl.readers import ncu_profiles
 
-    return tuple(ncu_source.read_profiles(PAIRS / report))
+    return tuple(ncu_profiles.read_profiles(PAIRS / report))
 
 
 def _pair(p: dict[str, Any]) -> tuple[KernelProfile, KernelProfile]:

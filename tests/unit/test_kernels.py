@@ -78,7 +78,7 @@ def test_ncu_launch_without_a_name_is_a_damaged_report() -> None:
     import pytest
 
     from profctl.errors import BadReport
-    from profctl.readers import _ncu, ncu_report
+    from profctl.readers import _ncu, _ncu_load
 
     class Metric:
         def kind(self) -> int:
@@ -102,7 +102,7 @@ def test_ncu_launch_without_a_name_is_a_damaged_report() -> None:
                                                   ValueKind_UINT64=4))
     with pytest.raises(BadReport, match=r"x.ncu-rep: a damaged Nsight Compute report: launch 0 has no kernel name "
                                         r"\(1 metrics\)"):
-        ncu_report._launch(mod, action, 0, Path("x.ncu-rep"))
+        _ncu_load.launch_of(mod, action, 0, Path("x.ncu-rep"))
     ln = _ncu.Launch(id=0, name="", base_name="", metrics={"gpu__time_duration.sum": 1000.0})
     s = _ncu.summarize([ln], path=Path("x.ncu-rep"), tool_version=None, reader="stub")
     assert s.kernels[0].count == 1 and any("without a kernel name" in w for w in s.warnings)

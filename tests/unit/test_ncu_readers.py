@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from profctl.errors import BadReport
-from profctl.readers import _ncu, ncu_csv, read
-from profctl.readers import ncu_report as rep_reader
+from profctl.readers import _ncu, ncu_csv, ncu_rep, read
 
 pytest.importorskip("ncu_report")
 
@@ -28,7 +27,7 @@ def _close(a: float, b: float, *, display: bool = False) -> bool:
 
 
 def test_raw_csv_and_rep_give_the_same_launches(shared_fixture: Get) -> None:
-    a, version, reader = rep_reader.read_launches(shared_fixture("attn_tc.ncu-rep"))
+    a, version, reader = ncu_rep.read_launches(shared_fixture("attn_tc.ncu-rep"))
     b = ncu_csv.read_launches(shared_fixture("attn_tc_raw.csv"))
     assert version == "2025.3.1.0" and reader.startswith("ncu_report")
     assert [x.id for x in a] == [x.id for x in b] == list(range(10))
@@ -48,7 +47,7 @@ def test_raw_csv_and_rep_give_the_same_launches(shared_fixture: Get) -> None:
 
 
 def test_details_csv_and_rep_give_the_same_values(shared_fixture: Get) -> None:
-    a, _, _ = rep_reader.read_launches(shared_fixture("flash_sol.ncu-rep"))
+    a, _, _ = ncu_rep.read_launches(shared_fixture("flash_sol.ncu-rep"))
     b = ncu_csv.read_launches(shared_fixture("flash_sol_details.csv"))
     assert [x.base_name for x in a] == [x.base_name for x in b] == [
         "flash_fwd_kernel", "flash_bwd_dot_do_o_kernel", "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel",
@@ -181,7 +180,7 @@ def test_numbers_and_nvtx_cells() -> None:
 
 # ---- profctl's own report (tests/data, see its README): nested profctl NVTX ranges, backward on autograd's thread
 def test_profctl_made_report_rep_and_csv(data_file: Get) -> None:
-    a, version, _ = rep_reader.read_launches(data_file("ncu_profctl_fwdbwd.ncu-rep"))
+    a, version, _ = ncu_rep.read_launches(data_file("ncu_profctl_fwdbwd.ncu-rep"))
     b = ncu_csv.read_launches(data_file("ncu_profctl_fwdbwd_raw.csv"))
     assert version == "2025.3.1.0"
     case = "profctl@sdpa-flash[b1,sq256,skv256,h2,kv2,d128,bf16,full,bhsd]/measure/"

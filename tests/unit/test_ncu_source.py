@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from profctl.analysis import source
-from profctl.readers.ncu_source import read_profiles
+from profctl.readers.ncu_profiles import read_profiles
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")
@@ -192,8 +192,8 @@ def test_docs_explain_every_stall_reason() -> None:
 
 
 def test_one_load_gives_the_same_summary_as_the_summary_reader() -> None:
-    from profctl.readers.ncu_report import read
-    from profctl.readers.ncu_source import read_with_summary
+    from profctl.readers.ncu_profiles import read_with_summary
+    from profctl.readers.ncu_rep import read
 
     path = PLANTED / "attn_pair.ncu-rep.xz"
     summary, profs = read_with_summary(path, isolate=False)

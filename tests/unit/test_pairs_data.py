@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from profctl.readers.ncu_source import read_profiles
+from profctl.readers.ncu_profiles import read_profiles
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")

@@ -27,8 +27,7 @@ from typing import Any
 import pytest
 
 from profctl import inputs
-from profctl.errors import BadReport
-from profctl.readers import ReaderFault
+from profctl.errors import BadReport, ReaderFault
 from profctl.schema import Summary
 
 SEED = 20261123
@@ -356,7 +355,7 @@ import json, sys, traceback
 from pathlib import Path
 from profctl import inputs
 from profctl.errors import BadReport
-from profctl.readers import ReaderFault
+from profctl.errors import ReaderFault
 for p in sys.argv[1:]:
     print(json.dumps({"file": p, "start": True}), flush=True)
     try:

@@ -1,42 +1,52 @@
-"""Read an Nsight Compute report (.ncu-rep, or gzip/xz-compressed) into a Summary, through NVIDIA's
-``ncu_report`` module (PyPI ``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines
-without a GPU or ncu. The container is checked first (truncation, a writer newer than the reader), because the
-library loads a truncated file silently; the library then runs in a child process, because some damaged reports
-make it abort. Without the module this reader raises ReaderMissing; profctl.inputs then asks ncu itself
+"""The one loader of an Nsight Compute report (.ncu-rep) through NVIDIA's ``ncu_report`` module (PyPI
+``ncu-report``, the optional extra ``profctl[ncu]``), which reads reports on machines without a GPU or ncu. One load
+yields both what the Summary is made of (:class:`~profctl.readers._ncu.Launch`, every launch) and the kernels in
+depth (:class:`~profctl.schema.profile.KernelProfile`, profctl.readers._ncu_profile), for every launch or only
+those some regexes pick (the others then come as their names only); the public readers
+(profctl.readers.ncu_rep, profctl.readers.ncu_profiles) sit on top.
+
+The container is checked first (truncation, a writer newer than the reader), because the library loads a truncated
+file silently; the library then runs in a child process (profctl.readers._ncu_child), because some damaged
+reports make it abort. Without the module this loader raises ReaderMissing; profctl.inputs then asks ncu itself
 (``ncu --import``) for the raw CSV page and reads that.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import os
+import re
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport
+from profctl import proc
+from profctl.errors import BadReport, ReaderMissing, ToolFailed
 from profctl.readers._compressed import plain_copy
-from profctl.readers._ncu import (
-    RULE_TYPES,
-    SPEEDUP_TYPES,
-    Launch,
-    check_rep,
-    newer_than,
-    summarize,
-    to_base,
-)
-from profctl.schema import Summary
+from profctl.readers._ncu import RULE_TYPES, SPEEDUP_TYPES, Launch, RepInfo, check_rep, newer_than, to_base
+from profctl.readers._ncu_profile import profile_of
+from profctl.schema.profile import KernelProfile
+
+#: how long the child reading a report may take (ncu_report reads large reports slowly)
+CHILD_TIMEOUT_S = 1800.0
 
 
-class ReaderMissing(BadReport):
-    """The ncu_report module is not installed (another way to read the report may exist: ncu --import)."""
+@dataclass
+class Loaded:
+    """What one load of a report gave: every launch (when asked for), the profiles (when asked for: in depth for
+    the launches the regexes pick, names only for the others), the writing ncu's version and the reader."""
 
-
-def read(path: str | Path, *, by_range: bool = True, isolate: bool = True, **_: Any) -> Summary:
-    """The Summary of one report: per (kernel, NVTX range) when `by_range`, else per kernel. `isolate` False
-    reads in this process: for a report ncu has just written here (a damaged one is what needs the child)."""
-    p = Path(path)
-    with plain_report(p) as rep:
-        launches, version, reader = read_launches(rep, shown_as=p, isolate=isolate)
-    return summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
+    launches: list[Launch] = field(default_factory=list)
+    profiles: list[KernelProfile] = field(default_factory=list)
+    tool_version: str | None = None
+    reader: str = ""
 
 
 class plain_report(plain_copy):
@@ -47,12 +57,30 @@ class plain_report(plain_copy):
         super().__init__(p, default_name=p.name + ".ncu-rep")
 
 
+def load(rep: Path, shown: Path, *, launches: bool = True, profiles: bool = False,
+         kernels: Sequence[str] | None = None, isolate: bool = True) -> Loaded:
+    """Read the uncompressed report `rep` (named `shown` in messages) once. `launches`: every launch, for the
+    Summary; `profiles`: KernelProfiles, in depth for the launches whose name, base name or NVTX path one of the
+    regexes `kernels` searches (every launch when None), names only for the rest. `isolate` False reads in this
+    process: for a report ncu has just written here (a damaged one is what needs the child)."""
+    info = checked(rep, shown)
+    want: dict[str, Any] = {"launches": launches, "profiles": profiles,
+                            "kernels": list(kernels) if kernels is not None else None}
+    if isolate:
+        doc = _in_child(rep, shown, want)
+        got = Loaded(launches=[Launch.from_dict(d) for d in doc.get("launches") or ()],
+                     profiles=[KernelProfile.from_dict(d) for d in doc.get("profiles") or ()])
+    else:
+        import ncu_report as mod
+
+        got = walk(mod, rep, shown, **want)
+    got.tool_version = info.tool_version
+    got.reader = f"ncu_report {module_version() or '?'}"
+    return got
+
+
 def module_version() -> str | None:
     """The installed ncu_report's version (its wheel follows Nsight Compute's numbering), or None."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return None
     for dist in ("ncu-report", "ncu_report"):
         try:
             return version(dist)
@@ -61,11 +89,9 @@ def module_version() -> str | None:
     return None
 
 
-def checked(rep: Path, shown: Path) -> Any:
+def checked(rep: Path, shown: Path) -> RepInfo:
     """The report's container facts (check_rep) once it is known readable here: not truncated or foreign, the
     ncu_report module installed (ReaderMissing), and not written by an ncu newer than that module (BadReport)."""
-    import importlib.util
-
     info = check_rep(rep)
     if importlib.util.find_spec("ncu_report") is None:
         raise ReaderMissing(f"{shown}: reading .ncu-rep needs the ncu_report module: pip install 'profctl[ncu]'")
@@ -78,55 +104,26 @@ def checked(rep: Path, shown: Path) -> Any:
     return info
 
 
-def read_launches(rep: Path, *, shown_as: Path | None = None, isolate: bool = True
-                  ) -> tuple[list[Launch], str | None, str]:
-    """(launches, version of the ncu that wrote the report, which reader read it).
-
-    ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check failed``,
-    seen by tests/unit/test_reader_fuzz.py). So it runs in a child Python (`isolate`, profctl.readers._ncu_child)
-    and its abort becomes a one-line BadReport; the launches come back as JSON.
-    """
-    shown = shown_as or rep
-    info = checked(rep, shown)
-    reader_version = module_version()
-    if isolate:
-        launches = _read_in_child(rep, shown)
-    else:
-        import ncu_report as mod
-
-        launches = _read_with_module(mod, rep, shown)
-    return launches, info.tool_version, f"ncu_report {reader_version or '?'}"
-
-
-def _read_in_child(rep: Path, shown: Path, mode: str = "launches") -> list[Any]:
-    """What the child read from `rep` (see :func:`read_launches`): Launches for mode ``launches``, the kernel
-    profiles' plain dicts for ``profiles`` (profctl.readers.ncu_source)."""
-    import json
-    import os
-    import signal
-    import sys
-    import tempfile
-
-    from profctl import proc
-    from profctl.errors import ToolFailed
-    from profctl.readers._ncu_child import launch_from_dict
-
+def _in_child(rep: Path, shown: Path, want: dict[str, Any]) -> dict[str, Any]:
+    """What the child (profctl.readers._ncu_child) read from `rep`: ``{"launches": [...], "profiles": [...]}``
+    as JSON. ncu_report is native code, and some damaged reports make it abort the process (a protobuf ``Check
+    failed``, seen by tests/unit/test_reader_fuzz.py): in the child, its abort becomes a one-line BadReport."""
     # the child imports this very profctl, however the parent found it (installed, PYTHONPATH, sys.path)
     root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     with tempfile.TemporaryDirectory(prefix="profctl-ncu-read-") as td:
-        out, log = Path(td) / "launches.json", Path(td) / "child.log"
+        out, log = Path(td) / "read.json", Path(td) / "child.log"
         try:
-            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown), mode],
-                           log=log, timeout_s=CHILD_TIMEOUT_S, check=False, env=env)
+            res = proc.run([sys.executable, "-m", "profctl.readers._ncu_child", str(rep), str(out), str(shown),
+                            json.dumps(want)], log=log, timeout_s=CHILD_TIMEOUT_S, check=False, env=env)
         except ToolFailed as e:  # a timeout
             raise BadReport(f"{shown}: ncu_report did not finish reading it in {CHILD_TIMEOUT_S:.0f} s") from e
         try:
             doc = json.loads(out.read_text()) if out.exists() else None
         except ValueError:
             doc = None
-        if res.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get(mode), list):
-            return [launch_from_dict(d) for d in doc[mode]] if mode == "launches" else doc[mode]
+        if res.returncode == 0 and isinstance(doc, dict) and "error" not in doc:
+            return doc
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             raise BadReport(doc["error"])
         rc = res.returncode
@@ -139,32 +136,55 @@ def _read_in_child(rep: Path, shown: Path, mode: str = "launches") -> list[Any]:
                         "damaged report")
 
 
-#: how long the child reading a report may take (ncu_report reads large reports slowly)
-CHILD_TIMEOUT_S = 1800.0
-
-
-# ------------------------------------------------------------ ncu_report
-def _read_with_module(mod: Any, rep: Path, shown: Path) -> list[Launch]:
+# ------------------------------------------------------------ ncu_report (in the child, or here for ncu's own)
+def walk(mod: Any, rep: Path, shown: Path, *, launches: bool = True, profiles: bool = False,
+         kernels: Sequence[str] | None = None) -> Loaded:
+    """Every launch of `rep`, read with the ncu_report module `mod` (see :func:`load`)."""
     try:
         ctx = mod.load_report(str(rep))
     except Exception as e:  # the SWIG layer raises plain RuntimeError/FileNotFoundError
         raise BadReport(
-            f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0] if str(e) else e}"
+            f"{shown}: ncu_report cannot load it: {str(e).strip().splitlines()[0][:160] if str(e) else e}"
         ) from None
-    launches: list[Launch] = []
+    picks = [re.compile(k) for k in kernels] if kernels is not None else None
+    got = Loaded()
+    n = 0
     try:
         for ri in range(ctx.num_ranges()):
             rng = ctx.range_by_idx(ri)
             for ai in range(rng.num_actions()):
-                launches.append(_launch(mod, rng.action_by_idx(ai), len(launches), shown))
+                a = rng.action_by_idx(ai)
+                if launches or picks is None:  # every launch in full
+                    ln = launch_of(mod, a, n, shown)
+                    deep = profiles and (picks is None or _picked(ln, picks))
+                else:  # profiles only: the names first, the rest where a regex picks it
+                    assert picks is not None
+                    ln = launch_names(mod, a, n, shown)
+                    deep = profiles and _picked(ln, picks)
+                    ln = launch_of(mod, a, n, shown) if deep else ln
+                if launches:
+                    got.launches.append(ln)
+                if deep:
+                    got.profiles.append(profile_of(a, ln, shown))
+                elif profiles:
+                    got.profiles.append(KernelProfile(id=ln.id, name=ln.name, base_name=ln.base_name,
+                                                      nvtx=tuple(ln.nvtx), report=str(shown), names_only=True))
+                n += 1
     except BadReport:
         raise
     except Exception as e:  # a damaged result the container check could not see
-        raise BadReport(f"{shown}: ncu_report fails on launch {len(launches)} ({type(e).__name__}: "
+        raise BadReport(f"{shown}: ncu_report fails on launch {n} ({type(e).__name__}: "
                         f"{str(e).strip()[:120]})") from None
-    if not launches:
+    if not n:
         raise no_launches(shown)
-    return launches
+    return got
+
+
+def _picked(ln: Launch, picks: list[re.Pattern[str]]) -> bool:
+    """Whether a regex searches the launch's name, base name or NVTX path (what profctl.analysis.explanation's
+    matching may pick it by)."""
+    path = "/".join(ln.nvtx)
+    return any(rx.search(ln.name) or rx.search(ln.base_name) or rx.search(path) for rx in picks)
 
 
 def no_launches(shown: Path) -> BadReport:
@@ -179,7 +199,19 @@ def _text(x: Any) -> str:
     return x.strip() if isinstance(x, str) else ""
 
 
-def _launch(mod: Any, a: Any, idx: int, shown: Path) -> Launch:
+def launch_names(mod: Any, a: Any, idx: int, shown: Path) -> Launch:
+    """Only what names the launch (kernel names, NVTX path): what a kernel not asked for in depth costs. One with
+    no name is read in full, so that its damage is reported as :func:`launch_of` reports it."""
+    IAction = mod.IAction
+    ln = Launch(id=idx, name="", base_name=_text(a.name(IAction.NameBase_FUNCTION)))
+    ln.set_name(_text(a.name(IAction.NameBase_DEMANGLED)), _text(a.name(IAction.NameBase_MANGLED)) or None)
+    if not (ln.name or ln.base_name):
+        return launch_of(mod, a, idx, shown)
+    ln.set_nvtx(*_nvtx(a))
+    return ln
+
+
+def launch_of(mod: Any, a: Any, idx: int, shown: Path) -> Launch:
     """One launch, read from ncu_report's action `a`; BadReport for one it could not decode (see
     :func:`_undecoded`)."""
     IAction, IMetric = mod.IAction, mod.IMetric

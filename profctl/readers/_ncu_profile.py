@@ -1,11 +1,11 @@
-"""Read an Nsight Compute report in depth: per kernel launch, every instruction's warp-state samples by stall
-reason, how often it executed, its source file and line, the source text around it, and ncu's guided-analysis
-findings with the lines they point at (:class:`profctl.schema.profile.KernelProfile`).
+"""One kernel launch of an Nsight Compute report in depth, from ncu_report's action (the loader,
+profctl.readers._ncu_load, calls it in the child process that reads users' reports): every instruction's
+warp-state samples by stall reason, how often it executed, its source file and line, the source text around it,
+and ncu's guided-analysis findings with the lines they point at (:class:`profctl.schema.profile.KernelProfile`).
 
 This is what ncu's GUI shows on its Source and Details pages. It needs a report with source counters and warp
 sampling (``--section SourceCounters --section WarpStateStats`` or ``--set full``; ``--import-source yes`` puts the
-source text in), read through NVIDIA's ``ncu_report`` module, in a child process like every user report (native
-code that a damaged file can abort). The reader only reads: hot lines, inline attribution and stall breakdowns are
+source text in). The reader only reads: hot lines, inline attribution and stall breakdowns are
 profctl.analysis.source's work.
 """
 
@@ -16,8 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import BadReport
-from profctl.schema import Summary
+from profctl.readers._ncu import Launch
 from profctl.schema.profile import KernelProfile, Marker, PcSample, RuleFinding, is_library_file
 
 #: the per-instruction sample counters ncu's SourceCounters section collects (instanced by program counter)
@@ -44,85 +43,8 @@ _KINDS = {0: "info", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}
 _SPEEDUP = {0: "", 1: "local", 2: "global"}
 
 
-def read_profiles(path: str | Path, *, isolate: bool = True) -> list[KernelProfile]:
-    """Every launch of the report at `path` (plain, .gz or .xz) as a KernelProfile, in report order."""
-    from profctl.readers.ncu_report import plain_report
-
-    p = Path(path)
-    with plain_report(p) as rep:
-        if isolate:
-            return _read_in_child(rep, p)
-        return _in_process(rep, p)[1]
-
-
-def read_with_summary(path: str | Path, *, by_range: bool = True, isolate: bool = True
-                      ) -> tuple[Summary, list[KernelProfile]]:
-    """The report's Summary (as profctl.readers.ncu_report.read gives it) and its profiles; in this process from
-    one load of the report (what `profctl ncu` does with the report ncu just wrote), else in child processes."""
-    from profctl.readers.ncu_report import module_version, plain_report, read, summarize
-
-    p = Path(path)
-    if isolate:
-        return read(p, by_range=by_range, isolate=True), read_profiles(p, isolate=True)
-    with plain_report(p) as rep:
-        (launches, version), profiles = _in_process(rep, p)
-    summary = summarize(launches, path=p, tool_version=version, by_range=by_range,
-                        reader=f"ncu_report {module_version() or '?'}")
-    return summary, profiles
-
-
-def _in_process(rep: Path, shown: Path) -> tuple[tuple[list[Any], str | None], list[KernelProfile]]:
-    """((launches, the writing ncu's version), profiles) from one load, in this process (a report ncu has
-    just written here: a damaged one is what needs the child)."""
-    from profctl.readers.ncu_report import checked
-
-    info = checked(rep, shown)
-    import ncu_report as mod
-
-    launches: list[Any] = []
-    profiles = profiles_with_module(mod, rep, shown, launches)
-    return (launches, info.tool_version), profiles
-
-
-def _read_in_child(rep: Path, shown: Path) -> list[KernelProfile]:
-    from profctl.readers.ncu_report import _read_in_child as child
-    from profctl.readers.ncu_report import checked
-
-    checked(rep, shown)
-    return [KernelProfile.from_dict(d) for d in child(rep, shown, mode="profiles")]
-
-
-# ------------------------------------------------------------ ncu_report (runs in the child)
-def profiles_with_module(mod: Any, rep: Path, shown: Path, launches: list[Any] | None = None) -> list[KernelProfile]:
-    """The profiles of every launch, read with the ncu_report module `mod`; each launch's Launch (the Summary's
-    input) is appended to `launches` when given."""
-    from profctl.readers.ncu_report import _launch, no_launches
-
-    try:
-        ctx = mod.load_report(str(rep))
-    except Exception as e:  # the SWIG layer raises plain RuntimeError/FileNotFoundError
-        raise BadReport(f"{shown}: ncu_report cannot load it: {str(e).strip()[:160]}") from None
-    out: list[KernelProfile] = []
-    try:
-        for ri in range(ctx.num_ranges()):
-            rng = ctx.range_by_idx(ri)
-            for ai in range(rng.num_actions()):
-                a = rng.action_by_idx(ai)
-                ln = _launch(mod, a, len(out), shown)
-                out.append(_profile(a, ln, shown))
-                if launches is not None:
-                    launches.append(ln)
-    except BadReport:
-        raise
-    except Exception as e:  # a damaged result the container check could not see
-        raise BadReport(f"{shown}: ncu_report fails on launch {len(out)} ({type(e).__name__}: "
-                        f"{str(e).strip()[:120]})") from None
-    if not out:
-        raise no_launches(shown)
-    return out
-
-
-def _profile(a: Any, ln: Any, shown: Path) -> KernelProfile:
+def profile_of(a: Any, ln: Launch, shown: Path) -> KernelProfile:
+    """The launch `ln` (read from the action `a` by the loader) in depth."""
     per_pc = _instanced(a)
     base = min(per_pc) if per_pc else 0
     files = _source_files(a)
