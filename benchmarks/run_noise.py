@@ -2,7 +2,7 @@
 
 Runs `profctl torch -- python examples/ops_program.py` N times (each a fresh process), then for every op judged
 by compare's floors computes the standard deviation of the log of its per-run median (first call left out),
-which is the `sigma` of compare's run-level noise model (profctl.analysis.stats.RunNoise). Optionally keeps both
+which is the `sigma` of compare's run-level noise model (profctl.analysis.compare.stats.RunNoise). Optionally keeps both
 CPU cores busy with spinning processes while it runs (`--load 2`), as a shared CI machine would.
 
     python benchmarks/run_noise.py --runs 8 [--load 2] [--store DIR] [--out results.json]

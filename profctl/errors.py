@@ -39,6 +39,12 @@ class RecipeError(UsageError):
     """A recipe file that does not validate; the message points at the file and line."""
 
 
+class SpecError(ValueError):
+    """A workload option with a bad value (profctl.spec); the message names the option and the value. A
+    ValueError, since the workload child (profctl.workloads) meets it too; the targets turn it into a
+    UsageError."""
+
+
 class UnsupportedShape(ProfctlError):
     """A backend cannot take this shape, dtype or device."""
 
@@ -75,6 +81,18 @@ class NothingMatched(ProfctlError):
     --table with no rows to lay out. Its own exit code, so a script tells it from a failed gate (1)."""
 
     exit_code = 7
+
+
+class NotComparable(ProfctlError):
+    """Two runs that measure different things (GPU, shapes, dtype, versions that change the numbers)."""
+
+    exit_code = 6
+
+
+class Regression(ProfctlError):
+    """`--fail-if-slower`: a case got slower than the limit (or stopped working)."""
+
+    exit_code = 1
 
 
 class BadReport(ProfctlError):

@@ -14,15 +14,15 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profctl import readers, run_store
-from profctl.errors import BadReport, ProfctlError, ToolNotFound
+from profctl.errors import BadReport, NotComparable, ProfctlError, ToolNotFound, UsageError
 from profctl.readers import bench_json
-from profctl.schema import Source, Summary
-from profctl.schema.bench import BenchRow
+from profctl.schema import Source, Summary, concat
+from profctl.schema.bench import BenchRow, bench_rows
 
 #: the files of a run directory, per tool, in the order they are read
 RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
@@ -227,6 +227,127 @@ def device_of(inp: Input) -> str | None:
         name = d.get("name") or d.get("nvml_name")
         return str(name) if name else None
     return None
+
+
+# ------------------------------------------------------------------------------------------------ runs to compare
+@dataclass
+class Side:
+    """One side of a comparison as read: a bench run's rows, or a kernel summary, with its run's manifest; a side
+    given as several runs (``A1,A2,A3``) keeps each as a member."""
+
+    ref: str
+    kind: str  # "bench" | "summary" (| "ab": the two variants of profctl bench --ab)
+    path: Path
+    name: str
+    manifest: run_store.Manifest = field(default_factory=run_store.Manifest)
+    status: str | None = None
+    rows: list[BenchRow] = field(default_factory=list)
+    summary: Summary | None = None
+    #: the runs of a side given as several (``A1,A2,A3``): each a Side of one run; empty for one run
+    members: list[Side] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rows = bench_rows(self.rows)  # rows given as JSON objects
+        if isinstance(self.manifest, dict):  # a manifest given as stored
+            self.manifest = run_store.Manifest.from_dict(self.manifest)
+
+    @property
+    def runs(self) -> list[Side]:
+        """The side's runs: its members, or itself."""
+        return self.members or [self]
+
+    def gpu(self) -> str | None:
+        """The GPU its run names (manifest), else the GPUs its summary names."""
+        if self.manifest.gpu:
+            return self.manifest.gpu
+        if self.summary is not None:
+            names = _summary_gpus(self.summary.meta)
+            if names:
+                return ", ".join(sorted(names))
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        m = self.manifest
+        out: dict[str, Any] = {"ref": self.ref, "kind": self.kind, "path": str(self.path), "name": self.name,
+                               "run_id": m.run_id, "status": self.status, "label": m.label, "gpu": self.gpu(),
+                               "git": m.commit}
+        if self.members:
+            out["runs"] = [r.describe() for r in self.members]
+        return out
+
+
+def _summary_gpus(meta: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for g in meta.get("gpus") or []:
+        if isinstance(g, dict) and g.get("name"):
+            out.add(str(g["name"]))
+    for d in meta.get("devices") or []:
+        if isinstance(d, dict) and d.get("device"):
+            out.add(str(d["device"]))
+        elif isinstance(d, str) and d:
+            out.add(d)
+    return out
+
+
+def kind_words(s: Side) -> str:
+    return "a bench run" if s.kind == "bench" else "a kernel summary"
+
+
+def load_sides(refs: str | Path, root: Path | str | None = None) -> Side:
+    """One side of a comparison: a run or file (:func:`load_side`), or several runs of the same thing given as a
+    comma list (``A1,A2,A3``), whose scatter measures the noise between runs."""
+    parts = [p.strip() for p in str(refs).split(",")] if "," in str(refs) and not Path(refs).exists() else [str(refs)]
+    if any(not p for p in parts):
+        raise UsageError(f"{refs!r}: an empty run in the comma list")
+    if len(parts) == 1:
+        return load_side(parts[0], root)
+    runs = [load_side(p, root) for p in parts]
+    kinds = {r.kind for r in runs}
+    if len(kinds) > 1:
+        raise NotComparable(f"{refs}: the runs of one side must be of one kind (bench runs or summaries), not "
+                            f"{' and '.join(sorted(kind_words(r) for r in runs))}")
+    names = [r.name for r in runs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"{refs}: {', '.join(twice)} given twice in one side")
+    first = runs[0]
+    return Side(ref=str(refs), kind=first.kind, path=first.path, name=f"{first.name} (+{len(runs) - 1} more)",
+                manifest=first.manifest, status=first.status, rows=list(first.rows), summary=first.summary,
+                members=runs)
+
+
+def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
+    """A run (directory, id, unique part of an id, 'latest'), a bench JSON file, a summary file or a report."""
+    p = Path(ref)
+    if p.is_file() and p.name != run_store.MANIFEST:
+        inp = file_input(p)
+        manifest = run_store.Manifest()
+        status = None
+        if inp.run_dir is not None:
+            info = run_store.load_run_dir(inp.run_dir)
+            manifest, status = run_store.Manifest.from_dict(info.manifest), info.status
+        common: dict[str, Any] = {"ref": str(ref), "path": p, "name": p.name, "manifest": manifest, "status": status}
+        if inp.kind == "bench-json":
+            return Side(kind="bench", rows=bench_json.read(p, strict=False), **common)
+        return Side(kind="summary", summary=read_summary(inp), **common)
+    info = run_store.load_run(ref, root)
+    d = info.path
+    if info.status == "unreadable":
+        raise BadReport(info.note or f"{d}: unreadable manifest")
+    run: dict[str, Any] = {"ref": str(ref), "path": d, "name": info.run_id,
+                           "manifest": run_store.Manifest.from_dict(info.manifest), "status": info.status}
+    if (d / "bench.json").is_file():
+        return Side(kind="bench", rows=bench_json.read(d / "bench.json", strict=False), **run)
+    if (d / SUMMARY_NAME).is_file():
+        return Side(kind="summary", summary=read_summary(file_input(d / SUMMARY_NAME)), **run)
+    reports = [i for i in run_inputs(d) if i.kind != "bench-json"]
+    if reports:
+        return Side(kind="summary", summary=concat(read_summary(i) for i in reports), **run)
+    if info.kind == "ab":
+        raise BadReport(f"run {info.run_id} is an A/B (profctl bench --ab): it holds its own comparison of its two "
+                        f"variants; profctl show {info.run_id}")
+    raise BadReport(f"run {info.run_id} ({info.kind}) holds nothing to compare: no bench.json, no summary JSON, "
+                    "no report file")
 
 
 # ------------------------------------------------------------------------------------------------ via tools

@@ -174,6 +174,57 @@ def normalize_manifest(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the versions a manifest may record (torch and cuda as the workload child reported them, on its device event)
+VERSION_KEYS = ("torch", "cuda", "flash_attn", "fa4", "cutlass_dsl")
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """What a run's workload did that changes its times (manifest ``workload``)."""
+
+    flush_l2: bool = False
+    nvtx: Any = None
+    warmup: Any = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A run's manifest.json, typed for what its readers ask of it (comparing two runs, reading a run's inputs);
+    `raw` is the whole normalized manifest (:func:`normalize_manifest`) for the rest."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    kind: str | None = None
+    label: str | None = None
+    commit: str | None = None  # git.commit
+    gpu: str | None = None  # the device's name, else NVML's, else the environment's GPU; never "cpu"
+    driver: str | None = None  # the environment's driver, else the device's
+    versions: dict[str, str] = field(default_factory=dict)  # VERSION_KEYS: the workload child's, else the parent's
+    workload: WorkloadFacts | None = None  # None when the run recorded no workload
+    device: dict[str, Any] = field(default_factory=dict)  # the device event as recorded
+    program: list[str] = field(default_factory=list)  # a user's program's argv
+
+    @classmethod
+    def from_dict(cls, m: dict[str, Any]) -> Manifest:
+        n = normalize_manifest(m) if m else {}
+        dev, env = n.get("device") or {}, n.get("environment") or {}
+        gpu = next((str(c) for c in (dev.get("name"), dev.get("nvml_name"), env.get("gpu")) if c and c != "cpu"),
+                   None)
+        versions = {}
+        for key in VERSION_KEYS:
+            v = dev.get(key) if key in ("torch", "cuda") else None
+            if v or env.get(key):
+                versions[key] = str(v) if v else str(env[key])
+        wl = n.get("workload") or {}
+        prog = n.get("program")
+        return cls(raw=n, run_id=n.get("run_id"), kind=n.get("kind"), label=n.get("label"),
+                   commit=(n.get("git") or {}).get("commit"), gpu=gpu,
+                   driver=env.get("driver") or dev.get("driver") or None, versions=versions,
+                   workload=WorkloadFacts(flush_l2=bool(wl.get("flush_l2")), nvtx=wl.get("nvtx"),
+                                          warmup=wl.get("warmup")) if wl else None,
+                   device=dict(dev), program=_as_argv(prog.get("argv")) if isinstance(prog, dict) else [])
+
+
 def _as_argv(v: Any) -> list[str]:
     if isinstance(v, list):
         return [str(x) for x in v]

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from profctl.errors import SpecError
 from profctl.head_dims import HEAD_DIMS, HeadDimRule, backend_list, head_dim_warnings  # noqa: F401 (re-exported)
 from profctl.shapes import DTYPES, LAYOUTS, Shape
 
@@ -134,10 +135,6 @@ GPU_DEFAULTS: dict[str, tuple[Any, ...]] = {"batch": (1,), "seqlen_q": (1024, 20
 CPU_DEFAULTS: dict[str, tuple[Any, ...]] = {"batch": (1,), "seqlen_q": (256, 512, 1024), "heads": (8,),
                                             "head_dim": (64,), "dtype": ("fp32",)}
 CPU_BACKENDS: tuple[str, ...] = ("sdpa-flash", "sdpa-math", "eager")
-
-
-class SpecError(ValueError):
-    """A workload option with a bad value; the message names the option and the value."""
 
 
 def canonical_backend(name: str) -> str:

@@ -25,7 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from profctl.spec import AttentionSpec, SpecError
+from profctl.errors import SpecError
+from profctl.spec import AttentionSpec
 
 from .attention import Case, Timer, build_parser, check_output, load_backend, sweep_from_args
 from .hooks import Hooks

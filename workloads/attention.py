@@ -27,7 +27,8 @@ from typing import Any
 
 from profctl import faults, memory
 from profctl import nvtx as ns
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, SpecError
+from profctl.errors import SpecError
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep
 
 from .hooks import Hooks
 from .ranges import Nvtx, backward_markers

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from profctl import nvtx as ns
-from profctl.spec import AttentionSpec, ModelSpec, ModelSweep, SpecError
+from profctl.errors import SpecError
+from profctl.spec import AttentionSpec, ModelSpec, ModelSweep
 
 from .hooks import Hooks
 from .ranges import Nvtx

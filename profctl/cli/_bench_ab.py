@@ -20,7 +20,7 @@ from profctl.cli._common import (
     percent,
     warn,
 )
-from profctl.errors import ProfctlError, UsageError
+from profctl.errors import ProfctlError, SpecError, UsageError
 
 
 def refuse_without_ab(fail_if_slower: str | None, threshold: str | None) -> None:
@@ -36,7 +36,7 @@ def run_ab(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, threshol
            fail_if_slower: str | None, strict: bool, format: str, output: Path | None, reports: Path | None,
            timeout: float, quiet: bool, label: str | None, executor: Any) -> None:
     """Check the options, run the A/B, print its answer, and apply --fail-if-slower (exit 1 on a regression)."""
-    from profctl.analysis import regression as cm
+    from profctl.analysis.compare.gate import gate
     from profctl.pipelines import ab_pipeline
     from profctl.pipelines.targets import Workload
 
@@ -61,7 +61,7 @@ def run_ab(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, threshol
         raise ProfctlError(f"no case ran: {first.get('status')}: {first.get('reason')}")
     if req.limit is None:
         return
-    verdict = cm.gate(res.report, req.limit, strict=strict)
+    verdict = gate(res.report, req.limit, strict=strict)
     if verdict.warning():
         warn(verdict.warning() or "")
     failure = verdict.error()
@@ -75,7 +75,7 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
     """The A/B request the options describe; UsageError for options that contradict it."""
     from profctl.pipelines import ab_pipeline
     from profctl.pipelines.executors import Local
-    from profctl.spec import SpecError, parse_backends
+    from profctl.spec import parse_backends
 
     if ab is not None and ab_env is not None:
         raise conflict("--ab", "--ab-env", "--ab compares two backends or functions, --ab-env one backend under "

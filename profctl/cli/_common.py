@@ -22,7 +22,7 @@ import typer
 from typer.core import TyperCommand
 
 from profctl.cli import argv
-from profctl.errors import CannotWrite, ProfctlError, ProgramFailed, UnsupportedShape, UsageError
+from profctl.errors import CannotWrite, ProfctlError, ProgramFailed, SpecError, UnsupportedShape, UsageError
 from profctl.fsutil import atomic_write_text, check_writable, why, write_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -309,7 +309,6 @@ def guard(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        from profctl.spec import SpecError
 
         real = sys.stdout
         t0 = time.time()
@@ -561,7 +560,7 @@ def validate_workload(wl: Any) -> Any:
     each dtype some backend refuses (fp8); one line and no run at all when no case can take its dtype and pass.
     Returns the workload with the device decided."""
     from profctl.pipelines.targets import resolve_device
-    from profctl.spec import SpecError, dtype_problems, head_dim_warnings
+    from profctl.spec import dtype_problems, head_dim_warnings
 
     try:
         specs = wl.sweep.specs()

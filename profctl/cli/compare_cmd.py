@@ -48,7 +48,8 @@ def compare(
 ) -> None:
     """Compare two runs or summaries: faster, slower, unchanged or inconclusive, per case (exit 1 on a
     regression past --fail-if-slower, 6 when the runs are not comparable)."""
-    from profctl.analysis import regression as cm
+    from profctl import inputs
+    from profctl.analysis.compare import compare_runs, gate
     from profctl.render import compare_view
     from profctl.render.tables import FORMATS, text_console
 
@@ -68,13 +69,13 @@ def compare(
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",
                        "a slowdown between the two would count as unchanged and pass the gate; give a "
                        "--threshold no larger than --fail-if-slower")
-    floors = _floors(cm, min_total_ms, min_samples)
-    noise = _run_noise(cm, run_noise)
+    floors = _floors(min_total_ms, min_samples)
+    noise = _run_noise(run_noise)
     check_outputs(("-o", output))
-    b = cm.load_sides(base, reports)
-    n = cm.load_sides(new, reports)
+    b = inputs.load_sides(base, reports)
+    n = inputs.load_sides(new, reports)
     _warn_same_data(b, n)
-    result = cm.compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
+    result = compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
                              floors=floors, limit=limit, noise=noise)
     if format == "table" and output is not None:
         con, buf = text_console()
@@ -87,7 +88,7 @@ def compare(
             result), output)
     if limit is None:
         return
-    verdict = cm.gate(result, limit, strict=strict)
+    verdict = gate(result, limit, strict=strict)
     if verdict.warning():
         print(f"profctl: warning: {verdict.warning()}", file=sys.stderr)
     failure = verdict.error()
@@ -117,23 +118,23 @@ def _same_data(a: Path, b: Path) -> bool:
     return a.is_file() and b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, shallow=False)
 
 
-def _run_noise(cm: Any, text: str | None) -> Any:
+def _run_noise(text: str | None) -> Any:
     """--run-noise: a percentage (3%, read as every threshold is: the percent sign needed), or 0 to leave the
     noise between runs out; None: the default."""
     if text is None:
         return None
     v = percent(text, "--run-noise", zero=True)
-    if v == 0:
-        from profctl.analysis.stats import NO_RUN_NOISE
+    from profctl.analysis.compare.stats import NO_RUN_NOISE, RunNoise
 
-        return NO_RUN_NOISE
-    return cm.RunNoise(v, "given with --run-noise")
+    return NO_RUN_NOISE if v == 0 else RunNoise(v, "given with --run-noise")
 
 
-def _floors(cm: Any, min_total_ms: float, min_samples: int) -> Any:
+def _floors(min_total_ms: float, min_samples: int) -> Any:
     """The floors below which a summary row is not judged, from the options (checked before anything is read)."""
     if min_total_ms < 0:
         raise UsageError(f"--min-total-ms {min_total_ms:g}: must be >= 0")
     if min_samples < 3:
         raise UsageError(f"--min-samples {min_samples}: at least 3 (an interval needs a few instances)")
-    return cm.Floors(total_ns=min_total_ms * 1e6, samples=min_samples)
+    from profctl.analysis.compare.rows import Floors
+
+    return Floors(total_ns=min_total_ms * 1e6, samples=min_samples)

@@ -6,8 +6,8 @@ Sequential runs meet clock and thermal drift, and whatever else differs between 
 placement, an autotuner's pick); interleaving puts both variants under the same conditions round by round. Per
 round each variant's iterations; the estimate is the ratio of the medians of all iterations, ``median(B) /
 median(A)``, with a percentile bootstrap that resamples whole rounds for both variants at once
-(profctl.analysis.stats.bootstrap_paired), and the verdict follows the rules every comparison uses
-(profctl.analysis.stats.decide). NVML's SM clock is sampled through the run and
+(profctl.analysis.compare.stats.bootstrap_paired), and the verdict follows the rules every comparison uses
+(profctl.analysis.compare.stats.decide). NVML's SM clock is sampled through the run and
 read per round. Run directory: ``manifest.json``, ``events.jsonl`` (the child's events: every round's iteration
 times), ``workload.log``, ``ab.json`` (per case: the rounds with their clocks, and the result).
 """
@@ -21,15 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from profctl import proc, run_store
-from profctl.analysis.regression import (
-    CASE_FIELDS,
-    CLOCK_TOLERANCE,
-    CPU_THRESHOLD,
-    RegressionReport,
-    RowResult,
-    Side,
-)
-from profctl.analysis.stats import (
+from profctl.analysis.compare.rows import CASE_FIELDS, CLOCK_TOLERANCE, CPU_THRESHOLD, Comparison, RowResult
+from profctl.analysis.compare.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_THRESHOLD,
@@ -40,6 +33,7 @@ from profctl.analysis.stats import (
     seed_of,
 )
 from profctl.errors import UsageError, WorkloadFailed
+from profctl.inputs import Side
 from profctl.pipelines.base import Request, Result
 from profctl.pipelines.bench_rows import NOISE_IQR
 from profctl.pipelines.executors import Local
@@ -72,7 +66,7 @@ class AbRequest(Request):
 class AbResult(Result):
     """The comparison (one row per case, kind ``ab``), every case's rounds with their clocks, and the names."""
 
-    report: RegressionReport
+    report: Comparison
     cases: list[dict[str, Any]] = field(default_factory=list)
     names: tuple[str, str] = ("A", "B")
     device: dict[str, Any] = field(default_factory=dict)
@@ -187,21 +181,21 @@ def _cases(events: list[dict[str, Any]], sampler: Any) -> list[dict[str, Any]]:
 
 
 def _report(req: AbRequest, run_dir: Path, cases: list[dict[str, Any]], device: dict[str, Any],
-            nm: tuple[str, str]) -> RegressionReport:
+            nm: tuple[str, str]) -> Comparison:
     cpu = device.get("name") == "cpu"
     threshold = req.threshold if req.threshold is not None else (CPU_THRESHOLD if cpu else DEFAULT_THRESHOLD)
     why = "" if req.threshold is not None else ("the default for CPU timings" if cpu else "the default")
     if req.threshold is None and req.limit is not None and req.limit < threshold:
         threshold, why = req.limit, "narrowed to --fail-if-slower"
     assert isinstance(req.target, Workload)
-    manifest = run_store.read_manifest(run_dir)
+    manifest = run_store.Manifest.from_dict(run_store.read_manifest(run_dir))
     sides = [Side(ref=n, kind="ab", path=run_dir, name=n, manifest=manifest, status="complete") for n in nm]
     rows = [_row(c, nm, threshold=threshold, confidence=req.confidence, resamples=req.resamples) for c in cases]
     method = (f"interleaved rounds of {req.target.sweep.iters} iterations of A and of B (alternating which goes "
               f"first): median(B)/median(A) over all iterations, {req.confidence * 100:g}% percentile bootstrap "
               f"resampling whole rounds for both ({req.resamples} resamples)")
-    return RegressionReport(base=sides[0], new=sides[1], rows=rows, threshold=threshold, confidence=req.confidence,
-                            method=method, by="ab", kind="ab", threshold_why=why)
+    return Comparison(base=sides[0], new=sides[1], rows=rows, threshold=threshold, confidence=req.confidence,
+                      method=method, by="ab", kind="ab", threshold_why=why)
 
 
 def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence: float,
@@ -285,7 +279,7 @@ def _short(r: RowResult) -> dict[str, Any]:
 
 def answer(r: RowResult, confidence: float) -> str:
     """The one-line answer for a case: 'B vs A, shape pass: +3.1% (95% CI ...; noise floor ...): slower'."""
-    from profctl.analysis.stats import pct, pct_change
+    from profctl.analysis.compare.stats import pct, pct_change
 
     c = r.case
     head = f"{c['backend_new']} vs {c['backend_base']}, {c['shape']} {c['pass']}: "

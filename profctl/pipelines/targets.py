@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from profctl import run_store
-from profctl.errors import UsageError
+from profctl.errors import SpecError, UsageError
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep, SpecError
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep
 
 if TYPE_CHECKING:
     from profctl.tools.proton import ProtonOptions

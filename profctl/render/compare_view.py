@@ -1,15 +1,15 @@
-"""A run-against-run comparison (profctl.analysis.regression) as a table, Markdown, CSV or JSON."""
+"""A run-against-run comparison (profctl.analysis.compare) as a table, Markdown, CSV or JSON."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from profctl.analysis.compare_rows import VERDICTS
-from profctl.analysis.regression import RegressionReport, pct, pct_change
+from profctl.analysis.compare.rows import VERDICTS, Comparison
+from profctl.analysis.compare.stats import pct, pct_change
 
 
-def display_rows(cmp: RegressionReport) -> list[dict[str, Any]]:
+def display_rows(cmp: Comparison) -> list[dict[str, Any]]:
     out = []
     for r in cmp.rows:
         c = r.case
@@ -42,7 +42,7 @@ def _tf(v: float | None) -> str:
     return "-" if v is None else (f"{v:,.1f}" if v >= 1 else f"{v:.3f}")
 
 
-def header_lines(cmp: RegressionReport) -> list[str]:
+def header_lines(cmp: Comparison) -> list[str]:
     b, n = cmp.base.describe(), cmp.new.describe()
     out = [f"base: {cmp.base.name}" + (f" ({b['gpu']})" if b["gpu"] else ""),
            f"new:  {cmp.new.name}" + (f" ({n['gpu']})" if n["gpu"] else ""),
@@ -51,7 +51,7 @@ def header_lines(cmp: RegressionReport) -> list[str]:
     return out
 
 
-def footer_lines(cmp: RegressionReport) -> list[str]:
+def footer_lines(cmp: Comparison) -> list[str]:
     c = cmp.counts()
     out = ["result: " + ", ".join(f"{c[v]} {v}" for v in VERDICTS if c.get(v)) if c else "result: nothing paired"]
     nr = cmp.noise_range()
@@ -68,11 +68,11 @@ def footer_lines(cmp: RegressionReport) -> list[str]:
     return out
 
 
-def to_json(cmp: RegressionReport) -> str:
+def to_json(cmp: Comparison) -> str:
     return json.dumps(cmp.to_dict(), indent=1, default=str) + "\n"
 
 
-def to_csv(cmp: RegressionReport) -> str:
+def to_csv(cmp: Comparison) -> str:
     import csv
     import io
 
@@ -85,7 +85,7 @@ def to_csv(cmp: RegressionReport) -> str:
     return buf.getvalue()
 
 
-def to_markdown(cmp: RegressionReport) -> str:
+def to_markdown(cmp: Comparison) -> str:
     from profctl.render.tables import markdown
 
     head = "\n".join(f"- {x}" for x in header_lines(cmp))
@@ -93,7 +93,7 @@ def to_markdown(cmp: RegressionReport) -> str:
     return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
 
 
-def to_console(cmp: RegressionReport, con: Any = None) -> None:
+def to_console(cmp: Comparison, con: Any = None) -> None:
     """The table and its header and footer lines on `con` (default: the terminal)."""
     from rich.markup import escape
 

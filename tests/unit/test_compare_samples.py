@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from profctl.analysis import regression as cm
-from profctl.analysis import stats
+from profctl import inputs
+from profctl.analysis import compare as cm
+from profctl.analysis.compare import stats
 from profctl.readers import torch_trace
 from profctl.schema import CpuOpRow, KernelRow, Source, Summary
 from profctl.schema.samples import SAMPLE_CAP, merged, sample_fields, samples_of, subsample
@@ -102,12 +103,12 @@ def _kernel(name: str, xs: list[float], *, rng: str | None = None, first_call: b
                                                                if samples else {})})
 
 
-def _side(tmp_path: Path, name: str, kernels: list[KernelRow]) -> cm.Side:
+def _side(tmp_path: Path, name: str, kernels: list[KernelRow]) -> inputs.Side:
     s = Summary(sources=(Source(f"{name}.sqlite", "nsys", "2025.3.1"),), kernels=tuple(kernels),
                 meta={"gpus": [{"name": "NVIDIA H200"}]})
     p = tmp_path / f"{name}.json"
     p.write_text(s.to_json())
-    return cm.load_side(str(p))
+    return inputs.load_side(str(p))
 
 
 def test_a_first_call_effect_is_not_a_change(tmp_path: Path) -> None:
@@ -150,10 +151,10 @@ def test_cpu_ops_get_the_cpu_threshold_and_floor(tmp_path: Path) -> None:
                         avg_ns=sum(xs) / len(xs), med_ns=s[len(s) // 2], min_ns=s[0], max_ns=s[-1], std_ns=0.0,
                         extra={"device": "cpu", **sample_fields(xs, first_call=True)})
 
-    def side(name: str, ops: list[CpuOpRow]) -> cm.Side:
+    def side(name: str, ops: list[CpuOpRow]) -> inputs.Side:
         p = tmp_path / f"{name}.json"
         p.write_text(Summary(sources=(Source("t.json", "torch", "2.13.0"),), kernels=(), cpu_ops=tuple(ops)).to_json())
-        return cm.load_side(str(p))
+        return inputs.load_side(str(p))
 
     a = side("a", [cpu("aten::mm", _samples(300_000, 40, seed=1)), cpu("aten::add", _samples(5_000, 40, seed=2))])
     b = side("b", [cpu("aten::mm", _samples(318_000, 40, seed=3)), cpu("aten::add", _samples(5_600, 40, seed=4))])
@@ -177,11 +178,11 @@ def test_old_summaries_without_samples_compare_by_the_threshold(tmp_path: Path) 
 
 
 # ------------------------------------------------------------------------------------------------ the gate
-def _report(rows: list[tuple[str, float, float | None, float | None]]) -> cm.RegressionReport:
-    s = cm.Side(ref="a", kind="summary", path=Path("a"), name="a")
+def _report(rows: list[tuple[str, float, float | None, float | None]]) -> cm.Comparison:
+    s = inputs.Side(ref="a", kind="summary", path=Path("a"), name="a")
     rr = [cm.RowResult(case={"kernel": f"k{i}", "range": ""}, base_ms=1.0, new_ms=r, ratio=r, ci_lo=lo, ci_hi=hi,
                        verdict=v) for i, (v, r, lo, hi) in enumerate(rows)]
-    return cm.RegressionReport(base=s, new=s, rows=rr, threshold=0.02, confidence=0.95, method="m", by="kernel")
+    return cm.Comparison(base=s, new=s, rows=rr, threshold=0.02, confidence=0.95, method="m", by="kernel")
 
 
 @pytest.mark.parametrize(("rows", "strict", "code", "warned"), [

@@ -1,4 +1,4 @@
-"""profctl.analysis.regression: the interval, the verdict rules, comparability checks and the summary-file path.
+"""profctl.analysis.compare: the interval, the verdict rules, comparability checks and the summary-file path.
 
 These tests are about one process's samples, so their comparisons leave the noise between runs out
 (``noise=ONE``, the CLI's ``--run-noise 0``); tests/unit/test_run_noise.py covers that part."""
@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from profctl import run_store
-from profctl.analysis import regression as cm
+from profctl import errors, inputs, run_store
+from profctl.analysis import compare as cm
+from profctl.analysis.compare import stats
 from profctl.kernels import short_name
 from profctl.schema import KernelRow, Source, Summary
 
@@ -50,25 +51,25 @@ def row(backend: str = "sdpa-flash", median: float = 0.40, *, label: str | None 
 
 
 def side(rows: list[dict[str, Any]], *, gpu: str = "NVIDIA H100 80GB HBM3", torch: str = "2.11.0+cu130",
-         name: str = "run", **manifest: Any) -> cm.Side:
+         name: str = "run", **manifest: Any) -> inputs.Side:
     m = {"run_id": name, "device": {"name": gpu, "torch": torch, "cuda": "13.0", "sm_count": 132},
          "environment": {"driver": "580.1"}, "workload": {"flush_l2": False, "nvtx": True, "warmup": 10}}
     m.update(manifest)
-    return cm.Side(ref=name, kind="bench", path=Path(name), name=name, manifest=m, status="complete", rows=rows)
+    return inputs.Side(ref=name, kind="bench", path=Path(name), name=name, manifest=m, status="complete", rows=rows)
 
 
 # ------------------------------------------------------------------------------------------------ statistics
 def test_bootstrap_is_deterministic_and_covers_the_truth() -> None:
     a, b = times(1.0, seed=1), times(1.1, seed=2)
-    r1 = cm.bootstrap_ratio(a, b, seed=7)
-    assert r1 == cm.bootstrap_ratio(a, b, seed=7)
+    r1 = stats.bootstrap_ratio(a, b, seed=7)
+    assert r1 == stats.bootstrap_ratio(a, b, seed=7)
     ratio, lo, hi = r1
     assert lo < ratio < hi and ratio == pytest.approx(1.1, abs=0.005) and hi - lo < 0.01
 
 
 def test_identical_samples_interval_is_tight_around_one() -> None:
     a = times(0.5, seed=3)
-    ratio, lo, hi = cm.bootstrap_ratio(a, list(a))
+    ratio, lo, hi = stats.bootstrap_ratio(a, list(a))
     assert ratio == 1.0 and lo <= 1.0 <= hi and hi / lo < 1.01
 
 
@@ -82,18 +83,18 @@ def test_identical_samples_interval_is_tight_around_one() -> None:
     (1.03, 1.01, 1.05, "slower"),            # a 3 % change that the data resolves
 ])
 def test_decide(ratio: float, lo: float, hi: float, verdict: str) -> None:
-    assert cm.decide(ratio, lo, hi, 0.02)[0] == verdict
+    assert stats.decide(ratio, lo, hi, 0.02)[0] == verdict
 
 
 def test_decide_without_interval_is_a_plain_threshold() -> None:
-    assert cm.decide(1.03, None, None, 0.02)[0] == "slower"
-    assert cm.decide(1.01, None, None, 0.02)[0] == "unchanged"
-    assert cm.decide(0.97, None, None, 0.02)[0] == "faster"
+    assert stats.decide(1.03, None, None, 0.02)[0] == "slower"
+    assert stats.decide(1.01, None, None, 0.02)[0] == "unchanged"
+    assert stats.decide(0.97, None, None, 0.02)[0] == "faster"
 
 
 def test_iterations_needed_shrinks_the_interval() -> None:
-    assert cm.iterations_needed(50, 0.97, 1.03, 0.02) > 50
-    assert cm.iterations_needed(50, 0.999, 1.001, 0.02) < 50
+    assert stats.samples_needed(50, 0.97, 1.03, 0.02) > 50
+    assert stats.samples_needed(50, 0.999, 1.001, 0.02) < 50
 
 
 # ------------------------------------------------------------------------------------------------ bench pairs
@@ -153,9 +154,9 @@ def test_label_pairs_different_backends() -> None:
 
 
 def test_without_labels_different_backends_are_refused_with_a_hint() -> None:
-    with pytest.raises(cm.NotComparable, match=r"label sdpa-flash vs sdpa-math.*--label"):
+    with pytest.raises(errors.NotComparable, match=r"label sdpa-flash vs sdpa-math.*--label"):
         cm.compare_runs(side([row("sdpa-flash", label=None)]), side([row("sdpa-math", label=None)]), noise=ONE)
-    with pytest.raises(cm.NotComparable, match="backend"):
+    with pytest.raises(errors.NotComparable, match="backend"):
         cm.compare_runs(side([row("sdpa-flash")]), side([row("sdpa-math")]), by="backend", noise=ONE)
 
 
@@ -166,7 +167,7 @@ def test_without_labels_different_backends_are_refused_with_a_hint() -> None:
 ])
 def test_incomparable_environments_are_refused(base_kw: dict[str, Any], new_kw: dict[str, Any],
                                                needle: str) -> None:
-    with pytest.raises(cm.NotComparable, match=re.escape(needle)) as e:
+    with pytest.raises(errors.NotComparable, match=re.escape(needle)) as e:
         cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw), noise=ONE)
     assert "--force" in e.value.one_line()
     c = cm.compare_runs(side([row(seed=1)], **base_kw), side([row(seed=2)], **new_kw), force=True, noise=ONE)
@@ -174,9 +175,9 @@ def test_incomparable_environments_are_refused(base_kw: dict[str, Any], new_kw: 
 
 
 def test_different_dtype_or_shape_is_refused_and_says_which() -> None:
-    with pytest.raises(cm.NotComparable, match="dtype bf16 vs fp16"):
+    with pytest.raises(errors.NotComparable, match="dtype bf16 vs fp16"):
         cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]), noise=ONE)
-    with pytest.raises(cm.NotComparable, match="seqlen_q 4096 vs 2048"):
+    with pytest.raises(errors.NotComparable, match="seqlen_q 4096 vs 2048"):
         cm.compare_runs(side([row(seed=1)]), side([row(seed=2, seqlen_q=2048, seqlen_kv=2048)]), noise=ONE)
     forced = cm.compare_runs(side([row(seed=1)]), side([row(seed=2, dtype="fp16")]), force=True, noise=ONE)
     assert len(forced.rows) == 1 and "dtype bf16 vs fp16" in forced.forced
@@ -193,7 +194,7 @@ def test_flash_attn_version_matters_only_for_its_backend() -> None:
     assert cm.compare_runs(a, b, noise=ONE).rows[0].verdict == "unchanged"
     a = side([row("flash-attn", seed=1)], environment={"flash_attn": "2.7.0"})
     b = side([row("flash-attn", seed=2)], environment={"flash_attn": "2.8.0"})
-    with pytest.raises(cm.NotComparable, match=re.escape("flash-attn 2.7.0 vs 2.8.0")):
+    with pytest.raises(errors.NotComparable, match=re.escape("flash-attn 2.7.0 vs 2.8.0")):
         cm.compare_runs(a, b, noise=ONE)
 
 
@@ -216,8 +217,8 @@ def test_a_point_that_stopped_working_fails_the_gate() -> None:
 
 def test_kinds_must_match() -> None:
     s = Summary(sources=(Source("a.sqlite", "nsys", "2025.3.1"),), kernels=())
-    other = cm.Side(ref="s", kind="summary", path=Path("s.json"), name="s.json", summary=s)
-    with pytest.raises(cm.NotComparable, match="bench run"):
+    other = inputs.Side(ref="s", kind="summary", path=Path("s.json"), name="s.json", summary=s)
+    with pytest.raises(errors.NotComparable, match="bench run"):
         cm.compare_runs(side([row()]), other, noise=ONE)
 
 
@@ -244,7 +245,7 @@ def test_summaries_pair_by_match_key_and_range(tmp_path: Path) -> None:
                                      kernel("void softmax_warp_forward<float>(float*)", 10_000)])
     b = summary_file(tmp_path, "b", [kernel("void flash_fwd_kernel<128, 0>(Params)", 440_000),
                                      kernel("void softmax_warp_forward<float>(float*)", 10_050)])
-    c = cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)), noise=ONE)
+    c = cm.compare_runs(inputs.load_side(str(a)), inputs.load_side(str(b)), noise=ONE)
     by = {r.case["kernel"]: r for r in c.rows}
     assert by["flash_fwd_kernel"].verdict == "slower" and by["flash_fwd_kernel"].ci_lo is None
     assert by["softmax_warp_forward"].verdict == "unchanged"
@@ -255,35 +256,35 @@ def test_summaries_pair_by_match_key_and_range(tmp_path: Path) -> None:
 def test_summaries_from_different_tools_or_ncu_versions_are_refused(tmp_path: Path) -> None:
     a = summary_file(tmp_path, "a", [kernel("flash_fwd_kernel", 1e5)])
     b = summary_file(tmp_path, "b", [kernel("flash_fwd_kernel", 1e5, tool="ncu")], tool="ncu", version="2025.3.1")
-    with pytest.raises(cm.NotComparable, match="different tools: nsys vs ncu"):
-        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(b)), noise=ONE)
+    with pytest.raises(errors.NotComparable, match="different tools: nsys vs ncu"):
+        cm.compare_runs(inputs.load_side(str(a)), inputs.load_side(str(b)), noise=ONE)
     c = summary_file(tmp_path, "c", [kernel("flash_fwd_kernel", 1e5, tool="ncu")], tool="ncu", version="2026.1.0")
-    with pytest.raises(cm.NotComparable, match=re.escape("ncu 2025.3.1 vs 2026.1.0")):
-        cm.compare_runs(cm.load_side(str(b)), cm.load_side(str(c)), noise=ONE)
+    with pytest.raises(errors.NotComparable, match=re.escape("ncu 2025.3.1 vs 2026.1.0")):
+        cm.compare_runs(inputs.load_side(str(b)), inputs.load_side(str(c)), noise=ONE)
     d = summary_file(tmp_path, "d", [kernel("other_kernel", 1e5)])
-    with pytest.raises(cm.NotComparable, match="no kernel in common"):
-        cm.compare_runs(cm.load_side(str(a)), cm.load_side(str(d)), noise=ONE)
+    with pytest.raises(errors.NotComparable, match="no kernel in common"):
+        cm.compare_runs(inputs.load_side(str(a)), inputs.load_side(str(d)), noise=ONE)
 
 
 def test_a_run_directory_with_a_summary_json_is_a_summary_side(tmp_path: Path) -> None:
     d = run_store.new_run("nsys", root=tmp_path, env=False)
     s = summary_file(tmp_path, "x", [kernel("flash_fwd_kernel", 1e5)])
     (d / "summary.json").write_text(s.read_text())
-    sd = cm.load_side(d.name, tmp_path)
+    sd = inputs.load_side(d.name, tmp_path)
     assert sd.kind == "summary" and sd.name == d.name and sd.status == "running"
 
 
 def test_load_side_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"x": 1}')
-    with pytest.raises(cm.BadReport, match=r"not a torch\.profiler/Chrome trace"):
-        cm.load_side(str(bad))
+    with pytest.raises(errors.BadReport, match=r"not a torch\.profiler/Chrome trace"):
+        inputs.load_side(str(bad))
     d = run_store.new_run("ncu", root=tmp_path, env=False)
-    with pytest.raises(cm.BadReport, match="holds nothing to compare"):
-        cm.load_side(str(d))
+    with pytest.raises(errors.BadReport, match="holds nothing to compare"):
+        inputs.load_side(str(d))
     rows = tmp_path / "rows.json"
     rows.write_text(json.dumps([row()]))
-    assert cm.load_side(str(rows)).kind == "bench"
+    assert inputs.load_side(str(rows)).kind == "bench"
 
 
 def test_power_cap_flag_with_equal_median_clocks_keeps_the_verdict() -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from profctl.analysis import regression as cm
-from profctl.analysis import stats
+from profctl import errors, inputs
+from profctl.analysis import compare as cm
+from profctl.analysis.compare import stats
 from profctl.schema import CpuOpRow, Source, Summary
 from profctl.schema.samples import sample_fields
 from tests.unit.test_regression import row, side
@@ -65,14 +66,14 @@ def test_the_same_inputs_give_the_same_interval() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ bench runs
-def _bench(scale: float, seeds: list[int], offsets: list[float] | None = None) -> cm.Side:
+def _bench(scale: float, seeds: list[int], offsets: list[float] | None = None) -> inputs.Side:
     runs = []
     for i, s in enumerate(seeds):
         r = row(seed=s, scale=scale * (offsets[i] if offsets else 1.0))
         runs.append(side([r], name=f"run{s}"))
     if len(runs) == 1:
         return runs[0]
-    return cm.Side(ref=",".join(r.name for r in runs), kind="bench", path=runs[0].path, name=runs[0].name,
+    return inputs.Side(ref=",".join(r.name for r in runs), kind="bench", path=runs[0].path, name=runs[0].name,
                    manifest=runs[0].manifest, status="complete", rows=list(runs[0].rows), members=runs)
 
 
@@ -115,7 +116,7 @@ def test_a_failed_run_on_one_side_is_left_out_and_said() -> None:
     rows = [row(seed=s) for s in (1, 2, 3)]
     rows[1] = {**rows[1], "status": "error", "reason": "boom", "times_ms": None, "median_ms": None}
     members = [side([r], name=f"r{i}") for i, r in enumerate(rows)]
-    base = cm.Side(ref="r0,r1,r2", kind="bench", path=Path("r0"), name="r0", manifest=members[0].manifest,
+    base = inputs.Side(ref="r0,r1,r2", kind="bench", path=Path("r0"), name="r0", manifest=members[0].manifest,
                    status="complete", rows=list(members[0].rows), members=members)
     (r,) = cm.compare_runs(base, _bench(1.0, [7, 8])).rows
     assert r.runs == (2, 2) and "base: 1 of 3 runs error: left out" in r.notes
@@ -138,8 +139,8 @@ def test_the_issue_case_seventeen_percent_between_two_cpu_processes_is_not_a_reg
     """Issue 29: two runs of one program on the CPU, aten::mm +17.4 % with a tight interval over its calls, was
     called slower and failed --fail-if-slower 10 %. One run a side on a CPU now allows for the CPU's run-to-run
     noise: inconclusive, the gate passes, and --strict (which fails inconclusive cases beyond the limit) fails."""
-    a = cm.load_sides(str(_cpu_summary(tmp_path, "a", 289.0, 1)))
-    b = cm.load_sides(str(_cpu_summary(tmp_path, "b", 289.0 * 1.174, 2)))
+    a = inputs.load_sides(str(_cpu_summary(tmp_path, "a", 289.0, 1)))
+    b = inputs.load_sides(str(_cpu_summary(tmp_path, "b", 289.0 * 1.174, 2)))
     rep = cm.compare_runs(a, b, limit=0.10)
     (r,) = rep.rows
     assert r.ratio == pytest.approx(1.174, rel=0.01) and r.verdict == "inconclusive"
@@ -152,16 +153,16 @@ def test_the_issue_case_seventeen_percent_between_two_cpu_processes_is_not_a_reg
 
 def test_load_sides_reads_comma_lists_and_refuses_repeats_and_mixed_kinds(tmp_path: Path) -> None:
     p1, p2 = _cpu_summary(tmp_path, "a", 100.0, 1), _cpu_summary(tmp_path, "b", 100.0, 2)
-    s = cm.load_sides(f"{p1},{p2}")
+    s = inputs.load_sides(f"{p1},{p2}")
     assert len(s.runs) == 2 and s.describe()["runs"][1]["name"] == "b.json"
-    with pytest.raises(cm.UsageError, match="given twice"):
-        cm.load_sides(f"{p1},{p1}")
-    with pytest.raises(cm.UsageError, match="empty run"):
-        cm.load_sides(f"{p1},")
+    with pytest.raises(errors.UsageError, match="given twice"):
+        inputs.load_sides(f"{p1},{p1}")
+    with pytest.raises(errors.UsageError, match="empty run"):
+        inputs.load_sides(f"{p1},")
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps([row(seed=1)]))
-    with pytest.raises(cm.NotComparable, match="one kind"):
-        cm.load_sides(f"{p1},{bench}")
+    with pytest.raises(errors.NotComparable, match="one kind"):
+        inputs.load_sides(f"{p1},{bench}")
 
 
 def _doc(rep: Any) -> dict[str, Any]:
@@ -169,8 +170,8 @@ def _doc(rep: Any) -> dict[str, Any]:
 
 
 def test_rows_say_their_runs_and_noise_in_json(tmp_path: Path) -> None:
-    a = cm.load_sides(",".join(str(_cpu_summary(tmp_path, f"a{i}", 100.0, i)) for i in range(3)))
-    b = cm.load_sides(",".join(str(_cpu_summary(tmp_path, f"b{i}", 100.0, 10 + i)) for i in range(2)))
+    a = inputs.load_sides(",".join(str(_cpu_summary(tmp_path, f"a{i}", 100.0, i)) for i in range(3)))
+    b = inputs.load_sides(",".join(str(_cpu_summary(tmp_path, f"b{i}", 100.0, 10 + i)) for i in range(2)))
     doc = _doc(cm.compare_runs(a, b))
     (r,) = doc["rows"]
     assert (r["runs_base"], r["runs_new"]) == (3, 2) and r["run_noise"] > 0 and r["run_noise_measured"] is not None

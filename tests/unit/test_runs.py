@@ -77,7 +77,7 @@ def test_concurrent_new_runs_get_distinct_directories(tmp_path: Path) -> None:
 
 
 def test_concurrent_processes_get_distinct_directories(tmp_path: Path) -> None:
-    code = ("import sys; from profctl import runs; "
+    code = ("import sys; from profctl import run_store; "
             "print(run_store.new_run('bench', root=sys.argv[1], env=False).name)")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               cwd=ROOT) for _ in range(8)]
@@ -89,7 +89,7 @@ def test_concurrent_processes_get_distinct_directories(tmp_path: Path) -> None:
 def test_manifest_writes_are_atomic_under_sigkill(tmp_path: Path) -> None:
     """A writer killed at any moment leaves a complete manifest; readers never see half of one."""
     d = run_store.new_run("bench", root=tmp_path, env=False)
-    code = ("import sys, itertools; from pathlib import Path; from profctl import runs\n"
+    code = ("import sys, itertools; from pathlib import Path; from profctl import run_store\n"
             "d = Path(sys.argv[1])\n"
             "for i in itertools.count(): run_store.update_manifest(d, i=i, pad='x' * 200_000)\n")
     p = subprocess.Popen([sys.executable, "-c", code, str(d)], cwd=ROOT)
@@ -145,7 +145,7 @@ def test_recording_marks_complete_incomplete_failed(tmp_path: Path) -> None:
 
 
 def test_sigterm_inside_recording_marks_incomplete(tmp_path: Path) -> None:
-    code = ("import sys, time; from profctl import runs\n"
+    code = ("import sys, time; from profctl import run_store\n"
             "d = run_store.new_run('torch', root=sys.argv[1], env=False); print(d, flush=True)\n"
             "with run_store.recording(d):\n"
             "    run_store.record_tool(d, 'python', ['python', '-c', 'pass'], version='3')\n"
@@ -164,7 +164,7 @@ def test_sigterm_inside_recording_marks_incomplete(tmp_path: Path) -> None:
 
 
 def test_a_killed_run_shows_as_incomplete(tmp_path: Path) -> None:
-    code = "import sys, time; from profctl import runs; run_store.new_run('ncu', root=sys.argv[1], env=False); " \
+    code = "import sys, time; from profctl import run_store; run_store.new_run('ncu', root=sys.argv[1], env=False); " \
            "time.sleep(60)"
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT)
     deadline = time.monotonic() + 30

@@ -2,9 +2,9 @@
 
 import pytest
 
-from profctl.errors import UsageError
+from profctl.errors import SpecError, UsageError
 from profctl.pipelines.targets import Workload
-from profctl.spec import AttentionSpec, AttentionSweep, SpecError, parse_list
+from profctl.spec import AttentionSpec, AttentionSweep, parse_list
 
 
 @pytest.mark.parametrize(("kw", "needle"), [

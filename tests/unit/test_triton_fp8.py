@@ -29,7 +29,8 @@ import torch
 from typer.testing import CliRunner
 
 from profctl.cli import app
-from profctl.spec import AttentionSpec, ModelSpec, SpecError, dtype_problems, dtype_refusal
+from profctl.errors import SpecError
+from profctl.spec import AttentionSpec, ModelSpec, dtype_problems, dtype_refusal
 from profctl.workloads import fp8
 from profctl.workloads import triton_kernels as _kernels
 from profctl.workloads.attention import TOLERANCE, check_output, dequantized, fp8_inputs, reference, run_case

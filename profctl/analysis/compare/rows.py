@@ -1,13 +1,21 @@
-"""What a comparison of two runs returns and the vocabulary it uses (profctl.analysis.regression compares; here
-the rows, the report, the floors, the errors): one home the bench, summary and A/B comparisons share."""
+"""What a comparison of two runs returns and the vocabulary it uses (profctl.analysis.compare compares; here
+the rows, the report, the floors): one home the bench, summary and A/B comparisons share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis.stats import MIN_SAMPLES, Estimate, RunNoise, decide, noise_floor, runs_needed, samples_needed
-from profctl.errors import ProfctlError
+from profctl.analysis.compare.stats import (
+    MIN_SAMPLES,
+    Estimate,
+    RunNoise,
+    decide,
+    noise_floor,
+    runs_needed,
+    samples_needed,
+)
+from profctl.inputs import Side
 from profctl.schema.bench import ATTENTION_CASE_FIELDS
 
 #: the SM clock may differ this much between the sides before it is called out
@@ -42,18 +50,6 @@ class Floors:
     def describe(self) -> str:
         return (f"not judged below {self.total_ns / 1e6:g} ms in total, {self.instance_ns / 1e3:g} us per kernel "
                 f"({self.cpu_instance_ns / 1e3:g} us per CPU op) or {self.samples} instances")
-
-
-class NotComparable(ProfctlError):
-    """Two runs that measure different things (GPU, shapes, dtype, versions that change the numbers)."""
-
-    exit_code = 6
-
-
-class Regression(ProfctlError):
-    """`--fail-if-slower`: a case got slower than the limit (or stopped working)."""
-
-    exit_code = 1
 
 
 @dataclass
@@ -138,9 +134,11 @@ def run_noise_words(noise: RunNoise, runs: tuple[int, int]) -> str:
 
 
 @dataclass
-class RegressionReport:
-    base: Any  # profctl.analysis.regression.Side
-    new: Any
+class Comparison:
+    """Two sides compared: a row per paired case, how, and what was refused or forced."""
+
+    base: Side
+    new: Side
     rows: list[RowResult]
     threshold: float
     confidence: float

@@ -1,4 +1,4 @@
-"""Kernel summaries compared instance by instance (nsys, torch.profiler, ncu; profctl.analysis.regression's
+"""Kernel summaries compared instance by instance (nsys, torch.profiler, ncu; profctl.analysis.compare's
 second kind of input): rows paired by kernel identity and NVTX range, the ratio of medians over each row's
 instances with a bootstrap interval, a first call left out, warm-up ranges and rows under the floors not judged,
 and summaries written before samples existed compared by a plain threshold (``method: threshold``)."""
@@ -8,8 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from profctl.analysis.compare_rows import Floors, RowResult, judge
-from profctl.analysis.stats import RunNoise, across_runs, decide, seed_of
+from profctl.analysis.compare.checks import env_checks, side_checks, values_text
+from profctl.analysis.compare.rows import Comparison, Floors, RowResult, judge, run_noise_words
+from profctl.analysis.compare.stats import RunNoise, across_runs, decide, seed_of
+from profctl.errors import NotComparable
+from profctl.inputs import Side
+from profctl.schema import Summary
 
 
 # ---- kernel summaries
@@ -202,3 +206,56 @@ def summary_method(rows: list[RowResult], threshold: float, confidence: float, r
     return f"{what}; {floors.describe()}"
 
 
+def _summary(side: Side) -> Summary:
+    """A summary side's Summary (profctl.inputs.load_side gives one to every summary side)."""
+    assert side.summary is not None, side.name
+    return side.summary
+
+
+def summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
+    """Reasons to refuse two summaries (tools, ncu versions, GPUs, versions); warnings added in place."""
+    reasons, warns = env_checks(base, new, set())
+    reasons += side_checks(base, "base", set()) + side_checks(new, "new", set())
+    warnings += warns
+    tb = {x.tool for run in base.runs for x in _summary(run).sources}
+    tn = {x.tool for run in new.runs for x in _summary(run).sources}
+    if tb != tn:
+        reasons.append(f"different tools: {values_text(tb)} vs {values_text(tn)} (ncu replays each kernel alone; its "
+                       "times do not compare with a timeline's)")
+    else:
+        for tool in sorted(tb):
+            vb = {x.tool_version for run in base.runs for x in _summary(run).sources
+                  if x.tool == tool and x.tool_version}
+            vn = {x.tool_version for run in new.runs for x in _summary(run).sources
+                  if x.tool == tool and x.tool_version}
+            if vb and vn and vb != vn:
+                msg = f"{tool} {values_text(vb)} vs {values_text(vn)}"
+                (reasons if tool == "ncu" else warnings).append(msg)
+    return reasons
+
+
+def compare_summaries(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, force: bool,
+                       warnings: list[str], floors: Floors, noise: RunNoise) -> Comparison:
+    reasons = summary_checks(base, new, warnings)
+    bi = group_index([_summary(r) for r in base.runs])
+    ni = group_index([_summary(r) for r in new.runs])
+    common = [k for k in bi if k in ni]
+    if not common:
+        ex_b = ", ".join(sorted({v[0].short for v in bi.values()})[:3]) or "none"
+        ex_n = ", ".join(sorted({v[0].short for v in ni.values()})[:3]) or "none"
+        raise NotComparable(f"not comparable: no kernel in common (base: {ex_b}; new: {ex_n})")
+    if reasons and not force:
+        raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
+    only_b, only_n = len(bi) - len(common), len(ni) - len(common)
+    if only_b or only_n:
+        warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
+    rows = [pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
+                          floors=floors, noise=noise) for k in common]
+    rows.sort(key=lambda r: (r.verdict == "not judged", -(r.base_ms or 0)))
+    runs = (len(base.runs), len(new.runs))
+    method = summary_method(rows, threshold, confidence, resamples, floors)
+    if any(r.method == "bootstrap" for r in rows):
+        method += f"; {run_noise_words(noise, runs)}"
+    return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
+                            method=method, by="kernel", warnings=warnings, forced=reasons if force else [],
+                            floors=floors)
