@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from profctl.pipelines.executors import Local, OnEvent, PartContext, PartOutcome
 from profctl.proc import DEFAULT_TIMEOUT_S
@@ -30,7 +30,10 @@ V = TypeVar("V")
 class Target(Protocol):
     """What runs: a program whose command line a tool wraps, and the cases (points) it runs. What differs
     between targets (the attention workload, the model workload, a user's program) is asked of the target here,
-    never found out by its type (profctl.pipelines.targets)."""
+    never found out by its type (profctl.pipelines.targets). These are what every pipeline asks; what one tool
+    alone needs is in that tool's protocol below (:class:`NcuTarget`, :class:`TorchTarget`,
+    :class:`ProtonTarget`), and :class:`TargetDefaults` answers the questions a simple target has no news for:
+    a new kind of target writes `kind`, `device`, `cases()`, `argv()` and the tool members it supports."""
 
     @property
     def kind(self) -> str: ...
@@ -98,15 +101,30 @@ class Target(Protocol):
         """The target as a worker runs it, with the worker's own Python interpreter where it runs one."""
         ...
 
+
+@runtime_checkable
+class NcuTarget(Target, Protocol):
+    """A target `profctl ncu` profiles: how ncu selects its measured launches."""
+
     def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
         """The ncu --nvtx-include expressions to try, in order, to profile the measured launches of `cases` (all:
         None); `range_` names a range of a program or a part of a model step."""
         ...
 
+
+@runtime_checkable
+class TorchTarget(Target, Protocol):
+    """A target `profctl torch` runs under torch.profiler."""
+
     def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
                    ) -> list[str]:
         """The command line that runs the cases `only` under torch.profiler, writing `trace` and the events."""
         ...
+
+
+@runtime_checkable
+class ProtonTarget(Target, Protocol):
+    """A target `profctl proton` runs under Proton's instrumentation."""
 
     def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
                     time_iters: int = 0) -> list[str]:
@@ -114,6 +132,44 @@ class Target(Protocol):
         Proton's output at `out` (its suffix added by Proton) and the events; `time_iters`: time that many plain
         and scoped launches instead (profctl.workloads.proton_run). UsageError for what Proton cannot record."""
         ...
+
+
+class TargetDefaults:
+    """The answers of a target that has nothing to say beyond its program and its cases: profctl's own (not
+    foreign), no case ranges of profctl's, NVTX ranges taken as pushed, run in the parent's folder with the
+    parent's environment, no backends, no cost model, not on the CPU, the same on every worker."""
+
+    foreign: ClassVar[bool] = False
+    case_ranges: ClassVar[bool] = False
+
+    @property
+    def nvtx(self) -> bool:
+        return True
+
+    @property
+    def cwd(self) -> Path | None:
+        return None
+
+    def resolve(self) -> Self:
+        return self
+
+    def env(self) -> dict[str, str]:
+        return {}
+
+    def manifest(self) -> dict[str, Any]:
+        return {}
+
+    def backends(self) -> tuple[str, ...]:
+        return ()
+
+    def costs(self) -> list[float] | None:
+        return None
+
+    def runs_on_cpu(self) -> bool:
+        return False
+
+    def for_worker(self, python: str) -> Self:
+        return self
 
 
 class Session(Protocol):

@@ -22,7 +22,7 @@ from profctl import inputs, nvtx, proc, run_store
 from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
-from profctl.pipelines.base import Request, Result, Target
+from profctl.pipelines.base import NcuTarget, Request, Result
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Workload
 from profctl.recipes import Recipe
@@ -203,7 +203,7 @@ def model_filter(target: Model, part: str, cases: Sequence[int] | None = None) -
     return target.part_filter(part, cases)
 
 
-def filter_variants(req: NcuRequest, target: Target, cases: Sequence[int] | None = None) -> list[list[str]]:
+def filter_variants(req: NcuRequest, target: NcuTarget, cases: Sequence[int] | None = None) -> list[list[str]]:
     """The --nvtx-include expressions to try, in order (the target's: its measured ranges, those of `cases` only
     when a part runs a subset; a program's --range in its two forms; no filter)."""
     return target.ncu_filters(req.range, cases)
@@ -219,6 +219,8 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
     with req.executor.session() as ex:
         exe = req.exe or ex.ask(tool.find)  # first: without ncu nothing else matters
         target = ex.ask(req.target.resolve)
+        if not isinstance(target, NcuTarget):
+            raise UsageError(f"profctl ncu does not run the {target.kind} target")
         if target.runs_on_cpu():
             raise UsageError("profctl ncu profiles CUDA kernels, and PyTorch sees no CUDA GPU here "
                              "(read existing reports with `profctl report`)")
@@ -246,7 +248,7 @@ def run(req: NcuRequest, on_progress: Callable[[NcuProgress], None] | None = Non
     return res
 
 
-def _part(ctx: PartContext, *, req: NcuRequest, target: Target, exe: Path, cc: tuple[int, int],
+def _part(ctx: PartContext, *, req: NcuRequest, target: NcuTarget, exe: Path, cc: tuple[int, int],
           metrics: tuple[str, ...], sections: tuple[str, ...]) -> NcuPart:
     """One part: ncu over this part's cases (each filter variant in turn), its report read back and checked."""
     target = ctx.localize(target)
@@ -267,7 +269,7 @@ def _part(ctx: PartContext, *, req: NcuRequest, target: Target, exe: Path, cc: t
     return out
 
 
-def _profile(ctx: PartContext, req: NcuRequest, target: Target, exe: Path, metrics: tuple[str, ...],
+def _profile(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path, metrics: tuple[str, ...],
              sections: tuple[str, ...], filters: list[str]) -> tuple[proc.ProcResult, list[str], float]:
     """One ncu run over the part's cases with these NVTX filters: (its result, its argv, its wall time)."""
     rec = req.recipe
@@ -343,7 +345,7 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
                     phases[k] = round(v - t0, 3)
 
 
-def _seen(ctx: PartContext, req: NcuRequest, target: Target, exe: Path) -> str:
+def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
     from profctl.analysis.select import range_names
@@ -364,7 +366,7 @@ def _seen(ctx: PartContext, req: NcuRequest, target: Target, exe: Path) -> str:
             f"launched kernels {', '.join(kernels[:10])}{' ...' if len(kernels) > 10 else ''}")
 
 
-def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResult, cc: tuple[int, int],
+def _read(ctx: PartContext, req: NcuRequest, target: NcuTarget, res: proc.ProcResult, cc: tuple[int, int],
           argv: list[str], filters: list[str], ncu_wall: float) -> NcuPart:
     """The part's report read back and checked (every metric present, every case of the part profiled)."""
     report, log, rec = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", req.recipe
@@ -402,7 +404,7 @@ def _read(ctx: PartContext, req: NcuRequest, target: Target, res: proc.ProcResul
                    profiles=profiles)
 
 
-def _combine(req: NcuRequest, target: Target, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
+def _combine(req: NcuRequest, target: NcuTarget, run_dir: Path, outs: list[PartOutcome[NcuPart]], cc: tuple[int, int],
              t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
              phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""

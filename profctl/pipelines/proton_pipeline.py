@@ -19,7 +19,7 @@ from typing import Any
 
 from profctl import proc, run_store
 from profctl.errors import NothingMatched, ProgramFailed, ToolFailed, ToolNotFound, UsageError, WorkloadFailed
-from profctl.pipelines.base import Request, Result, Target
+from profctl.pipelines.base import ProtonTarget, Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather
 from profctl.tools import proton as tool
 
@@ -71,6 +71,9 @@ def run(req: ProtonRequest) -> ProtonResult:
     with req.executor.session() as ex:
         target = ex.ask(req.target.resolve)
         _check_gpu(target)
+        if not isinstance(target, ProtonTarget):
+            raise UsageError("profctl proton records Triton kernels: profctl's Triton forward (--backend triton) or "
+                             f"your own program (-- python SCRIPT.py), not the {target.kind} workload")
         argvs = _argvs(target, req)  # refuses unsupported cases before anything runs
         triton = ex.ask(tool.check, argvs[0][0])
         ex.prepare(target.device)
@@ -91,7 +94,7 @@ def _default_buffer(target: Target) -> str:
     return "global" if target.cases() else "shared"
 
 
-def _argvs(target: Target, req: ProtonRequest) -> list[list[str]]:
+def _argvs(target: ProtonTarget, req: ProtonRequest) -> list[list[str]]:
     cases: list[int | None] = list(range(len(target.cases()))) or [None]
     return [target.proton_argv(Path("x"), Path("x.jsonl"), req.options, i) for i in cases]
 
@@ -114,7 +117,7 @@ class ProtonPart:
     notes: list[str]
 
 
-def _part(ctx: PartContext, *, req: ProtonRequest, target: Target) -> ProtonPart:
+def _part(ctx: PartContext, *, req: ProtonRequest, target: ProtonTarget) -> ProtonPart:
     """Each case in its own child (the program in one): the cost of looking first, then the recording."""
     target = ctx.localize(target)
     cases: list[int | None] = (list(ctx.part.cases) if ctx.part.cases is not None
@@ -136,7 +139,7 @@ def _part(ctx: PartContext, *, req: ProtonRequest, target: Target) -> ProtonPart
     return out
 
 
-def _timing(ctx: PartContext, req: ProtonRequest, target: Target, i: int, name: str, tail: run_store.EventTail,
+def _timing(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int, name: str, tail: run_store.EventTail,
             notes: list[str]) -> dict[str, Any] | None:
     """The plain and the scoped kernel timed (torch.profiler's kernel times) in a child of their own."""
     log = ctx.workdir / f"{name}-timing.log"
@@ -160,7 +163,7 @@ def _overhead_line(o: dict[str, Any] | None) -> str | None:
     return overhead_note(o.get("plain_us"), o.get("scoped_us"), OVERHEAD_WARN) if o else None
 
 
-def _record(ctx: PartContext, req: ProtonRequest, target: Target, i: int | None, name: str,
+def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int | None, name: str,
             tail: run_store.EventTail, part: ProtonPart) -> Recording:
     base = ctx.workdir / name
     log = ctx.workdir / f"{name}.log"

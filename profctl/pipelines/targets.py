@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from profctl import run_store
 from profctl.errors import SpecError, UsageError
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
+from profctl.pipelines.base import TargetDefaults
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ T = TypeVar("T", bound="_SweepProgram[Any]")
 
 
 @dataclass(frozen=True)
-class _SweepProgram(Generic[SweepT]):
+class _SweepProgram(TargetDefaults, Generic[SweepT]):
     """A built-in workload program (``python -m MODULE``) over a typed sweep: what the attention and the model
     workloads share. One case per point of the sweep; the child writes JSON-lines events."""
 
@@ -90,10 +91,6 @@ class _SweepProgram(Generic[SweepT]):
     python: str = sys.executable
     kind: ClassVar[str] = ""
     module: ClassVar[str] = ""
-    foreign: ClassVar[bool] = False
-    case_ranges: ClassVar[bool] = False
-    cwd: ClassVar[Path | None] = None
-
     @property
     def device(self) -> str:
         return self.sweep.device
@@ -161,11 +158,6 @@ class _SweepProgram(Generic[SweepT]):
         from profctl.tools.torchprof import trace_argv
 
         return self.argv(jsonl=jsonl, only=only, extra=trace_argv(trace, options))
-
-    def proton_argv(self, out: Path, jsonl: Path, options: ProtonOptions, case: int | None = None,
-                    time_iters: int = 0) -> list[str]:
-        raise UsageError("profctl proton records Triton kernels: profctl's Triton forward (--backend triton) or "
-                         "your own program (-- python SCRIPT.py), not the model workload")
 
 
 @dataclass(frozen=True)
@@ -277,7 +269,7 @@ ENV_PREFIXES = run_store.ENV_PREFIXES
 
 
 @dataclass(frozen=True)
-class Program:
+class Program(TargetDefaults):
     """A user's own program (`profctl nsys|ncu|torch -- CMD ARGS...`): run as given, in `cwd`, with the
     parent's environment plus `env`. It has no cases of profctl's; what the tools capture of it is chosen by
     the request (the whole run, an NVTX range, cudaProfilerStart/Stop)."""
@@ -290,9 +282,7 @@ class Program:
     #: a Python program's torch.profiler.record_function ranges pushed as NVTX ranges too (nsys and ncu see them:
     #: it runs inside profctl.workloads.rfnvtx)
     record_function_nvtx: bool = False
-    foreign: ClassVar[bool] = True
-    case_ranges: ClassVar[bool] = False
-    nvtx: ClassVar[bool] = True  # whatever ranges it pushes itself
+    foreign: ClassVar[bool] = True  # its NVTX ranges: whatever it pushes itself (TargetDefaults.nvtx)
 
     def resolve(self) -> Program:
         """UsageError for an empty command; ToolNotFound for an executable that is not there."""
@@ -315,19 +305,7 @@ class Program:
         return self
 
     def cases(self) -> list[Any]:
-        return []
-
-    def backends(self) -> tuple[str, ...]:
-        return ()
-
-    def costs(self) -> list[float] | None:
-        return None
-
-    def runs_on_cpu(self) -> bool:
-        return False
-
-    def for_worker(self, python: str) -> Program:
-        return self  # run as given, wherever
+        return []  # run as given, wherever (TargetDefaults.for_worker): nothing of profctl's in it
 
     def ncu_filters(self, range_: str | None, cases: Sequence[int] | None = None) -> list[list[str]]:
         """A --range: its push/pop form (``name/``), then its start/end form (``name``) -- ncu matches them

@@ -15,7 +15,7 @@ from typing import Any
 
 from profctl import proc, run_store
 from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
-from profctl.pipelines.base import Request, Result, Target
+from profctl.pipelines.base import Request, Result, TorchTarget
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.schema import Summary
 from profctl.tools import torchprof as tool
@@ -70,6 +70,8 @@ def run(req: TorchRequest) -> TorchResult:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
     with req.executor.session() as ex:
         target = ex.ask(req.target.resolve)
+        if not isinstance(target, TorchTarget):
+            raise UsageError(f"profctl torch does not run the {target.kind} target")
         if req.range is not None and target.case_ranges:
             raise UsageError("--range selects a range of your own program (profctl torch --range NAME -- python "
                              "...) or a part of a model step (--model ... --range attn.core)")
@@ -91,7 +93,7 @@ def run(req: TorchRequest) -> TorchResult:
     return res
 
 
-def _part(ctx: PartContext, *, req: TorchRequest, target: Target) -> TorchPart:
+def _part(ctx: PartContext, *, req: TorchRequest, target: TorchTarget) -> TorchPart:
     """One part: the target's cases of this part under torch.profiler, the trace read into a summary."""
     target = ctx.localize(target)
     trace, log, jsonl = ctx.workdir / tool.TRACE_NAME, ctx.workdir / LOG_NAME, ctx.workdir / JSONL_NAME
