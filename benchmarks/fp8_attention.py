@@ -43,8 +43,8 @@ import torch  # noqa: E402
 from profctl import devices, flops  # noqa: E402
 from profctl.spec import AttentionSpec  # noqa: E402
 from profctl.workloads import fp8  # noqa: E402
-from profctl.workloads import triton_attention as ta  # noqa: E402
 from profctl.workloads.attention import TOLERANCE, reference, rel_error  # noqa: E402
+from profctl.workloads.kernels import triton_attention as ta  # noqa: E402
 
 #: FP8 launch configs explored per head-dim class, most promising first (the default of
 #: triton_attention._TABLE_FP8 is timed first in any case). "-pipe": the next block's Q K^T issued before this

@@ -28,8 +28,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # the repo (one up), installed wit
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from profctl.workloads import model_net  # noqa: E402
 from profctl.workloads import models as M  # noqa: E402
+from profctl.workloads.models import net  # noqa: E402
 
 PEAK_TFLOPS = 989.4  # H100 SXM dense bf16
 SECTIONS = ("train", "rope", "parts", "gemm", "prefill", "compile", "masters", "7b-full")
@@ -161,11 +161,11 @@ def main() -> int:
     if "rope" in want:
         for rnd in range(2):
             for impl in ("autograd", "function"):
-                model_net.ROPE_IMPL = impl
+                net.ROPE_IMPL = impl
                 for backend in (("sdpa-cudnn", "sdpa-flash") if not smoke else ("sdpa-flash",)):
                     for batch in ((2, 1) if rnd == 0 else (2,)):
                         run(f"rope-{impl[:4]}", backend, "train", batch, seqlen)
-        model_net.ROPE_IMPL = "function"
+        net.ROPE_IMPL = "function"
 
     # 2. part timing (attention's share) on the best backend and eager; the overhead against section 1
     if "parts" in want:

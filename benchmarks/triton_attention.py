@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from profctl.workloads import triton_attention as ta  # noqa: E402
+from profctl.workloads.kernels import triton_attention as ta  # noqa: E402
 
 DEV = "cuda"  # a CPU dry run under TRITON_INTERPRET=1 sets "cpu"
 TOL = {torch.bfloat16: 3e-2, torch.float16: 4e-3, torch.float32: 1e-4}

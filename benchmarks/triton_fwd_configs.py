@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
-from profctl.workloads import triton_attention as ta
+from profctl.workloads.kernels import triton_attention as ta
 
 CANDIDATES = ("m128n128w8s3", "m128n128w8s3-pipe", "m128n128w8s2-pipe", "m128n64w8s3-pipe", "m128n64w8s4-pipe",
               "m128n64w8s3", "m64n128w4s3-pipe", "m64n64w4s3-pipe", "m128n128w8s3-ptr-pipe", "m128n128w8s2",

@@ -1,5 +1,5 @@
 """Hash the instructions of profctl's Triton forward as compiled offline for sm_90 (no GPU needed: Triton's own
-ptxas), to show that a change to workloads/triton_kernels.py leaves the benchmarked kernel the same code.
+ptxas), to show that a change to workloads/kernels/triton_kernels.py leaves the benchmarked kernel the same code.
 
     python benchmarks/triton_ptx_hash.py [TREE] [NAME=1 ...]   # TREE: a checkout (default: this one)
 

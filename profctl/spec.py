@@ -32,7 +32,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "sdpa-efficient": "profctl.workloads.backends:sdpa_efficient",
     "sdpa-math": "profctl.workloads.backends:sdpa_math",
     "eager": "profctl.workloads.backends:eager",
-    "triton": "profctl.workloads.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
+    "triton": "profctl.workloads.kernels.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
 }
 BACKENDS: tuple[str, ...] = tuple(BUILTIN_BACKENDS)
 PASSES: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")
@@ -487,11 +487,11 @@ def _choices(values: list[str], allowed: tuple[str, ...], option: str) -> list[s
 
 
 # ------------------------------------------------------------------------------------------------ models
-#: model presets (workloads/models.py has their shapes; docs/models.md the table)
+#: model presets (workloads/models/__init__.py has their shapes; docs/models.md the table)
 MODEL_PRESETS: tuple[str, ...] = ("gpt-tiny", "gpt-sm", "gpt-md", "gpt-lg", "llama-tiny", "llama-7b")
 MODES: tuple[str, ...] = ("train", "prefill", "decode")
 #: what the options are checked against before a model sweep runs: each preset's (layers, query heads, learned
-#: positions or None for rotary); workloads/model_presets.py is the source (tests/unit/test_model_checks.py checks
+#: positions or None for rotary); workloads/models/presets.py is the source (tests/unit/test_model_checks.py checks
 #: that the two agree)
 PRESET_LIMITS: dict[str, tuple[int, int, int | None]] = {
     "gpt-tiny": (2, 4, 128), "gpt-sm": (12, 12, 1024), "gpt-md": (24, 16, 1024), "gpt-lg": (36, 20, 1024),

@@ -1,4 +1,4 @@
-"""The model workload: GPT- and Llama-shaped training steps, prefill and decode (workloads/models.py) with a
+"""The model workload: GPT- and Llama-shaped training steps, prefill and decode (workloads/models/__init__.py) with a
 swappable attention backend, as the child process profctl launches.
 
     python -m profctl.workloads.model --model llama-7b --layers 4 --mode train --batch 2 --seqlen 4096 \

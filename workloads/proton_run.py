@@ -74,8 +74,8 @@ def case_call(spec_json: str) -> tuple[Any, Any]:
     """The forward of one case as a no-argument call, and the spec."""
     from profctl.spec import AttentionSpec
 
-    from . import triton_attention as ta
     from .attention import inputs
+    from .kernels import triton_attention as ta
 
     spec = AttentionSpec.from_dict(json.loads(spec_json))
     q, k, v, _ = inputs(spec, False, 0)
@@ -88,7 +88,7 @@ def record_case(a: argparse.Namespace, emit: Any) -> int:
     import torch
     import triton.profiler as proton
 
-    from . import triton_attention as ta
+    from .kernels import triton_attention as ta
 
     call, spec = case_call(a.case)
     for _ in range(max(3, a.warmup)):
@@ -146,7 +146,7 @@ def time_case(a: argparse.Namespace, emit: Any) -> int:
     import torch
     import triton.profiler as proton
 
-    from . import triton_attention as ta
+    from .kernels import triton_attention as ta
 
     call, spec = case_call(a.case)
     for _ in range(max(3, a.warmup)):

@@ -19,16 +19,16 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from profctl.flops import unmasked_pairs
-from profctl.workloads import model_math, model_net, model_runner
 from profctl.workloads import models as M
+from profctl.workloads.models import arithmetic, net, runner
 
 TINY = M.preset("gpt-tiny")
 LTINY = M.preset("llama-tiny")
 SDPA = F.scaled_dot_product_attention
 
 
-def block0(model: M.Transformer) -> model_net._Block:
-    return cast(model_net._Block, model.blocks[0])
+def block0(model: M.Transformer) -> net._Block:
+    return cast(net._Block, model.blocks[0])
 
 
 def no_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> torch.Tensor:
@@ -126,7 +126,7 @@ def test_flops_by_hand_on_tiny() -> None:
 @pytest.mark.parametrize(("sq", "skv"), [(32, 32), (1, 9), (7, 3), (3, 7)])
 def test_pairs_agree_with_profctl(sq: int, skv: int) -> None:
     for causal in (False, True):
-        assert model_math._visible_pairs(sq, skv, causal) == unmasked_pairs(sq, skv, causal, "top-left")
+        assert arithmetic._visible_pairs(sq, skv, causal) == unmasked_pairs(sq, skv, causal, "top-left")
 
 
 @pytest.mark.parametrize("cfg", [TINY, LTINY, M.preset("llama-tiny", kv_heads=2)], ids=lambda c: c.name)
@@ -164,13 +164,13 @@ def test_mfu() -> None:
 
 
 def test_the_arithmetic_imports_no_torch() -> None:
-    """model_math and the presets it reads are pure Python: a process where torch cannot be imported still
+    """The arithmetic and the presets it reads are pure Python: a process where torch cannot be imported still
     counts a preset's parameters, FLOPs and memory, and gets what the library gets with torch."""
     code = ("import json, sys\nsys.modules['torch'] = None  # `import torch` raises ImportError from here on\n"
-            "from profctl.workloads import model_math, model_presets\n"
-            "cfg = model_presets.preset('llama-7b', layers=4)\n"
-            "print(json.dumps([model_math.param_count(cfg), model_math.model_flops(cfg, 'train', 2, 4096),\n"
-            "                  model_math.estimate_bytes(cfg, 2, 4096, 'train', 'bf16', 'eager', detail=True),\n"
+            "from profctl.workloads.models import arithmetic, presets\n"
+            "cfg = presets.preset('llama-7b', layers=4)\n"
+            "print(json.dumps([arithmetic.param_count(cfg), arithmetic.model_flops(cfg, 'train', 2, 4096),\n"
+            "                  arithmetic.estimate_bytes(cfg, 2, 4096, 'train', 'bf16', 'eager', detail=True),\n"
             "                  sorted(m for m in sys.modules if m.split('.')[0] == 'torch' and sys.modules[m])]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -530,7 +530,7 @@ def test_memory_cap_refuses_before_allocating(monkeypatch: pytest.MonkeyPatch) -
     def must_not_build(*a: Any, **k: Any) -> Any:
         raise AssertionError("the model was built despite the estimate")
 
-    monkeypatch.setattr(model_runner, "build_model", must_not_build)
+    monkeypatch.setattr(runner, "build_model", must_not_build)
     t0 = time.perf_counter()
     r = M.run_model_case(M.preset("llama-7b"), mode="train", batch=1, seqlen=4096, dtype="bf16", device="cpu",
                          memory_limit_gib=24, warmup=1, iters=1)
@@ -569,9 +569,9 @@ def test_rope_function_matches_the_textbook_formula_and_its_gradient() -> None:
     sin_signed = torch.cat((-ang.sin(), ang.sin()), -1)
     x1, x2 = x.chunk(2, -1)
     ref = x * cos + torch.cat((-x2, x1), -1) * sin  # Hugging Face's rotate_half
-    out = model_net._Rope.apply(x, cos, sin_signed)
+    out = net._Rope.apply(x, cos, sin_signed)
     assert torch.allclose(out, ref)
-    assert torch.autograd.gradcheck(lambda t: model_net._Rope.apply(t, cos, sin_signed), (x,))
+    assert torch.autograd.gradcheck(lambda t: net._Rope.apply(t, cos, sin_signed), (x,))
     go = torch.randn_like(ref)
     assert torch.allclose(torch.autograd.grad(out, x, go)[0], torch.autograd.grad(ref, x, go)[0])
 
@@ -581,7 +581,7 @@ def test_rope_implementations_give_the_same_model(monkeypatch: pytest.MonkeyPatc
     idx, tgt = M.make_tokens(LTINY, 2, 16)
     losses = []
     for impl in ("function", "autograd"):
-        monkeypatch.setattr(model_net, "ROPE_IMPL", impl)
+        monkeypatch.setattr(net, "ROPE_IMPL", impl)
         loss = model(idx, targets=tgt)
         loss.backward()
         losses.append((loss.item(), block0(model).qkv.weight.grad.clone()))  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""Correctness of profctl's Triton FlashAttention-2 (workloads/triton_attention.py).
+"""Correctness of profctl's Triton FlashAttention-2 (workloads/kernels/triton_attention.py).
 
 On CPU the kernels run in Triton's interpreter. TRITON_INTERPRET must be set before Triton builds the kernels
 (at the module's first import), and this test suite may run in one process with other tests or on a GPU
@@ -118,7 +118,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def run_case(case: dict[str, Any], seed: int) -> dict[str, Any]:
     """Relative errors of the Triton output and dq, dk, dv against the float64 reference (autograd)."""
-    from profctl.workloads import triton_attention as ta
+    from profctl.workloads.kernels import triton_attention as ta
 
     g = torch.Generator().manual_seed(seed)
     dt = DTYPES[case["dtype"]]
@@ -205,7 +205,7 @@ def test_checks_catch_a_wrong_kernel(name: str, interpreted: dict[str, dict[str,
 
 
 def test_bad_inputs_raise() -> None:
-    from profctl.workloads.triton_attention import attention
+    from profctl.workloads.kernels.triton_attention import attention
 
     q = torch.randn(1, 4, 8, 16)
     kv = torch.randn(1, 2, 8, 16)
@@ -222,7 +222,7 @@ def test_bad_inputs_raise() -> None:
     with pytest.raises(NotImplementedError, match=r"int64|bf16"):
         attention(q.long(), q.long(), q.long())
     assert attention.causal_align == "top-left" and attention.name == "triton"  # type: ignore[attr-defined]
-    from profctl.workloads.triton_attention import attention_bottom_right
+    from profctl.workloads.kernels.triton_attention import attention_bottom_right
 
     assert attention_bottom_right.causal_align == "bottom-right"  # type: ignore[attr-defined]
 
@@ -238,7 +238,8 @@ def _run_snippet(code: str, env_extra: dict[str, str], drop: tuple[str, ...] = (
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
 def test_cpu_without_interpreter_is_unsupported() -> None:
     """No GPU and no TRITON_INTERPRET: a clear 'not supported' error the benchmark turns into a row."""
-    code = ("import torch\nfrom profctl.workloads.triton_attention import attention, TritonAttentionUnavailable\n"
+    code = ("import torch\n"
+            "from profctl.workloads.kernels.triton_attention import attention, TritonAttentionUnavailable\n"
             "q = torch.randn(1, 2, 8, 16)\n"
             "try:\n    attention(q, q, q)\nexcept TritonAttentionUnavailable as e:\n    print('REFUSED', e)\n")
     r = _run_snippet(code, {"CUDA_VISIBLE_DEVICES": ""}, drop=("TRITON_INTERPRET",))
@@ -249,7 +250,7 @@ def test_cpu_without_interpreter_is_unsupported() -> None:
 def test_imports_without_triton() -> None:
     """Importing must not need Triton; calling then says why it cannot run."""
     code = ("import sys, torch\nsys.modules['triton'] = None\nsys.modules['triton.language'] = None\n"
-            "from profctl.workloads.triton_attention import attention, TritonAttentionUnavailable\n"
+            "from profctl.workloads.kernels.triton_attention import attention, TritonAttentionUnavailable\n"
             "q = torch.randn(1, 2, 8, 16)\n"
             "try:\n    attention(q, q, q)\nexcept TritonAttentionUnavailable as e:\n    print('REFUSED', e)\n")
     r = _run_snippet(code, {})
@@ -261,7 +262,7 @@ def test_imports_without_triton() -> None:
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_gpu_real_size(causal: bool) -> None:
     """b2 h8 s1024 d128 bf16 on the GPU: forward and gradients within the bf16 tolerance of float64."""
-    from profctl.workloads import triton_attention as ta
+    from profctl.workloads.kernels import triton_attention as ta
 
     if ta.INTERPRET:
         pytest.skip("kernels were built for the interpreter (TRITON_INTERPRET set at import)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("triton")
-ta = pytest.importorskip("profctl.workloads.triton_attention")
+ta = pytest.importorskip("profctl.workloads.kernels.triton_attention")
 
 
 def test_parse_configs() -> None:

@@ -32,8 +32,8 @@ from profctl.cli import app
 from profctl.errors import SpecError
 from profctl.spec import AttentionSpec, ModelSpec, dtype_problems, dtype_refusal
 from profctl.workloads import fp8
-from profctl.workloads import triton_kernels as _kernels
 from profctl.workloads.attention import TOLERANCE, check_output, dequantized, fp8_inputs, reference, run_case
+from profctl.workloads.kernels import triton_kernels as _kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = TOLERANCE["fp8"]
@@ -311,7 +311,7 @@ BROKEN: dict[str, dict[str, Any]] = {"wrong-scale": _case(1, 2, 2, 32, 32, 64, F
 
 def run_kernel_case(case: dict[str, Any], seed: int) -> dict[str, Any]:
     """The kernel's output against the float64 emulation and against attention of the dequantized inputs."""
-    from profctl.workloads import triton_attention as ta
+    from profctl.workloads.kernels import triton_attention as ta
 
     b, h, hk, sq, skv, d = (case[x] for x in ("b", "h", "hk", "sq", "skv", "d"))
     q, k, v = _qkv(b, h, hk, sq, skv, d, seed, case["layout"])
@@ -424,7 +424,7 @@ def test_fp8_workload_row_under_the_interpreter(tmp_path: Path) -> None:
 
 
 def test_bad_fp8_arguments_raise() -> None:
-    from profctl.workloads.triton_attention import attention
+    from profctl.workloads.kernels.triton_attention import attention
 
     q = torch.randn(1, 2, 8, 32)
     q8, d = fp8.quantize(q)
@@ -445,7 +445,7 @@ def test_gpu_fp8_real_size(causal: bool, d: int, pipe: bool) -> None:
     to the float64 emulation of its own arithmetic. Not as close as under the interpreter: besides the bf16
     output, Hopper's FP8 MMAs accumulate with fewer bits than fp32 (Triton's default on sm_90), which moves
     scores a little and flips the rounding of some P values to the neighbouring e4m3 step."""
-    from profctl.workloads import triton_attention as ta
+    from profctl.workloads.kernels import triton_attention as ta
 
     if ta.INTERPRET:
         pytest.skip("kernels were built for the interpreter (TRITON_INTERPRET set at import)")

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 try:
-    from profctl.workloads.triton_attention import attention as triton_attention
+    from profctl.workloads.kernels.triton_attention import attention as triton_attention
 except ImportError:  # before the workloads moved into profctl's namespace
     from workloads.triton_attention import attention as triton_attention  # noqa: I001
 

@@ -42,7 +42,7 @@ Measured on an H100 (triton 3.6): benchmarks/RESULTS.md, "Triton FlashAttention-
 Triton is imported lazily in spirit: importing this module without Triton works, calling it raises
 :class:`TritonAttentionUnavailable`. Kernels are compiled for the GPU, or run by Triton's CPU interpreter when
 ``TRITON_INTERPRET=1`` is set before this module is first imported. The kernels themselves are in
-workloads/triton_kernels.py; this module chooses their launch configurations, launches them and wraps them for
+workloads/kernels/triton_kernels.py; this module chooses their launch configurations, launches them and wraps them for
 autograd.
 """
 
@@ -276,7 +276,8 @@ def _check_runnable(q: torch.Tensor) -> None:
     if q.device.type != "cuda" and not INTERPRET:
         raise TritonAttentionUnavailable(
             f"triton attention is not supported on device {q.device.type!r}: it needs a CUDA GPU, or "
-            "TRITON_INTERPRET=1 set before profctl.workloads.triton_attention is first imported (CPU interpreter)")
+            "TRITON_INTERPRET=1 set before profctl.workloads.kernels.triton_attention is first imported (CPU "
+            "interpreter)")
 
 
 try:  # host-side TMA descriptors (Triton >= 3.4); without them every tile goes through pointer loads

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model_marks import Ranges, run_part
-from .model_presets import ModelConfig
+from .marks import Ranges, run_part
+from .presets import ModelConfig
 
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from profctl.spec import MODES
 
-from .model_presets import ModelConfig
+from .presets import ModelConfig
 
 if TYPE_CHECKING:
     import torch

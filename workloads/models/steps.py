@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model_marks import NULL_RANGES, Ranges
-from .model_net import AttnFn, KVCache, Transformer
+from .marks import NULL_RANGES, Ranges
+from .net import AttnFn, KVCache, Transformer
 
 
 def make_optimizer(model: nn.Module, *, lr: float = 1e-5) -> torch.optim.Optimizer:

@@ -1,4 +1,4 @@
-"""The Triton kernels of profctl's FlashAttention-2 (workloads/triton_attention.py has the design, the launch
+"""The Triton kernels of profctl's FlashAttention-2 (workloads/kernels/triton_attention.py has the design, the launch
 configurations, the host side and the autograd wrapper): the forward, the backward's delta preprocess, dK/dV and
 dQ, the FP8 (e4m3) forward, and the tile helpers they share. The kernels keep their names (``_fwd_kernel``,
 ...): profilers show them.

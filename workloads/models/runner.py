@@ -18,13 +18,13 @@ import torch.nn.functional as F
 from profctl import memory
 from profctl.spec import MODES
 
-from .model_marks import Ranges, TeeRanges
-from .model_math import OutOfMemoryBudget, estimate_bytes, mfu, model_flops, param_count
-from .model_net import AttnFn, KVCache, build_model, clear_masks, eager_attention, make_tokens, resolve_dtype
-from .model_presets import ModelConfig
-from .model_steps import decode_step, make_optimizer, prefill, train_step
+from ..results import one_line, out_of_memory, timing_stats
+from .arithmetic import OutOfMemoryBudget, estimate_bytes, mfu, model_flops, param_count
+from .marks import Ranges, TeeRanges
+from .net import AttnFn, KVCache, build_model, clear_masks, eager_attention, make_tokens, resolve_dtype
 from .part_timer import PartTimer
-from .results import one_line, out_of_memory, timing_stats
+from .presets import ModelConfig
+from .steps import decode_step, make_optimizer, prefill, train_step
 
 
 def _attention_kind(attn_fn: AttnFn) -> str:

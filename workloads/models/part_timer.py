@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .model_marks import in_backward
+from .marks import in_backward
 
 
 class PartTimer:
