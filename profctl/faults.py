@@ -11,6 +11,7 @@ sweep records the failure and goes on. Unset (as everywhere but in those tests),
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any
 
@@ -32,8 +33,6 @@ def in_workload(spec: Any) -> None:
     if kind == "hang":
         time.sleep(3600)
     if kind == "sigkill":
-        import signal
-
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -10,6 +10,7 @@ should be, a full disk) raises :class:`profctl.errors.CannotWrite` naming the pa
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import tempfile
@@ -126,7 +127,6 @@ def atomic_open(path: Path | str) -> Iterator[IO[str]]:
     ends without an error, removed when it raises. For outputs too large to build in memory first (a timeline of
     millions of events); CannotWrite names the path."""
     import gzip
-    import io
 
     path = Path(path)
     with _atomic_binary(path) as raw:

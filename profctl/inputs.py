@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from profctl import readers, run_store
-from profctl.errors import BadReport, NotComparable, ProfctlError, ToolNotFound, UsageError
-from profctl.readers import bench_json
+from profctl.errors import BadReport, NotComparable, ProfctlError, ReaderMissing, ToolNotFound, UsageError
+from profctl.readers import KIND_WORDS, bench_json, ncu_csv, ncu_rep, nsys_sqlite
+from profctl.readers._compressed import plain_copy, plain_name
+from profctl.readers.ncu_profiles import read_profiles as read_rep
 from profctl.schema import Source, Summary, concat
 from profctl.schema.bench import BenchRow, bench_rows
+from profctl.spec import AttentionSpec
+from profctl.tools import ncu, nsys
 
 #: the files of a run directory, per tool, in the order they are read
 RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
@@ -51,8 +55,6 @@ class Input:
     @property
     def what(self) -> str:
         """What the file is, in words (for messages)."""
-        from profctl.readers import KIND_WORDS
-
         return KIND_WORDS.get(self.kind, self.kind)
 
     @property
@@ -132,7 +134,6 @@ def read(ref: str | Path | Input, **options: Any) -> Summary:
     ins = [i for i in resolve(ref) if i.kind != "bench-json"]
     if not ins:
         raise BadReport(f"{ref}: bench rows only: they have no per-kernel summary")
-    from profctl.schema import concat
 
     return concat(read_summary(i, **options) for i in ins)
 
@@ -142,8 +143,6 @@ def read_summary(inp: Input, **options: Any) -> Summary:
     if inp.kind == "nsys-rep":
         return _read_nsys_rep(inp.path, **options)
     if inp.kind == "ncu-rep":
-        from profctl.errors import ReaderMissing
-
         try:
             return readers.read(inp.path, kind=inp.kind, **options)
         except ReaderMissing as e:
@@ -157,8 +156,6 @@ def read_profiles(ref: str | Path, *, root: Path | str | None = None, kernels: S
     source lines, ncu's findings): profctl.schema.profile.KernelProfile; with `kernels` (regexes over name, base
     name and NVTX path), only the launches they pick in depth, the others by their names only. Only an .ncu-rep
     holds them; any other input is a BadReport saying what to give instead."""
-    from profctl.readers.ncu_profiles import read_profiles as read_rep
-
     inps = resolve(ref, root=root)
     reps = [i for i in inps if i.kind == "ncu-rep"]
     if not reps:
@@ -180,8 +177,6 @@ def read_for_join(inp: Input) -> Summary:
     """A Summary with per-range rows for the cross-tool join: an nsys export of a profctl run per range *path*
     (measured iterations, per shape and pass); an ncu run's summary.json when its report cannot be read."""
     if inp.in_run and inp.kind == "nsys-sqlite":
-        from profctl.readers import nsys_sqlite
-
         s = nsys_sqlite.read_paths(inp.path, first_case=first_case(inp.run_dir))
         if s.kernels:
             return s
@@ -201,7 +196,6 @@ def first_case(run_dir: Path | None) -> str | None:
     """``<backend>[<shape>]`` of the first case a run's workload ran (its events file)."""
     if run_dir is None:
         return None
-    from profctl.spec import AttentionSpec
 
     for name in ("rows.jsonl", "workload.jsonl", "events.jsonl"):
         for ev in run_store.read_events(run_dir / name):
@@ -353,8 +347,6 @@ def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
 # ------------------------------------------------------------------------------------------------ via tools
 def _read_nsys_rep(p: Path, **options: Any) -> Summary:
     """A fresh .sqlite beside the report, else an export by nsys into a temporary folder."""
-    from profctl.readers import nsys_sqlite
-
     with _nsys_rep_sqlite(p) as (db, exported):
         s = nsys_sqlite.read(db, **options)
     if not exported:
@@ -367,15 +359,12 @@ def _read_nsys_rep(p: Path, **options: Any) -> Summary:
 def _nsys_rep_sqlite(p: Path) -> Iterator[tuple[Path, bool]]:
     """(the SQLite export of the .nsys-rep `p`, whether nsys made it here): a fresh .sqlite beside the report,
     else nsys' export into a temporary folder, removed afterwards (on a failed export it stays, with its log)."""
-    from profctl.readers._compressed import plain_copy, plain_name
-    from profctl.tools import nsys as tool
-
     beside = p.with_name(Path(plain_name(p)).stem + ".sqlite")
     if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
         yield beside, False
         return
     try:
-        exe = tool.find()
+        exe = nsys.find()
     except ToolNotFound as e:
         raise ToolNotFound(f"{p}: reading an .nsys-rep needs nsys to export it to SQLite, and {e.message}",
                            hint="export it where nsys is installed (nsys export --type sqlite FILE.nsys-rep) and "
@@ -383,7 +372,7 @@ def _nsys_rep_sqlite(p: Path) -> Iterator[tuple[Path, bool]]:
     tmp = Path(tempfile.mkdtemp(prefix="profctl-nsys-"))
     out = tmp / (Path(plain_name(p)).stem + ".sqlite")
     with plain_copy(p, default_name="report.nsys-rep") as rep:  # an .nsys-rep.gz: nsys reads it decompressed
-        tool.export_sqlite(exe, rep, out, log=tmp / "export.log")  # on failure the folder stays, with its log
+        nsys.export_sqlite(exe, rep, out, log=tmp / "export.log")  # on failure the folder stays, with its log
     try:
         yield out, True
     finally:
@@ -401,7 +390,6 @@ def nsys_sqlite_of(inp: Input) -> Iterator[Path]:
         return
     if inp.kind != "nsys-sqlite":
         raise BadReport(f"{inp.path}: a {inp.tool} report, not an nsys export")
-    from profctl.readers._compressed import plain_copy
 
     with plain_copy(inp.path, default_name="report.sqlite") as plain:
         yield plain
@@ -409,8 +397,6 @@ def nsys_sqlite_of(inp: Input) -> Iterator[Path]:
 
 def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True, **_: Any) -> Summary:
     """The report through ``ncu --import``, when the ncu_report module is missing."""
-    from profctl.readers import ncu_rep
-
     launches, version, reader = ncu_import_launches(p, missing)
     return ncu_rep.summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
@@ -418,15 +404,12 @@ def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True
 def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list[Any], str | None, str]:
     """(launches, writer's version, reader) of a report exported by ``ncu --import FILE --csv --page raw
     --print-units base`` and read by the CSV reader."""
-    from profctl.readers import ncu_csv, ncu_rep
-    from profctl.tools import ncu as tool
-
     try:
-        exe = tool.find()
+        exe = ncu.find()
     except ToolNotFound:
         why = missing.message if missing else f"{p}: reading .ncu-rep needs the ncu_report module"
         raise BadReport(f"{why} or Nsight Compute's ncu; neither is here") from None
-    ver = tool.version(exe)
+    ver = ncu.version(exe)
     with ncu_rep.plain_report(p) as rep:
         info = ncu_rep.check_rep(rep)
         if ncu_rep.newer_than(info.tool_version, ver):
@@ -435,7 +418,7 @@ def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list
         with tempfile.TemporaryDirectory(prefix="profctl-ncu-") as td:
             out = Path(td) / "raw.csv"
             try:
-                tool.export_csv(exe, rep, out, page="raw")
+                ncu.export_csv(exe, rep, out, page="raw")
             except ProfctlError as e:
                 raise BadReport(f"{p}: ncu --import failed: {e.message}") from None
             launches = ncu_csv.read_launches(out, shown_as=p)

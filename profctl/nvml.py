@@ -6,6 +6,8 @@ samples go into each bench row and a warning is printed when clocks fell. Withou
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import threading
 import time
@@ -251,8 +253,6 @@ def here(device: str) -> dict[str, object]:
     """Where a workload started now runs: this host and, on `device` 'cuda', the first visible GPU (the one a
     child with this environment uses as cuda:0) with its NVML index, name, UUID and the driver. Bench rows and
     run parts record it, so runs gathered on different machines and GPUs can be told apart."""
-    import platform
-
     out: dict[str, object] = {"host": platform.node()}
     if device != "cuda":
         return out
@@ -266,8 +266,6 @@ def here(device: str) -> dict[str, object]:
 def visible_gpus() -> list[Gpu] | None:
     """The GPUs a CUDA program started now would see, in its order (CUDA_VISIBLE_DEVICES applied: indices and
     UUIDs, as CUDA reads them); None when NVML cannot tell."""
-    import os
-
     all_gpus = gpus()
     if all_gpus is None:
         return None

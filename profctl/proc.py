@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -179,8 +181,6 @@ def spawn(argv: Sequence[str], *, log: Path, timeout_s: float = DEFAULT_TIMEOUT_
 
 def _prctl() -> Any:
     """libc's prctl, looked up before any fork (the child must not load anything between fork and exec)."""
-    import sys
-
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -243,8 +243,6 @@ def error_tail(text: str, lines: int = 6) -> list[str]:
 
 
 def _quote(a: str) -> str:
-    import shlex
-
     return shlex.quote(a)
 
 

@@ -10,6 +10,7 @@ See docs/recipes.md for the format.
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 from collections.abc import Iterator
@@ -494,8 +495,6 @@ def _side(s: str) -> tuple[float, str | None]:
 def builtin_dir() -> Path:
     """The built-in recipes, found through the installed package: the top-level recipes/ folder ships as the
     package profctl.builtin_recipes (pyproject's package-dir), in a wheel and in an editable install alike."""
-    import importlib.resources
-
     return Path(str(importlib.resources.files("profctl.builtin_recipes")))
 
 

@@ -28,6 +28,9 @@ from typing import Any
 
 from profctl import devices
 from profctl.flops import PASS_FACTOR, unmasked_pairs
+from profctl.schema.bench import BenchRow
+from profctl.shapes import Shape
+from profctl.spec import causal_align
 
 #: bytes per element of each dtype profctl runs
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -66,8 +69,6 @@ class AttentionWork:
     @classmethod
     def of_row(cls, row: Mapping[str, Any]) -> AttentionWork | None:
         """The work of a bench row (or its JSON object; None when a case field is missing)."""
-        from profctl.schema.bench import BenchRow
-
         r = BenchRow.of(row)
         b, h, sq, d = r.batch, r.heads, r.seqlen_q, r.head_dim
         if b is None or h is None or sq is None or d is None:
@@ -179,9 +180,6 @@ def shape_work(shape: str | None, backend: str | None = None, pass_: str | None 
     """The work of one pass of a shape key (``b1,sq4096,skv4096,h32,kv32,d128,bf16[,causal]``), with `backend`'s
     causal alignment; None for a key that does not parse or a pass without a roof. The one place a shape becomes
     work, for every view that puts a kernel against its roofs."""
-    from profctl.shapes import Shape
-    from profctl.spec import causal_align
-
     sh = Shape.try_parse(shape) if shape else None
     if sh is None or (pass_ or "fwd") not in PASS_FACTOR:
         return None
@@ -225,8 +223,6 @@ def fp32_roof(flops: float, device_name: str | None) -> Roof | None:
 
 def row_roofs(row: Mapping[str, Any], device_name: str | None = None) -> Roofs | None:
     """The roofs of a bench row on `device_name`, else on the GPU the row names (``gpu_name``)."""
-    from profctl.schema.bench import BenchRow
-
     work = AttentionWork.of_row(row)
     if work is None:
         return None

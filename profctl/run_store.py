@@ -25,17 +25,23 @@ import os
 import platform
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import CannotWrite, ProfctlError, UsageError
+from profctl import proc
+from profctl._version import __version__
+from profctl.errors import BadReport, CannotWrite, ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, why
+from profctl.schema.bench import bench_rows
 
 MANIFEST = "manifest.json"
 #: environment variables a run records in its manifest (``env``): they change what runs or how fast, and a repro
@@ -87,10 +93,8 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
     except OSError as e:
         raise CannotWrite(f"cannot create a run directory under {base}: {why(e)}",
                           hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write") from None
-    import time
 
     _MADE.append((time.time(), path))
-    from profctl._version import __version__
 
     manifest: dict[str, Any] = {
         "run_id": run_id, "kind": kind, "status": "running", "label": label,
@@ -110,8 +114,6 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
 
 def read_manifest(run_dir: Path | str) -> dict[str, Any]:
     """The manifest as stored; BadReport when it is missing or unreadable."""
-    from profctl.errors import BadReport
-
     p = Path(run_dir) / MANIFEST
     try:
         m = json.loads(p.read_text(encoding="utf-8"))
@@ -229,8 +231,6 @@ def _as_argv(v: Any) -> list[str]:
     if isinstance(v, list):
         return [str(x) for x in v]
     if isinstance(v, str) and v:
-        import shlex
-
         try:
             return shlex.split(v)
         except ValueError:
@@ -400,8 +400,6 @@ def environment() -> dict[str, Any]:
 
 
 def _dist_version(*names: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     for n in names:
         try:
             return version(n)
@@ -483,7 +481,6 @@ def git_revision(cwd: Path | str | None = None, timeout_s: float = 5.0) -> dict[
     outside a work tree or without git."""
     if shutil.which("git") is None:
         return None
-    from profctl import proc
 
     where = str(cwd or os.getcwd())
     try:
@@ -508,8 +505,6 @@ def git_revision(cwd: Path | str | None = None, timeout_s: float = 5.0) -> dict[
 
 def clocks_seen(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """What the bench rows' NVML samples say over the whole run: SM clock range, throttle reasons, warnings."""
-    from profctl.schema.bench import bench_rows
-
     got = bench_rows(rows)
     clks = [r.clocks or {} for r in got]
     mins = [c["sm_clock_mhz_min"] for c in clks if c.get("sm_clock_mhz_min")]

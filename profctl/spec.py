@@ -9,6 +9,7 @@ NVTX filters without loading torch.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import re
@@ -150,8 +151,6 @@ def canonical_backend(name: str) -> str:
 def function_ref(fn: Any) -> str:
     """The reference (``module:qualname`` or ``/path/file.py:qualname``) a child process can load `fn` by; a
     lambda, a nested function or a function of an interactive session has none (SpecError says so)."""
-    import inspect
-
     qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     mod = getattr(fn, "__module__", None)
     if not qual or "<" in qual or not mod:

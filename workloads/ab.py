@@ -28,7 +28,7 @@ from typing import Any
 from profctl.errors import SpecError
 from profctl.spec import AttentionSpec
 
-from .attention import Case, Timer, build_parser, check_output, load_backend, sweep_from_args
+from .attention import Case, Timer, build_parser, check_output, device_event, load_backend, sweep_from_args
 from .hooks import Hooks
 from .ranges import Nvtx
 from .results import jsonl_emitter, one_line
@@ -183,7 +183,6 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --rounds and --iters must be positive", file=sys.stderr)
         return 2
     emit = jsonl_emitter(a.jsonl)
-    from .attention import device_event
 
     emit(device_event(a.device))
     ran = 0

@@ -33,6 +33,7 @@ from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep
 from .hooks import Hooks
 from .ranges import Nvtx, backward_markers
 from .results import jsonl_emitter, timing_stats
+from .serve import release_memory
 from .torch_profile import make_hooks
 
 #: when this module started running (``time.time()``): a parent that knows when it started the process learns
@@ -540,8 +541,6 @@ def _run_all(a: argparse.Namespace, specs: list[AttentionSpec], emit: Callable[[
              hooks: Hooks, only: set[int] | None = None) -> int:
     """Exit status: 0 when at least one case ran, 1 when none did, 3 after a CUDA error that broke the context.
     `only`: these cases (a warm process's batch) instead of the command line's --skip/--only."""
-    from .serve import release_memory
-
     ran = 0
     skip = 0 if only is not None else a.skip
     if only is None and a.only:

@@ -19,9 +19,11 @@ K-major V). With ``--dtype fp8`` it is called with e4m3 tensors and FlashAttenti
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import sys
 import warnings
@@ -32,7 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec, dtype_refusal
+from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec, backend_label, dtype_refusal
 
 from .results import one_line, out_of_memory
 
@@ -304,8 +306,6 @@ def classify_failure(exc: BaseException, caught_warnings: list[warnings.WarningM
 
 def check_references(refs: list[str]) -> list[dict[str, Any]]:
     """For each reference: whether it loads, and what it declares (its label, name and causal alignment)."""
-    from profctl.spec import backend_label
-
     out: list[dict[str, Any]] = []
     for ref in refs:
         try:
@@ -321,9 +321,6 @@ def check_references(refs: list[str]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m profctl.workloads.backends --check REF...``: one JSON line per reference (profctl checks users'
     functions in a child process, so that importing them cannot harm profctl itself)."""
-    import argparse
-    import json
-
     p = argparse.ArgumentParser(prog="python -m profctl.workloads.backends")
     p.add_argument("--check", nargs="+", required=True, metavar="REF")
     a = p.parse_args(argv)

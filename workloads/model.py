@@ -27,13 +27,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from profctl import memory
 from profctl import nvtx as ns
 from profctl.errors import SpecError
 from profctl.spec import AttentionSpec, ModelSpec, ModelSweep
 
+from . import models
+from .attention import device_event, gpu_budget
 from .hooks import Hooks
 from .ranges import Nvtx
 from .results import jsonl_emitter
+from .serve import release_memory
 from .torch_profile import make_hooks
 
 T_MAIN = time.time()  # when this module started running (the warm child's ready event)
@@ -153,10 +157,6 @@ def point_memory(spec: ModelSpec) -> dict[str, Any]:
     """What a point needs (models.estimate_bytes) and what it may use (the host's or the GPU's free memory, and
     --memory-limit); `refusal` says why it cannot run when the machine cannot hold it (a point over
     --memory-limit is refused by run_model_case itself, which also caps the allocator)."""
-    from profctl import memory
-
-    from . import models
-    from .attention import gpu_budget
 
     cfg = models.preset(spec.model, layers=spec.layers, kv_heads=spec.kv_heads)
     kind = "eager" if spec.backend in ("eager", "sdpa-math") else "flash"
@@ -210,7 +210,6 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from .attention import device_event
 
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
@@ -233,8 +232,6 @@ def main(argv: list[str] | None = None) -> int:
 def _run_cases(a: argparse.Namespace, specs: list[Any], emit: Callable[[dict[str, Any]], None], hooks: Any,
                only: set[int] | None, skip: int = 0) -> int:
     """Run the cases (all from `skip`, or `only` these); 0 when one ran, 1 when none did."""
-    from .serve import release_memory
-
     ran = 0
     for i, spec in enumerate(specs):
         if i < skip or (only is not None and i not in only):

@@ -26,9 +26,14 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from profctl.spec import AttentionSpec
+
+from .attention import inputs
+from .pyprofile import run_program as run
 from .results import jsonl_emitter
 
 
@@ -72,9 +77,6 @@ def sm_clock_mhz() -> dict[str, Any]:
 
 def case_call(spec_json: str) -> tuple[Any, Any]:
     """The forward of one case as a no-argument call, and the spec."""
-    from profctl.spec import AttentionSpec
-
-    from .attention import inputs
     from .kernels import triton_attention as ta
 
     spec = AttentionSpec.from_dict(json.loads(spec_json))
@@ -109,8 +111,6 @@ def record_case(a: argparse.Namespace, emit: Any) -> int:
 def _kernel_times(fn: Any, n: int, name: str) -> tuple[list[float], str]:
     """The GPU times (µs) of the kernels named `name` in `n` calls of `fn`: torch.profiler's CUDA activity (the
     kernel alone), else CUDA events around each call (then also what Proton adds on the stream per launch)."""
-    import tempfile
-
     import torch
 
     try:
@@ -171,7 +171,6 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
     """The user's program inside a Proton session; its exit status."""
     import triton.profiler as proton
 
-    from .pyprofile import run_program as run
 
     error: dict[str, Any] = {}
     proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))

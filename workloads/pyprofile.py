@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import runpy
@@ -27,6 +28,8 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .torch_profile import key_averages_path
 
 
 class RangeMirror:
@@ -168,8 +171,6 @@ def _install_nvtx_package(m: RangeMirror) -> None:
                 m.pop()
 
         def __call__(self, func: Any) -> Any:
-            import functools
-
             name = self.init_args[0] or func.__name__
             inner = super().__call__(func)
 
@@ -275,8 +276,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(prof: Any, trace: Path, cuda: bool) -> None:
     """The Chrome trace and the key_averages table, each written to a temporary name then renamed."""
-    from .torch_profile import key_averages_path
-
     trace.parent.mkdir(parents=True, exist_ok=True)
     tmp = trace.with_name(f".{trace.name}.partial{''.join(trace.suffixes[-2:]) or '.json'}")
     prof.export_chrome_trace(str(tmp))

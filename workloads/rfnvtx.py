@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from .pyprofile import run_program
 
 
 def install(push: Callable[[str], Any] | None = None, pop: Callable[[], Any] | None = None) -> None:
@@ -56,19 +59,14 @@ def install(push: Callable[[str], Any] | None = None, pop: Callable[[], Any] | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .pyprofile import run_program
-
     args = list(sys.argv[1:] if argv is None else argv)
     entry = args[1:] if args[:1] == ["--"] else args
     if not entry or (entry[0] == "-m" and len(entry) < 2):
         print("error: give the program: -- SCRIPT.py ARGS... or -- -m MODULE ARGS...", file=sys.stderr)
         return 2
-    if entry[0] != "-m":
-        from pathlib import Path
-
-        if not Path(entry[0]).is_file():
-            print(f"error: {entry[0]}: no such file", file=sys.stderr)
-            return 2
+    if entry[0] != "-m" and not Path(entry[0]).is_file():
+        print(f"error: {entry[0]}: no such file", file=sys.stderr)
+        return 2
     install()
     return run_program(entry)
 

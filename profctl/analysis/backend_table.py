@@ -19,11 +19,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from profctl import devices
+from profctl import devices, flops
 from profctl.analysis.crosstool import CrossToolView, JoinedKernel, bench_group
 from profctl.analysis.figures import Figures, value
 from profctl.schema.bench import BenchRow
 from profctl.shapes import Shape
+from profctl.spec import causal_align
 
 #: the figures the table reads, by its own names -> profctl.analysis.figures keys (one home for the metric names)
 FIGURE_KEYS = {"tensor_pct": "tensor_pct", "dram_pct": "dram_pct", "sm_pct": "compute_pct", "mem_pct": "memory_pct",
@@ -126,8 +127,6 @@ def workload_flops(shape_key: str | None, backend: str, pass_: str) -> float | N
     """Useful FLOPs of one iteration of `backend`'s pass at `shape_key` (profctl.flops), None without a shape."""
     if not shape_key:
         return None
-    from profctl import flops
-    from profctl.spec import causal_align
 
     s = Shape.try_parse(shape_key)
     if s is None:

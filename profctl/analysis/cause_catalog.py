@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from profctl.analysis.source import short_path
+
 
 @dataclass(frozen=True)
 class CauseDef:
@@ -209,8 +211,6 @@ class Cause:
 
     def where(self) -> str:
         """``file.cu:42, file.cu:44`` (short paths), or a word when the cause has no line."""
-        from profctl.analysis.source import short_path
-
         if not self.lines:
             return "(no line: the launch or the kernel as a whole)"
         return ", ".join(f"{short_path(f)}:{n}" for f, n in self.lines[:3])

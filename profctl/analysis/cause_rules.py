@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from profctl import devices
 from profctl.analysis.cause_catalog import CATALOG, Cause
 from profctl.analysis.figures import Figures
-from profctl.analysis.stalls import ratio_metric
+from profctl.analysis.source import attribute, opcode, ratio_keys, short_path
+from profctl.analysis.stalls import ratio_metric, reason
 
 #: stall reasons of warps waiting on the memory system (global, local, texture)
 MEMORY_WAITS = ("long_scoreboard", "lg_throttle", "drain", "tex_throttle")
@@ -75,8 +77,6 @@ class Context:
 
     @classmethod
     def of(cls, p: Any, roofs: Any = None) -> Context:
-        from profctl import devices
-
         f = Figures.of(p)
         lines = _lines(p)
         total = sum(ln.samples for ln in lines)
@@ -127,8 +127,6 @@ def _cc(text: Any) -> tuple[int, int] | None:
 def _lines(p: Any) -> list[Line]:
     """The kernel's instructions folded onto their user lines (profctl.analysis.source.attribute); instructions
     without a line stay one entry each."""
-    from profctl.analysis.source import attribute, opcode
-
     pairs, _ = attribute(p)
     by: dict[Any, Line] = {}
     for x, home in pairs:
@@ -164,7 +162,6 @@ def _stall_shares(p: Any, lines: list[Line], total: int) -> dict[str, float]:
             for k, v in ln.stalls.items():
                 out[k] = out.get(k, 0.0) + v / total
         return out
-    from profctl.analysis.source import ratio_keys
 
     cpi = p.metrics.get("smsp__average_warp_latency_per_inst_issued.ratio")
     if not cpi:
@@ -866,7 +863,6 @@ def latency_bound(ctx: Context) -> Cause | None:
     if not waits_:
         return None
     k = max(waits_, key=lambda r: waits_[r])
-    from profctl.analysis.stalls import reason
 
     busiest = ctx.max_unit()
     if busiest >= 0.6:
@@ -878,8 +874,6 @@ def latency_bound(ctx: Context) -> Cause | None:
 
 
 def _where(ln: Line) -> str:
-    from profctl.analysis.source import short_path
-
     if ln.file and ln.line is not None:
         return f"{short_path(ln.file)}:{ln.line}"
     return "instruction " + (ln.text.split()[0] if ln.text else "?")

@@ -14,7 +14,9 @@ from typing import Any
 from profctl.analysis.figures import Figures
 from profctl.nvtx import parse_range
 from profctl.recipes import THRESHOLDS, Recipe
+from profctl.roofs import shape_roofs
 from profctl.schema import KernelRow, Summary
+from profctl.spec import MODES
 
 MEMORY_UNITS = {"L1/shared", "L2", "DRAM", "memory"}
 MMA_CLASSES = ("flash_fwd", "flash_bwd", "gemm")
@@ -61,7 +63,6 @@ def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | No
         return (None, None, None)
     pass_ = k.pass_
     if pass_ is None and k.shape_key:  # a model step's case (no <backend>.<pass> leaf): its mode stands for the pass
-        from profctl.spec import MODES
 
         pass_ = next((t for t in k.shape_key.split(",") if t in MODES), None)
     return (k.backend, pass_, k.shape_key)
@@ -70,8 +71,6 @@ def backend_of(nvtx_range: str | None) -> tuple[str | None, str | None, str | No
 def roof_of(shape: str | None, backend: str | None, pass_: str | None, device: str | None, seconds: float
             ) -> tuple[str | None, float | None]:
     """(the sentence, the percent) of `seconds` against the binding roof of an attention pass of this shape."""
-    from profctl.roofs import shape_roofs
-
     if pass_ not in ("fwd", "bwd", "fwd+bwd") or seconds <= 0:
         return None, None
     r = shape_roofs(shape, device, backend, pass_)

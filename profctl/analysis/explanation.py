@@ -26,9 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl.analysis import source
-from profctl.analysis.figures import Figures, metric
+from profctl.analysis.causes import gap_causes, kernel_causes
+from profctl.analysis.figures import FIGURES, Figures, metric
 from profctl.analysis.stalls import ratio_metric, reason
-from profctl.roofs import Roofs
+from profctl.errors import NothingMatched, UsageError
+from profctl.nvtx import parse_range
+from profctl.roofs import Roofs, attention_roofs, shape_work
 from profctl.schema.profile import KernelProfile
 
 DURATION = "gpu__time_duration.sum"
@@ -83,8 +86,6 @@ def _rows_numeric(a: KernelProfile, b: KernelProfile) -> list[Row]:
         return Row(label, _num(x, fmt), _num(y, fmt), x, y, unit)
 
     def fig(key: str, fmt: str, scale: float = 1.0, label: str | None = None, unit: str | None = None) -> Row:
-        from profctl.analysis.figures import FIGURES
-
         f = FIGURES[key]
         return m(label or f.label, f.unit if unit is None else unit, fmt,
                  lambda x: (x.get(key) / scale if x.get(key) is not None else None))  # type: ignore[operator]
@@ -256,8 +257,6 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
             shape_given: bool = False) -> Explanation:
     """A against B: the causes of the gap ranked by predicted saving, the table, the gap's parts, a headline and
     the premises (different GPUs, missing roofs, missing samples)."""
-    from profctl.analysis.causes import gap_causes
-
     roofs = dict(roofs or {})
     fs, rem, notes = factors(a, b)
     ta, tb = a.duration_ns, b.duration_ns
@@ -279,7 +278,6 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
     causes = gap_causes(a, b, roofs.get("a"), roofs.get("b")) if ta and tb and ta > tb else []
     if ta and tb and ta <= tb:
         notes.insert(0, "A is not slower than B: the causes below are A's own (swap --kernel and --vs to explain B)")
-        from profctl.analysis.causes import kernel_causes
 
         causes = kernel_causes(a, roofs.get("a"))
     e = Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, roofs, causes,
@@ -289,8 +287,6 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
 
 def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool = False) -> Explanation:
     """One kernel against its own figures and roofs (``profctl explain R --kernel A``): its causes, ranked."""
-    from profctl.analysis.causes import kernel_causes
-
     head = f"A takes {a.duration_ns / 1e3:.1f} us" if a.duration_ns else "A has no duration"
     if roofs is not None and a.duration_ns:
         head += f": {roofs.against(a.duration_ns * 1e-9).sentence()}"
@@ -337,8 +333,6 @@ def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str 
     `profiles` (read from `where`): by name where any name matches, else by NVTX path (``--vs cudnn`` means the
     cuDNN kernel, not a launch whose range happens to say cudnn). NothingMatched names the kernels there; a bad
     regex is a UsageError."""
-    from profctl.errors import NothingMatched
-
     rx = pattern_of(pattern, flag)
     hits = [p for p in profiles if rx.search(p.name) or rx.search(p.base_name)] or \
         [p for p in profiles if rx.search(p.nvtx_path or "")]
@@ -351,8 +345,6 @@ def matching(profiles: list[KernelProfile], pattern: str, where: str, flag: str 
 def pattern_of(pattern: str, flag: str = "--kernel/--vs") -> re.Pattern[str]:
     """The regex `pattern` compiled; a UsageError naming `flag` when it is not one (checked before a report is
     read: the reader is given the patterns, to read in depth only the kernels they pick)."""
-    from profctl.errors import UsageError
-
     try:
         return re.compile(pattern)
     except re.error as e:
@@ -373,17 +365,12 @@ def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[Ker
 def profile_work(p: KernelProfile, shape: str | None = None) -> Any:
     """The attention work of a kernel (profctl.roofs.AttentionWork): from `shape` (a shape key such as
     ``b1,sq4096,h32,d128``) when given, else from profctl's NVTX range the launch ran in; None without either."""
-    from profctl.nvtx import parse_range
-    from profctl.roofs import shape_work
-
     key = parse_range(p.nvtx_path) if p.nvtx_path else None
     return shape_work(shape or (key.shape_key if key else None), key.backend if key else None,
                       (key.pass_ if key and key.pass_ else "fwd"))
 
 
 def kernel_roofs(p: KernelProfile, shape: str | None = None) -> Roofs | None:
-    from profctl.roofs import attention_roofs
-
     work = profile_work(p, shape)
     return attention_roofs(work, p.device) if work is not None else None
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from profctl.errors import NothingMatched, UsageError
 from profctl.schema.bench import BenchRow, bench_rows
 
 FP8 = "fp8"
@@ -494,8 +495,6 @@ def build(name: str, rows: Iterable[Mapping[str, Any]], *, baseline: str = "eage
           device: str | None = None) -> SeedTable:
     """Preset `name` of `rows` (bench rows; model rows are left out). UsageError for an unknown name,
     NothingMatched when no row fits the layout."""
-    from profctl.errors import NothingMatched, UsageError
-
     preset = PRESETS.get(name)
     if preset is None:
         raise UsageError(f"--table {name!r}: choose from {', '.join(PRESETS)}")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from profctl.analysis.stalls import ratio_metric, reason
+from profctl.analysis.stalls import at_opcode, ratio_metric, reason
 from profctl.schema.profile import KernelProfile, PcSample, RuleFinding, is_library_file
 
 #: how far (in instructions) a library instruction may be from the user line it is attributed to
@@ -156,8 +156,6 @@ def stall_sites(p: KernelProfile, key: str, top: int = 3) -> list[tuple[str, flo
 def site_sentence(p: KernelProfile, key: str) -> str:
     """``71% at WARPGROUP.DEPBAR.LE (triton_attention.py:85): waiting for ... wgmma ...`` for the largest site
     of a stall, with what the stall means there when the opcode says more than the reason."""
-    from profctl.analysis.stalls import at_opcode
-
     sites = stall_sites(p, key, 1)
     if not sites:
         return ""

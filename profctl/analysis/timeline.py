@@ -20,8 +20,13 @@ Definitions (docs/timelines.md):
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from profctl.errors import NothingMatched, UsageError
 
 #: above this many (segment x channel) cells an overlap computation is cut into batches of CTAs
 _CELLS = 8_000_000
@@ -113,9 +118,6 @@ class TimelineReport:
     def kernel(self, pattern: str | None) -> KernelTimeline:
         """The kernel whose name matches regex `pattern` (the only or longest-running one when None);
         NothingMatched naming the kernels there are."""
-        import re
-
-        from profctl.errors import NothingMatched, UsageError
 
         if pattern is None:
             return max(self.kernels, key=lambda k: sum(s.total_cycles for s in k.scopes))
@@ -131,8 +133,6 @@ class TimelineReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON: ``schema`` profctl.proton/1; every scope of every kernel as a row (``scopes``)."""
-        import dataclasses
-
         d = dataclasses.asdict(self)
         d["schema"] = SCHEMA
         for k, kd in zip(self.kernels, d["kernels"], strict=True):
@@ -394,8 +394,6 @@ def _chain(leaves: list[tuple[int, int, int, str]]) -> list[Step]:
     """The critical path back from the last-ending instance: each step the latest-ending instance ending no
     later than the step starts (earlier in (end, start) order, so zero-length instances cannot loop), the same
     warp first among equals."""
-    import bisect
-
     if not leaves:
         return []
     by_end = sorted(leaves, key=lambda x: (x[1], x[0], x[2]))

@@ -9,6 +9,7 @@ the kernel it is. An overlap (A runs while B runs on another warp of the CTA, pr
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +99,6 @@ class TimelineDiff:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        import dataclasses
-
         d = dataclasses.asdict(self)
         for s, sd in zip(self.scopes, d["scopes"], strict=True):
             sd["delta_cycles_per_cta"], sd["ratio"] = s.delta, s.ratio

@@ -21,6 +21,7 @@ from profctl.cli._common import (
     warn,
 )
 from profctl.errors import ProfctlError, SpecError, UsageError
+from profctl.render.tables import console, print_table, text_console
 
 
 def refuse_without_ab(fail_if_slower: str | None, threshold: str | None) -> None:
@@ -130,14 +131,10 @@ def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
         emit(compare_view.to_markdown(res.report) if format == "markdown" else compare_view.to_csv(res.report),
              output)
     elif not to_stdout:
-        from profctl.render.tables import text_console
-
         con, buf = text_console()
         _tables(res, con)
         emit(buf.getvalue() + "\n".join(lines) + "\n", output)
     elif not quiet:
-        from profctl.render.tables import console
-
         _tables(res, console())
     if format == "table" or not to_stdout:  # the answer, unless stdout holds the data
         sys.stdout.write("\n".join(lines) + "\n")
@@ -145,7 +142,6 @@ def _show(res: Any, format: str, output: Path | None, *, quiet: bool) -> None:
 
 def _tables(res: Any, con: Any) -> None:
     from profctl.render import compare_view
-    from profctl.render.tables import print_table
 
     for c in res.cases:
         rows = [{"round": r.get("round"), "order": r.get("order"), "A ms": _med(r.get("a_ms")),

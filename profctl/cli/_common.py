@@ -24,6 +24,7 @@ from typer.core import TyperCommand
 from profctl.cli import argv
 from profctl.errors import CannotWrite, ProfctlError, ProgramFailed, SpecError, UnsupportedShape, UsageError
 from profctl.fsutil import atomic_write_text, check_writable, why, write_problem
+from profctl.render.tables import console, text_console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -309,7 +310,6 @@ def guard(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-
         real = sys.stdout
         t0 = time.time()
         sys.stdout = _GuardedStdout(real)
@@ -594,7 +594,6 @@ def emit_summary(s: Any, format: str, output: Any = None, *, limit: int | None =
     """A Summary in `format` (profctl.render.summary_view: table, markdown, csv, json or html) to `output` or
     stdout; `limit` shortens the table, Markdown and HTML."""
     from profctl.render import summary_view
-    from profctl.render.tables import console, text_console
 
     if format == "table":
         con, buf = text_console() if output is not None else (console(), None)

@@ -21,6 +21,7 @@ import typer
 
 from profctl.cli._common import emit, warn
 from profctl.errors import UsageError
+from profctl.render.tables import markdown, rich_table, to_csv
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +140,6 @@ def by_gpu_option(fn: F) -> F:
 def _report_by_gpu(paths: list[Any], by: str, fmt: str, output: Any) -> None:
     from profctl import inputs as resolver
     from profctl.analysis import by_gpu
-    from profctl.render.tables import markdown, rich_table, to_csv
 
     if by not in by_gpu.PER:
         raise UsageError(f"--by {by!r}: choose {' or '.join(by_gpu.PER)}")

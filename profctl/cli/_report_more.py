@@ -13,6 +13,7 @@ from typing import IO, Any
 from profctl.cli._common import check_outputs, conflict, emit, given, note, typed_flags
 from profctl.errors import NothingMatched, UsageError
 from profctl.fsutil import atomic_open
+from profctl.render.tables import text_console
 
 #: --table's help (the names are profctl.analysis.seed_tables.PRESETS, which `--help` does not import)
 TABLE_HELP = ("a seed's table layout from bench rows: seed-004-forward, seed-004-time-per-token, "
@@ -81,8 +82,6 @@ def seed_table(paths: list[Path], name: str, *, format: str, limit: int, output:
     elif format == "html":
         emit(seed_tables_view.to_html(t, title, limit or None), output)
     elif output is not None:
-        from profctl.render.tables import text_console
-
         con, buf = text_console()
         seed_tables_view.to_console(t, con, limit or None)
         emit(buf.getvalue(), output)

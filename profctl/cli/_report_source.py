@@ -8,6 +8,7 @@ from typing import Any
 
 from profctl.cli._common import emit, note
 from profctl.errors import BadReport, UsageError
+from profctl.render.tables import console, text_console
 
 FORMATS = ("table", "markdown", "json", "html")
 #: how --view source|stalls says what a report lacks
@@ -53,7 +54,6 @@ def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
 
 def _render(views: list[Any], view: str, format: str, top: int, output: Path | None, title: str | None) -> None:
     from profctl.render import source_view
-    from profctl.render.tables import console, text_console
 
     if format == "json":
         emit(source_view.to_json(views, view, top), output)

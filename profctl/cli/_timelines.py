@@ -19,6 +19,7 @@ from typing import IO, Any, TypeVar
 from profctl.cli._common import check_outputs, conflict, emit, given, note, typed_flags, warn
 from profctl.errors import BadReport, UsageError
 from profctl.fsutil import atomic_open
+from profctl.render.tables import console, text_console
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: options of profctl report that do not apply to a Proton timeline (parameter names)
@@ -140,8 +141,6 @@ def render(reps: list[Any], *, format: str, output: Path | None, limit: int, tit
         else:
             emit(timeline_view.to_html(reps[0], title, limit or None), output)
     else:
-        from profctl.render.tables import console, text_console
-
         con, buf = text_console() if output is not None else (console(240), None)
         for r in reps:
             con.print(f"Proton timeline: {r.source}", style="bold")
@@ -242,8 +241,6 @@ def explain_view(report: str, report2: str | None, *, kernel: str | None, vs: st
     elif format == "markdown":
         emit(timeline_diff_view.to_markdown(d), output)
     else:
-        from profctl.render.tables import console, text_console
-
         con, buf = text_console() if output is not None else (console(), None)
         timeline_diff_view.to_console(d, con)
         if buf is not None:

@@ -24,6 +24,7 @@ from profctl.cli._common import (
 )
 from profctl.cli._executors import executor_options
 from profctl.errors import ProfctlError, UsageError
+from profctl.render.tables import console
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -100,7 +101,6 @@ def bench(
 def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from profctl.render.tables import console
 
     con = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -14,6 +14,7 @@ import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, conflict, emit, guard, percent, warn
 from profctl.errors import UsageError
+from profctl.render.tables import FORMATS, text_console
 
 
 @guard
@@ -51,7 +52,6 @@ def compare(
     from profctl import inputs
     from profctl.analysis.compare import compare_runs, gate
     from profctl.render import compare_view
-    from profctl.render.tables import FORMATS, text_console
 
     check_format(format, FORMATS)
     if resamples < 100:

@@ -12,6 +12,7 @@ import typer
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
 from profctl.cli._timelines import explain_view
 from profctl.errors import UsageError
+from profctl.render.tables import console_fitted, fitted_console
 
 
 @guard
@@ -39,7 +40,6 @@ def explain(
     from profctl import inputs
     from profctl.analysis import explanation
     from profctl.render import explanation_view
-    from profctl.render.tables import console_fitted, fitted_console
 
     for flag, pattern in (("--kernel/--vs", kernel), ("--kernel/--vs", vs)):
         if pattern is not None:

@@ -36,6 +36,7 @@ from profctl.cli._common import (
 )
 from profctl.cli._executors import executor_options
 from profctl.errors import NothingMatched
+from profctl.render.tables import console
 
 if TYPE_CHECKING:
     from profctl.pipelines.targets import Workload
@@ -190,7 +191,6 @@ def _print_source(result: Any, format: str) -> None:
     """The hot lines of each kernel the recipe sampled (profctl report RUN --view source has them all)."""
     from profctl.analysis import source
     from profctl.render import source_view
-    from profctl.render.tables import console
 
     views = [source.view(p, 5) for p in result.profiles if p.has_samples and p.pcs]
     if format == "markdown":

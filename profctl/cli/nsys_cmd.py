@@ -29,6 +29,7 @@ from profctl.cli._common import (
 )
 from profctl.cli._executors import executor_options
 from profctl.errors import NothingMatched
+from profctl.render.tables import console
 
 
 @guard
@@ -97,7 +98,6 @@ def _show(res: Any, format: str, limit: int | None) -> None:
     """The summary in `format` on stdout; the GPU time per pass under a table or Markdown; failed cases and
     where the files are on stderr."""
     from profctl.render.nsys_view import pass_time_lines
-    from profctl.render.tables import console
 
     ec = console(stderr=True)
     ec.print(f"[dim]nsys {res.tool_version} ({res.exe}); run directory {res.run_dir}[/dim]")

@@ -28,6 +28,7 @@ from profctl.cli._report_more import TABLE_HELP, other_view
 from profctl.cli._report_source import source_view
 from profctl.cli._timelines import timelines_first
 from profctl.errors import UsageError
+from profctl.render.tables import console, display_path, markdown, print_table, text_console
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
@@ -249,8 +250,6 @@ def _compare(inputs: list[Any], format: str, *, limit: int, output: Path | None,
     elif format == "markdown":
         emit(report_view.to_markdown(parts, limit or None), output)
     else:
-        from profctl.render.tables import console, text_console
-
         con, buf = text_console() if output is not None else (console(240), None)
         report_view.to_console(parts, con, limit or None)
         if buf is not None:
@@ -281,7 +280,6 @@ def _join(summaries: list[tuple[Any, Any]], rows: list[BenchRow], *, device: str
 def _title(inp: Any, s: Any) -> str:
     """A summary's section title: the program it profiled (from its run's manifest), else its file."""
     from profctl import run_store
-    from profctl.render.tables import display_path
 
     tool = s.sources[0].tool if s.sources else inp.tool
     where = display_path(inp.path)
@@ -297,7 +295,6 @@ def _title(inp: Any, s: Any) -> str:
 
 def _pivot(parts: Any, pivot: list[str], format: str, output: Path | None) -> None:
     from profctl.render import backend_table_view
-    from profctl.render.tables import console, markdown, print_table, text_console
 
     if parts.table is None:
         raise UsageError("--pivot lays out the comparison of backends, and these inputs hold none (no bench row "

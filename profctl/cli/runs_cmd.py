@@ -14,6 +14,7 @@ import typer
 from profctl.cli._common import REPORTS_HELP, check_format, check_limit, check_outputs, conflict, emit, guard, note
 from profctl.errors import BadReport, UsageError
 from profctl.fsutil import current_umask
+from profctl.render.tables import FORMATS, console, markdown, print_table, to_csv
 
 if TYPE_CHECKING:
     from profctl.schema.bench import BenchRow
@@ -70,7 +71,6 @@ def runs(
 ) -> None:
     """List the runs in the run store, oldest first (the last is the newest)."""
     from profctl import run_store
-    from profctl.render.tables import FORMATS, console, markdown, print_table, to_csv
 
     check_format(format, FORMATS)
     check_limit(limit, format)
@@ -163,7 +163,6 @@ def show(
     from profctl import run_store
     from profctl.pipelines.bench_pipeline import BenchResult
     from profctl.render import bench_view
-    from profctl.render.tables import FORMATS, console, markdown, print_table
 
     check_format(format, FORMATS)
     if output is not None and not repro:

@@ -29,11 +29,15 @@ from profctl.analysis.compare.stats import (
     MIN_SAMPLES,
     bootstrap_paired,
     decide,
+    pct,
+    pct_change,
     samples_needed,
     seed_of,
 )
 from profctl.errors import UsageError, WorkloadFailed
+from profctl.fsutil import atomic_write_json
 from profctl.inputs import Side
+from profctl.nvml import Sampler, here
 from profctl.pipelines.base import Request, Result
 from profctl.pipelines.bench_rows import NOISE_IQR
 from profctl.pipelines.executors import Local
@@ -106,8 +110,6 @@ def check(req: AbRequest) -> None:
 def run(req: AbRequest) -> AbResult:
     """Run the A/B in one workload process; the comparison per case. WorkloadFailed (naming the log) when the
     process gives no result at all."""
-    from profctl.fsutil import atomic_write_json
-
     check(req)
     assert isinstance(req.target, Workload)
     a, b = names(req)
@@ -137,8 +139,6 @@ def run(req: AbRequest) -> AbResult:
 
 def _run_child(req: AbRequest, target: Workload, run_dir: Path) -> tuple[list[dict[str, Any]], Any]:
     """The workload process, with NVML sampling the SM clock meanwhile (kept with wall times)."""
-    from profctl.nvml import Sampler, here
-
     argv = [target.python, "-m", MODULE, *target.sweep.to_argv(), "--rounds", str(req.rounds),
             "--jsonl", str(run_dir / EVENTS)]
     if req.variant_b is not None:
@@ -279,8 +279,6 @@ def _short(r: RowResult) -> dict[str, Any]:
 
 def answer(r: RowResult, confidence: float) -> str:
     """The one-line answer for a case: 'B vs A, shape pass: +3.1% (95% CI ...; noise floor ...): slower'."""
-    from profctl.analysis.compare.stats import pct, pct_change
-
     c = r.case
     head = f"{c['backend_new']} vs {c['backend_base']}, {c['shape']} {c['pass']}: "
     if r.ratio is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from profctl import faults, memory, run_store
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
+from profctl.fsutil import atomic_write_json
 from profctl.nvml import Sampler
 from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally, Target
 from profctl.pipelines.bench_rows import (
@@ -149,8 +151,6 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
 def serve_command(target: Workload | Model) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of the warm child (``--serve``) for `target`, as the machine that asks
     runs it (its own Python): a worker's kit starts it before the first part comes, and the parts find it."""
-    import sys
-
     t = target.for_worker(sys.executable)
     return t.argv(extra=["--serve"]), t.env()
 
@@ -446,8 +446,6 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
             error: BaseException | None) -> BenchResult:
     """Speedups, clock and noise warnings, bench.json and the manifest's end; re-raise the error that stopped
     the sweep."""
-    from profctl.fsutil import atomic_write_json
-
     ordered = [sweep.rows[i] for i in sorted(sweep.rows)]
     for r in ordered:
         name = labels.get(r.backend) or labels.get(r.backend_ref or "")

@@ -4,11 +4,13 @@ is in: speedups over the baseline, clock and noise warnings."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from typing import Any
 
 from profctl import devices, flops
 from profctl.nvml import clock_warning
+from profctl.roofs import row_roofs
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, MODEL_CASE_FIELDS, BenchRow
 from profctl.spec import AttentionSpec, ModelSpec
 
@@ -83,8 +85,6 @@ def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[s
 
 def _add_roof(row: BenchRow, device_name: str | None, seconds: float) -> None:
     """The attention point against the binding speed-of-light roof of its shape on this GPU (profctl.roofs)."""
-    from profctl.roofs import row_roofs
-
     r = row_roofs(row, device_name)
     if r is None:
         return
@@ -111,8 +111,6 @@ def add_noise_warnings(rows: list[BenchRow], limit: float = NOISE_IQR) -> None:
     """A ``noise_warning`` on each ok row whose middle half of measured steps spans more than `limit` of the
     median: such a median moves from run to run (host-bound steps, a shared GPU), so a speedup between rows can be
     noise. Kernel-bound attention points spread under 3 % on the H100; a host-bound decode step 2-23 %."""
-    import statistics
-
     for r in rows:
         t = [x for x in (r.times_ms or []) if isinstance(x, (int, float))]
         med = r.median_ms

@@ -17,6 +17,8 @@ finished. Dask is imported only here, and only when this executor runs (``pip in
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import inspect
 import logging
 import os
 import queue
@@ -65,8 +67,6 @@ CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and
 def dask_missing() -> bool:
     """Whether Dask's distributed is not installed (asked without importing it: that takes half a second, better
     spent later, while the warm children start)."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("distributed") is None
     except (ImportError, ValueError):
@@ -402,8 +402,6 @@ class DaskSession:
 
 
 def _takes_n_workers(client: Any) -> bool:
-    import inspect
-
     try:
         return "n_workers" in inspect.signature(client.scheduler_info).parameters
     except (TypeError, ValueError):

@@ -18,14 +18,17 @@ executor: a case whose worker died twice while running it).
 from __future__ import annotations
 
 import contextlib
+import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
-from profctl import proc, run_store
+from profctl import nvml, proc, run_store
+from profctl.nvml import Sampler
 
 if TYPE_CHECKING:
     from profctl.pipelines.warm import WarmPool
@@ -61,8 +64,6 @@ class Part:
 
 def where_label(where: dict[str, Any]) -> str:
     """A short name for a worker's place in progress lines: ``gpu1``, ``host:gpu1`` off this host, ``cpu``."""
-    import platform
-
     gpu = where.get("gpu_index")
     name = f"gpu{gpu}" if gpu is not None else str(where.get("worker") or "cpu")
     host = where.get("host")
@@ -79,8 +80,6 @@ class WorkerKit:
         self._where: dict[str, dict[str, Any]] = {}
 
     def sampler(self, index: int) -> Any:
-        from profctl.nvml import Sampler
-
         if index not in self._samplers:
             self._samplers[index] = Sampler(index).start()
         return self._samplers[index]
@@ -88,8 +87,6 @@ class WorkerKit:
     def where(self, device: str) -> dict[str, Any]:
         """Where a workload started here runs (profctl.nvml.here, asked once), a copy."""
         if device not in self._where:
-            from profctl import nvml
-
             self._where[device] = dict(nvml.here(device))
         return dict(self._where[device])
 
@@ -171,8 +168,6 @@ class PartContext:
     def sampler(self) -> tuple[Any, bool]:
         """An NVML sampler of this part's GPU, started, and whether the part must stop it: on a worker the kit
         keeps one per GPU for the whole session (NVML's start is not free)."""
-        from profctl.nvml import Sampler
-
         if self.kit is not None:
             return self.kit.sampler(self.gpu_index or 0), False
         return Sampler(self.gpu_index or 0).start(), True
@@ -180,8 +175,6 @@ class PartContext:
     def localize(self, target: M) -> M:
         """The target as this machine runs it: on a worker, its Python is the worker's own interpreter (the
         submitting machine's path may not exist there)."""
-        import sys
-
         return target.for_worker(sys.executable) if self.on_worker else target
 
     @property
@@ -191,8 +184,6 @@ class PartContext:
 
     def with_final_paths(self, summary: Any) -> Any:
         """A Summary read here, its sources named where their files will be in the run directory."""
-        from dataclasses import replace
-
         return replace(summary, sources=tuple(replace(s, path=str(self.final(Path(s.path)))) for s in summary.sources))
 
     @contextlib.contextmanager
@@ -346,8 +337,6 @@ class Local:
         """One part over every case, run here, writing into the run directory itself (one child runs them all:
         `warm` changes nothing here). An exception of the part comes back as the outcome's error;
         KeyboardInterrupt goes through."""
-        from profctl import nvml
-
         part = Part(0, None)
         where = dict(nvml.here(device))
 

@@ -18,15 +18,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profctl import inputs, nvtx, proc, run_store
+from profctl import inputs, nvml, nvtx, proc, run_store
 from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
+from profctl.analysis.select import range_names
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import NcuTarget, Request, Result
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Workload
+from profctl.readers.ncu_profiles import read_with_summary
 from profctl.recipes import Recipe
-from profctl.schema import Summary
+from profctl.schema import Summary, concat
 from profctl.schema.profile import KernelProfile
 from profctl.tools import ncu as tool
 
@@ -178,8 +180,6 @@ def check(req: NcuRequest) -> None:
 def device_cc() -> tuple[int, int]:
     """The compute capability of the GPU the workload will use, from NVML (milliseconds; torch would take
     seconds to import and initialise CUDA just to answer)."""
-    from profctl import nvml
-
     vis = nvml.visible_gpus()
     if vis and vis[0].capability:
         return vis[0].capability
@@ -348,8 +348,6 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
 def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
-    from profctl.analysis.select import range_names
-
     opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
                                clock_control=req.clock_control)
     scan = ctx.workdir / "scan.ncu-rep"
@@ -381,7 +379,6 @@ def _read(ctx: PartContext, req: NcuRequest, target: NcuTarget, res: proc.ProcRe
     # (ncu or the program failed) in a child, where a damaged file cannot abort profctl
     profiles: list[KernelProfile] = []
     if rec.samples_warps:  # one load of the report for the summary and the launches in depth
-        from profctl.readers.ncu_profiles import read_with_summary
 
         read, profiles = read_with_summary(report, by_range=True, isolate=res.returncode != 0)
         final = str(ctx.final(report))
@@ -408,8 +405,6 @@ def _combine(req: NcuRequest, target: NcuTarget, run_dir: Path, outs: list[PartO
              t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
              phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
-    from profctl.schema import concat
-
     ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
     if not ok:
         if outs and outs[0].error is not None:

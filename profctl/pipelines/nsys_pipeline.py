@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from profctl import nvtx, run_store
+from profctl.analysis.select import is_empty, range_names, within_range
 from profctl.errors import NothingMatched, UsageError
+from profctl.fsutil import atomic_write_json
 from profctl.pipelines.base import Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
-from profctl.schema import Summary
+from profctl.readers import nsys_sqlite
+from profctl.readers.nsys_sqlite import NsysExport
+from profctl.schema import Summary, concat
 from profctl.tools import nsys as tool
 
 CAPTURES = ("cudaProfilerApi", "nvtx", "none")
@@ -149,7 +153,6 @@ def _part(ctx: PartContext, *, req: NsysRequest, target: Target, exe: Path, capt
     sqlite = tool.export_sqlite(exe, rep, ctx.workdir / "profile.sqlite", log=log, timeout_s=req.timeout_s)
     t3 = time.perf_counter()
     summary = ctx.with_final_paths(summarize(sqlite, req, capture))
-    from profctl.fsutil import atomic_write_json
 
     atomic_write_json(ctx.workdir / "summary.json", json.loads(summary.to_json()))
     # where the part's time went (benchmarks/tool_overhead.py reads these: profctl's cost over nsys alone)
@@ -163,8 +166,6 @@ def _combine(outs: list[PartOutcome[NsysPart]], target: Target, run_dir: Path, e
              ) -> NsysResult:
     """The run's result from its parts (one part's as it is; several concatenated, with the per-pass times of
     all parts together); the first part's error when none finished."""
-    from profctl.schema import concat
-
     ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
     if not ok:
         if outs and outs[0].error is not None:
@@ -173,8 +174,6 @@ def _combine(outs: list[PartOutcome[NsysPart]], target: Target, run_dir: Path, e
     vals = [o.value for o in ok if o.value is not None]
     summary = vals[0].summary if not parallel else concat(v.summary for v in vals)
     if parallel:
-        from profctl.fsutil import atomic_write_json
-
         summary = replace(summary, meta={**summary.meta, "parts": [str(o.dir.name) for o in ok if o.dir]})
         atomic_write_json(run_dir / "summary.json", json.loads(summary.to_json()))
     events = [e for v in vals for e in v.events]
@@ -210,9 +209,6 @@ def summarize(sqlite: Path, req: NsysRequest, capture: str) -> Summary:
     """The unified summary of the export: the cudaProfilerStart/Stop window only unless --all-work or no
     capture range; with `range`, only the kernels launched inside that NVTX range (NothingMatched naming the
     ranges seen when there are none)."""
-    from profctl.analysis.select import is_empty, range_names, within_range
-    from profctl.readers import nsys_sqlite
-
     window = None if (req.all_work or capture == "none") else "profiler-api"
     with nsys_sqlite.NsysExport(sqlite, window=window) as ex:
         s = nsys_sqlite.summarize(ex, by_range=req.by_range or req.range is not None)
@@ -237,8 +233,6 @@ def pass_times(sqlite: Path, shape_of: dict[str, str] | None = None) -> list[Pas
 
 def pass_samples(sqlite: Path, shape_of: dict[str, str] | None = None) -> dict[tuple[str, str, str], list[float]]:
     """(backend, shape key, pass) -> the GPU time of each measured iteration, ns (see pass_times)."""
-    from profctl.readers.nsys_sqlite import NsysExport
-
     with NsysExport(sqlite) as ex:  # all ranges: the case ranges open before the window too
         insts = [i for i in ex.range_instances() if i.domain == nvtx.DOMAIN]
     per: dict[tuple[str, str, str], list[float]] = {}

@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from profctl import proc, run_store
+from profctl.analysis import timeline
+from profctl.analysis.timeline import overhead_note
 from profctl.errors import NothingMatched, ProgramFailed, ToolFailed, ToolNotFound, UsageError, WorkloadFailed
+from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import ProtonTarget, Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather
+from profctl.pipelines.targets import cuda_usable
+from profctl.pipelines.torchprof_pipeline import program_error
+from profctl.readers import proton_trace, proton_tree
 from profctl.tools import proton as tool
 
 JSONL_NAME = "workload.jsonl"
@@ -100,8 +106,6 @@ def _argvs(target: ProtonTarget, req: ProtonRequest) -> list[list[str]]:
 
 
 def _check_gpu(target: Target) -> None:
-    from profctl.pipelines.targets import cuda_usable
-
     if target.runs_on_cpu() or not cuda_usable():
         raise UsageError("profctl proton records on a GPU (Proton's instrumentation backend runs kernels there), and "
                          "no CUDA GPU is usable here; to read a trace recorded elsewhere: profctl report "
@@ -158,8 +162,6 @@ def _timing(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int, 
 
 
 def _overhead_line(o: dict[str, Any] | None) -> str | None:
-    from profctl.analysis.timeline import overhead_note
-
     return overhead_note(o.get("plain_us"), o.get("scoped_us"), OVERHEAD_WARN) if o else None
 
 
@@ -186,8 +188,6 @@ def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int |
 
 
 def _program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:
-    from profctl.pipelines.torchprof_pipeline import program_error
-
     return program_error(exit_event, log_text)
 
 
@@ -212,9 +212,6 @@ def _nothing(res: Any, out: Path, text: str, log: Path, done: dict[str, Any], pa
 
 def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], final: Path) -> Any:
     """The recording's figures, with what Proton said it dropped and the clock the child saw."""
-    from profctl.analysis import timeline
-    from profctl.readers import proton_trace, proton_tree
-
     drops = proton_trace.drops_in_log(log_text)
     clock = done.get("clock_mhz") or None
     if req.options.data == "tree":
@@ -228,16 +225,12 @@ def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], fi
     if clock:
         rep.notes.append(f"times at the SM clock NVML reported right after the launch: {clock} MHz")
     if drops.warps or drops.parser:
-        from profctl.fsutil import atomic_write_text
-
         atomic_write_text(out.with_name(out.name.rsplit(".", 1)[0] + ".drops.json"), json.dumps(drops.to_dict()))
     return rep
 
 
 def _save(rec: Recording) -> None:
     """The figures beside the trace (``<name>.timeline.json``): reports read them instead of the trace."""
-    from profctl.fsutil import atomic_write_text
-
     p = timeline_path(Path(rec.output))
     rec.report.meta.update({"case": rec.case, "trace_bytes": Path(rec.output).stat().st_size})
     atomic_write_text(p, json.dumps(rec.report.to_dict()))

@@ -7,18 +7,23 @@ a member of the target, so a pipeline has one path for all of them."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from profctl import run_store
-from profctl.errors import SpecError, UsageError
+from profctl import flops, nvml, proc, run_store
+from profctl.errors import ProfctlError, SpecError, ToolNotFound, UsageError
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.pipelines.base import TargetDefaults
+from profctl.run_store import torch_cuda_version
 from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep
+from profctl.tools.torchprof import trace_argv
 
 if TYPE_CHECKING:
     from profctl.tools.proton import ProtonOptions
@@ -47,9 +52,6 @@ def cuda_usable() -> bool:
     """Whether a CUDA program started here would see a GPU: asked of NVML and of torch's version file, which
     takes milliseconds (importing torch to ask takes seconds); torch itself only when NVML's Python bindings are
     missing."""
-    from profctl import nvml
-    from profctl.run_store import torch_cuda_version
-
     visible = nvml.visible_gpus()
     if visible is not None:
         return bool(visible) and torch_cuda_version() is not None
@@ -62,10 +64,6 @@ def check_functions(refs: Sequence[str], python: str = sys.executable) -> list[d
     """Load users' attention functions in a child process (`python -m profctl.workloads.backends --check`); UsageError
     with the first problem: no such file or module, a syntax error, no such attribute, not callable, a
     signature that cannot take (q, k, v, is_causal=, scale=)."""
-    import json
-
-    from profctl import proc
-    from profctl.errors import ProfctlError
 
     try:
         out = proc.capture([python, "-m", "profctl.workloads.backends", "--check", *refs], timeout_s=300)
@@ -155,8 +153,6 @@ class _SweepProgram(TargetDefaults, Generic[SweepT]):
     def torch_argv(self, trace: Path, jsonl: Path, options: TorchOptions, only: Sequence[int] | None = None
                    ) -> list[str]:
         """The workload records its own measured iterations with torch.profiler (profctl.tools.torchprof)."""
-        from profctl.tools.torchprof import trace_argv
-
         return self.argv(jsonl=jsonl, only=only, extra=trace_argv(trace, options))
 
 
@@ -190,8 +186,6 @@ class Workload(_SweepProgram[AttentionSweep]):
                     time_iters: int = 0) -> list[str]:
         """Case `case` of profctl's Triton forward with its Proton scopes (one recorded launch; with
         `time_iters`, that many plain and scoped launches timed). Only the 16-bit Triton forward has scopes."""
-        import json
-
         spec = self.cases()[case or 0]
         if spec.backend != "triton":
             raise UsageError(f"--backend {spec.backend}: profctl proton records profctl's Triton forward "
@@ -250,8 +244,6 @@ def case_cost(spec: AttentionSpec, iterations: int) -> float:
     """A rough guess of a case's seconds -- its iterations at a flash kernel's rate (dense backends slower, and
     slower again with a causal mask, which flash kernels halve), plus drawing its inputs on the CPU. Only used to
     deal cases into parts of about equal work; a wrong guess costs balance, never correctness."""
-    from profctl import flops
-
     factor, causal_extra = _DENSE_BACKENDS.get(spec.backend, (1.0, 0.0))
     if causal_extra:
         work = flops.flops(spec.with_(causal=False)) * factor * (causal_extra if spec.causal else 1.0)
@@ -286,10 +278,6 @@ class Program(TargetDefaults):
 
     def resolve(self) -> Program:
         """UsageError for an empty command; ToolNotFound for an executable that is not there."""
-        import os
-        import shutil
-
-        from profctl.errors import ToolNotFound
 
         if not self.command:
             raise UsageError("no program given: profctl nsys|ncu|torch [OPTIONS] -- CMD [ARGS...]")

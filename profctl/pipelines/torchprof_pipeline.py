@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from profctl import proc, run_store
-from profctl.errors import BadReport, NothingMatched, ProgramFailed, UsageError, WorkloadFailed
+from profctl.analysis.select import is_empty, range_names, within_range
+from profctl.errors import BadReport, NothingMatched, ProfctlError, ProgramFailed, UsageError, WorkloadFailed
+from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import Request, Result, TorchTarget
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
-from profctl.schema import Summary
+from profctl.readers import torch_trace
+from profctl.schema import Summary, concat
 from profctl.tools import torchprof as tool
 
 LOG_NAME = "torch.log"
@@ -141,8 +144,6 @@ def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: boo
              ) -> TorchResult:
     """The run's result from its parts: one part's as it is; several parts' summaries concatenated (each part's
     trace stays in its folder), their rows and notes joined. Raises the first part's error when none finished."""
-    from profctl.schema import concat
-
     ok = [o for o in outs if o.error is None and o.value]
     if not ok:
         if outs and outs[0].error is not None:
@@ -153,8 +154,6 @@ def _combine(outs: list[PartOutcome[TorchPart]], run_dir: Path, *, parallel: boo
     device: dict[str, Any] = next((v.device for v in vals if v.device), {})
     summary = vals[0].summary if not parallel else _concat(concat(v.summary for v in vals), run_dir, rows)
     if parallel:
-        from profctl.fsutil import atomic_write_text
-
         atomic_write_text(run_dir / SUMMARY_NAME, summary.to_json())
     failed = [o for o in outs if o.error is not None]
     rc = max(v.returncode for v in vals)
@@ -182,14 +181,10 @@ def _concat(s: Summary, run_dir: Path, rows: list[dict[str, Any]]) -> Summary:
 
 
 def _one_line(e: BaseException) -> str:
-    from profctl.errors import ProfctlError
-
     return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
 
 
 def _within(s: Summary, name: str) -> Summary:
-    from profctl.analysis.select import is_empty, range_names, within_range
-
     sel = within_range(s, name)
     if is_empty(sel):
         raise NothingMatched(f"nothing ran inside a range named {name!r}; ranges seen: "
@@ -209,9 +204,6 @@ def summarize(trace: Path, run_dir: Path, rows: list[dict[str, Any]], device: di
               notes: list[str], workdir: Path | None = None) -> Summary:
     """The trace as a Summary (its tool version = the child's torch) kept as summary.json in `workdir` (default:
     `run_dir`, the folder the summary names as its run)."""
-    from profctl.fsutil import atomic_write_text
-    from profctl.readers import torch_trace
-
     s = torch_trace.read(trace, by_range=by_range, notes=notes)
     version = device.get("torch")
     if version and not s.sources[0].tool_version:

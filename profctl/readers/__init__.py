@@ -23,6 +23,7 @@ ReaderFault here, never a traceback (tests/unit/test_reader_fuzz.py). Every read
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport, NeedsTool, ProfctlError, ReaderFault
+from profctl.readers import proton_trace, proton_tree
 from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
-from profctl.schema import SCHEMA_ID, Summary, validate
+from profctl.schema import SCHEMA_ID, Summary, validate, warn
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"
@@ -88,7 +90,6 @@ def _sniff_text(path: Path, head: bytes) -> str:
         if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text
                                                              or (key is not None and key.group(1) == "backend")):
             return "bench-json"
-        from profctl.readers import proton_trace, proton_tree
 
         if proton_trace.looks_like(text):
             return "proton-trace"
@@ -144,8 +145,6 @@ def read(path: str | Path, *, kind: str | None = None, **options: Any) -> Summar
 def _say_when_empty_or_zero(s: Summary) -> None:
     """The checks every format shares: a summary with no kernels and no CPU ops, or whose kernels all took 0 ns,
     says so in ``meta["warnings"]`` (a reader may have said it already, in its own words)."""
-    from profctl.schema import warn
-
     said = " ".join(s.warnings)
     kernels = [k for k in s.kernels if k.extra.get("kind", "kernel") == "kernel"]
     if not s.kernels and not s.cpu_ops and not said:
@@ -157,8 +156,6 @@ def _say_when_empty_or_zero(s: Summary) -> None:
 def _read_unpacked(p: Path, mod: Any, **options: Any) -> Summary:
     """SQLite reads a file in place: a ``.sqlite.gz``/``.xz`` is decompressed into a temporary directory first
     (the user's file untouched); the summary names the file the user gave."""
-    import dataclasses
-
     with plain_copy(p, default_name="report.sqlite") as plain:
         s: Summary = mod.read(plain, **options)
     if plain == p:

@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.kernels import base_name, classify, is_generic, kernel_id, readable, short_name
+from profctl.nvtx import canonical_parts
+from profctl.schema import KernelRow, Source, Summary, durations_stats, warn
+from profctl.schema.samples import sample_fields
 
 #: the section header labels of ncu's details page -> metric names (from the section files of ncu 2025.3;
 #: the details page prints labels, not metric names). Keys are (section display name, label).
@@ -155,16 +159,12 @@ class Launch:
 
     def set_nvtx(self, push_pop: dict[str, list[str]], start_end: dict[str, list[str]]) -> None:
         """The launch's NVTX state -> the parts of its canonical path."""
-        from profctl.nvtx import canonical_parts
-
         self.nvtx = canonical_parts(push_pop, start_end)
 
     def set_name(self, name: str | None, mangled: str | None = None) -> None:
         """The kernel's name as shown and keyed: demangled when the tool printed a mangled one, from the mangled
         name when the tool printed only a generic base (``Kernel``); `base_name` follows unless the tool named
         the function itself."""
-        from profctl.kernels import base_name, readable
-
         raw = name.strip() if isinstance(name, str) else ""
         self.mangled = mangled or (raw if raw.startswith("_Z") else None) or self.mangled
         self.name = readable(raw, self.mangled)
@@ -432,9 +432,6 @@ def summarize(
     count = launches, times from gpu__time_duration.sum (0, with a warning, when the report did not collect it).
     The group key is profctl.kernels.kernel_id, so a report and its CSV (which spell names differently) give
     the same rows."""
-    from profctl.kernels import kernel_id
-    from profctl.schema import Source, Summary
-
     if not launches:
         raise BadReport(f"{path}: no profiled kernel launch in the report (ncu's filters matched nothing?)")
     groups: dict[tuple[str, str | None], list[Launch]] = {}
@@ -461,10 +458,6 @@ def summarize(
 def _row(kid: str, rng: str | None, ls: list[Launch], by_range: bool, *, first_call: bool = False) -> Any:
     """One KernelRow from the launches of one kernel (in one range), their durations kept as samples
     (`first_call`: the first of them is the kernel's first profiled launch)."""
-    from profctl.kernels import classify, is_generic, short_name
-    from profctl.schema import KernelRow, durations_stats
-    from profctl.schema.samples import sample_fields
-
     first = ls[0]
     name = first.name or kid
     durs = [x.duration_ns for x in ls if x.duration_ns is not None]
@@ -517,8 +510,6 @@ def _devices(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
     if names:
         meta["devices"] = names
     elif any(d for d, _ in info):
-        from profctl.schema import warn
-
         warn(meta, "the report names its GPU only by index (Device column); no peak figures without the model "
                    "(the raw page's device__attribute_display_name, or the report itself, names it)")
     if info:
@@ -528,8 +519,6 @@ def _devices(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
 def _check_launches(launches: Sequence[Launch], meta: dict[str, Any]) -> None:
     """Warnings for what would otherwise read silently wrong: no duration metric, all times zero, unnamed
     launches."""
-    from profctl.schema import warn
-
     durs = [x.duration_ns for x in launches]
     if all(d is None for d in durs):
         warn(meta, "no launch has gpu__time_duration.sum: kernel times are 0 (collect it, e.g. --metrics "

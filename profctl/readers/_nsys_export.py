@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
+from profctl.kernels import is_generic, readable
 from profctl.readers._nsys_schema import (
     DOMAIN_PID_MASK,
     EVENT_DOMAIN_CREATE,
@@ -132,8 +133,6 @@ class NsysExport:
         """String ids of demangled kernel names that are only a generic base (CUTLASS ``Kernel``), when the export
         also has mangled names to tell those kernels apart."""
         if self._generic is None:
-            from profctl.kernels import is_generic
-
             self._generic = []
             if self.schema.cols(KERNEL)["mangledName"] is not None and self.name_is_string_id():
                 d = self.schema.col(KERNEL, "demangledName")
@@ -153,8 +152,6 @@ class NsysExport:
 
     def kernel_name(self, nid: Any, by_id: bool) -> str:
         """The name of a kernel name key (see :meth:`_kname`)."""
-        from profctl.kernels import readable
-
         if not by_id:
             return str(nid)
         if isinstance(nid, int) and nid < 0:

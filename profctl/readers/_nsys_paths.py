@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from profctl import nvtx
 from profctl.nvtx import canonical_path
 from profctl.readers._nsys_schema import NVTX
 
@@ -281,8 +282,6 @@ def measured_leaves(ex: NsysExport, first_case: str | None = None) -> LeafRows:
     """Each kernel launch of `ex` in the innermost measured ``<backend>.fwd|bwd`` range of the profctl domain
     around it on its thread (profctl.nvtx.measured_leaf_path; `first_case` names the case range pushed before
     capture began). Launches outside such a range are left out."""
-    from profctl import nvtx
-
     insts = [i for i in ex.range_instances() if i.domain == nvtx.DOMAIN]
     leaf_path: dict[int, str] = {}
     leaves: dict[int, list[RangeInstance]] = defaultdict(list)

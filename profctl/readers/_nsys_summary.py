@@ -7,11 +7,16 @@ leaf path of a profctl run (``read_paths``); then the checks and warnings that g
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from profctl import kernels as kn
+from profctl import nvtx
 from profctl.errors import BadReport
+from profctl.kernels import classify, short_name
+from profctl.readers import _nsys_paths
 from profctl.readers._nsys_schema import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, TRACE_OPTION
 from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
 from profctl.schema.samples import first_starts, in_order, sample_fields
@@ -87,8 +92,6 @@ def kernels_and_memops(ex: NsysExport) -> list[KernelRow]:
 
 def kernel_rows(ex: NsysExport) -> list[KernelRow]:
     """Per kernel name, as ``cuda_gpu_kern_sum``, with the most used launch configurations."""
-    from profctl import kernels as kn
-
     by_id = ex.name_is_string_id()
     source = ex.kernel_source()
     whole = source == KERNEL  # no profiler window: the export holds the program's first calls too
@@ -173,9 +176,6 @@ def kernels_by_range(ex: NsysExport, meta: dict[str, Any] | None = None) -> list
     """Per (canonical NVTX path, kernel name): each launch in the path of the ranges open at its API call, as
     ncu records it (profctl.readers._nsys_paths; launches of autograd's worker thread outside any range take
     the ranges of the thread that called backward()). How launches were attributed goes into `meta`."""
-    from profctl import kernels as kn
-    from profctl.readers import _nsys_paths
-
     if not ex.schema.has(NVTX) or not ex.schema.has(RUNTIME):
         return []
     by_id = ex.name_is_string_id()
@@ -212,9 +212,6 @@ def kernels_by_range(ex: NsysExport, meta: dict[str, Any] | None = None) -> list
 def leaf_summary(ex: NsysExport, leaves: LeafRows, path: str | Path) -> Summary:
     """The Summary of kernels per measured leaf path of a profctl run (profctl.readers.nsys_sqlite.read_paths):
     kernel rows, and one range row per path with the GPU projections of its instances."""
-    from profctl import nvtx
-    from profctl.kernels import classify, short_name
-
     names = ex.kernel_names(nid for _, nid in leaves.durs)
     kernels = []
     for (p, nid), ds in leaves.durs.items():
@@ -241,8 +238,6 @@ def _with_export(ex: NsysExport, fn: Callable[[NsysExport], T]) -> T:
 
 def _in_parallel(a: Callable[[], T], b: Callable[[], U]) -> tuple[T, U]:
     """Run `a` on a worker thread and `b` here; re-raise the first error of either."""
-    import threading
-
     box: dict[str, Any] = {}
 
     def run() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport
-from profctl.nvtx import DEFAULT_DOMAIN
+from profctl.nvtx import DEFAULT_DOMAIN, canonical_parts
 from profctl.readers._compressed import DAMAGED, open_bytes
 from profctl.readers._ncu import (
     DETAILS_LABELS,
@@ -177,8 +177,6 @@ def parse_nvtx_cells(push_pop: str, start_end: str = "") -> tuple[dict[str, list
 
 def parse_nvtx_cell(cell: str) -> tuple[str, ...]:
     """The canonical path parts of one push/pop cell (kept for callers of the old name)."""
-    from profctl.nvtx import canonical_parts
-
     return canonical_parts(*parse_nvtx_cells(cell))
 
 

@@ -8,8 +8,22 @@ import io
 import json
 from typing import Any
 
-from profctl.analysis.backend_table import BOUND_PCT, LAUNCH_BOUND_GAP, BackendRow, BackendTable, baseline_breakdown
+from rich.markup import escape
+
+from profctl.analysis.backend_table import (
+    BOUND_PCT,
+    LAUNCH_BOUND_GAP,
+    BackendRow,
+    BackendTable,
+    baseline_breakdown,
+    dram_bytes,
+    metric,
+)
 from profctl.analysis.crosstool import CrossToolView
+from profctl.render.html import page
+from profctl.render.plots import BACKEND_ORDER, all_plots, roofline_rows
+from profctl.render.tables import console, display_path, kernel_cell, limited, markdown
+from profctl.render.tables import print_table as table
 from profctl.shapes import Shape, label_of_key, sort_key
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
@@ -46,8 +60,6 @@ def compact_shape(key: str | None) -> str:
 
 
 def display_rows(c: BackendTable) -> list[dict[str, Any]]:
-    from profctl.render.tables import kernel_cell
-
     out: list[dict[str, Any]] = []
     for r in c.rows:
         ok = r.status == "ok"
@@ -92,9 +104,6 @@ def breakdown_rows(c: BackendTable) -> list[dict[str, str]]:
 
 def kernel_rows(view: CrossToolView, limit: int | None = None) -> list[dict[str, str]]:
     """The merged kernels: per tool per-iteration time, and the ncu figures."""
-    from profctl.analysis.backend_table import dram_bytes, metric
-    from profctl.render.tables import kernel_cell
-
     tools = [t for t in ("nsys", "torch", "ncu") if any(t in k.tools for k in view.kernels)]
 
     ks = sorted(view.kernels, key=lambda k: (sort_key(k.shape_key), k.pass_, k.backend, -(k.time_ns() or 0.0)))
@@ -159,8 +168,6 @@ def header_lines(c: BackendTable) -> list[str]:
 
 
 def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) -> str:
-    from profctl.render.tables import limited, markdown
-
     out = ["# profctl comparison", ""] + [f"- {ln}" for ln in header_lines(c)] + [""]
     out += ["## Backends", "", markdown(display_rows(c))]
     br = breakdown_rows(c)
@@ -175,11 +182,6 @@ def to_markdown(c: BackendTable, view: CrossToolView, limit: int | None = None) 
 
 
 def to_console(c: BackendTable, view: CrossToolView, limit: int | None = None, con: Any = None) -> None:
-    from rich.markup import escape
-
-    from profctl.render.tables import console, limited
-    from profctl.render.tables import print_table as table
-
     con = con or console(240)
     for ln in header_lines(c):
         con.print(escape(ln))
@@ -207,8 +209,6 @@ PIVOT_FIELDS: dict[str, tuple[str, str, str]] = {
 def pivot_rows(c: BackendTable, fields: list[str]) -> list[dict[str, str]]:
     """The published-table layout: one row per shape and pass (batch, seqlen_q, seqlen_kv, heads, kv_heads,
     causal, pass), a column per backend and field (e.g. ``fa4 TFLOP/s``, ``fa4 ms``)."""
-    from profctl.render.plots import BACKEND_ORDER
-
     present = {r.backend for r in c.rows}
     backends = [b for b in BACKEND_ORDER if b in present] + sorted(present - set(BACKEND_ORDER))
     table: dict[tuple[Any, ...], dict[str, str]] = {}
@@ -246,8 +246,6 @@ def to_html(c: BackendTable, view: CrossToolView, *, title: str | None = None, k
            extra: list[str] | None = None) -> str:
     """The comparison as one self-contained page (profctl.render.html; plots drawn here, matplotlib needed); `extra`:
     more sections (HTML fragments) after the comparison's (a model's tables, a program's summary)."""
-    from profctl.render.html import page
-
     parts = html_sections(c, view, kernel_limit=kernel_limit)
     meta = [*header_lines(c), f"tools: {', '.join(view.tools()) or '-'}"]
     return page(title or "profctl report", parts + list(extra or []), meta)
@@ -257,7 +255,6 @@ def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | N
     """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
     kernels, the sources and the peak figures' source."""
     from profctl.render.html import img, table
-    from profctl.render.plots import all_plots
 
     plots = all_plots(c)
     parts: list[str] = []
@@ -276,8 +273,6 @@ def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | N
         parts.append(f'<figure id="plot-{pid}">{img(png, ptitle)}<figcaption>{_html.escape(cap)}</figcaption>'
                      "</figure>")
     if c.roofline and any(pid == "roofline" for pid, _, _ in plots):
-        from profctl.render.plots import roofline_rows
-
         parts += ['<h3 id="roofline-points">Roofline points</h3>', table(roofline_rows(c), cls="roofline")]
     rows = display_rows(c)
     classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
@@ -303,8 +298,6 @@ def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | N
         if more > 0:
             parts.append(f"<p><em>{more} more kernel rows left out (use --limit 0 for all)</em></p>")
     if view.sources:
-        from profctl.render.tables import display_path
-
         srows = [{"tool": s.get("tool"), "version": s.get("version") or "", "path": display_path(s.get("path")),
                   "kernels placed / rows": s.get("kernels_placed")} for s in view.sources]
         parts += ['<h2 id="sources">Sources</h2>', table(srows, cls="sources")]

@@ -7,7 +7,11 @@ import io
 import json
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from profctl.pipelines.bench_pipeline import BenchResult
+from profctl.render.tables import console, markdown, text_console
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow
 
 _PASS = ATTENTION_CASE_FIELDS.index("pass")
@@ -151,11 +155,6 @@ def _what(rows: list[BenchRow]) -> str:
 
 
 def to_console(res: BenchResult, con: Any = None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from profctl.render.tables import console
-
     con = con or console()
     dev = _device_name(res)
     t = Table(title=f"profctl bench — {dev}" + (f", speedup vs {res.baseline}" if res.baseline else ""),
@@ -237,8 +236,6 @@ def failure_lines(res: BenchResult) -> list[str]:
 
 def to_text(res: BenchResult) -> str:
     """The terminal table as plain text (for `-f table -o FILE`)."""
-    from profctl.render.tables import text_console
-
     con, buf = text_console(200)
     to_console(res, con)
     return buf.getvalue()
@@ -258,8 +255,6 @@ def to_csv(res: BenchResult) -> str:
 
 
 def to_markdown(res: BenchResult) -> str:
-    from profctl.render.tables import markdown
-
     dev = res.device.get("name") or "cpu"
     return f"profctl bench on {dev}\n\n" + markdown([
         {k: v for k, v in r.items()} for r in display_rows(res)])

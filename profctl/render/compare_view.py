@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import Any
 
+from rich.markup import escape
+
 from profctl.analysis.compare.rows import VERDICTS, Comparison
 from profctl.analysis.compare.stats import pct, pct_change
+from profctl.render.tables import console, markdown, print_table
 
 
 def display_rows(cmp: Comparison) -> list[dict[str, Any]]:
@@ -73,9 +78,6 @@ def to_json(cmp: Comparison) -> str:
 
 
 def to_csv(cmp: Comparison) -> str:
-    import csv
-    import io
-
     buf = io.StringIO()
     rows = [r.to_dict() for r in cmp.rows]
     if rows:
@@ -86,8 +88,6 @@ def to_csv(cmp: Comparison) -> str:
 
 
 def to_markdown(cmp: Comparison) -> str:
-    from profctl.render.tables import markdown
-
     head = "\n".join(f"- {x}" for x in header_lines(cmp))
     foot = "\n".join(f"- {x}" for x in footer_lines(cmp))
     return f"## profctl compare\n\n{head}\n\n{markdown(display_rows(cmp))}\n{foot}\n"
@@ -95,9 +95,6 @@ def to_markdown(cmp: Comparison) -> str:
 
 def to_console(cmp: Comparison, con: Any = None) -> None:
     """The table and its header and footer lines on `con` (default: the terminal)."""
-    from rich.markup import escape
-
-    from profctl.render.tables import console, print_table
 
     con = con or console()
     for line in header_lines(cmp):

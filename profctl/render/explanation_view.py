@@ -12,6 +12,7 @@ from profctl.analysis import source
 from profctl.analysis.explanation import Explanation
 from profctl.render import tables
 from profctl.render.source_view import finding_rows, line_rows
+from profctl.render.source_view import to_dict as view_dict
 
 #: hot lines and findings shown per kernel under the comparison
 TOP = 3
@@ -170,8 +171,6 @@ def to_markdown(e: Explanation) -> str:
 def to_dict(e: Explanation) -> dict[str, Any]:
     """``profctl.explain/2``: ``causes`` (ranked; id, title, lines, saving_us, evidence, fix, ncu's estimate) and
     ``premises`` first, then the mechanisms as in /1 (``a``, ``b``, ``rows``, ``factors``, ``notes``)."""
-    from profctl.render.source_view import to_dict as view_dict
-
     def side(who: str, p: Any) -> dict[str, Any] | None:
         if p is None:
             return None

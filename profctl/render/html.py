@@ -12,6 +12,8 @@ import datetime as _dt
 import html
 from typing import Any
 
+from profctl.render.tables import NAME_COLUMNS, columns, elide, full_text, numeric_columns
+
 #: the page fits a laptop screen: the text column is at most 1280 px wide, a table wider than that scrolls inside
 #: its own box (the page does not), long text cells wrap, kernel names are elided in the middle with the full
 #: name in a tooltip
@@ -43,8 +45,6 @@ WRAP = {"status", "reason", "note", "path", "notes"}
 
 
 def _cell(r: dict[str, Any], c: str) -> str:
-    from profctl.render.tables import NAME_COLUMNS, elide, full_text
-
     text = str(r.get(c, ""))
     full = full_text(r, c)
     cls = ("l" if c in LEFT else "") + (" w" if c in WRAP else "")
@@ -57,8 +57,6 @@ def table(rows: list[dict[str, Any]], *, cls: str = "", row_class: list[str] | N
           numbers: bool = False) -> str:
     """The rows as a table: columns left- or right-aligned by name (LEFT), or with `numbers`, right-aligned where
     every cell reads as a number and wrapped otherwise (a table of prose: findings, stall reasons, source)."""
-    from profctl.render.tables import columns, numeric_columns
-
     if not rows:
         return "<p><em>(none)</em></p>"
     cols = columns(rows)

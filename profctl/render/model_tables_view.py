@@ -3,17 +3,19 @@ with plots (step time per backend, memory and tokens/s against context)."""
 
 from __future__ import annotations
 
+import csv
 import html as _html
 import io
 from typing import Any
 
 from profctl.analysis import model_tables
+from profctl.render.html import img, page, table
+from profctl.render.plots import color, png_bytes, require
+from profctl.render.tables import console, markdown, rich_table
 from profctl.schema.bench import BenchRow
 
 
 def to_markdown(rows: list[BenchRow]) -> str:
-    from profctl.render.tables import markdown
-
     parts = ["# profctl report: models", ""]
     for title, t in model_tables.tables(rows):
         parts += [f"## {title}", "", markdown(t)]
@@ -22,8 +24,6 @@ def to_markdown(rows: list[BenchRow]) -> str:
 
 def to_csv(rows: list[BenchRow]) -> str:
     """All tables, one after the other, each with its title line."""
-    import csv
-
     buf = io.StringIO()
     for title, t in model_tables.tables(rows):
         buf.write(f"# {title}\n")
@@ -35,8 +35,6 @@ def to_csv(rows: list[BenchRow]) -> str:
 
 
 def to_console(rows: list[BenchRow], con: Any = None) -> None:
-    from profctl.render.tables import console, rich_table
-
     con = con or console(220)
     for title, t in model_tables.tables(rows):
         con.print(rich_table(title, t))
@@ -44,8 +42,6 @@ def to_console(rows: list[BenchRow], con: Any = None) -> None:
 
 def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: tuple[str, ...]) -> bytes | None:
     """`y` against `x` (row fields) per backend and mode (linear axes; log x when x spans decades)."""
-    from profctl.render.plots import color, png_bytes, require
-
     pts = [r for r in rows if r.is_model and r.ok and r.get(y) is not None and r.mode in modes]
     if not pts:
         return None
@@ -68,16 +64,12 @@ def _plot(rows: list[BenchRow], x: str, y: str, ylabel: str, title: str, modes: 
 
 
 def to_html(rows: list[BenchRow], title: str | None = None) -> str:
-    from profctl.render.html import page
-
     return page(title or "profctl report: models", [html_section(rows, heading=False)])
 
 
 def html_section(rows: list[BenchRow], *, heading: bool = True) -> str:
     """The model tables and their plots as a section of a page (step time, tokens/s and memory against
     context)."""
-    from profctl.render.html import img, table
-
     parts = ['<h2 id="models">Models</h2>'] if heading else []
     gib = [BenchRow(r, peak_gib=(r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None) for r in rows]
     plots = [

@@ -9,7 +9,7 @@ from typing import Any
 
 from profctl.analysis.diagnose import Diagnosis, backend_of, by_backend
 from profctl.recipes import Recipe
-from profctl.render.tables import fmt_ns, markdown
+from profctl.render.tables import console, fmt_ns, markdown, print_table
 from profctl.schema import KernelRow, Summary
 
 
@@ -187,7 +187,6 @@ def to_markdown(s: Summary, ds: Sequence[Diagnosis], *, recipe: Recipe | None, c
 
 def to_console(s: Summary, ds: Sequence[Diagnosis], con: Any = None, *, recipe: Recipe | None,
                cc: tuple[int, int] | None, launches: bool = True) -> None:
-    from profctl.render.tables import console, print_table
 
     con = con or console()  # a pipe or a log gets wide lines rather than tables folded into 80 columns
     for t, rows in _sections(s, ds, recipe, cc, launches):

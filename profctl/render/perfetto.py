@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from profctl import inputs
+from profctl._version import __version__
 from profctl.errors import BadReport, NothingMatched
+from profctl.readers import torch_trace
+from profctl.readers._nsys_schema import DOMAIN_PID_MASK, EVENT_PUSHPOP, EVENT_T_PUSHPOP, RANGE_EVENTS
+from profctl.readers._torch_collect import Category
+from profctl.readers.nsys_sqlite import NsysExport
 
 #: pids of the GPU processes (one per device), above any real process id
 GPU_PID = 1 << 30
@@ -138,8 +144,6 @@ def _us(ns: float) -> float:
 # ------------------------------------------------------------------------------------------------ nsys
 def _nsys_window(ex: Any, name: str) -> Window:
     """The instances of NVTX range `name` (``text`` or ``domain@text``) in the export."""
-    from profctl.readers._nsys_schema import DOMAIN_PID_MASK, RANGE_EVENTS
-
     dom, want = _want(name)
     domains = ex.domains()
     spans: list[tuple[float, float]] = []
@@ -213,8 +217,6 @@ def _gpu_head(ex: Any, by_id: bool, labels: dict[int, str], procs: dict[Any, int
 
 def _nsys_nvtx(ex: Any, w: TraceWriter, tracks: Tracks, counts: Counts, win: Window | None) -> None:
     """NVTX push/pop ranges on their threads, start/end ranges as async slices of their process."""
-    from profctl.readers._nsys_schema import DOMAIN_PID_MASK, EVENT_PUSHPOP, EVENT_T_PUSHPOP, RANGE_EVENTS
-
     domains = ex.domains()
     thread_names = ex.thread_names()
     n_async = 0
@@ -285,8 +287,6 @@ class _Ids:
 
 
 def _torch_gpu(tr: Any, w: TraceWriter, tracks: Tracks, counts: Counts, win: Window | None, ids: _Ids) -> None:
-    from profctl.readers._torch_collect import Category
-
     g, rt = tr.gpu, tr.runtime
     launch = {rt.corr[i]: rt.start[i] for i in range(len(rt))} if win is not None else {}
     details: dict[int, dict[str, Any]] = {}
@@ -391,13 +391,8 @@ def export(inp: Any, sink: Sink, *, range_: str | None = None) -> Counts:
     """Write the timeline of `inp` (a profctl.inputs.Input: an nsys export or a torch trace) into the file
     `sink()` opens, only the window of range `range_` when given. The range is looked up before anything is
     written (NothingMatched names the ranges seen); BadReport for an input without a timeline."""
-    from profctl import inputs
-    from profctl._version import __version__
-
     other = {"source": Path(inp.path).name, "range": range_, "made by": f"profctl {__version__}"}
     if inp.tool == "torch":
-        from profctl.readers import torch_trace
-
         tr, _ = torch_trace.collect(inp.path, details=True)
         if len(tr.intervals) == 0 and len(tr.gpu) == 0:
             raise BadReport(f"{inp.path}: JSON without torch.profiler events (no cpu_op, "
@@ -406,8 +401,6 @@ def export(inp: Any, sink: Sink, *, range_: str | None = None) -> Counts:
         with sink() as f:
             return write_torch(tr, f, win, other)
     if inp.tool == "nsys":
-        from profctl.readers.nsys_sqlite import NsysExport
-
         with inputs.nsys_sqlite_of(inp) as db, NsysExport(db) as ex:
             win = _nsys_window(ex, range_) if range_ else None
             with sink() as f:

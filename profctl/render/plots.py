@@ -10,11 +10,14 @@ matplotlib is the optional extra ``plot``; without it, :func:`require` raises a 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 from typing import Any
 
 from profctl.analysis.backend_table import BREAKDOWN_CLASSES, BackendRow, BackendTable, baseline_breakdown
 from profctl.errors import ToolNotFound
+from profctl.render.tables import kernel_cell
+from profctl.shapes import Shape, label_of_key
 
 BACKEND_ORDER = ("fa4", "flash-attn", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "eager")
 COLORS = {"fa4": "#d62728", "flash-attn": "#ff7f0e", "sdpa-cudnn": "#2ca02c", "sdpa-flash": "#1f77b4",
@@ -72,8 +75,6 @@ _SERIES = (("batch", "b"), ("heads", "h"), ("kv_heads", "kv"), ("head_dim", "d")
 def _case(r: BackendRow) -> tuple[Any, ...]:
     """The shape fields of _SERIES of a row (None where its shape key does not say); `kv` and `skv` are None when
     they follow the query's heads and length."""
-    from profctl.shapes import Shape
-
     s = Shape.try_parse(r.shape_key)
     if s is None:
         return (None,) * len(_SERIES)
@@ -248,8 +249,6 @@ def _number_points(ax: Any, ordered: list[Any]) -> None:
     """Every point gets its number (its row in the table under the plot). Points drawn on top of each other
     share one label listing their numbers; each label goes at the first spot around its point (in screen
     pixels) where it covers no other label and no other point."""
-    import math
-
     fig = ax.figure
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -286,9 +285,6 @@ def _number_points(ax: Any, ordered: list[Any]) -> None:
 
 def roofline_rows(c: BackendTable) -> list[dict[str, Any]]:
     """The table keyed to the roofline's numbers: which kernel each point is and where it sits."""
-    from profctl.render.tables import kernel_cell
-    from profctl.shapes import label_of_key
-
     out: list[dict[str, Any]] = []
     for i, p in enumerate(roofline_order(c), 1):
         shown, full = kernel_cell(p.name, p.kernel)

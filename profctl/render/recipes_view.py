@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.table import Table
+
 from profctl.recipes import THRESHOLDS, Recipe
+from profctl.render.tables import console, markdown
+from profctl.render.tables import to_csv as rows_csv
 
 
 def list_rows(recipes: list[Recipe], cc: tuple[int, int] | None) -> list[dict[str, str]]:
@@ -21,8 +25,6 @@ def list_to_json(rows: list[dict[str, str]]) -> str:
 
 
 def list_to_markdown(rows: list[dict[str, str]]) -> str:
-    from profctl.render.tables import markdown
-
     return markdown(rows)
 
 
@@ -33,10 +35,6 @@ def list_to_csv(rows: list[dict[str, str]]) -> str:
 
 
 def list_to_console(rows: list[dict[str, str]], title: str, con: Any = None) -> None:
-    from rich.table import Table
-
-    from profctl.render.tables import console
-
     t = Table(title=title, header_style="bold")
     for c in rows[0] if rows else ["recipe"]:
         t.add_column(c, overflow="fold", no_wrap=c in ("recipe", "metrics"))
@@ -65,14 +63,10 @@ def to_json(r: Recipe, want_cc: tuple[int, int] | None) -> str:
 
 def to_csv(r: Recipe, want_cc: tuple[int, int] | None) -> str:
     """The recipe's metrics, one row each."""
-    from profctl.render.tables import to_csv as rows_csv
-
     return rows_csv([{k: str(v) for k, v in m.items()} for m in to_dict(r, want_cc)["metrics"]])
 
 
 def to_markdown(r: Recipe, want_cc: tuple[int, int] | None) -> str:
-    from profctl.render.tables import markdown
-
     text = f"# {r.name}\n\n{r.summary}\n\n{r.description}\n\n"
     for title, rows in _sections(r, want_cc).items():
         if rows:

@@ -14,8 +14,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.markup import escape
+
 from profctl.analysis.backend_table import BackendTable
 from profctl.analysis.crosstool import CrossToolView
+from profctl.analysis.model_tables import tables
+from profctl.render import backend_table_view, model_tables_view, summary_view
+from profctl.render.backend_table_view import to_console as comparison_table
+from profctl.render.backend_table_view import to_csv as comparison_csv
+from profctl.render.backend_table_view import to_json as comparison_json
+from profctl.render.backend_table_view import to_markdown as comparison_markdown
+from profctl.render.html import page
+from profctl.render.summary_view import html_section
+from profctl.render.tables import rich_table
 from profctl.schema import Summary
 from profctl.schema.bench import BenchRow
 
@@ -35,8 +46,6 @@ class ReportParts:
 
 
 def to_json(p: ReportParts) -> str:
-    from profctl.analysis.model_tables import tables
-
     models = [{"title": t, "rows": r} for t, r in tables(p.models)]
     sums = [json.loads(s.to_json()) | {"title": title} for title, s in p.summaries]
     if p.count() == 1 and p.table is None:
@@ -44,8 +53,6 @@ def to_json(p: ReportParts) -> str:
             return json.dumps({k: v for k, v in sums[0].items() if k != "title"}, indent=1) + "\n"
         return json.dumps(models, indent=1) + "\n"
     if p.table is not None and p.view is not None:
-        from profctl.render.backend_table_view import to_json as comparison_json
-
         d = json.loads(comparison_json(p.table, p.view))
     else:
         d = {"schema": "profctl.comparison/1", "rows": [], "notes": ["no backend of profctl's workload in these "
@@ -59,9 +66,6 @@ def to_json(p: ReportParts) -> str:
 
 def to_csv(p: ReportParts) -> str:
     """One block per part; with several, each under a ``# title`` line and a blank line between them."""
-    from profctl.render import model_tables_view, summary_view
-    from profctl.render.backend_table_view import to_csv as comparison_csv
-
     blocks: list[tuple[str, str]] = []
     if p.table is not None:
         blocks.append(("backends", comparison_csv(p.table)))
@@ -75,9 +79,6 @@ def to_csv(p: ReportParts) -> str:
 
 
 def to_markdown(p: ReportParts, limit: int | None = None) -> str:
-    from profctl.render import model_tables_view, summary_view
-    from profctl.render.backend_table_view import to_markdown as comparison_markdown
-
     out = []
     if p.table is not None and p.view is not None:
         out.append(comparison_markdown(p.table, p.view, limit))
@@ -89,17 +90,9 @@ def to_markdown(p: ReportParts, limit: int | None = None) -> str:
 
 
 def to_console(p: ReportParts, con: Any, limit: int | None = None) -> None:
-    from rich.markup import escape
-
-    from profctl.render import summary_view
-    from profctl.render.backend_table_view import to_console as comparison_table
-
     if p.table is not None and p.view is not None:
         comparison_table(p.table, p.view, limit, con=con)
     if p.models:
-        from profctl.analysis.model_tables import tables
-        from profctl.render.tables import rich_table
-
         for title, t in tables(p.models):
             con.print(rich_table(title, t))
     for title, s in p.summaries:
@@ -109,10 +102,6 @@ def to_console(p: ReportParts, con: Any, limit: int | None = None) -> None:
 
 def to_html(p: ReportParts, title: str | None = None, limit: int | None = None) -> str:
     """One self-contained page: the comparison's sections, the models', each summary's."""
-    from profctl.render import backend_table_view, model_tables_view
-    from profctl.render.html import page
-    from profctl.render.summary_view import html_section
-
     extra = [model_tables_view.html_section(p.models)] if p.models else []
     extra += [html_section(s, title=t, limit=limit or 200, anchor=f"summary-{i}")
               for i, (t, s) in enumerate(p.summaries)]

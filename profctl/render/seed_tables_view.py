@@ -10,7 +10,11 @@ import io
 import json
 from typing import Any
 
+from rich.markup import escape
+
 from profctl.analysis.seed_tables import MISSING, Panel, SeedTable
+from profctl.render.html import page, table
+from profctl.render.tables import console, limited, markdown, print_table
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
 SCHEMA_ID = "profctl.seed-table/1"
@@ -18,15 +22,11 @@ SCHEMA_ID = "profctl.seed-table/1"
 
 def display(p: Panel, limit: int | None = None) -> tuple[list[dict[str, str]], int]:
     """The panel's rows as text (the first `limit`), and how many were left out."""
-    from profctl.render.tables import limited
-
     rows = [{c: r.get(c, MISSING).text for c in p.columns} for r in p.rows]
     return limited(rows, limit)
 
 
 def to_markdown(t: SeedTable, limit: int | None = None) -> str:
-    from profctl.render.tables import markdown
-
     out = [f"# {t.title}", "", f"_Layout of {t.seed} (`profctl report --table {t.name}`)_", ""]
     for p in t.panels:
         rows, more = display(p, limit)
@@ -66,10 +66,6 @@ def to_json(t: SeedTable) -> str:
 
 
 def to_console(t: SeedTable, con: Any = None, limit: int | None = None) -> None:
-    from rich.markup import escape
-
-    from profctl.render.tables import console, print_table
-
     con = con or console(240)
     con.print(escape(f"{t.title} — layout of {t.seed}"))
     for p in t.panels:
@@ -81,8 +77,6 @@ def to_console(t: SeedTable, con: Any = None, limit: int | None = None) -> None:
 
 def to_html(t: SeedTable, title: str | None = None, limit: int | None = None) -> str:
     """One page (profctl.render.html), no script and nothing fetched: the panels' tables and the notes."""
-    from profctl.render.html import page, table
-
     parts = [f'<p class="meta">Layout of {_html.escape(t.seed)} (<code>profctl report --table '
              f"{_html.escape(t.name)}</code>)</p>"]
     for i, p in enumerate(t.panels):

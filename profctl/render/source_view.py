@@ -10,9 +10,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from profctl.analysis.source import Finding, HotLine, SourceView, hot_lines, short_path
+from profctl.analysis import explanation
+from profctl.analysis.source import Finding, HotLine, SourceView, hot_lines, short_path, site_sentence
 from profctl.analysis.stalls import reason
 from profctl.render import tables
+from profctl.render.html import page, table
 
 VIEWS = ("source", "stalls")
 
@@ -24,8 +26,6 @@ def _pct(x: float) -> str:
 def fact_rows(v: SourceView) -> list[dict[str, Any]]:
     """The kernel's figures as ncu's Details page would give them (profctl.analysis.explanation's rows, one column),
     and its speed-of-light headroom when the NVTX range names its shape."""
-    from profctl.analysis import explanation
-
     rows = [{"": r.quantity, "value": r.a, "unit": r.unit} for r in explanation.side_by_side(v.profile, v.profile)
             if not r.quantity.startswith("stall:")]
     roofs = explanation.kernel_roofs(v.profile)
@@ -45,8 +45,6 @@ def _title(v: SourceView) -> str:
 
 # ------------------------------------------------------------ display rows
 def stall_rows(v: SourceView, limit: int | None = None) -> list[dict[str, Any]]:
-    from profctl.analysis.source import site_sentence
-
     rows = []
     for s in v.stalls[: limit or None]:
         r = reason(s.reason)
@@ -224,8 +222,6 @@ def _excerpts(v: SourceView, limit: int, context: int = 4) -> str:
 
 def to_html(views: Sequence[SourceView], which: str, title: str | None = None, limit: int | None = 10) -> str:
     """One self-contained page (profctl.render.html.page) with the view's own rules for the excerpts."""
-    from profctl.render.html import page, table
-
     lim = limit or 10
     parts = []
     for v in views:

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
-from profctl.render.tables import FORMATS, display_path, fmt_ns, limited, markdown, print_table, rich_table
+from profctl.render.html import img, page, table
+from profctl.render.plots import CLASS_COLORS, bars
+from profctl.render.tables import (
+    FORMATS,
+    console,
+    display_path,
+    fmt_ns,
+    kernel_cell,
+    limited,
+    markdown,
+    print_table,
+    rich_table,
+)
 from profctl.schema import Summary
 
 __all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows", "range_rows", "rich_table", "to_console",
@@ -14,7 +27,6 @@ __all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows", "r
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
     ks = sorted(s.kernels, key=lambda k: (-k.total_ns, k.name))
     total = sum(k.total_ns for k in ks) or 1.0
-    from profctl.render.tables import kernel_cell
 
     rows = []
     for k in ks[:limit] if limit else ks:
@@ -83,8 +95,6 @@ def to_markdown(s: Summary, limit: int | None = None) -> str:
 
 
 def to_console(s: Summary, con: Any = None, limit: int | None = None) -> None:
-    from profctl.render.tables import console
-
     title, (krows, more), (rrows, rmore) = _tables(s, limit)
     con = con or console()
     print_table(con, f"{title} — {sources_line(s)}", krows, more=more)
@@ -94,8 +104,6 @@ def to_console(s: Summary, con: Any = None, limit: int | None = None) -> None:
 
 def to_html(s: Summary, title: str | None = None, limit: int | None = None) -> str:
     """A page of its own: its plots, kernels (or CPU ops) and ranges."""
-    from profctl.render.html import page
-
     where = ", ".join(display_path(x.path) for x in s.sources)
     return page(title or "profctl report: summary", [html_section(s, title=f"Summary: {where}", limit=limit)])
 
@@ -107,8 +115,6 @@ PLOT_TOP = 15
 def summary_plots(s: Summary) -> list[tuple[str, str, bytes]]:
     """(id, title, PNG): the kernels (a CPU-only trace: its CPU ops by self time) with most total time, and the
     ranges with most time (GPU projected where a timeline tool gives it, else their own span)."""
-    from profctl.render.plots import CLASS_COLORS, bars
-
     cpu_only = not s.kernels and bool(s.cpu_ops)
     items: list[Any] = sorted(s.cpu_ops if cpu_only else s.kernels, key=lambda k: -k.total_ns)[:PLOT_TOP]
     names = [(k.name if cpu_only else (k.short_name or k.name)) + (f" [{k.nvtx_range}]" if k.nvtx_range else "")
@@ -131,9 +137,6 @@ def summary_plots(s: Summary) -> list[tuple[str, str, bytes]]:
 
 def html_section(s: Summary, *, title: str, limit: int | None = None, anchor: str = "summary") -> str:
     """One summary as a section of an HTML page: its plots, its kernels (or CPU ops) and its ranges."""
-    import html
-
-    from profctl.render.html import img, table
 
     cpu_only = not s.kernels and bool(s.cpu_ops)
     krows, more = limited(cpu_op_rows(s) if cpu_only else kernel_rows(s), limit)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from profctl.render.tables import markdown as md
+from profctl.render.tables import print_table
 from profctl.render.timeline_view import fmt_num, fmt_pct
 
 
@@ -34,8 +36,6 @@ def _diff_title(d: Any) -> str:
 
 
 def to_console(d: Any, con: Any) -> None:
-    from profctl.render.tables import print_table
-
     con.print(_diff_title(d), style="bold", soft_wrap=True)
     for line in d.summary():
         con.print(f"  {line}", soft_wrap=True)
@@ -48,8 +48,6 @@ def to_console(d: Any, con: Any) -> None:
 
 
 def to_markdown(d: Any) -> str:
-    from profctl.render.tables import markdown as md
-
     out = [f"# {_diff_title(d)}", ""] + [f"- {line}" for line in d.summary()] + ["", "## Scopes", "",
                                                                                    md(scope_rows(d)), ""]
     ov = overlap_rows(d)

@@ -13,6 +13,10 @@ from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from profctl.analysis.timeline import KernelTimeline, TimelineReport
+from profctl.render.html import page, table
+from profctl.render.perfetto import GPU_PID, TraceWriter, Tracks
+from profctl.render.tables import markdown as md
+from profctl.render.tables import print_table
 
 #: an overlap below this share of A's time is left out of the tables (JSON keeps every pair)
 MIN_OVERLAP = 0.01
@@ -104,8 +108,6 @@ def findings(k: KernelTimeline) -> list[str]:
 
 
 def to_console(rep: TimelineReport, con: Any, limit: int | None = None) -> None:
-    from profctl.render.tables import print_table
-
     for k in rep.kernels:
         con.print(headline(k, rep.clock_mhz), style="bold", soft_wrap=True)
         for line in findings(k):
@@ -127,8 +129,6 @@ def to_console(rep: TimelineReport, con: Any, limit: int | None = None) -> None:
 
 
 def to_markdown(rep: TimelineReport, limit: int | None = None) -> str:
-    from profctl.render.tables import markdown as md
-
     out = [f"# Proton timeline: {rep.source}", ""]
     for k in rep.kernels:
         out += [f"## {headline(k, rep.clock_mhz)}", ""]
@@ -184,8 +184,6 @@ def svg_timeline(k: KernelTimeline, width: int = 1100, row: int = 16) -> str:
 
 
 def to_html(rep: TimelineReport, title: str | None = None, limit: int | None = None) -> str:
-    from profctl.render.html import page, table
-
     body = []
     for k in rep.kernels:
         body.append(f"<h2>{html.escape(headline(k, rep.clock_mhz))}</h2>")
@@ -211,8 +209,6 @@ def write_perfetto(trace: Any, sink: Callable[[], AbstractContextManager[IO[str]
     """Every scope instance of a Proton trace (profctl.readers.proton_trace.ProtonTrace) as Trace Event Format:
     a process per CTA (named kernel, CTA and SM), a thread per warp; times in us at the SM clock when it is known,
     else Proton's own cycles / 1000. Returns what was written, in one line."""
-    from profctl.render.perfetto import GPU_PID, TraceWriter, Tracks
-
     tracks = Tracks()
     per_us = clock_mhz or 1000.0
     with sink() as f:

@@ -8,9 +8,12 @@ See docs/summary-schema.md.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
+
+from profctl.kernels import kernel_id
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,8 +71,6 @@ class KernelRow:
         if self.count < 0:
             raise ValueError("count must be >= 0")
         if not self.kernel_id:
-            from profctl.kernels import kernel_id
-
             object.__setattr__(self, "kernel_id", kernel_id(self.name))
 
 
@@ -255,8 +256,6 @@ _NUM = (int, float)
 def validate(s: Summary) -> None:
     """ValueError naming the first field of `s` whose value has the wrong type or is not a finite number: what a
     summary read from someone's JSON must pass before renderers see it."""
-    import math
-
     def num(where: str, v: Any, *, none: bool = False, integer: bool = False) -> None:
         if v is None and none:
             return

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profctl.errors import CounterPermission, NothingMatched, ProfctlError, ToolFailed, ToolNotFound
+from profctl import proc
+from profctl.errors import CounterPermission, NothingMatched, ProfctlError, ToolFailed, ToolNotFound, UsageError
+from profctl.fsutil import atomic_write_text
 
 ENV = "PROFCTL_NCU"
 CUDA_BIN = Path("/usr/local/cuda/bin/ncu")
@@ -73,8 +75,6 @@ _VERSION = re.compile(r"Version\s+(\d{4}\.\d+(?:\.\d+)*)")
 
 def version(exe: Path | None = None) -> str:
     """ncu's version, e.g. '2025.3.1.0' (from ``ncu --version``)."""
-    from profctl import proc
-
     exe = exe or find()
     out = proc.capture([str(exe), "--version"], timeout_s=60)
     m = _VERSION.search(out)
@@ -143,8 +143,6 @@ def once_id(kernel_regex: str | None) -> str:
     the identifier at ':', so a regex with one cannot be given (UsageError)."""
     k = (kernel_regex or ".*").removeprefix("regex:")
     if ":" in k:
-        from profctl.errors import UsageError
-
         raise UsageError(f"--once with --kernel {kernel_regex!r}: ncu's kernel identifier cannot hold a ':' "
                          "(name a kernel by its function name, without namespaces)")
     return f"::regex:{k}:1"
@@ -157,9 +155,6 @@ def export_argv(exe: Path, report: Path, page: str = "raw") -> list[str]:
 
 def export_csv(exe: Path, report: Path, out: Path, page: str = "raw", timeout_s: float = 600.0) -> Path:
     """Export one page of a report as CSV into `out` (atomically)."""
-    from profctl import proc
-    from profctl.fsutil import atomic_write_text
-
     text = proc.capture(export_argv(exe, report, page), timeout_s=timeout_s)
     return atomic_write_text(out, text)
 

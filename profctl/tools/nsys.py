@@ -8,6 +8,7 @@ and the copy bundled inside Nsight Compute at ``<ncu root>/host/target-linux-x64
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from profctl import proc
 from profctl.errors import ProfctlError, ToolFailed, ToolNotFound
+from profctl.nvtx import nsys_capture_name
 
 ENV = "PROFCTL_NSYS"
 DEFAULT_TRACE = ("cuda", "nvtx", "osrt", "cublas", "cudnn")
@@ -132,8 +134,6 @@ def describe_missing(imp: str, missing: Sequence[str]) -> str:
 
 
 def _loadable(lib: str) -> bool:
-    import ctypes
-
     try:
         ctypes.CDLL(lib)
         return True
@@ -177,8 +177,6 @@ def profile_argv(exe: Path, output: Path, child: Sequence[str], *, trace: Sequen
     if capture == "cudaProfilerApi":
         argv += ["--capture-range=cudaProfilerApi", "--capture-range-end=none"]
     elif capture == "nvtx":
-        from profctl.nvtx import nsys_capture_name
-
         argv += ["--capture-range=nvtx", f"--nvtx-capture={nsys_capture_name()}", "--capture-range-end=none"]
     elif capture != "none":
         raise ValueError(f"unknown capture {capture!r}")

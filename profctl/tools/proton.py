@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from profctl.errors import ToolFailed, ToolNotFound, UsageError
+from profctl import proc
+from profctl.errors import ProfctlError, ToolFailed, ToolNotFound, UsageError
 
 BUFFERS = ("shared", "global")
 #: Proton's granularities (triton.profiler.mode); warp_group failed to compile with Triton 3.6 (tests/data/proton)
@@ -108,9 +109,6 @@ def output(base: Path, data: str) -> Path:
 def check(python: str, timeout_s: float = 120.0) -> str:
     """Triton's version in `python` when its Proton can instrument Triton kernels; ToolNotFound when Triton or
     Proton is not there, ToolFailed when it is too old (no kernel scopes)."""
-    from profctl import proc
-    from profctl.errors import ProfctlError
-
     try:
         text = proc.capture([python, "-c", _PROBE], timeout_s=timeout_s)
     except ProfctlError as e:

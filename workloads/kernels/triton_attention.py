@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -218,8 +219,6 @@ CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
 
 def parse_configs(text: str) -> dict[str, KernelConfig]:
     """``fwd=m128n64w8s3[-ptr],...`` -> {kernel: KernelConfig}; ValueError names the part it cannot read."""
-    import re
-
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?", part)

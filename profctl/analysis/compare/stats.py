@@ -28,6 +28,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 DEFAULT_THRESHOLD = 0.02
@@ -209,8 +210,6 @@ def _t_quantile(p: float, dof: float) -> float:
 
 
 def _z_quantile(p: float) -> float:
-    from statistics import NormalDist
-
     return NormalDist().inv_cdf(p)
 
 

@@ -5,15 +5,20 @@ and summaries written before samples existed compared by a plain threshold (``me
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from profctl import nvtx
 from profctl.analysis.compare.checks import env_checks, side_checks, values_text
 from profctl.analysis.compare.rows import Comparison, Floors, RowResult, judge, run_noise_words
 from profctl.analysis.compare.stats import RunNoise, across_runs, decide, seed_of
 from profctl.errors import NotComparable
 from profctl.inputs import Side
-from profctl.schema import Summary
+from profctl.kernels import match_key
+from profctl.schema import Summary, timed_rows
+from profctl.schema.samples import merged, samples_of
 
 
 # ---- kernel summaries
@@ -34,10 +39,6 @@ class _Entry:
 def _summary_index(s: Any) -> dict[tuple[str, str], _Entry]:
     """(match key, NVTX range) -> median, count, total and samples; duplicates (merged summaries) combine
     (medians count-weighted, samples concatenated)."""
-    from profctl.kernels import match_key
-    from profctl.schema import timed_rows
-    from profctl.schema.samples import samples_of
-
     out: dict[tuple[str, str], _Entry] = {}
     for k in timed_rows(s):
         key = (match_key(k.name), k.nvtx_range or "")
@@ -60,8 +61,6 @@ def _summary_index(s: Any) -> dict[tuple[str, str], _Entry]:
 
 def _phase(path: str) -> str | None:
     """The profctl phase (warmup, measure, setup) a range path lies in, if it follows profctl's scheme."""
-    from profctl import nvtx
-
     if not path:
         return None
     key = nvtx.parse_range(path)
@@ -78,9 +77,6 @@ def _phase(path: str) -> str | None:
 def _usable(e: _Entry, path: str) -> tuple[list[float] | None, list[str]]:
     """The samples a comparison uses (None: the summary has none, a plain threshold) and what was left out:
     a first call, when the row is not in a measured range and has 3 instances or more."""
-    from profctl import nvtx
-    from profctl.schema.samples import merged
-
     if e.bare or not e.samples:
         return None, []
     smp = merged(e.samples)
@@ -96,8 +92,6 @@ def _usable(e: _Entry, path: str) -> tuple[list[float] | None, list[str]]:
 
 def _not_judged(b: _Entry, n: _Entry, nb: int, nn: int, path: str, floors: Floors) -> str | None:
     """Why a pair is not judged (below a floor, or a warm-up range); None when it is judged."""
-    from profctl import nvtx
-
     phase = _phase(path)
     if phase in (nvtx.WARMUP, nvtx.SETUP):
         return f"in the {phase} range"
@@ -178,14 +172,10 @@ def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, th
 
 
 def _geo(xs: list[float]) -> float:
-    import math
-
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def _median(xs: list[float]) -> float:
-    import statistics
-
     return float(statistics.median(xs))
 
 
