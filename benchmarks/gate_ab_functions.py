@@ -1,4 +1,4 @@
-"""Attention functions for checking `profctl bench --ab` on the GPU (benchmarks/gpu_session_gate.sh).
+"""Attention functions for checking `profctl bench --ab` on the GPU (`benchmarks/gpu.sh gate-ab`).
 
     profctl bench --ab benchmarks/gate_ab_functions.py:attn,benchmarks/gate_ab_functions.py:attn_same -s 4096
     profctl bench --ab benchmarks/gate_ab_functions.py:attn,benchmarks/gate_ab_functions.py:attn_3pct -s 4096

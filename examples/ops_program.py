@@ -4,11 +4,10 @@ must find unchanged between two runs, and where a planted slowdown must be found
     python examples/ops_program.py [--steps N] [--rows R] [--size D] [--device cpu|cuda]
     OPS_SLOW=softmax python examples/ops_program.py        # the softmax does twice the work, nothing else changes
 
-Every run does the same ops in the same order: the softmax's input is always sliced from a tensor of twice
-the rows, and only OPS_SLOW=softmax makes the softmax run over all of them (then its first half is kept), so
-the planted slowdown changes the softmax's time and no other op's. profctl's tests run it on the CPU (one
-thread, for steadier times on a shared machine); benchmarks/gpu_session_gate.sh runs it on the GPU under nsys
-and torch.profiler.
+Every run does the same ops in the same order: the softmax's input is always sliced from a tensor of twice the rows, and
+only OPS_SLOW=softmax makes the softmax run over all of them (then its first half is kept), so the planted slowdown
+changes the softmax's time and no other op's. profctl's tests run it on the CPU (one thread, for steadier times on a
+shared machine); `benchmarks/gpu.sh gate-nsys gate-torch` runs it on the GPU under nsys and torch.profiler.
 """
 
 from __future__ import annotations

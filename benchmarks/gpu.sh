@@ -1,0 +1,655 @@
+#!/usr/bin/env bash
+# Every step profctl's GPU sessions run, in one script: run it on the GPU machine from the root of the tree to test,
+# naming the steps (in order), e.g. (carry [".gpu"]):
+#   bash benchmarks/gpu.sh install facts tests overhead
+#   bash benchmarks/gpu.sh list                       # the steps, one line each
+# Outputs go under $OUT (at most 8 files come back: the steps that write many tar them). Every step has its own time
+# limit, cut to what is left of BUDGET seconds (default 560) since the script started, so what finished comes back
+# even when a later step runs out of time. Clocks are never touched (--clock-control none throughout).
+# benchmarks/RESULTS.md and the data READMEs say which steps made which numbers; git log -- benchmarks/ has the
+# session scripts these steps came from (gpu_session*.sh, proton_session*.sh, ncu_gpu.sh, ncu_fixture.sh,
+# compare_noise.sh, gpu_programs.sh).
+set -u
+T0=$(date +%s)
+BUDGET=${BUDGET:-560}
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+for env in "${GPU_ENV:-}" .gpu/on-gpu.sh ../.gpu/on-gpu.sh /tmp/gpu-site/on-gpu.sh; do
+  if [ -n "$env" ] && [ -f "$env" ]; then source "$env" >/dev/null 2>&1; break; fi
+done
+export PROFCTL_NSYS=${NSYS:-${PROFCTL_NSYS:-}} PROFCTL_NCU=${NCU:-${PROFCTL_NCU:-}} PYTHONUNBUFFERED=1
+P="python3 -m profctl"
+at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
+#: seconds a step may take: its own limit, or what is left of BUDGET
+lim() { local left=$(( BUDGET - ($(date +%s) - T0) - 10 )); [ $left -lt $1 ] && echo $(( left > 5 ? left : 5 )) || echo $1; }
+latest() { ls -d "$1"/*/ 2>/dev/null | tail -1; }
+#: a plain tree (not pip-installed) imports profctl.workloads and profctl.builtin_recipes through links
+plain_tree() { ln -sfn ../workloads "$1/profctl/workloads"; ln -sfn ../recipes "$1/profctl/builtin_recipes"; }
+
+# ------------------------------------------------------------------------------------------------ setting up
+step_install() {  # this tree, editable, into the machine's Python
+  python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || tail -5 /tmp/pipe.log
+  python3 -c "import profctl.workloads.attention, profctl.builtin_recipes; print('profctl import ok')" 2>&1 | tail -1
+}
+step_facts() {  # the GPU, driver, clocks and versions, into $OUT/gpu.txt
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/gpu.txt"
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$OUT/gpu.txt"
+  python3 -c "import distributed; print('distributed', distributed.__version__)" >> "$OUT/gpu.txt" 2>&1
+  cat "$OUT/gpu.txt"
+}
+
+# ------------------------------------------------------------------------------------------------ GPU tests
+step_tests() {  # every GPU test (TESTS: other test files)
+  timeout -s INT "$(lim 330)" python3 -m pytest -m gpu ${TESTS:-tests/gpu tests/unit/test_triton_attention.py} -q -rs \
+    -p no:cacheprovider --durations=15 > "$OUT/gpu_tests.txt" 2>&1
+  tail -30 "$OUT/gpu_tests.txt"
+}
+step_tests1() {  # ncu, nsys, torch, explain, compare (and the record_function NVTX check)
+  timeout -s INT "$(lim ${T1:-520})" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 \
+    tests/gpu/test_ncu_gpu.py tests/gpu/test_nsys_gpu.py tests/gpu/test_torch_gpu.py tests/gpu/test_explain_gpu.py \
+    tests/gpu/test_compare_gpu.py $(ls tests/gpu/test_record_function*.py tests/gpu/test_new_user*.py 2>/dev/null) \
+    > "$OUT/gpu_tests1.txt" 2>&1
+  tail -14 "$OUT/gpu_tests1.txt"
+}
+step_tests2() {  # bench, models, programs, the Triton bf16 and FP8 kernels
+  timeout -s INT "$(lim ${T2:-400})" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 \
+    tests/gpu/test_bench_gpu.py tests/gpu/test_models_gpu.py tests/gpu/test_program_gpu.py \
+    tests/unit/test_triton_attention.py tests/unit/test_triton_fp8.py tests/gpu/test_record_function_nvtx_gpu.py \
+    > "$OUT/gpu_tests2.txt" 2>&1
+  tail -14 "$OUT/gpu_tests2.txt"
+}
+step_tests_retry() {  # the GPU tests a first session's time limit or failures left over (issues 13-17)
+  timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 \
+    tests/gpu/test_models_gpu.py tests/gpu/test_bench_gpu.py::test_bench_gpu_rows \
+    tests/gpu/test_program_gpu.py::test_program_failure_keeps_the_report > "$OUT/gpu_tests_retry.txt" 2>&1
+  tail -12 "$OUT/gpu_tests_retry.txt"
+}
+step_tests_torch() {  # the torch.profiler GPU tests
+  timeout -s INT "$(lim 120)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
+    tests/gpu/test_torch_gpu.py > "$OUT/gpu_tests_final.txt" 2>&1
+  tail -4 "$OUT/gpu_tests_final.txt"
+}
+step_tests_models() {  # the model workload's GPU tests
+  timeout -s INT "$(lim 150)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
+    tests/gpu/test_models_gpu.py > "$OUT/gpu_tests_models.txt" 2>&1
+  tail -4 "$OUT/gpu_tests_models.txt"
+}
+step_tests_why() {  # the why-and-where GPU tests (explain)
+  timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
+    tests/gpu/test_explain_gpu.py > "$OUT/gpu_tests_why.txt" 2>&1
+  tail -4 "$OUT/gpu_tests_why.txt"
+}
+
+# ------------------------------------------------------------------------------------------------ users' code
+programs() {  # your own program under each profiler (examples/my_program.py)
+  $P nsys --reports runs -f markdown --limit 8 -- python3 examples/my_program.py --steps 3 --seqlen 2048
+  $P nsys --reports runs -f markdown --range myapp@attention -- python3 examples/my_program.py --steps 3 --seqlen 2048
+  $P ncu --reports runs --clock-control none --range myapp@attention -f markdown -- \
+    python3 examples/my_program.py --steps 2 --seqlen 2048
+  $P ncu --reports runs --clock-control none --kernel _scale_add --launch-count 1 -f markdown -- \
+    python3 examples/my_program.py --steps 2
+  $P torch --reports runs -f markdown --limit 10 --range mlp -- python3 examples/my_program.py --steps 3 --seqlen 2048
+}
+step_examples() {  # the users'-code examples, into $OUT/programs.txt
+  timeout -s INT "$(lim 120)" bash -c "$(declare -f programs); P='$P'; programs" > "$OUT/programs.txt" 2>&1
+  grep -E "error|launch\(es\) profiled|^## " "$OUT/programs.txt" | head -20
+}
+step_ncu_model() {  # ncu on a model's attention in train and decode steps, added to $OUT/programs.txt
+  timeout -s INT "$(lim 120)" $P ncu --reports runs --clock-control none --model llama-7b --layers 2 --mode train,decode \
+    -s 2048 -b sdpa-flash -f markdown >> "$OUT/programs.txt" 2>&1
+  grep -E "error|launch\(es\) profiled" "$OUT/programs.txt" | tail -4
+}
+
+# ------------------------------------------------------------------------------------------------ models
+M_BENCH="bench --reports runs -q --baseline eager"
+step_decode() {  # decode against context, llama-7b shapes, 4 layers
+  timeout "$(lim 80)" $P $M_BENCH --model llama-7b --layers 4 --mode decode --batch 1 -s 512,4096,32768 \
+    -b sdpa-cudnn,sdpa-flash,triton,eager --iters 10 --warmup 3 -f json -o "$OUT/decode.json" > "$OUT/decode.log" 2>&1
+  [ -s "$OUT/decode.json" ] && $P report "$OUT/decode.json" -f markdown > "$OUT/decode.md" 2>&1
+  head -40 "$OUT/decode.md" 2>/dev/null
+}
+step_mem24() {  # training under a 24 GB cap
+  timeout "$(lim 60)" $P $M_BENCH --model llama-7b --layers 4 --mode train --batch 1 -s 4096,16384 -b sdpa-flash,eager \
+    --memory-limit 24 --iters 3 --warmup 1 -f json -o "$OUT/mem24.json" > "$OUT/mem24.log" 2>&1
+  [ -s "$OUT/mem24.json" ] && $P report "$OUT/mem24.json" -f markdown > "$OUT/mem24.md" 2>&1
+  head -40 "$OUT/mem24.md" 2>/dev/null
+}
+step_decode_part_timing() {  # decode with and without part timing, twice each, interleaved
+  local D="$P $M_BENCH --model llama-7b --layers 4 --mode decode --batch 1 -s 512,4096,32768
+    -b sdpa-cudnn,sdpa-flash,triton,eager --iters 10 --warmup 3"
+  {
+    for round in 1 2; do
+      for pt in --part-timing --no-part-timing; do
+        echo "### round $round $pt"
+        timeout -s INT "$(lim 60)" $D $pt -f markdown --json "$OUT/decode_r${round}${pt#--}.json" 2>&1 | grep '^|'
+      done
+    done
+  } > "$OUT/decode_part_timing.md" 2>&1
+  cat "$OUT/decode_part_timing.md"
+}
+step_model_tables() {  # the model tables: llama training, GPT presets, decode with FA4, 24 GB cap
+  timeout "$(lim 120)" $P $M_BENCH --model llama-7b --layers 4 --mode train --batch 1,2 -s 4096 \
+    -b sdpa-cudnn,sdpa-flash,triton,eager --iters 8 --warmup 2 -f json -o "$OUT/llama_train.json" 2>&1 | tail -1
+  timeout "$(lim 120)" $P $M_BENCH --model gpt-sm,gpt-md,gpt-lg --mode train,prefill --batch 8 -s 1024 \
+    -b sdpa-flash,sdpa-cudnn,eager --iters 5 --warmup 2 -f json -o "$OUT/gpt.json" 2>&1 | tail -1
+  timeout "$(lim 120)" $P $M_BENCH --model llama-7b --layers 4 --mode decode --batch 1 -s 512,4096,32768 \
+    -b sdpa-cudnn,sdpa-flash,triton,fa4,eager --iters 10 --warmup 3 -f json -o "$OUT/decode.json" 2>&1 | tail -1
+  timeout "$(lim 60)" $P $M_BENCH --model llama-7b --layers 4 --mode train --batch 1 -s 4096,16384 -b sdpa-flash,eager \
+    --memory-limit 24 --iters 3 --warmup 1 -f json -o "$OUT/mem24.json" 2>&1 | tail -1
+  for f in llama_train gpt decode mem24; do $P report "$OUT/$f.json" -f markdown > "$OUT/$f.md" 2>&1; done
+  head -40 "$OUT/llama_train.md"
+}
+
+# ------------------------------------------------------------------------------------------------ attention
+step_fa4() {  # Triton against SDPA flash, cuDNN and FA4 (forward and backward), and ncu on the Triton kernel
+  $P bench -b triton,sdpa-flash,sdpa-cudnn,fa4 --heads 32 -s 4096 --head-dim 128,64 --causal false,true --pass fwd \
+    --warmup 5 --iters 30 --baseline none --reports runs -q -f json -o "$OUT/attn_fwd.json" 2>&1 | tail -2
+  $P bench -b triton,sdpa-flash,sdpa-cudnn --heads 32 -s 4096 --head-dim 128,64 --causal false,true --pass bwd \
+    --warmup 5 --iters 30 --baseline none --reports runs -q -f json -o "$OUT/attn_bwd.json" 2>&1 | tail -2
+  $P report "$OUT/attn_fwd.json" "$OUT/attn_bwd.json" --pivot tflops -f markdown
+  $P ncu -b triton -s 4096 --heads 32 --recipe tensor-core --clock-control none --reports runs -f markdown \
+    > "$OUT/ncu_triton.md" 2>&1; grep -A12 "## Diagnosis" "$OUT/ncu_triton.md" | head -16
+}
+step_configs() {  # the Triton forward's launch configurations (benchmarks/triton_fwd_configs.py)
+  timeout -s INT "$(lim 240)" python3 benchmarks/triton_fwd_configs.py > "$OUT/triton_configs.json" 2>&1
+  python3 - "$OUT/triton_configs.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k, v in d["configs"].items():
+    print(k, v.get("tflops") and round(v["tflops"]), v.get("max_abs_err"), v.get("error", "")[:80])
+PY
+}
+step_why_explain() {  # the common path: profctl ncu --recipe explain on Triton and cuDNN, then profctl explain
+  local R=/tmp/why_runs
+  ( time timeout -s INT "$(lim 200)" $P ncu --recipe explain -b triton,sdpa-cudnn -s 4096 --heads 32 \
+      --clock-control none --reports $R -f markdown > /tmp/why_ncu.md 2>&1 ) 2>&1 | tail -3
+  tail -3 /tmp/why_ncu.md
+  $P explain latest --reports $R --kernel _fwd_kernel --vs cudnn -f markdown -o "$OUT/explain_before.md" 2>&1 | tail -2
+  head -40 "$OUT/explain_before.md"
+}
+step_why_change() {  # the change explain pointed to (KernelConfig.pipe): configs, then before/after explain and bench
+  timeout -s INT "$(lim 200)" python3 benchmarks/triton_fwd_configs.py > "$OUT/configs_full.json" 2>/tmp/cfg.err \
+    || tail -3 /tmp/cfg.err
+  timeout -s INT "$(lim 150)" python3 benchmarks/triton_fwd_configs.py --causal \
+    --configs m128n128w8s3,m64n64w4s3,m64n64w4s3-pipe,m128n128w8s3-pipe,m128n64w8s3-pipe > "$OUT/configs_causal.json" \
+    2>>/tmp/cfg.err
+  local BEST
+  BEST=${BEST:-$(python3 - "$OUT/configs_full.json" "$OUT/configs_causal.json" <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    print(d["shape"], file=sys.stderr)
+    for k, v in d["configs"].items():
+        print(f"  {k:24s} {v.get('tflops', 0) or 0:7.1f} TFLOP/s  err {v.get('max_abs_err')}  {v.get('error', '')[:60]}",
+              file=sys.stderr)
+d = json.load(open(sys.argv[1]))["configs"]
+ok = {k: v["tflops"] for k, v in d.items() if "tflops" in v and k.endswith("-pipe")}
+print(max(ok, key=ok.get) if ok else "")
+PY
+)}
+  echo "best pipelined config: $BEST"
+  [ -n "$BEST" ] || return
+  local R=/tmp/why2 B A
+  timeout -s INT "$(lim 120)" $P ncu --recipe explain -b triton,sdpa-cudnn -s 4096 --heads 32 --clock-control none \
+    --reports $R/before -f json > /dev/null 2>/tmp/before.err || tail -3 /tmp/before.err
+  PROFCTL_TRITON_CONFIG="fwd=$BEST" timeout -s INT "$(lim 100)" $P ncu --recipe explain -b triton -s 4096 --heads 32 \
+    --clock-control none --reports $R/after -f json > /dev/null 2>/tmp/after.err || tail -3 /tmp/after.err
+  B=$(latest $R/before); A=$(latest $R/after)
+  { echo "## before (default) vs after (fwd=$BEST), the Triton forward"; $P explain $B $A --kernel _fwd_kernel -f markdown
+    echo; echo "## after vs cuDNN"; $P explain $A $B --kernel _fwd_kernel --vs cudnn -f markdown; } \
+    > "$OUT/explain_change.md" 2>&1
+  grep -E "^\*\*A takes|^\| (stall: barrier|resident|instructions|tensor pipe|duration) " "$OUT/explain_change.md"
+  local BENCH="$P bench -b triton,sdpa-cudnn -s 4096 --heads 32 --causal false,true --iters 30 --warmup 10 -f markdown"
+  { for r in 1 2; do echo "### round $r default"; timeout 120 $BENCH 2>&1 | grep '^|'
+      echo "### round $r fwd=$BEST"; PROFCTL_TRITON_CONFIG="fwd=$BEST" timeout 120 $BENCH 2>&1 | grep '^|'; done
+  } > "$OUT/bench_change.md"
+  grep -E "triton|###" "$OUT/bench_change.md"
+}
+step_fp8() {  # the FP8 forward against bf16, config by config (benchmarks/fp8_attention.py)
+  timeout -s INT "$(lim 170)" python3 benchmarks/fp8_attention.py --out "$OUT" > /tmp/fp8.json 2> "$OUT/fp8_progress.txt"
+  tail -25 "$OUT/fp8_progress.txt"
+  python3 - <<'PY'
+import json
+d = json.load(open("/tmp/fp8.json"))
+print("table_fp8_first", d.get("table_fp8_first"))
+for n, r in d["shapes"].items():
+    print(n, {k: r.get(k) for k in ("bf16_tflops", "fp8_default_tflops", "fp8_best_tflops", "fp8_best_config",
+                                    "ratio_best")})
+PY
+}
+step_fp8_tests() {  # the FP8 kernel's GPU tests, and bench's
+  timeout -s INT "$(lim 200)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/unit/test_triton_fp8.py \
+    tests/gpu/test_bench_gpu.py > "$OUT/gpu_tests_fp8.txt" 2>&1
+  tail -3 "$OUT/gpu_tests_fp8.txt"
+}
+step_fp8_explain() {  # profctl explain on the FP8 kernel against the bf16 one
+  local R=/tmp/fp8runs
+  timeout -s INT "$(lim 150)" $P ncu --recipe explain -b triton --dtype bf16,fp8 -s 4096 --heads 32 -d 128 \
+    --clock-control none --reports $R -f json > /dev/null 2> /tmp/fp8ncu.err || tail -3 /tmp/fp8ncu.err
+  $P explain latest --reports $R --kernel _fwd_fp8_kernel --vs '^_fwd_kernel' -f markdown > "$OUT/explain_fp8.md" 2>&1
+  grep -E "^\*\*A takes|^\| (tensor pipe|stall: |instructions|duration) " "$OUT/explain_fp8.md" | head -14
+}
+step_seed004() {  # seed 004's per-GPU forward table rows (SEED_BACKENDS and SEED_FP8=1|0 pick; they add up)
+  local S="--batch 8 --heads 32 --head-dim 64 -s 512,1024,2048,4096,8192 --pass fwd --iters 20 --warmup 5 --baseline none"
+  timeout -s INT "$(lim 400)" $P bench -b ${SEED_BACKENDS:-eager,sdpa-flash,sdpa-cudnn,triton} --dtype bf16 $S -f json \
+    -o /tmp/seed_bf16.json > /tmp/seed_bf16.log 2>&1; tail -2 /tmp/seed_bf16.log
+  if [ "${SEED_FP8:-1}" = 1 ]; then
+    timeout -s INT "$(lim 120)" $P bench -b triton --dtype fp8 $S -f json -o /tmp/seed_fp8.json > /tmp/seed_fp8.log 2>&1
+    tail -2 /tmp/seed_fp8.log
+  fi
+  python3 - "$OUT/seed004_h200.json" <<'PY'
+import json, os, sys
+rows = json.load(open("/tmp/seed004.json")) if os.path.exists("/tmp/seed004.json") else []
+for f in ("/tmp/seed_bf16.json", "/tmp/seed_fp8.json"):
+    if os.path.exists(f):
+        rows += json.load(open(f))
+        os.remove(f)
+json.dump(rows, open("/tmp/seed004.json", "w"))
+json.dump(rows, open(sys.argv[1], "w"), indent=1)
+for r in rows:
+    print(r["backend"], r["dtype"], r["seqlen_q"], r["status"], r.get("median_ms") and round(r["median_ms"], 3),
+          r.get("tflops") and round(r["tflops"]), (r.get("reason") or "")[:80])
+PY
+}
+
+# ------------------------------------------------------------------------------------------------ profctl's cost
+step_overhead() {  # profctl's wall time over ncu and nsys alone (benchmarks/tool_overhead.py; ROUNDS)
+  timeout -s INT "$(lim 340)" python3 benchmarks/tool_overhead.py --out "$OUT/overhead.json" --rounds ${ROUNDS:-2} \
+    > "$OUT/overhead.log" 2>&1
+  tail -16 "$OUT/overhead.log"
+}
+step_source_overhead() {  # profctl ncu --recipe stalls|explain against ncu alone (benchmarks/source_overhead.py)
+  timeout -s INT "$(lim ${OVER_S:-400})" python3 benchmarks/source_overhead.py --out "$OUT/source_overhead.json" \
+    --rounds ${ROUNDS:-4} --cases ${CASES:-program,builtin}
+}
+step_warm() {  # warm workers on the one GPU here: serial vs --workers 1 vs PROFCTL_WARM=0, and a crash mid-sweep
+  local S="-b sdpa-flash,sdpa-cudnn -s 1024,2048,4096,8192 --causal false,true --heads 32 --iters 30 --warmup 10"
+  S="$S --baseline none -q -f json"
+  local name X t0
+  for name in serial warm1 cold1; do
+    case $name in serial) X="";; *) X="--workers 1 --gpus 0";; esac
+    t0=$(date +%s.%N)
+    if [ $name = cold1 ]; then
+      PROFCTL_WARM=0 timeout 300 $P bench $S $X -o /tmp/$name.json --reports /tmp/wr > /tmp/$name.log 2>&1
+    else
+      timeout 300 $P bench $S $X -o /tmp/$name.json --reports /tmp/wr > /tmp/$name.log 2>&1
+    fi
+    echo "$name rc=$? wall=$(python3 -c "import time;print(round(time.time()-$t0,1))") s"
+  done
+  PROFCTL_FAULT=crash:sdpa-cudnn timeout 300 $P bench $S --workers 1 --gpus 0 -o /tmp/crash.json --reports /tmp/wr \
+    > /tmp/crash.log 2>&1
+  echo "crash sweep rc=$?"
+  python3 - <<'PY' | tee "$OUT/warm.txt"
+import glob, json
+r = {n: json.load(open(f"/tmp/{n}.json")) for n in ("serial", "warm1", "cold1", "crash")}
+key = lambda x: (x["backend"], x["seqlen_q"], x["causal"])
+s = {key(x): x for x in r["serial"]}
+for n in ("warm1", "cold1"):
+    ratios = [x["median_ms"] / s[key(x)]["median_ms"] for x in r[n]
+              if x["status"] == "ok" and s[key(x)]["status"] == "ok"]
+    print(n, "points", len(r[n]), "ok", sum(x["status"] == "ok" for x in r[n]),
+          "median ratio to serial: min %.3f max %.3f" % (min(ratios), max(ratios)))
+print("crash sweep:", [(x["backend"], x["seqlen_q"], x["status"]) for x in r["crash"]][:16])
+m = json.load(open(sorted(glob.glob("/tmp/wr/*-bench-*/manifest.json"))[-1]))
+print("crash sweep child starts:", len([t for t in m["tools"] if t["name"] == "workload"]),
+      "parts:", len(m.get("parts") or []))
+PY
+}
+step_sweep() {  # workers on two GPUs (nvidia-h200-x2): dask_scaling.py's 16-point sweep; BEFORE: the code before
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  python3 benchmarks/dask_scaling.py --out "$OUT/sweep" --iters 150 --no-captures --budget-s "$(lim 330)" \
+    --steps serial,workers2,workers2_b,cold${BEFORE:+,before} ${BEFORE:+--before-path "$BEFORE"}
+  tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
+}
+step_sweep2() {  # the sweep again, without the cold run
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  python3 benchmarks/dask_scaling.py --out "$OUT/sweep2" --iters 150 --no-captures --budget-s "$(lim 215)" \
+    --steps serial,workers2,workers2_b${BEFORE:+,before} ${BEFORE:+--before-path "$BEFORE"}
+  tar czf "$OUT/sweep2.tgz" -C "$OUT" sweep2 && rm -rf "$OUT/sweep2"
+}
+step_ncu_speed() {  # issue 31's ncu parts: the warm-up report recorded, source_overhead's ways, --once, GPU tests
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  mkdir -p "$OUT/ncu"
+  local REAL; REAL=$(mktemp -d)/planted_triton.ncu-rep; xz -dc tests/data/planted/planted_triton.ncu-rep.xz > "$REAL"
+  python3 -c "
+import time, ncu_report as m
+c = m.load_report('$REAL'); a = c.range_by_idx(0).action_by_idx(0)
+pc = a.metric_by_name('inst_executed').correlation_ids().as_uint64(0)
+t = time.perf_counter(); a.sass_by_pc(pc); print(f'cold: a real report first lookup {time.perf_counter() - t:.4f} s')"
+  bash benchmarks/ncu_warm/record.sh "$OUT/ncu" "$REAL" && cp "$OUT/ncu/ncu_warm.ncu-rep" profctl/tools/
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  timeout "$(lim 270)" python3 benchmarks/source_overhead.py --out "$OUT/ncu/source_overhead.json" --rounds 3 \
+    --cases program,builtin --why-ways profctl,alone${BEFORE:+,profctl-old},proc \
+    --ways profctl,alone${BEFORE:+,profctl-old} ${BEFORE:+--old "$BEFORE"} 2>&1 | tee "$OUT/ncu/source_overhead.txt"
+  timeout "$(lim 170)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ncu_progress_gpu.py \
+    tests/gpu/test_ncu_gpu.py -k "progress or autotun or once or one_measured or nothing_profiled or unknown_metric" \
+    2>&1 | tail -15
+  timeout "$(lim 40)" $P ncu --recipe speed-of-light -b sdpa-flash -s 1024 --heads 8 --once \
+    --clock-control none --reports /tmp/once -f json > /tmp/once.json 2> /tmp/once.err; tail -3 /tmp/once.err
+  python3 -c "import json; d=json.load(open('/tmp/once.json')); print('launches', [(x.get('kernel'), x.get('nvtx_range')) for x in d['meta']['launches']])" 2>&1 | tail -2
+  tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
+}
+
+# ------------------------------------------------------------------------------------------------ ncu
+ncu_phase() {  # ncu_phase 1|2: the ncu checks (1) or the headline command's wall time (2), under $OUT/ncu-<phase>
+  local phase=$1 O=$OUT/ncu-$1
+  mkdir -p "$O"
+  local NCU_EXE=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  export PROFCTL_NCU=$NCU_EXE PROFCTL_REPORTS=$O/reports
+  timed() { # name, command...
+    local name=$1; shift
+    local t0; t0=$(date +%s.%N)
+    "$@" > "$O/$name.out" 2> "$O/$name.err"; local rc=$?
+    echo "$name rc=$rc wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 3))")" | tee -a "$O/times.txt"
+  }
+  echo "phase $phase on $(hostname) ncu=$NCU_EXE"; "$NCU_EXE" --version | tail -1
+  python3 -c 'import flash_attn.cute' 2>/dev/null && echo "fa4: importable" || echo "fa4: NOT importable"
+  python3 -c 'import ncu_report; print("ncu_report", ncu_report.__file__)' || true
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv || true
+  local W="--seqlen 2048 --clock-control none"
+  if [ "$phase" = 1 ]; then
+    "$NCU_EXE" --list-sets > "$O/list-sets.txt" 2>&1
+    "$NCU_EXE" --list-sections > "$O/list-sections.txt" 2>&1
+    "$NCU_EXE" --query-metrics > "$O/query-metrics-device.txt" 2>&1
+    "$NCU_EXE" --query-metrics --chip ga100 > "$O/query-metrics-ga100.txt" 2>&1
+    "$NCU_EXE" --metrics sm__no_such_counter_anywhere.sum python3 -c \
+      "import torch; (torch.ones(4, device='cuda') + 1).sum().item()" > "$O/unknown-metric.txt" 2>&1
+    timed tc3 $P ncu --recipe tensor-core --backend sdpa-flash,sdpa-cudnn,eager $W
+    # the same ncu command line with --profile-from-start off (the workload brackets each case's measured
+    # iterations with cudaProfilerStart/Stop)
+    python3 - "$(ls -d "$O"/reports/*-ncu-* | tail -1)" "$O" <<'PY'
+import json, subprocess, sys, time
+rep, out = sys.argv[1], sys.argv[2]
+argv = json.load(open(rep + "/manifest.json"))["ncu_argv"]
+argv[argv.index("--export") + 1] = out + "/exp-pfs-off"
+argv = argv[:1] + ["--profile-from-start", "off"] + argv[1:]
+t0 = time.perf_counter()
+rc = subprocess.run(argv, stdout=open(out + "/exp-pfs-off.log", "w"), stderr=subprocess.STDOUT).returncode
+print(f"exp-pfs-off rc={rc} wall_s={time.perf_counter() - t0:.1f}")
+PY
+    grep -c "==PROF== Profiling" "$O/exp-pfs-off.log"
+    for r in dram sm-throughput occupancy speed-of-light memory; do
+      timed "$r" $P ncu --recipe "$r" --backend sdpa-flash,eager $W
+    done
+    timed full $P ncu --recipe full --backend sdpa-flash --seqlen 1024 --clock-control none
+    timed fwdbwd $P ncu --recipe tensor-core --backend sdpa-flash,eager --pass fwd+bwd $W
+    timed nothing $P ncu --recipe tensor-core --backend sdpa-flash --kernel '^no_such_kernel$' $W
+    timed fixture $P ncu --recipe tensor-core --backend sdpa-flash,eager --seqlen 256 --heads 2 --clock-control none
+    for f in "$O"/reports/*/profile.ncu-rep; do
+      "$NCU_EXE" --import "$f" --csv --page raw --print-units base > "${f%.ncu-rep}.raw.csv" 2>&1
+      "$NCU_EXE" --import "$f" --csv --page details --print-units base > "${f%.ncu-rep}.details.csv" 2>&1
+    done
+    timed pytest python3 -m pytest -m gpu tests/gpu/test_ncu_gpu.py -q -p no:cacheprovider
+  else
+    python3 -c 'import flash_attn.cute' || return 3
+    timed headline $P ncu --recipe tensor-core --backend sdpa-flash,sdpa-cudnn,fa4,eager $W
+    local rep; rep=$(ls -d "$O"/reports/*-ncu-* | tail -1)
+    python3 - "$rep" <<'PY' | tee -a "$O/times.txt"
+import json, sys
+m = json.load(open(sys.argv[1] + "/summary.json"))["meta"]
+print(f"headline ncu_wall_s={m['ncu_wall_s']} profctl_total_wall_s(in-process)={m['total_wall_s']} "
+      f"launches={len(m['launches'])}")
+open(sys.argv[1] + "/workload_argv.txt", "w").write(
+    "\n".join(json.load(open(sys.argv[1] + "/manifest.json"))["workload_argv"]))
+PY
+    # the same ncu command line profctl ran (from the run manifest), run again on its own; then ncu --set full over
+    # the whole workload (no NVTX filter, every launch)
+    python3 - "$rep" "$O" <<'PY'
+import json, os, signal, subprocess, sys, time
+rep, out = sys.argv[1], sys.argv[2]
+man = json.load(open(rep + "/manifest.json"))
+argv = list(man["ncu_argv"])
+argv[argv.index("--export") + 1] = out + "/single"
+t0 = time.perf_counter()
+rc = subprocess.run(argv, stdout=open(out + "/ncu-single.log", "w"), stderr=subprocess.STDOUT).returncode
+with open(out + "/times.txt", "a") as f:
+    f.write(f"ncu-single rc={rc} wall_s={time.perf_counter() - t0:.3f}\n")
+full = [argv[0], "--config-file", "off", "--force-overwrite", "--export", out + "/setfull", "--clock-control", "none",
+        "--set", "full", *man["workload_argv"]]
+t0 = time.perf_counter()
+p = subprocess.Popen(full, stdout=open(out + "/setfull.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+try:
+    rc = p.wait(timeout=300)
+except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    rc = "killed-after-300s"
+with open(out + "/times.txt", "a") as f:
+    f.write(f"setfull rc={rc} wall_s={time.perf_counter() - t0:.3f}\n")
+PY
+    cat "$O/times.txt"
+    rm -f "$O"/setfull.ncu-rep
+  fi
+  (cd "$OUT" && tar czf "ncu-$phase.tgz" "ncu-$phase" && rm -rf "ncu-$phase")
+}
+step_ncu_checks() {  # recipes, metric names, filters, error messages, fixture candidates, GPU tests
+  ncu_phase 1
+}
+step_ncu_headline() {  # the headline command with FA4, its wall time vs ncu alone and ncu --set full
+  ncu_phase 2
+}
+step_ncu_fixture() {  # the small profctl-made .ncu-rep fixtures of tests/data (its README), and the ncu GPU tests
+  export PROFCTL_REPORTS=/tmp/ncu-fx
+  python3 -m pytest -m gpu tests/gpu/test_ncu_gpu.py -q -p no:cacheprovider 2>&1 | tail -40
+  mk() { # name, profctl args...
+    local name=$1; shift
+    $P ncu "$@" --clock-control none --format markdown > /tmp/ncu-fx-$name.md 2> /tmp/ncu-fx-$name.err
+    local d; d=$(ls -d /tmp/ncu-fx/*-ncu-* | tail -1)
+    cp "$d/profile.ncu-rep" "$OUT/$name.ncu-rep" && gzip -9 -f "$OUT/$name.ncu-rep"
+    "$PROFCTL_NCU" --import "$d/profile.ncu-rep" --csv --page raw --print-units base > "$OUT/${name}_raw.csv" \
+      && gzip -9 -f "$OUT/${name}_raw.csv"
+    cat /tmp/ncu-fx-$name.err; head -c 1500 /tmp/ncu-fx-$name.md; echo; ls -la "$OUT"
+  }
+  mk profctl_tc --recipe tensor-core --backend sdpa-flash,eager --seqlen 256 --heads 2 --warmup 1
+  mk profctl_occ_fwdbwd --recipe occupancy --backend sdpa-flash --pass fwd+bwd --seqlen 256 --heads 2 --warmup 1
+}
+
+# ------------------------------------------------------------------------------------------------ compare and the gate
+step_compare_noise() {  # run-to-run noise of profctl bench and what profctl compare makes of it
+  local out=$OUT
+  export PROFCTL_REPORTS=/tmp/compare-noise-reports
+  rm -rf "$PROFCTL_REPORTS"
+  local S=(--device cuda --seqlen 1024,2048,4096 --causal false,true --heads 32 --head-dim 128 --dtype bf16
+           --warmup 10 --iters 100 --baseline none --no-check -q --label attn)
+  {
+    for b in sdpa-flash sdpa-flash sdpa-flash sdpa-math; do
+      $P bench "${S[@]}" --backend "$b"; echo "bench $b rc=$?"
+    done
+    mapfile -t R < <(ls "$PROFCTL_REPORTS")
+    $P runs
+    $P show "${R[0]}" --format markdown
+    for pair in "0 1" "0 2" "1 2" "0 3"; do
+      set -- $pair
+      echo "=== compare ${R[$1]} ${R[$2]} --fail-if-slower 5%"
+      $P compare "${R[$1]}" "${R[$2]}" --fail-if-slower 5% --format markdown; echo "rc=$?"
+    done
+  } 2>&1 | tee "$out/compare_noise.log"
+  tar czf "$out/compare_noise_runs.tgz" -C "$PROFCTL_REPORTS" .
+}
+GATE_RUNS=/tmp/gate-runs
+gate_verdicts() {  # the verdicts of a compare -f json on one line each: counts, then every judged row
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"  (no compare output: {e})"); sys.exit(0)
+print(f"  counts {d['counts']}; band ±{d['threshold']*100:g}% ({d.get('threshold_from')})")
+for r in d["rows"]:
+    if r["verdict"] == "not judged":
+        continue
+    ci = f"{(r['ci_lo']-1)*100:+.1f}%..{(r['ci_hi']-1)*100:+.1f}%" if r.get("ci_lo") else "n/a"
+    nf = f"±{r['noise_floor']*100:.2f}%" if r.get("noise_floor") is not None else "n/a"
+    name = r.get("kernel") or r.get("name")
+    print(f"  {r['verdict']:12s} {(r['change'] or 0)*100:+7.2f}%  CI {ci:18s} floor {nf:8s} n={r['n_base']}/{r['n_new']}"
+          f"  {name[:70]}")
+PY
+}
+gate_pair() {  # tool seconds: examples/ops_program.py twice and once with the softmax slowed, then the comparisons
+  local tool=$1 secs=$2 out="$OUT/gate_$1.txt" R=$GATE_RUNS LOG="$OUT/gate_log.txt" SUM="$OUT/gate_summary.txt"
+  local PROG=${PROG:-examples/ops_program.py --rows 8192 --size 4096 --steps 100 --device cuda}
+  : > "$out"
+  for name in base same; do
+    OPS_SLOW= timeout -s INT "$(lim $secs)" $P "$tool" --reports "$R/$tool/$name" -f json -- python3 $PROG \
+      > /dev/null 2>> "$LOG" || echo "  $tool $name: failed (see gate_log.txt)" | tee -a "$out"
+  done
+  OPS_SLOW=softmax timeout -s INT "$(lim $secs)" $P "$tool" --reports "$R/$tool/slow" -f json -- python3 $PROG \
+    > /dev/null 2>> "$LOG" || echo "  $tool slow: failed (see gate_log.txt)" | tee -a "$out"
+  local a b c
+  a=$(latest "$R/$tool/base"); b=$(latest "$R/$tool/same"); c=$(latest "$R/$tool/slow")
+  for pair in "same:$b" "slow:$c"; do
+    local what=${pair%%:*} other=${pair#*:}
+    echo "## $tool: base vs $what ($a vs $other)" >> "$out"
+    timeout 120 $P compare "$a" "$other" -f json -o "/tmp/gate_cmp_${tool}_$what.json" 2>> "$LOG"
+    gate_verdicts "/tmp/gate_cmp_${tool}_$what.json" >> "$out"
+    timeout 120 $P compare "$a" "$other" --fail-if-slower 10% > /dev/null 2>> "$LOG"
+    echo "  --fail-if-slower 10%: exit $?" >> "$out"
+    timeout 120 $P compare "$a" "$other" >> "$out" 2>&1
+  done
+  { echo "## $tool"; grep -E "^##|counts|slower|faster|exit" "$out" | grep -v "^  *\(unchanged\|inconclusive\)"; } >> "$SUM"
+  grep -E "^##|counts|exit" "$out"
+}
+step_gate_nsys() {  # a gate one can trust (issue 22): the program under nsys, twice, then slowed
+  gate_pair nsys 150
+}
+step_gate_torch() {  # the same under torch.profiler
+  gate_pair torch 120
+}
+step_gate_ab() {  # bench --ab on identical functions, then a 3 % slower one; and the same as two sequential runs
+  local F=benchmarks/gate_ab_functions.py R=$GATE_RUNS LOG="$OUT/gate_log.txt" SUM="$OUT/gate_summary.txt"
+  local SHAPE=${SHAPE:--s 4096 --heads 32 --head-dim 128 --dtype bf16}
+  local AB="bench $SHAPE --rounds 30 --iters 20 --warmup 10 --no-check"
+  : > "$OUT/gate_ab.txt"
+  for pair in "$F:attn,$F:attn_same" "$F:attn,$F:attn_3pct"; do
+    echo "## --ab $pair" >> "$OUT/gate_ab.txt"
+    timeout -s INT "$(lim 150)" $P $AB --ab "$pair" --reports "$R/ab" --fail-if-slower 2% >> "$OUT/gate_ab.txt" 2>> "$LOG"
+    echo "  --fail-if-slower 2%: exit $?" >> "$OUT/gate_ab.txt"
+    local d; d=$(latest "$R/ab"); grep -h "calibrated" "$d/workload.log" >> "$OUT/gate_ab.txt" 2>/dev/null
+  done
+  for fn in attn attn_3pct; do
+    timeout -s INT "$(lim 100)" $P bench -b "$F:$fn" --label attn --baseline none $SHAPE --iters 200 --warmup 10 \
+      --no-check -q --reports "$R/seq" 2>> "$LOG"
+  done
+  echo "## sequential: two bench runs compared" >> "$OUT/gate_ab.txt"
+  timeout 60 $P compare $(ls -d "$R"/seq/*/ | head -1) $(ls -d "$R"/seq/*/ | tail -1) -f json -o /tmp/gate_seq.json \
+    2>> "$LOG"
+  gate_verdicts /tmp/gate_seq.json >> "$OUT/gate_ab.txt"
+  { echo "## ab"; grep -E "^##| vs |calibrated|exit|counts|slower|faster|unchanged|inconclusive" "$OUT/gate_ab.txt"; } \
+    >> "$SUM"
+  grep -E "^##| vs |calibrated|exit" "$OUT/gate_ab.txt"
+}
+
+# ------------------------------------------------------------------------------------------------ Proton
+PROTON_CASE='{"backend": "triton", "batch": 1, "seqlen_q": 4096, "seqlen_kv": 4096, "heads": 32, "kv_heads": 32, "head_dim": 128, "dtype": "bf16", "causal": CAUSAL, "pass": "fwd", "layout": "bhsd", "device": "cuda"}'
+PROTON_O=/tmp/o1
+step_proton_facts() {  # versions, and Proton's mode.py as installed (into the proton tarball)
+  mkdir -p "$PROTON_O/src"
+  python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))"
+  local PR; PR=$(python3 -c "import triton.profiler, os; print(os.path.dirname(triton.profiler.__file__))")
+  cp "$PR/mode.py" "$PR/language.py" "$PR/profile.py" "$PROTON_O/src/" 2>/dev/null
+  cp "$PR/hooks/instrumentation.py" "$PROTON_O/src/hook_instrumentation.py" 2>/dev/null
+  tar -cJf "$OUT/session.tar.xz" -C /tmp "$(basename $PROTON_O)"
+}
+step_proton_planted() {  # the planted traces of tests/data/proton, plain Proton
+  mkdir -p "$PROTON_O"
+  timeout -s INT "$(lim 240)" python3 tests/data/proton/record_planted.py --out /tmp/planted
+  ls -la /tmp/planted | head -40
+  grep -l "dropped\|Error\|error" /tmp/planted/*.log | head; grep -h "dropped" /tmp/planted/overflow.log | head -3
+  cp -r /tmp/planted "$PROTON_O/"
+  tar -cJf "$OUT/session.tar.xz" -C /tmp "$(basename $PROTON_O)"
+}
+step_proton_builtin() {  # profctl's Triton forward with scopes, plain Proton through profctl.workloads.proton_run
+  local O=$PROTON_O C causal CLK; mkdir -p "$O"
+  for causal in false true; do
+    at "builtin causal=$causal: the cost of looking (global buffer)"
+    C=${PROTON_CASE/CAUSAL/$causal}
+    timeout -s INT "$(lim 200)" python3 -m profctl.workloads.proton_run --out /tmp/time_$causal --buffer global \
+      --case "$C" --time 20 --jsonl /tmp/builtin_$causal.jsonl > /tmp/time_$causal.log 2>&1; echo "exit $?"
+    tail -3 /tmp/time_$causal.log
+    at "builtin causal=$causal: record one launch (global buffer)"
+    timeout -s INT "$(lim 200)" python3 -m profctl.workloads.proton_run --out /tmp/rec_$causal --buffer global \
+      --case "$C" --jsonl /tmp/builtin_$causal.jsonl > /tmp/rec_$causal.log 2>&1; echo "exit $?"
+    tail -3 /tmp/rec_$causal.log
+    ls -la /tmp/rec_$causal.* 2>/dev/null
+    CLK=$(python3 -c "import json; e=[json.loads(l) for l in open('/tmp/builtin_$causal.jsonl')]; print(next((x.get('clock_mhz') for x in e if x.get('event')=='recorded'), None) or 1000)")
+    timeout -s INT "$(lim 150)" python3 benchmarks/proton_summary.py /tmp/rec_$causal.chrome_trace --clock-mhz $CLK \
+      --keep-ctas 16 --reduced "$O/builtin_${causal}_16cta.chrome_trace.gz" > "$O/builtin_${causal}_summary.json" \
+      2> /tmp/sum_$causal.err
+    tail -2 /tmp/sum_$causal.err; head -c 600 "$O/builtin_${causal}_summary.json"; echo
+    cp /tmp/builtin_$causal.jsonl /tmp/time_$causal.log /tmp/rec_$causal.log "$O/" 2>/dev/null
+    rm -f /tmp/rec_$causal.chrome_trace
+  done
+  at "builtin: shared buffer, non-causal"
+  C=${PROTON_CASE/CAUSAL/false}
+  timeout -s INT "$(lim 150)" python3 -m profctl.workloads.proton_run --out /tmp/rec_shared --buffer shared --case "$C" \
+    --jsonl /tmp/shared.jsonl > /tmp/rec_shared.log 2>&1; echo "exit $?"
+  grep -c dropped /tmp/rec_shared.log; grep -m3 "dropped\|rror" /tmp/rec_shared.log; ls -la /tmp/rec_shared.* 2>/dev/null
+  head -c 300 /tmp/rec_shared.log > "$O/rec_shared_head.log"; grep -m 20 -v dropped /tmp/rec_shared.log >> "$O/rec_shared_head.log"
+  grep dropped /tmp/rec_shared.log | head -50 >> "$O/rec_shared_head.log"
+  tar -cJf "$OUT/session.tar.xz" -C /tmp "$(basename $O)"
+}
+step_proton_e2e() {  # profctl proton end to end, the change the timeline pointed to (lazy rescaling), the GPU tests
+  local O=/tmp/o2 R=/tmp/r SHAPE="-b triton -s 4096 --heads 32 -d 128" causal A B
+  mkdir -p $O $R
+  for causal in false true; do
+    at "profctl proton, default config, causal=$causal"
+    timeout -s INT "$(lim 150)" $P proton $SHAPE --causal $causal --overhead 5 --reports $R/default_$causal -f json \
+      -o $O/default_$causal.json 2> $O/default_$causal.err; echo "exit $?"; tail -4 $O/default_$causal.err
+  done
+  at "bench A/B: the default against conditional rescaling (lazy)"
+  timeout -s INT "$(lim 80)" $P bench $SHAPE --causal false --rounds 10 --iters 20 -f json -o $O/ab_false.json \
+    --ab-env 'PROFCTL_TRITON_CONFIG=fwd=m128n128w8s3|PROFCTL_TRITON_CONFIG=fwd=m128n128w8s3-lazy' > $O/ab_false.txt 2>&1
+  echo "exit $?"; tail -3 $O/ab_false.txt
+  timeout -s INT "$(lim 80)" $P bench $SHAPE --causal true --rounds 10 --iters 20 -f json -o $O/ab_true.json \
+    --ab-env 'PROFCTL_TRITON_CONFIG=fwd=m64n64w4s3|PROFCTL_TRITON_CONFIG=fwd=m64n64w4s3-lazy' > $O/ab_true.txt 2>&1
+  echo "exit $?"; tail -3 $O/ab_true.txt
+  at "profctl proton with the change (lazy), non-causal"
+  PROFCTL_TRITON_CONFIG=fwd=m128n128w8s3-lazy timeout -s INT "$(lim 90)" $P proton $SHAPE --causal false --overhead 0 \
+    --reports $R/lazy_false -f json -o $O/lazy_false.json 2> $O/lazy_false.err; echo "exit $?"; tail -3 $O/lazy_false.err
+  at "explain: default against lazy"
+  A=$(ls $R/default_false/*/case-0.chrome_trace | head -1); B=$(ls $R/lazy_false/*/case-0.chrome_trace | head -1)
+  $P explain "$A" "$B" --kernel _fwd_kernel -f markdown > $O/explain_lazy.md 2>&1; head -30 $O/explain_lazy.md
+  $P report "$(dirname $A)" -f html -o $O/default_false.html 2> /dev/null
+  $P report "$(dirname $A)" -f markdown > $O/default_false.md 2> /dev/null; head -40 $O/default_false.md
+  at "bench rows with the change (correctness checked)"
+  PROFCTL_TRITON_CONFIG=fwd=m128n128w8s3-lazy timeout -s INT "$(lim 60)" $P bench $SHAPE --causal false -f json \
+    -o $O/bench_lazy_false.json > /dev/null 2> $O/bench_lazy_false.err; echo "exit $?"; tail -2 $O/bench_lazy_false.err
+  PROFCTL_TRITON_CONFIG=fwd=m64n64w4s3-lazy timeout -s INT "$(lim 60)" $P bench $SHAPE --causal true -f json \
+    -o $O/bench_lazy_true.json > /dev/null 2> $O/bench_lazy_true.err; echo "exit $?"; tail -2 $O/bench_lazy_true.err
+  at "the default trace through profctl, its first 16 CTAs"
+  timeout -s INT "$(lim 40)" python3 - "$A" $O/profctl_false_16cta.chrome_trace.gz <<'PY'
+import gzip, json, sys
+d = json.load(open(sys.argv[1]))
+d["traceEvents"] = [e for e in d["traceEvents"] if int(str(e["pid"]).rsplit("CTA", 1)[1]) < 16]
+with gzip.open(sys.argv[2], "wt") as f:
+    json.dump(d, f, separators=(",", ":"))
+print("kept", len(d["traceEvents"]))
+PY
+  at "planted: groups_even"
+  timeout -s INT "$(lim 40)" python3 tests/data/proton/record_planted.py --out $O/planted --variant groups_even \
+    > $O/planted_even.log 2>&1; echo "exit $?"
+  at "GPU tests"
+  timeout -s INT "$(lim 150)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_proton_gpu.py \
+    > $O/gpu_tests.txt 2>&1
+  tail -5 $O/gpu_tests.txt
+  find $R \( -name '*.timeline.json' -o -name 'manifest.json' -o -name 'workload.jsonl' -o -name '*.drops.json' \
+    -o -name '*.log' \) -exec cp --parents {} $O/ \; 2>/dev/null
+  tar -cJf "$OUT/session2.tar.xz" -C /tmp o2
+}
+
+# ------------------------------------------------------------------------------------------------ run the steps
+if [ $# -eq 0 ] || [ "$1" = list ]; then
+  grep -E "^step_[a-z0-9_]+\(\)" "$0" | sed -E 's/^step_([a-z0-9_]+)\(\) \{ *(# )?/\1: /;' \
+    | awk -F': ' '{ gsub("_", "-", $1); print }' OFS=': '
+  exit 0
+fi
+for s in "$@"; do
+  fn="step_${s//-/_}"
+  if ! declare -F "$fn" > /dev/null; then echo "unknown step: $s (bash benchmarks/gpu.sh list)"; exit 2; fi
+done
+for s in "$@"; do
+  at "$s"
+  "step_${s//-/_}"
+done
+at done
+ls -la "$OUT"
