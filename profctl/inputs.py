@@ -5,7 +5,9 @@ or a run of the run store by id or 'latest' -- and how each is read. `profctl re
 Readers (profctl.readers) read files; a file that needs its tool first is converted here: an ``.nsys-rep`` is
 exported to SQLite by nsys (a fresh ``.sqlite`` beside it is used instead), and an ``.ncu-rep`` without the
 ncu_report module is exported to CSV by ``ncu --import``. Conversions go to a temporary directory: the user's
-folder is never written.
+folder is never written. Every command that reads loads this module, so a format's reader and tool are imported
+where that format is met, as profctl.readers.read imports its readers by name: a command pays only for the
+formats it reads.
 """
 
 from __future__ import annotations
@@ -20,13 +22,10 @@ from typing import Any
 
 from profctl import readers, run_store
 from profctl.errors import BadReport, NotComparable, ProfctlError, ReaderMissing, ToolNotFound, UsageError
-from profctl.readers import KIND_WORDS, bench_json, ncu_csv, ncu_rep, nsys_sqlite
+from profctl.readers import KIND_WORDS, bench_json
 from profctl.readers._compressed import plain_copy, plain_name
-from profctl.readers.ncu_profiles import read_profiles as read_rep
 from profctl.schema import Source, Summary, concat
 from profctl.schema.bench import BenchRow, bench_rows
-from profctl.spec import AttentionSpec
-from profctl.tools import ncu, nsys
 
 #: the files of a run directory, per tool, in the order they are read
 RUN_FILES: tuple[tuple[str, str], ...] = (("bench", "bench.json"), ("nsys", "profile.sqlite"),
@@ -156,6 +155,8 @@ def read_profiles(ref: str | Path, *, root: Path | str | None = None, kernels: S
     source lines, ncu's findings): profctl.schema.profile.KernelProfile; with `kernels` (regexes over name, base
     name and NVTX path), only the launches they pick in depth, the others by their names only. Only an .ncu-rep
     holds them; any other input is a BadReport saying what to give instead."""
+    from profctl.readers.ncu_profiles import read_profiles as read_rep
+
     inps = resolve(ref, root=root)
     reps = [i for i in inps if i.kind == "ncu-rep"]
     if not reps:
@@ -176,6 +177,8 @@ def read_rows(inp: Input) -> list[BenchRow]:
 def read_for_join(inp: Input) -> Summary:
     """A Summary with per-range rows for the cross-tool join: an nsys export of a profctl run per range *path*
     (measured iterations, per shape and pass); an ncu run's summary.json when its report cannot be read."""
+    from profctl.readers import nsys_sqlite
+
     if inp.in_run and inp.kind == "nsys-sqlite":
         s = nsys_sqlite.read_paths(inp.path, first_case=first_case(inp.run_dir))
         if s.kernels:
@@ -194,6 +197,8 @@ def read_for_join(inp: Input) -> Summary:
 
 def first_case(run_dir: Path | None) -> str | None:
     """``<backend>[<shape>]`` of the first case a run's workload ran (its events file)."""
+    from profctl.spec import AttentionSpec
+
     if run_dir is None:
         return None
 
@@ -347,6 +352,8 @@ def load_side(ref: str | Path, root: Path | str | None = None) -> Side:
 # ------------------------------------------------------------------------------------------------ via tools
 def _read_nsys_rep(p: Path, **options: Any) -> Summary:
     """A fresh .sqlite beside the report, else an export by nsys into a temporary folder."""
+    from profctl.readers import nsys_sqlite
+
     with _nsys_rep_sqlite(p) as (db, exported):
         s = nsys_sqlite.read(db, **options)
     if not exported:
@@ -359,6 +366,8 @@ def _read_nsys_rep(p: Path, **options: Any) -> Summary:
 def _nsys_rep_sqlite(p: Path) -> Iterator[tuple[Path, bool]]:
     """(the SQLite export of the .nsys-rep `p`, whether nsys made it here): a fresh .sqlite beside the report,
     else nsys' export into a temporary folder, removed afterwards (on a failed export it stays, with its log)."""
+    from profctl.tools import nsys
+
     beside = p.with_name(Path(plain_name(p)).stem + ".sqlite")
     if beside.exists() and beside.stat().st_mtime >= p.stat().st_mtime:
         yield beside, False
@@ -397,6 +406,8 @@ def nsys_sqlite_of(inp: Input) -> Iterator[Path]:
 
 def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True, **_: Any) -> Summary:
     """The report through ``ncu --import``, when the ncu_report module is missing."""
+    from profctl.readers import ncu_rep
+
     launches, version, reader = ncu_import_launches(p, missing)
     return ncu_rep.summarize(launches, path=p, tool_version=version, by_range=by_range, reader=reader)
 
@@ -404,6 +415,9 @@ def _read_ncu_rep_with_ncu(p: Path, missing: BadReport, *, by_range: bool = True
 def ncu_import_launches(p: Path, missing: BadReport | None = None) -> tuple[list[Any], str | None, str]:
     """(launches, writer's version, reader) of a report exported by ``ncu --import FILE --csv --page raw
     --print-units base`` and read by the CSV reader."""
+    from profctl.readers import ncu_csv, ncu_rep
+    from profctl.tools import ncu
+
     try:
         exe = ncu.find()
     except ToolNotFound:

@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -400,6 +399,7 @@ def environment() -> dict[str, Any]:
 
 
 def _dist_version(*names: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version  # 10-15 ms (email, zipfile): only for the manifest
     for n in names:
         try:
             return version(n)

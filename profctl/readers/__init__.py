@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from profctl.errors import BadReport, NeedsTool, ProfctlError, ReaderFault
-from profctl.readers import proton_trace, proton_tree
 from profctl.readers._compressed import DAMAGED, GZIP_MAGIC, compression, open_bytes, plain_copy, plain_name, read_head
 from profctl.schema import SCHEMA_ID, Summary, validate, warn
 
@@ -90,6 +89,7 @@ def _sniff_text(path: Path, head: bytes) -> str:
         if text.startswith("[") and '"backend"' in text and ('"status"' in text or '"median_ms"' in text
                                                              or (key is not None and key.group(1) == "backend")):
             return "bench-json"
+        from profctl.readers import proton_trace, proton_tree  # a format's reader where the format is met
 
         if proton_trace.looks_like(text):
             return "proton-trace"

@@ -20,8 +20,9 @@ from profctl.analysis.backend_table import (
     metric,
 )
 from profctl.analysis.crosstool import CrossToolView
+from profctl.render.backend_table_plots import all_plots, roofline_rows
 from profctl.render.html import page
-from profctl.render.plots import BACKEND_ORDER, all_plots, roofline_rows
+from profctl.render.plots import BACKEND_ORDER
 from profctl.render.tables import console, display_path, kernel_cell, limited, markdown
 from profctl.render.tables import print_table as table
 from profctl.shapes import Shape, label_of_key, sort_key

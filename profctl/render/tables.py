@@ -16,12 +16,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from profctl.kernels import display_name
-
 FORMATS = ("table", "markdown", "csv", "json")
 #: the columns that hold names long enough to elide (kernel names)
 NAME_COLUMNS = ("kernel", "main kernel")
@@ -49,6 +43,7 @@ def kernel_cell(name: str | None, short: str | None = None) -> tuple[str, str | 
     renderer elides it to its column), and the demangled name with its template arguments when it differs."""
     if not name:
         return short or "-", None
+    from profctl.kernels import display_name
 
     shown = display_name(name, width=10**6)
     return shown, (name if name != shown else None)
@@ -107,6 +102,9 @@ def elide_rows(rows: list[dict[str, Any]], width: int = NAME_WIDTH) -> tuple[lis
 
 
 def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=escape(title), show_lines=False, header_style="bold")
     if not rows:
         t.add_column("(none)")
@@ -123,6 +121,8 @@ def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
 def print_table(con: Any, title: str, rows: list[dict[str, Any]], *, more: int = 0) -> None:
     """A rich table with long names elided and their full names as footnotes under it; `more` rows left out
     (by --limit) are said under it too."""
+    from rich.markup import escape
+
     shown, notes = elide_rows(rows)
     con.print(rich_table(title, shown))
     for n in notes:
@@ -162,6 +162,8 @@ def limited(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[dict[st
 def console(width: int = 200, *, stderr: bool = False) -> Any:
     """A rich Console: the terminal's width on a terminal; in a pipe or a file at least `width` columns, and as
     many as a table needs to keep each of its rows on one line."""
+    from rich.console import Console
+
     con = Console(stderr=stderr)
     return con if con.is_terminal else _wide_console()(width=width, stderr=stderr)
 
@@ -169,12 +171,16 @@ def console(width: int = 200, *, stderr: bool = False) -> Any:
 def fitted_console(width: int = 120) -> tuple[Any, io.StringIO]:
     """A plain-text Console into a buffer that wraps table cells to `width` columns (for views whose cells hold
     sentences: a file or a pipe gets lines a terminal can show)."""
+    from rich.console import Console
+
     buf = io.StringIO()
     return Console(file=buf, width=width, color_system=None, force_terminal=False, soft_wrap=False), buf
 
 
 def console_fitted(width: int = 120) -> Any:
     """The terminal's Console on a terminal; in a pipe, a plain Console `width` columns wide that wraps cells."""
+    from rich.console import Console
+
     con = Console()
     return con if con.is_terminal else Console(width=width, color_system=None, soft_wrap=False)
 
@@ -194,6 +200,9 @@ def _wide_console() -> Any:
     """The Console class for pipes and files (made once, on first use: rich loads only when a table is printed)."""
     global _WIDE
     if _WIDE is None:
+        from rich.console import Console
+        from rich.table import Table
+
         class WideConsole(Console):
             """Prints a table wider than the console at the table's own width (one row per line, nothing wrapped
             mid-word: a pipe or a file has no screen edge), and text lines whole."""

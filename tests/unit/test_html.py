@@ -19,7 +19,7 @@ import pytest
 from profctl import readers
 from profctl.analysis.backend_table import build as compare
 from profctl.analysis.crosstool import join as merge_view
-from profctl.render import backend_table_view, plots
+from profctl.render import backend_table_plots, backend_table_view, plots
 
 mpimg = pytest.importorskip("matplotlib.image")
 
@@ -199,7 +199,7 @@ def test_a_line_joins_only_points_of_one_case():
                     x["median_ms"] = r["median_ms"] * f * heads * d / 4096
                 rows.append(x)
     c = compare(merge_view([], rows, device="NVIDIA H100 80GB HBM3"))
-    fig = plots.by_seqlen_figure(c, lambda r: r.time_ms, ylabel="ms", title="Time")
+    fig = backend_table_plots.by_seqlen_figure(c, lambda r: r.time_ms, ylabel="ms", title="Time")
     ok = {(r.backend, r.pass_, r.causal) for r in c.rows if r.status == "ok" and r.time_ms is not None}
     for ax in fig.axes:
         labels = [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
@@ -215,7 +215,7 @@ def test_a_line_joins_only_points_of_one_case():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    one = plots.series([r for r in c.rows if r.shape_key and ",h32," in r.shape_key])
+    one = backend_table_plots.series([r for r in c.rows if r.shape_key and ",h32," in r.shape_key])
     assert all(label == b for b, label, _ in one)  # nothing differs: the label is the backend alone
 
 

@@ -164,7 +164,7 @@ def _axes(fig):
 
 def test_bars_are_linear_and_lines_go_log_only_across_decades() -> None:
     pytest.importorskip("matplotlib")
-    from profctl.render.plots import by_seqlen_figure
+    from profctl.render.backend_table_plots import by_seqlen_figure
 
     with gzip.open(DATA / "bench_h100_s4096.json.gz", "rt") as f:
         rows = json.load(f)
