@@ -283,9 +283,10 @@ def local_memory(ctx: Context) -> Cause | None:
     sectors = ctx.f.local_sectors or sum(ln.mem.get("local_sectors", 0.0) for ln in loc)
     if not loc and not sectors:
         return None
-    glob = (ctx.f.get("global_ld_sectors") or 0.0) + (ctx.f.get("global_st_sectors") or 0.0)
+    glob = _global_sectors(ctx)
     at_lines = sum(ctx.line_share(ln) for ln in loc)
-    by_traffic = memory_bound(ctx) * sectors / (sectors + glob) if sectors else 0.0
+    # the local share of the memory traffic only where the report says what the global traffic is
+    by_traffic = memory_bound(ctx) * sectors / (sectors + glob) if sectors and glob else 0.0
     share = max(at_lines, by_traffic)
     if share < 0.05:
         return None
@@ -295,7 +296,7 @@ def local_memory(ctx: Context) -> Cause | None:
             if spills else f"a per-thread array in local memory (a {stack:.0f}-byte stack frame, no spills: indexed "
                            "at run time)")
     ev = [f"{what}; local loads/stores take {_pct(share)} of the time"
-          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors else "")]
+          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors and glob else "")]
     ev += [f"{_where(ln)}: {', '.join(sorted(o for o in ln.present if o.startswith(('LDL', 'STL'))))}, "
            f"{_pct(ctx.line_share(ln))} of the warp samples" for ln in _top(loc, lambda ln: ln.samples, 2)]
     fix = None
@@ -618,8 +619,7 @@ def _compute_bound(ctx: Context) -> Cause | None:
         o = ctx.other
         tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
         tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
-        work = (("matrix operations", ctx.f.tensor_ops or ctx.f.opcode_count(*_MMA_OPS),
-                 o.f.tensor_ops or o.f.opcode_count(*_MMA_OPS), ctx.util("tensor_pct")),
+        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct")),
                 ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
                  o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct")))
         for label, mine, theirs, util in work:
@@ -646,6 +646,18 @@ def _compute_bound(ctx: Context) -> Cause | None:
 
 
 _MMA_OPS = ("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA")
+
+
+def _mma_work(a: Context, b: Context) -> tuple[float, float]:
+    """The matrix work of two kernels in one unit: ncu's tensor operations where both reports have them, else
+    MMA instruction counts only when both issue the same kind (an HMMA and a wgmma do different amounts of work
+    each: 16x between FA2's mma.sync and cuDNN's wgmma); (0, 0) when the two cannot be compared."""
+    if a.f.tensor_ops and b.f.tensor_ops:
+        return a.f.tensor_ops, b.f.tensor_ops
+    kinds = [{op for op in _MMA_OPS if x.f.opcode_count(op)} for x in (a, b)]
+    if kinds[0] and kinds[0] == kinds[1]:
+        return a.f.opcode_count(*_MMA_OPS), b.f.opcode_count(*_MMA_OPS)
+    return 0.0, 0.0
 
 
 def _tensor_roof_us(ctx: Context) -> float | None:
