@@ -794,8 +794,10 @@ def _load_wait(ctx: Context) -> Cause | None:
         if wait < theirs + 0.05 or saving <= 0:
             return None
         eff = same_mma_efficiency_gap(ctx)
-        if eff is not None and excess > 0.3 * (t - o.duration_us):
-            saving = max(saving, eff)  # the same MMA work at B's tensor efficiency: what the late loads cost
+        if eff is not None and excess > 0.3 * (t - o.duration_us) and eff > saving:
+            saving = eff  # the same MMA work at B's tensor efficiency: what the late loads cost
+            ev.append(f"B does the same matrix work with its tensor pipe {_pct(o.util('tensor_pct'))} busy against "
+                      f"A's {_pct(ctx.util('tensor_pct'))}: fed in time, A would take {t - eff:.1f} us")
         ev.append(f"B waits {_pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {_pct(theirs)} "
                   f"against A's {t:.1f} us x {_pct(wait)})")
         c = ctx.cause("loads-not-pipelined", saving, ev, hot)
