@@ -280,9 +280,10 @@ def local_memory(ctx: Context) -> Cause | None:
     sectors = ctx.f.local_sectors or sum(ln.mem.get("local_sectors", 0.0) for ln in loc)
     if not loc and not sectors:
         return None
-    glob = (ctx.f.get("global_ld_sectors") or 0.0) + (ctx.f.get("global_st_sectors") or 0.0)
+    glob = _global_sectors(ctx)
     at_lines = sum(ctx.line_share(ln) for ln in loc)
-    by_traffic = memory_bound(ctx) * sectors / (sectors + glob) if sectors else 0.0
+    # the local share of the memory traffic only where the report says what the global traffic is
+    by_traffic = memory_bound(ctx) * sectors / (sectors + glob) if sectors and glob else 0.0
     share = max(at_lines, by_traffic)
     if share < 0.05:
         return None
@@ -292,7 +293,7 @@ def local_memory(ctx: Context) -> Cause | None:
             if spills else f"a per-thread array in local memory (a {stack:.0f}-byte stack frame, no spills: indexed "
                            "at run time)")
     ev = [f"{what}; local loads/stores take {_pct(share)} of the time"
-          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors else "")]
+          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors and glob else "")]
     ev += [f"{_where(ln)}: {', '.join(sorted(o for o in ln.present if o.startswith(('LDL', 'STL'))))}, "
            f"{_pct(ctx.line_share(ln))} of the warp samples" for ln in _top(loc, lambda ln: ln.samples, 2)]
     fix = None
@@ -615,8 +616,7 @@ def _compute_bound(ctx: Context) -> Cause | None:
         o = ctx.other
         tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
         tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
-        work = (("matrix operations", ctx.f.tensor_ops or ctx.f.opcode_count(*_MMA_OPS),
-                 o.f.tensor_ops or o.f.opcode_count(*_MMA_OPS), ctx.util("tensor_pct")),
+        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct")),
                 ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
                  o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct")))
         for label, mine, theirs, util in work:
@@ -643,6 +643,18 @@ def _compute_bound(ctx: Context) -> Cause | None:
 
 
 _MMA_OPS = ("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA")
+
+
+def _mma_work(a: Context, b: Context) -> tuple[float, float]:
+    """The matrix work of two kernels in one unit: ncu's tensor operations where both reports have them, else
+    MMA instruction counts only when both issue the same kind (an HMMA and a wgmma do different amounts of work
+    each: 16x between FA2's mma.sync and cuDNN's wgmma); (0, 0) when the two cannot be compared."""
+    if a.f.tensor_ops and b.f.tensor_ops:
+        return a.f.tensor_ops, b.f.tensor_ops
+    kinds = [{op for op in _MMA_OPS if x.f.opcode_count(op)} for x in (a, b)]
+    if kinds[0] and kinds[0] == kinds[1]:
+        return a.f.opcode_count(*_MMA_OPS), b.f.opcode_count(*_MMA_OPS)
+    return 0.0, 0.0
 
 
 def _tensor_roof_us(ctx: Context) -> float | None:
@@ -779,8 +791,10 @@ def _load_wait(ctx: Context) -> Cause | None:
         if wait < theirs + 0.05 or saving <= 0:
             return None
         eff = same_mma_efficiency_gap(ctx)
-        if eff is not None and excess > 0.3 * (t - o.duration_us):
-            saving = max(saving, eff)  # the same MMA work at B's tensor efficiency: what the late loads cost
+        if eff is not None and excess > 0.3 * (t - o.duration_us) and eff > saving:
+            saving = eff  # the same MMA work at B's tensor efficiency: what the late loads cost
+            ev.append(f"B does the same matrix work with its tensor pipe {_pct(o.util('tensor_pct'))} busy against "
+                      f"A's {_pct(ctx.util('tensor_pct'))}: fed in time, A would take {t - eff:.1f} us")
         ev.append(f"B waits {_pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {_pct(theirs)} "
                   f"against A's {t:.1f} us x {_pct(wait)})")
         c = ctx.cause("loads-not-pipelined", saving, ev, hot)
