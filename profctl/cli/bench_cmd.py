@@ -101,7 +101,6 @@ def bench(
 def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-
     con = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True, disable=not show or not con.is_terminal, console=con) as bar:
