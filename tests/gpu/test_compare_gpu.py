@@ -1,5 +1,6 @@
-"""`profctl compare` on the GPU: two runs of one workload compare as unchanged; sdpa-math run under the label of
-an sdpa-flash run is a large regression that fails the CI gate."""
+"""`profctl compare` on the GPU: runs of one workload compare as unchanged (three runs a side: the run is the unit of
+noise; one run a side never fails the gate and says the runs limit it); sdpa-math run under the label of an
+sdpa-flash run is a large regression that fails the CI gate."""
 
 from __future__ import annotations
 
@@ -29,20 +30,27 @@ def _bench(reports: Path, backend: str) -> Path:
     return new
 
 
-def _compare(a: Path, b: Path) -> tuple[int, dict]:
+def _compare(a: Path | str, b: Path | str) -> tuple[int, dict]:
     r = CliRunner().invoke(app, ["compare", str(a), str(b), "--format", "json", "--fail-if-slower", "5%"])
     return r.exit_code, json.loads(r.stdout)
 
 
 def test_same_workload_twice_is_unchanged_and_math_is_a_regression(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    a = _bench(reports, "sdpa-flash")
-    b = _bench(reports, "sdpa-flash")
+    a, *more_a = [_bench(reports, "sdpa-flash") for _ in range(3)]
+    b, *more_b = [_bench(reports, "sdpa-flash") for _ in range(3)]
     code, doc = _compare(a, b)
     (row,) = doc["rows"]
     assert code == 0, doc
-    assert row["verdict"] == "unchanged", row
+    assert row["verdict"] in ("unchanged", "inconclusive"), row
+    assert row["runs_base"] == row["runs_new"] == 1 and row["run_noise_measured"] is None
     assert row["ci_lo"] <= row["ratio"] <= row["ci_hi"]
+
+    code, doc = _compare(",".join(map(str, [a, *more_a])), ",".join(map(str, [b, *more_b])))
+    (row,) = doc["rows"]
+    assert code == 0, doc
+    assert row["runs_base"] == row["runs_new"] == 3 and row["run_noise_measured"] is not None, row
+    assert row["verdict"] == "unchanged", row
 
     c = _bench(reports, "sdpa-math")
     code, doc = _compare(a, c)

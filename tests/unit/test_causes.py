@@ -113,3 +113,21 @@ def test_catalog_ids_are_documented_and_json_has_the_promised_keys() -> None:
     d = causes.kernel_causes(k)[0].to_dict()
     assert {"id", "title", "lines", "saving_us", "evidence", "fix"} <= set(d)
     assert d["lines"][0]["file"].endswith("planted.cu") and re.fullmatch(r"\d+", str(d["lines"][0]["line"]))
+
+
+def test_fa2_against_cudnn_on_the_explain_recipe_is_legacy_mma_not_compute_bound() -> None:
+    """A regression: on the explain recipe's sections (fewer than --set full) FlashAttention-2's HMMA count against
+    cuDNN's wgmma count once read as 'A does more work' (compute-bound); the instruction kinds differ, so the work
+    is compared in tensor operations or not at all. Recorded by profctl ncu --recipe explain on the H200
+    (tests/data/pairs/README.md)."""
+    from profctl.readers import ncu_profiles
+
+    profiles = list(ncu_profiles.read_profiles(ROOT / "tests" / "data" / "pairs" /
+                                               "profctl_sdpa_explain_recipe.ncu-rep.xz"))
+    ka, _ = select(profiles, "flash_fwd", "fa2")
+    kb, _ = select(profiles, "cudnn", "cudnn")
+    found = causes.gap_causes(ka, kb)
+    assert found[0].id == "legacy-mma", [c.id for c in found]
+    assert "compute-bound" not in [c.id for c in found]
+    gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
+    assert abs(found[0].saving_us - gap) <= 0.35 * gap
