@@ -151,8 +151,16 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
         nvml.here("cuda")
         run_store.environment()
 
+    def warm_as_profctl() -> None:
+        """ncu_report's one-time start on the small report while ncu runs, as profctl's thread does it, but in a
+        fresh process each time (in this process it would be paid once)"""
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", "from profctl.tools import ncu; ncu.warm_reader()"])
+
     return {"profctl": profctl, "profctl-old": profctl_old, "alone": by_pipe, "proc": by_proc,
-            "proc-nvml": lambda: by_proc(nvml_as_profctl), "proc-nvml-held": lambda: by_proc(held=True)}
+            "proc-nvml": lambda: by_proc(nvml_as_profctl), "proc-nvml-held": lambda: by_proc(held=True),
+            "proc-warm": lambda: by_proc(warm_as_profctl)}
 
 
 def measure(name: str, case: list[str], rounds: int, names: list[str], old: str | None = None) -> dict[str, Any]:

@@ -183,10 +183,17 @@ def device_cc() -> tuple[int, int]:
     vis = nvml.visible_gpus()
     if vis and vis[0].capability:
         return vis[0].capability
-    import torch
+    try:
+        import torch
 
-    major, minor = torch.cuda.get_device_capability(0)
-    return int(major), int(minor)
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(0)
+            return int(major), int(minor)
+    except (ImportError, RuntimeError, AssertionError):
+        pass
+    raise UsageError("profctl ncu profiles CUDA kernels, and no NVIDIA GPU is visible here (NVML lists none and "
+                     "PyTorch has no CUDA device; check CUDA_VISIBLE_DEVICES and nvidia-smi); to read reports "
+                     "recorded elsewhere: profctl report REPORT")
 
 
 def cases_of(target: Workload) -> list[tuple[str, str, str]]:

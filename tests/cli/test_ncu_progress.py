@@ -177,3 +177,21 @@ def test_the_cli_prints_the_advice_once_and_progress_now_and_then(tmp_path: Path
     with redirect_stderr(err), _showing_progress(every_s=3600) as show:
         show(NcuProgress(5, {"k": 5}, last="k", last_s=0.5))
     assert err.getvalue() == ""  # a minute has not passed
+
+
+def test_a_program_on_a_machine_without_gpu_is_one_line_not_an_internal_error(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`profctl ncu -- CMD` where neither NVML nor PyTorch sees a GPU (a CPU build of torch raised
+    AssertionError from inside the compute-capability lookup)."""
+    from profctl import nvml
+
+    monkeypatch.setattr(nvml, "visible_gpus", lambda: [])
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("PROFCTL_NCU", str(fake_ncu(tmp_path)))
+    prog = _program(tmp_path)
+    r = CliRunner().invoke(app, ["ncu", "--recipe", "stalls", "--clock-control", "none", "--reports",
+                                 str(tmp_path / "runs"), "--", *prog.command])
+    assert r.exit_code == 2, r.output
+    assert "no NVIDIA GPU is visible here" in r.output and "internal error" not in r.output
+    assert r.output.count("\n") <= 2
