@@ -108,8 +108,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "Hopper path, CUTLASS 3 / CuTe",
        "the same matrix work at a wgmma kernel's tensor efficiency (the other kernel's in a pair, else 70 % of the "
        "pipe): time x (1 - tensor busy x mma.sync rate / (wgmma rate x that efficiency))",
-       "PyTorch's SDPA flash backend runs FlashAttention-2's forward (HMMA.16816) on Hopper; cuDNN and FA3 run "
-       "wgmma fed by TMA", ("HighPipeUtilization",)),
+       "PyTorch's SDPA flash backend (FlashAttention-2) and its memory-efficient backend (CUTLASS sm80 kernels) run "
+       "mma.sync (HMMA.16816) on Hopper, forward and backward; cuDNN and FA3 run wgmma fed by TMA",
+       ("HighPipeUtilization",)),
     _C("mma-not-overlapped", "warpgroup MMA not overlapped with other work",
        "warps waiting on their own asynchronous wgmma results (WARPGROUP.DEPBAR / warpgroup arrive) for a large "
        "share of the time, with the tensor pipe well below its peak",

@@ -563,15 +563,21 @@ def mma_paths(ctx: Context) -> list[Cause]:
               f"is idle ({_pct(tensor)})", f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
         ev += [f"{_where(ln)}: {ln.text[:80]}" for ln in matmul_text[:1]]
         out.append(ctx.cause("no-tensor-cores", saving, ev, matmul_text[:2] or hot[:1]))
-    if ctx.cc is not None and ctx.cc >= (9, 0) and ctx.f.hmma > 0 and ctx.f.gmma == 0 and tensor >= 0.1:
+    # warp-level MMA only: HMMA in the instruction mix and no wgmma; or, without the mix, a busy tensor pipe that
+    # ran no wgmma instruction (on Hopper the tensor pipe's other work is mma.sync)
+    by_mix = ctx.f.hmma > 0 and ctx.f.gmma == 0
+    by_count = not ctx.f.opcodes and ctx.f.wgmma_insts == 0
+    if ctx.cc is not None and ctx.cc >= (9, 0) and (by_mix or by_count) and tensor >= 0.1:
         r = _peak_ratio(ctx, "hmma", "hgmma") or HMMA_RATE_ON_HOPPER
         eff, whose = WGMMA_EFFICIENCY, "a typical wgmma attention kernel's"
-        if ctx.other is not None and ctx.other.f.gmma > 0 and ctx.other.util("tensor_pct") > 0:
+        if ctx.other is not None and (ctx.other.f.wgmma_insts or 0) > 0 and ctx.other.util("tensor_pct") > 0:
             eff, whose = ctx.other.util("tensor_pct"), "B's"
         new = t * tensor * r / eff
         mma_lines = [ln for ln in ctx.lines if ln.has("HMMA")]
-        ev = [f"{ctx.f.hmma:.3g} HMMA (mma.sync) instructions and no wgmma on a compute capability "
-              f"{ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {_pct(tensor)} busy",
+        what = (f"{ctx.f.hmma:.3g} HMMA (mma.sync) instructions and no wgmma" if by_mix else
+                "no wgmma instruction (sm__inst_executed_pipe_tensor_op_gmma = 0) while the tensor pipe works: "
+                "its matrix work is warp-level mma.sync")
+        ev = [f"{what} on a compute capability {ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {_pct(tensor)} busy",
               f"mma.sync's rate is {r:.2f}x wgmma's here; at {whose} {_pct(eff)} tensor efficiency the same work "
               f"takes {new:.1f} us"]
         out.append(ctx.cause("legacy-mma", t - new, ev, _top(mma_lines, lambda ln: ln.samples, 2)))

@@ -241,6 +241,15 @@ class Figures:
         return self.opcode_count(*GMMA)
 
     @property
+    def wgmma_insts(self) -> float | None:
+        """wgmma instructions: from the instruction mix where ncu gave it, else ncu's count of the tensor pipe's
+        wgmma instructions (a recipe of metrics without the instruction statistics); None when neither is
+        there."""
+        if self.opcodes:
+            return self.gmma
+        return first(self.metrics, ("sm__inst_executed_pipe_tensor_op_gmma.sum",))
+
+    @property
     def tensor_ops(self) -> float:
         """Matrix operations done on the tensor cores, every path summed (ncu's ``sm__ops_path_tensor_op_*``):
         the measure of "the same MMA work" across kernels that use different instruction shapes (0: not

@@ -131,3 +131,21 @@ def test_fa2_against_cudnn_on_the_explain_recipe_is_legacy_mma_not_compute_bound
     assert "compute-bound" not in [c.id for c in found]
     gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
     assert abs(found[0].saving_us - gap) <= 0.35 * gap
+
+
+@pytest.mark.parametrize("kernel", ["flash_fwd", "fmha_cutlass"])
+def test_legacy_mma_without_the_instruction_mix_from_the_wgmma_count(kernel: str) -> None:
+    """A report of a few metrics (the H100 fixture: tensor pipe, wgmma instruction count, no instruction statistics,
+    recorded with plain ncu): FA2 and the memory-efficient CUTLASS sm80 kernel against cuDNN are legacy-mma, told
+    from a busy tensor pipe that ran no wgmma; cuDNN itself (wgmma) is not."""
+    from profctl.readers import ncu_profiles
+
+    profiles = list(ncu_profiles.read_profiles(ROOT / "tests" / "data" / "h100-sm90" / "attn_tc.ncu-rep.xz"))
+    ka, _ = select(profiles, kernel, kernel)
+    kb, _ = select(profiles, "cudnn", "cudnn")
+    assert not ka.opcodes  # no instruction mix: the count is what tells
+    found = causes.gap_causes(ka, kb)
+    assert found and found[0].id == "legacy-mma", [c.id for c in found]
+    gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
+    assert abs(found[0].saving_us - gap) <= 0.35 * gap
+    assert "legacy-mma" not in [c.id for c in causes.kernel_causes(kb)]
