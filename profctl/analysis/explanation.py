@@ -304,6 +304,11 @@ def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs |
                    "the causes are judged on each kernel's own figures")
     if b is not None and a.cc and b.cc and a.cc != b.cc and a.device == b.device:
         out.append(f"compute capability {a.cc} against {b.cc}")
+    pa, pb = (pass_of(a), pass_of(b)) if b is not None else (None, None)
+    if pa and pb and pa != pb:
+        words = {"fwd": "forward", "bwd": "backward"}
+        out.append(f"A is a {words[pa]} kernel and B a {words[pb]} one: they do different work, so the gap is not "
+                   f"only the causes below (pick B of the {words[pa]} pass with --vs)")
     if not any(roofs.values()):
         if not shape_given:
             out.append("no speed-of-light roofs: the NVTX range names no attention shape; give --shape (e.g. "
@@ -351,14 +356,43 @@ def pattern_of(pattern: str, flag: str = "--kernel/--vs") -> re.Pattern[str]:
         raise UsageError(f"{flag} {pattern!r} is not a regular expression: {e}") from None
 
 
-def select(profiles: list[KernelProfile], pattern: str, where: str) -> tuple[KernelProfile, str | None]:
-    """The first launch `pattern` matches (:func:`matching`), and a note when it picked one of several."""
+_BWD = re.compile(r"(?<![a-z])(bwd|backward|bprop|dgrad|wgrad)|_bwd_|Backward", re.I)
+_FWD = re.compile(r"(?<![a-z])(fwd|forward|fprop)|_fwd_|Forward", re.I)
+
+
+def pass_of(p: KernelProfile) -> str | None:
+    """'fwd' or 'bwd' when the launch's NVTX path or kernel name says which pass it belongs to (profctl's
+    ranges, ``*.fwd.*`` ranges, FlashAttention's flash_fwd/flash_bwd, cuDNN's fprop/bprop); None otherwise."""
+    for text in (p.nvtx_path or "", p.base_name, p.name):
+        b, f = _BWD.search(text), _FWD.search(text)
+        if b and not f:
+            return "bwd"
+        if f and not b:
+            return "fwd"
+    return None
+
+
+def select(profiles: list[KernelProfile], pattern: str, where: str, like: KernelProfile | None = None
+           ) -> tuple[KernelProfile, str | None]:
+    """The first launch `pattern` matches (:func:`matching`), and a note when it picked one of several. With
+    `like` (A, when choosing B), the longest launch of A's pass (forward or backward) comes first when the pass
+    tells the matches apart: ``--vs cudnn`` for a backward kernel means cuDNN's main backward kernel, not the first
+    cuDNN launch (its forward) nor a small helper of its backward."""
     hits = matching(profiles, pattern, where)
     note = None
     if len(hits) > 1:
+        want = pass_of(like) if like is not None else None
+        same = [h for h in hits if h is not like and want is not None and pass_of(h) == want]
+        if same and len(same) < len(hits):  # the pass tells them apart: its longest launch (the work, not a helper)
+            same.sort(key=lambda h: -(h.duration_ns or 0))
+            hits = same + [h for h in hits if h not in same]
+        else:
+            same = []
         names = list(dict.fromkeys(describe(p) for p in hits))
         note = (f"{pattern!r} matches {len(hits)} launches in {where} ({', '.join(names[:4])}"
-                f"{', ...' if len(names) > 4 else ''}); using the first (narrow the regex, e.g. with the NVTX path)")
+                f"{', ...' if len(names) > 4 else ''}); using " + (f"the longest of the {want} pass, as A's"
+                                                                  if same else "the first")
+                + " (narrow the regex, e.g. with the NVTX path)")
     return hits[0], note
 
 
@@ -376,4 +410,5 @@ def kernel_roofs(p: KernelProfile, shape: str | None = None) -> Roofs | None:
 
 
 __all__ = ["Explanation", "Factor", "Row", "describe", "explain", "factors", "grid_note", "instruction_mix",
-           "kernel_roofs", "limiting_unit", "matching", "occupancy_limiter", "profile_work", "select", "side_by_side"]
+           "kernel_roofs", "limiting_unit", "matching", "occupancy_limiter", "pass_of", "profile_work", "select",
+           "side_by_side"]

@@ -53,7 +53,7 @@ def explain(
         e.notes += [n for n in (note_a,) if n]
     else:
         pb = inputs.read_profiles(report2, root=reports, kernels=[vs or kernel]) if report2 is not None else pa
-        b, note_b = explanation.select(pb, vs or kernel, report2 or report)
+        b, note_b = explanation.select(pb, vs or kernel, report2 or report, like=a)
         if a is b:
             raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({explanation.describe(a)})")
         roofs = {"a": explanation.kernel_roofs(a, shape), "b": explanation.kernel_roofs(b, shape)}

@@ -194,3 +194,31 @@ def test_a_bit_flipped_report_is_damaged_not_data(data_file, tmp_path: Path, arg
     assert out == "" and "Traceback" not in err
     (line,) = err.strip().splitlines()
     assert "a damaged Nsight Compute report: launch 0 has no kernel name and no metrics" in line
+
+
+FWDBWD = str(Path(__file__).resolve().parents[1] / "data" / "pairs" / "profctl_sdpa_tensor_core_fwdbwd.ncu-rep.xz")
+
+
+def test_vs_picks_the_kernel_of_as_pass_and_a_forward_against_a_backward_is_said() -> None:
+    """SDPA's FA2, memory-efficient and cuDNN kernels, forward and backward, on the tensor-core recipe (H200,
+    tests/data/pairs/README.md). `--vs cudnn` for FA2's backward kernel is cuDNN's main backward kernel (not the
+    first cuDNN launch, its forward, nor the small helpers of its backward); naming a forward kernel for a backward
+    one is said as a premise. Without the instruction mix, legacy-mma comes from the wgmma count."""
+    code, out, _ = run("explain", FWDBWD, "--kernel", "flash_bwd_dq_dk_dv", "--vs", "cudnn", "-f", "json")
+    assert code == 0
+    d = json.loads(out)
+    assert "bprop" in d["b"]["kernel"] and d["b"]["nvtx"].endswith(".bwd")
+    assert d["causes"][0]["id"] == "legacy-mma"
+    assert not any("forward" in p for p in d["premises"])
+    assert any("longest of the bwd pass" in n for n in d["notes"])
+
+    code, out, _ = run("explain", FWDBWD, "--kernel", "flash_bwd_dq_dk_dv", "--vs", "fprop", "-f", "json")
+    assert code == 0
+    d = json.loads(out)
+    assert any("A is a backward kernel and B a forward one" in p for p in d["premises"])
+
+    for a, b in (("flash_fwd_kernel", "cudnn"), ("fmha_cutlassF", "cudnn"), ("fmha_cutlassB", "cudnn")):
+        code, out, _ = run("explain", FWDBWD, "--kernel", a, "--vs", b, "-f", "json")
+        d = json.loads(out)
+        assert code == 0 and d["causes"][0]["id"] == "legacy-mma", (a, [c["id"] for c in d["causes"]])
+        assert d["a"]["nvtx"].rsplit(".", 1)[-1] == d["b"]["nvtx"].rsplit(".", 1)[-1]  # the same pass
