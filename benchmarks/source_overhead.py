@@ -158,7 +158,22 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
 
         subprocess.Popen([sys.executable, "-c", "from profctl.tools import ncu; ncu.warm_reader()"])
 
-    return {"profctl": profctl, "profctl-old": profctl_old, "alone": by_pipe, "proc": by_proc,
+    def inproc() -> dict[str, Any]:
+        """profctl's command run inside this process (typer's CliRunner): no Python start, no imports, the
+        pipeline's threads in a process that has been running for a while"""
+        from typer.testing import CliRunner
+
+        from profctl.cli import app
+
+        t0 = time.perf_counter()
+        CliRunner().invoke(app, pa[3:])
+        wall = time.perf_counter() - t0
+        m = newest(root)
+        tm = m.get("timing") or {}
+        return {"wall_s": wall, "ncu_s": m.get("ncu_wall_s"), "total_s": m.get("total_wall_s"),
+                "phases": (tm.get("ncu_phases") or [None])[0]}
+
+    return {"profctl": profctl, "profctl-old": profctl_old, "alone": by_pipe, "proc": by_proc, "inproc": inproc,
             "proc-nvml": lambda: by_proc(nvml_as_profctl), "proc-nvml-held": lambda: by_proc(held=True),
             "proc-warm": lambda: by_proc(warm_as_profctl)}
 
