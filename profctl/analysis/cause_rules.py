@@ -563,10 +563,11 @@ def mma_paths(ctx: Context) -> list[Cause]:
               f"is idle ({_pct(tensor)})", f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
         ev += [f"{_where(ln)}: {ln.text[:80]}" for ln in matmul_text[:1]]
         out.append(ctx.cause("no-tensor-cores", saving, ev, matmul_text[:2] or hot[:1]))
-    # warp-level MMA only: HMMA in the instruction mix and no wgmma; or, without the mix, a busy tensor pipe that
-    # ran no wgmma instruction (on Hopper the tensor pipe's other work is mma.sync)
+    # warp-level MMA only: HMMA in the instruction mix and no wgmma; or, without the mix, on Hopper, a busy tensor
+    # pipe that ran no wgmma instruction (its other work there is mma.sync; Blackwell's tcgen05 MMAs are not
+    # counted by that metric, so there only the mix tells)
     by_mix = ctx.f.hmma > 0 and ctx.f.gmma == 0
-    by_count = not ctx.f.opcodes and ctx.f.wgmma_insts == 0
+    by_count = not ctx.f.opcodes and ctx.f.wgmma_insts == 0 and ctx.cc is not None and ctx.cc[0] == 9
     if ctx.cc is not None and ctx.cc >= (9, 0) and (by_mix or by_count) and tensor >= 0.1:
         r = _peak_ratio(ctx, "hmma", "hgmma") or HMMA_RATE_ON_HOPPER
         eff, whose = WGMMA_EFFICIENCY, "a typical wgmma attention kernel's"

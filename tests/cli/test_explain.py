@@ -199,7 +199,7 @@ def test_a_bit_flipped_report_is_damaged_not_data(data_file, tmp_path: Path, arg
 FWDBWD = str(Path(__file__).resolve().parents[1] / "data" / "pairs" / "profctl_sdpa_tensor_core_fwdbwd.ncu-rep.xz")
 
 
-def test_vs_picks_the_kernel_of_as_pass_and_a_forward_against_a_backward_is_said() -> None:
+def test_vs_picks_the_kernel_of_the_same_pass_and_a_forward_against_a_backward_is_said() -> None:
     """SDPA's FA2, memory-efficient and cuDNN kernels, forward and backward, on the tensor-core recipe (H200,
     tests/data/pairs/README.md). `--vs cudnn` for FA2's backward kernel is cuDNN's main backward kernel (not the
     first cuDNN launch, its forward, nor the small helpers of its backward); naming a forward kernel for a backward

@@ -149,3 +149,7 @@ def test_legacy_mma_without_the_instruction_mix_from_the_wgmma_count(kernel: str
     gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
     assert abs(found[0].saving_us - gap) <= 0.35 * gap
     assert "legacy-mma" not in [c.id for c in causes.kernel_causes(kb)]
+    # on Blackwell the wgmma count does not count tcgen05 MMAs: there a zero proves nothing
+    from dataclasses import replace
+
+    assert "legacy-mma" not in [c.id for c in causes.kernel_causes(replace(ka, cc="10.0"))]
