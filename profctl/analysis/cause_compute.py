@@ -1,0 +1,195 @@
+"""Cause detectors of the compute units: warp divergence, the matrix path (no tensor cores, legacy mma.sync),
+the SFU and FMA pipes at their limit, and the matrix work against another kernel's."""
+
+from __future__ import annotations
+
+import re
+
+from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_context import (
+    HMMA_RATE_ON_HOPPER,
+    MATMUL_TEXT,
+    MEMORY_WAITS,
+    WGMMA_EFFICIENCY,
+    Context,
+    line_where,
+    pct,
+    top,
+)
+
+
+def warp_divergence(ctx: Context) -> Cause | None:
+    tpi = ctx.f.get("threads_per_inst")
+    div = [ln for ln in ctx.lines if ln.mem.get("warp_inst") and ln.mem.get("thread_inst")
+           and ln.mem["thread_inst"] / ln.mem["warp_inst"] < 28]
+    if not div and (tpi is None or tpi >= 28):
+        return None
+    saving = 0.0
+    by_inst = 0.0
+    all_inst = sum(ln.mem.get("warp_inst", 0.0) for ln in ctx.lines) or 1.0
+    for ln in div:
+        avg = ln.mem["thread_inst"] / ln.mem["warp_inst"]
+        saving += ctx.line_share(ln) * (1 - avg / 32)
+        by_inst += ln.mem["warp_inst"] / all_inst * (1 - avg / 32)
+    if ctx.util("issue_pct") >= 0.6:  # issue-bound: time goes with warp instructions, and the paths serialize
+        saving = max(saving, by_inst * ctx.util("issue_pct"))
+    if not div and tpi is not None:
+        saving = (1 - tpi / 32) * (1 - ctx.share(*MEMORY_WAITS))
+    if saving < 0.05:
+        return None
+    hot = top(div, lambda ln: ln.samples)
+    ev = [f"{tpi:.1f} of 32 threads active per instruction on average" if tpi is not None else "lanes idle"]
+    ev += [f"{line_where(ln)}: {ln.mem['thread_inst'] / ln.mem['warp_inst']:.1f} threads per instruction, "
+           f"{pct(ctx.line_share(ln))} of the warp samples" for ln in hot[:2]]
+    branches = [ln for ln in ctx.lines if ln.mem.get("divergent_targets")]
+    if branches:
+        ev.append("divergent branches at " + ", ".join(line_where(ln) for ln in top(branches, lambda x: x.mem[
+            "divergent_targets"], 2)))
+    return ctx.cause("warp-divergence", (ctx.duration_us or 0) * saving, ev, hot + top(branches, lambda x: x.mem[
+        "divergent_targets"], 1))
+
+
+def _peak_ratio(ctx: Context, slow: str, fast: str) -> float | None:
+    """ncu's own peak of one tensor path over another's (``sm__ops_path_tensor_op_<path>..peak_sustained``)."""
+    def peak(path: str) -> float | None:
+        for k, v in ctx.p.metrics.items():
+            if k.startswith(f"sm__ops_path_tensor_op_{path}_src_") and "sparsity_off" in k and \
+                    k.endswith(".sum.peak_sustained") and v:
+                return float(v)
+        return None
+
+    a, b = peak(slow), peak(fast)
+    return a / b if a and b else None
+
+
+def mma_paths(ctx: Context) -> list[Cause]:
+    """no-tensor-cores and legacy-mma: matrix work on a slower path than the GPU offers."""
+    out: list[Cause] = []
+    t = ctx.duration_us or 0.0
+    tensor = ctx.util("tensor_pct")
+    fma = ctx.util("fma_pct")
+    ffma = ctx.f.opcode_share("FFMA", "DFMA") or 0.0
+    hot = ctx.lines[:5]
+    matmul_text = [ln for ln in hot if MATMUL_TEXT.search(ln.text or "")]
+    name_hint = bool(re.search(r"gemm|matmul|mm_|dot|attn|attention|fwd|mma", ctx.p.base_name, re.I))
+    if tensor < 0.05 and (fma >= 0.4 or ffma >= 0.3) and (matmul_text or (name_hint and not ctx.has_lines)) and \
+            (ctx.cc is None or ctx.cc >= (7, 0)):
+        r = _fma_over_tensor(ctx)
+        saving = t * max(fma, ffma) * (1 - r)
+        ev = [f"the FMA pipe is {pct(fma)} busy and FFMA is {pct(ffma)} of the instructions while the tensor pipe "
+              f"is idle ({pct(tensor)})", f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
+        ev += [f"{line_where(ln)}: {ln.text[:80]}" for ln in matmul_text[:1]]
+        out.append(ctx.cause("no-tensor-cores", saving, ev, matmul_text[:2] or hot[:1]))
+    # warp-level MMA only: HMMA in the instruction mix and no wgmma; or, without the mix, on Hopper, a busy tensor
+    # pipe that ran no wgmma instruction (its other work there is mma.sync; Blackwell's tcgen05 MMAs are not
+    # counted by that metric, so there only the mix tells)
+    by_mix = ctx.f.hmma > 0 and ctx.f.gmma == 0
+    by_count = not ctx.f.opcodes and ctx.f.wgmma_insts == 0 and ctx.cc is not None and ctx.cc[0] == 9
+    if ctx.cc is not None and ctx.cc >= (9, 0) and (by_mix or by_count) and tensor >= 0.1:
+        r = _peak_ratio(ctx, "hmma", "hgmma") or HMMA_RATE_ON_HOPPER
+        eff, whose = WGMMA_EFFICIENCY, "a typical wgmma attention kernel's"
+        if ctx.other is not None and (ctx.other.f.wgmma_insts or 0) > 0 and ctx.other.util("tensor_pct") > 0:
+            eff, whose = ctx.other.util("tensor_pct"), "B's"
+        new = t * tensor * r / eff
+        mma_lines = [ln for ln in ctx.lines if ln.has("HMMA")]
+        what = (f"{ctx.f.hmma:.3g} HMMA (mma.sync) instructions and no wgmma" if by_mix else
+                "no wgmma instruction (sm__inst_executed_pipe_tensor_op_gmma = 0) while the tensor pipe works: "
+                "its matrix work is warp-level mma.sync")
+        ev = [f"{what} on a compute capability {ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {pct(tensor)} busy",
+              f"mma.sync's rate is {r:.2f}x wgmma's here; at {whose} {pct(eff)} tensor efficiency the same work "
+              f"takes {new:.1f} us"]
+        out.append(ctx.cause("legacy-mma", t - new, ev, top(mma_lines, lambda ln: ln.samples, 2)))
+    return out
+
+
+def _fma_over_tensor(ctx: Context) -> float:
+    """FP32 FMA FLOP rate over the TF32 tensor rate of the GPU (profctl.devices), or the H100's (67 / 495)."""
+    pk = ctx.peak
+    fma = getattr(pk, "fp32_tflops", None) if pk is not None else None
+    tf32 = pk.tflops.get("fp32") if pk is not None else None
+    if fma and tf32:
+        return float(min(fma / tf32, 1.0))
+    return 67.0 / 494.7
+
+
+def pipes(ctx: Context) -> list[Cause]:
+    """sfu-bound and compute-bound: a pipe at its limit (alone), or more of one pipe's work than B's."""
+    out: list[Cause] = []
+    t = ctx.duration_us or 0.0
+    xu, fma = ctx.util("xu_pct"), ctx.util("fma_pct")
+    busiest = ctx.f.limiting_unit()
+    if xu >= 0.6 and busiest and busiest[0].startswith("XU"):
+        k = 1.0  # FMA-pipe time per emulated exp, in units of one MUFU exp's time (a degree-3..5 polynomial)
+        p = max((xu - fma) / (xu * (1 + k)), 0.0)
+        balanced = max((1 - p) * xu, fma + p * xu * k, ctx.max_unit(exclude=("XU pipe (exp)",)))
+        exp_lines = [ln for ln in ctx.lines if ln.has("MUFU")]
+        ev = [f"the XU pipe (MUFU: exp, rcp) is the busiest unit at {pct(xu)}; the FMA pipe is {pct(fma)}",
+              f"moving {pct(p)} of the exps to an FMA polynomial would balance the two at about {pct(balanced)}"]
+        if ctx.roofs is not None and ctx.roofs.get("sfu") is not None:
+            ev.append(f"the shape's SFU roof: {ctx.roofs.get('sfu').seconds * 1e6:.1f} us")
+        out.append(ctx.cause("sfu-bound", t * (1 - balanced / xu), ev, top(exp_lines, lambda ln: ln.samples, 2)))
+    c = _compute_bound(ctx)
+    if c is not None:
+        out.append(c)
+    return out
+
+
+def _compute_bound(ctx: Context) -> Cause | None:
+    t = ctx.duration_us or 0.0
+    if ctx.other is not None:
+        o = ctx.other
+        tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
+        tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
+        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct")),
+                ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
+                 o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct")))
+        for label, mine, theirs, util in work:
+            if mine and theirs and mine > 1.3 * theirs and util >= 0.2:
+                ev = [f"A does {mine:.3g} {label}, B {theirs:.3g} ({mine / theirs:.2f}x) for the same result; that "
+                      f"pipe is {pct(util)} busy in A"]
+                return ctx.cause("compute-bound", t * min(util / 0.8, 1.0) * (1 - theirs / mine), ev)
+        return None
+    pipes_ = {k: v for k, v in ctx.f.units().items() if "pipe" in k and not k.startswith(("XU", "LSU"))}
+    name = max(pipes_, key=lambda k: pipes_[k]) if pipes_ else ""
+    val = pipes_.get(name, 0.0)
+    if val >= 75:
+        left = t * max(1 - val / 95, 0.0)
+        ev = [f"the {name} is {val:.0f}% busy: the kernel is at its compute roof; only less work on it helps"]
+        roof = _tensor_roof_us(ctx) if name.startswith("tensor") else None
+        if roof is not None:
+            left = max(t - roof, 0.0)
+            ev.append(f"its {ctx.f.tensor_ops / 1e12:.3g} TFLOP of matrix work take {roof:.1f} us at the "
+                      f"{ctx.peak.model} dense peak: {pct(roof / t)} of the time")
+        elif ctx.roofs is not None:
+            ev.append("the shape's roofs: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us" for r in ctx.roofs.roofs))
+        return ctx.cause("compute-bound", left, ev)
+    return None
+
+
+_MMA_OPS = ("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA")
+
+
+def _mma_work(a: Context, b: Context) -> tuple[float, float]:
+    """The matrix work of two kernels in one unit: ncu's tensor operations where both reports have them, else
+    MMA instruction counts only when both issue the same kind (an HMMA and a wgmma do different amounts of work
+    each: 16x between FA2's mma.sync and cuDNN's wgmma); (0, 0) when the two cannot be compared."""
+    if a.f.tensor_ops and b.f.tensor_ops:
+        return a.f.tensor_ops, b.f.tensor_ops
+    kinds = [{op for op in _MMA_OPS if x.f.opcode_count(op)} for x in (a, b)]
+    if kinds[0] and kinds[0] == kinds[1]:
+        return a.f.opcode_count(*_MMA_OPS), b.f.opcode_count(*_MMA_OPS)
+    return 0.0, 0.0
+
+
+def _tensor_roof_us(ctx: Context) -> float | None:
+    """The kernel's own matrix work (ncu's tensor ops) at the GPU's dense peak for its dtype, in us."""
+    ops, pk = ctx.f.tensor_ops, ctx.peak
+    if not ops or pk is None:
+        return None
+    dtypes = {"bf16": "bf16", "fp16": "fp16", "tf32": "fp32", "fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8"}
+    used = [k for k, v in ctx.p.metrics.items() if k.startswith("sm__ops_path_tensor_op_") and
+            k.endswith("_sparsity_off.sum") and v]
+    for k, d in dtypes.items():
+        if any(f"_src_{k}" in u for u in used) and pk.tflops.get(d):
+            return float(ops / (pk.tflops[d] * 1e12) * 1e6)
+    return None

@@ -1,0 +1,176 @@
+"""Cause detectors of the memory system: uncoalesced global access, shared-memory bank conflicts, local
+memory, L2 and DRAM traffic (the savings models: :mod:`profctl.analysis.cause_rules`)."""
+
+from __future__ import annotations
+
+from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_context import (
+    MEMORY_WAITS,
+    Context,
+    line_where,
+    pct,
+    top,
+)
+
+
+def memory_bound(ctx: Context) -> float:
+    """How much of the time the memory system sets: the larger of the share of warp time waiting on memory and the
+    busiest memory unit's utilisation."""
+    units = max(ctx.util("l2_pct"), ctx.util("dram_pct"), ctx.util("l1_pct"))
+    return min(max(ctx.share(*MEMORY_WAITS), units), 1.0)
+
+
+#: the utilisation another unit reaches once a fault stops hiding it (kernels rarely sustain more than this)
+ATTAINABLE = 0.7
+
+
+def floor_after(ctx: Context, freed: tuple[str, ...]) -> float:
+    """The time the kernel still needs once the units in `freed` are relieved: what its busiest other unit does
+    now, at :data:`ATTAINABLE` utilisation (a kernel freed of bank conflicts becomes DRAM-bound, not free)."""
+    others = {k: v for k, v in ctx.f.units().items() if k not in freed and k != "issue slots"}
+    busiest = max(others.values()) / 100.0 if others else 0.0
+    return (ctx.duration_us or 0.0) * min(busiest / ATTAINABLE, 1.0)
+
+
+def _capped(ctx: Context, saving: float, freed: tuple[str, ...]) -> float:
+    t = ctx.duration_us or 0.0
+    return max(min(saving, t - floor_after(ctx, freed)), 0.0)
+
+
+def uncoalesced_global(ctx: Context) -> Cause | None:
+    glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
+    total = sum(ln.mem["sectors"] for ln in glob) or (ctx.f.get("global_ld_sectors") or 0.0) + (
+        ctx.f.get("global_st_sectors") or 0.0)
+    excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0.0) for ln in glob)
+    if not glob:
+        excess = ctx.f.get("global_sectors_excess") or 0.0
+    if not total or excess / total < 0.25:
+        return None
+    bad = top(glob, lambda ln: ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]),
+               floor=0.1 * excess)
+    m = memory_bound(ctx)
+    ev = [f"{pct(excess / total)} of the global sectors moved are beyond what coalesced accesses would move; "
+          f"memory sets {pct(m)} of the time"]
+    for ln in bad[:2]:
+        f = ln.mem["sectors"] / max(ln.mem.get("sectors_ideal", 0.0), 1.0)
+        per = ln.mem["sectors"] / ln.mem["requests"] if ln.mem.get("requests") else None
+        ev.append(f"{line_where(ln)}: {f:.1f}x the ideal sectors" + (f" ({per:.1f} sectors per request)" if per else "")
+                  + f", {pct(ctx.line_share(ln))} of the warp samples")
+    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "L2", "DRAM", "LSU pipe"))
+    return ctx.cause("uncoalesced-global", saving, ev, bad)
+
+
+def smem_bank_conflict(ctx: Context) -> Cause | None:
+    sh = [ln for ln in ctx.lines if ln.mem.get("wavefronts")]
+    total = sum(ln.mem["wavefronts"] for ln in sh) or (ctx.f.get("shared_wavefronts") or 0.0)
+    excess = sum(max(ln.mem["wavefronts"] - ln.mem.get("wavefronts_ideal", ln.mem["wavefronts"]), 0.0) for ln in sh)
+    if not sh:
+        excess = ctx.f.get("shared_wavefronts_excess") or 0.0
+    if not total or excess / total < 0.2:
+        return None
+    bad = top(sh, lambda ln: ln.mem["wavefronts"] - ln.mem.get("wavefronts_ideal", ln.mem["wavefronts"]),
+               floor=0.1 * excess)
+    waits = sum(ctx.line_share(ln, "mio_throttle", "short_scoreboard", "lg_throttle") + ctx.line_share(ln)
+                for ln in bad) / 2
+    m = min(max(ctx.util("l1_pct"), waits, ctx.share("mio_throttle", "short_scoreboard")), 1.0)
+    ev = [f"{pct(excess / total)} of the shared-memory wavefronts are bank-conflict replays; the shared-memory "
+          f"pipe (L1) is {pct(ctx.util('l1_pct'))} busy"]
+    for ln in bad[:2]:
+        ways = ln.mem["wavefronts"] / max(ln.mem.get("wavefronts_ideal", 0.0), 1.0)
+        ev.append(f"{line_where(ln)}: {ways:.1f}-way conflicts ({ln.mem['wavefronts']:.3g} wavefronts for an ideal "
+                  f"{ln.mem.get('wavefronts_ideal', 0):.3g}), {pct(ctx.line_share(ln))} of the warp samples")
+    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "LSU pipe", "shared pipe"))
+    return ctx.cause("smem-bank-conflict", saving, ev, bad)
+
+
+def local_memory(ctx: Context) -> Cause | None:
+    loc = [ln for ln in ctx.lines if ln.has("LDL", "STL") or ln.mem.get("local_sectors")]
+    sectors = ctx.f.local_sectors or sum(ln.mem.get("local_sectors", 0.0) for ln in loc)
+    if not loc and not sectors:
+        return None
+    glob = _global_sectors(ctx)
+    at_lines = sum(ctx.line_share(ln) for ln in loc)
+    # the local share of the memory traffic only where the report says what the global traffic is
+    by_traffic = memory_bound(ctx) * sectors / (sectors + glob) if sectors and glob else 0.0
+    share = max(at_lines, by_traffic)
+    if share < 0.05:
+        return None
+    spills = ctx.f.get("spill_requests") or 0.0
+    stack = ctx.f.get("stack_bytes") or 0.0
+    what = (f"register spills ({spills:.3g} spill requests, {ctx.f.get('registers') or 0:.0f} registers a thread)"
+            if spills else f"a per-thread array in local memory (a {stack:.0f}-byte stack frame, no spills: indexed "
+                           "at run time)")
+    ev = [f"{what}; local loads/stores take {pct(share)} of the time"
+          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors and glob else "")]
+    ev += [f"{line_where(ln)}: {', '.join(sorted(o for o in ln.present if o.startswith(('LDL', 'STL'))))}, "
+           f"{pct(ctx.line_share(ln))} of the warp samples" for ln in top(loc, lambda ln: ln.samples, 2)]
+    fix = None
+    if not spills:
+        fix = ("index the per-thread array with compile-time constants (unroll the loop so every index is known) or "
+               "put the table in shared memory; a run-time index sends a thread's array to local memory")
+    saving = _capped(ctx, (ctx.duration_us or 0) * share, ("L1/shared", "L2", "LSU pipe"))
+    return ctx.cause("local-memory", saving, ev, top(loc, lambda ln: ln.samples, 3), fix)
+
+
+def l2_dram(ctx: Context) -> list[Cause]:
+    """dram-bound (at the roof; against B: more DRAM bytes for the same loads) and l2-thrashing."""
+    out: list[Cause] = []
+    t = ctx.duration_us or 0.0
+    dram, hit = ctx.util("dram_pct"), ctx.f.get("l2_hit")
+    mine, other = ctx.f.dram_bytes, (ctx.other.f.dram_bytes if ctx.other else None)
+    if ctx.other is not None and mine and other and mine > 1.3 * other and not _excess_traffic(ctx):
+        req_a, req_b = _global_sectors(ctx), _global_sectors(ctx.other)
+        m = max(memory_bound(ctx), dram)
+        saving = t * m * (1 - other / mine)
+        ev = [f"A moves {mine / 1e6:.1f} MB to and from DRAM, B {other / 1e6:.1f} MB ({mine / other:.1f}x); memory "
+              f"sets {pct(m)} of A's time"]
+        loads = top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
+        if req_a and req_b and 0.7 < req_a / req_b < 1.4:
+            hb = ctx.other.f.get("l2_hit")
+            ev.append(f"the same global loads and stores ({req_a:.3g} against {req_b:.3g} sectors asked of the "
+                      f"caches) but {mine / other:.1f}x the DRAM traffic (L2 hit rate {hit or 0:.0f}% against B's "
+                      f"{hb or 0:.0f}%): data the loads reuse is evicted before its reuse")
+            out.append(ctx.cause("l2-thrashing", saving, ev, loads))
+        else:
+            if req_a and req_b:
+                ev.append(f"A asks the caches for {req_a / req_b:.1f}x B's global sectors: it reads more (more "
+                          "passes over the data), not just misses more")
+            out.append(ctx.cause("dram-bound", saving, ev, loads))
+        return out
+    if dram >= 0.4 and hit is not None and hit < 60 and memory_bound(ctx) >= 0.6 and not _excess_traffic(ctx):
+        ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {pct(dram)} and memory setting {pct(memory_bound(ctx))} of the "
+               "time: if the kernel reads data more than once, the L2 is not keeping it between reads (one kernel "
+               "cannot tell re-reads from streaming; compare with a kernel that reuses it)"]
+        loads = top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
+        out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads))
+    if dram >= 0.6:
+        left = t * max(1 - dram / 0.9, 0.0)
+        ev = [f"DRAM at {pct(dram)} of its peak ({(mine or 0) / 1e6:.1f} MB): little is left but moving fewer bytes"]
+        if ctx.roofs is not None and ctx.roofs.get("dram") is not None:
+            r = ctx.roofs.get("dram")
+            left = max(t - r.seconds * 1e6, 0.0)
+            ev.append(f"the shape's minimum traffic takes {r.seconds * 1e6:.1f} us at {r.rate:.3g} {r.unit}")
+        out.append(ctx.cause("dram-bound", left, ev))
+    return out
+
+
+def _global_sectors(ctx: Context) -> float | None:
+    """The global sectors the SMs ask of L1 (loads and stores): what the code reads, whatever the caches do."""
+    per_line = sum(ln.mem.get("sectors", 0.0) for ln in ctx.lines)
+    if per_line:
+        return per_line
+    ld, st = ctx.f.get("global_ld_sectors"), ctx.f.get("global_st_sectors")
+    return None if ld is None and st is None else (ld or 0.0) + (st or 0.0)
+
+
+def _excess_traffic(ctx: Context) -> bool:
+    """Whether the kernel's own access pattern explains extra traffic (uncoalesced or local accesses): then more
+    DRAM bytes than another kernel are that cause's consequence, not a cause of their own."""
+    glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
+    total = sum(ln.mem["sectors"] for ln in glob)
+    excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0.0) for ln in glob)
+    if not glob:
+        total = (ctx.f.get("global_ld_sectors") or 0.0) + (ctx.f.get("global_st_sectors") or 0.0)
+        excess = ctx.f.get("global_sectors_excess") or 0.0
+    local = ctx.f.local_sectors or 0.0
+    return bool(total and excess / total >= 0.25) or bool(local and local > 0.25 * (total + local))

@@ -1,0 +1,228 @@
+"""Cause detectors of warps waiting: on their own wgmma, on loads not pipelined, at barriers, behind atomics, and
+latency with nothing to hide it."""
+
+from __future__ import annotations
+
+from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_context import (
+    Context,
+    Line,
+    pct,
+    top,
+)
+from profctl.analysis.stalls import reason
+
+
+def waits(ctx: Context) -> list[Cause]:
+    """mma-not-overlapped, loads-not-pipelined, barrier-sync and atomic-contention: where warps wait, on what."""
+    out = [c for c in (_mma_wait(ctx), _load_wait(ctx), _barriers(ctx), _atomics(ctx)) if c is not None]
+    return out
+
+
+def _at(ctx: Context, reason: str, *ops: str) -> tuple[float, list[Line]]:
+    lines = [ln for ln in ctx.lines if any(ln.ops.get(o, 0) for o in ln.ops if o.startswith(ops)) and
+             ln.stalls.get(reason)]
+    share = 0.0
+    for ln in lines:
+        # the reason's samples on the instructions of those opcodes (lines hold several instructions)
+        share += ln.stalls.get(reason, 0) / ctx.total * (sum(v for o, v in ln.ops.items() if o.startswith(ops)) /
+                                                         max(ln.samples, 1))
+    return share, sorted(lines, key=lambda ln: -ln.stalls.get(reason, 0))
+
+
+def _mma_share(ctx: Context) -> tuple[float, list[Line]]:
+    share, lines = _at(ctx, "barrier", "WARPGROUP")
+    return share + ctx.share("warpgroup_arrive", "gmma"), lines
+
+
+def _mma_wait(ctx: Context) -> Cause | None:
+    """Warps waiting on their own wgmma. What it costs is the tensor pipe's idle time that other warps do not
+    fill: a kernel with more warpgroups (ping-pong) can wait as much per warp and keep the pipe busier. So the
+    saving is the tensor efficiency A would reach: B's for the same MMA work, else a ping-pong kernel's."""
+    if ctx.f.gmma <= 0 or not ctx.total:
+        return None
+    share, lines = _mma_share(ctx)
+    tensor = ctx.util("tensor_pct")
+    t = ctx.duration_us or 0.0
+    regs = ctx.f.get("registers") or 0
+    warps = ctx.f.get("warps_per_scheduler")
+    ev = [f"{pct(share)} of the warp time waits on the warpgroup's own wgmma results (WARPGROUP.DEPBAR / arrive) "
+          f"with {warps or 0:.2f} warps per scheduler to cover it; the tensor pipe is {pct(tensor)} busy"]
+    note = ""
+    if regs >= 160:
+        ev.append(f"{regs:.0f} registers a thread: no room for a second score tile (in-warpgroup pipelining)")
+        note = ("in-warpgroup pipelining (the next tile's Q K^T before this tile's softmax) is not advised here: it "
+                "needs a second score tile in registers, and profctl's own Triton forward got 28 % slower with it "
+                "(benchmarks/RESULTS.md); two warpgroups taking turns (ping-pong / warp specialization: FA3, cuDNN, "
+                "Triton's warp_specialize where the target supports it) need no extra tile")
+    o = ctx.other
+    if o is not None and o.duration_us:
+        theirs = o.util("tensor_pct")
+        mine_mma, their_mma = ctx.f.tensor_ops or ctx.f.gmma + ctx.f.hmma, o.f.tensor_ops or o.f.gmma + o.f.hmma
+        same_work = bool(mine_mma and their_mma and 0.8 < mine_mma / their_mma < 1.25)
+        if not same_work or theirs <= tensor * 1.05 or share < 0.1:
+            return None
+        load_excess = t * load_wait_share(ctx)[0] - o.duration_us * load_wait_share(o)[0]
+        if load_excess > 0.3 * (t - o.duration_us):
+            return None  # A's warps wait on loads that B's do not: that, not the MMA overlap, is the gap
+        ev.append(f"B keeps the tensor pipe {pct(theirs)} busy for the same MMA work with "
+                  f"{o.f.get('warps_per_scheduler') or 0:.2f} warps per scheduler (blocks of "
+                  f"{o.f.get('block_size') or 0:.0f} threads against A's {ctx.f.get('block_size') or 0:.0f})")
+        c = ctx.cause("mma-not-overlapped", t * (1 - tensor / theirs), ev, lines[:2], note=note)
+        c.differential = True
+        return c
+    if share < 0.15 or tensor >= 0.8:
+        return None
+    return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note)
+
+
+def _tiled(ctx: Context) -> bool:
+    """A main loop that stages tiles (shared memory, async copies, TMA) or feeds the tensor pipe: loads that could
+    be issued a stage ahead."""
+    staged = ctx.f.opcode_count("LDGSTS", "STS", "UTMALDG", "UBLKCP", "SYNCS", "LDSM")
+    return bool(staged) or ctx.util("tensor_pct") > 0.05
+
+
+def same_mma_efficiency_gap(ctx: Context) -> float | None:
+    """Against B doing the same matrix work (tensor operations within 5 %) with its tensor pipe busier: A's time x
+    (1 - A's tensor utilisation / B's), what A would save at B's efficiency; None otherwise."""
+    o = ctx.other
+    if o is None or not o.duration_us:
+        return None
+    ma, mb = ctx.f.tensor_ops, o.f.tensor_ops
+    ua, ub = ctx.util("tensor_pct"), o.util("tensor_pct")
+    if not ma or not mb or not 0.95 < ma / mb < 1.05 or ub <= ua * 1.05 or not ua:
+        return None
+    return (ctx.duration_us or 0.0) * (1 - ua / ub)
+
+
+def load_wait_share(ctx: Context) -> tuple[float, float, float, list[Line]]:
+    """(all, long scoreboard, async-copy barriers) shares of warp time waiting for loads, and the lines."""
+    long_sb = ctx.share("long_scoreboard")  # an mbarrier (TMA) wait at SYNCS shows here too
+    sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard")],
+                 key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2] + sync_lines[:1]
+    return long_sb + sync, long_sb, sync, hot
+
+
+def _load_wait(ctx: Context) -> Cause | None:
+    if not ctx.total:
+        return None
+    wait, long_sb, sync, hot = load_wait_share(ctx)
+    busiest = max(ctx.max_unit(), ctx.util("issue_pct"))
+    glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
+    excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0) for ln in glob)
+    total = sum(ln.mem["sectors"] for ln in glob)
+    if (total and excess / total >= 0.25) or ctx.f.local_instructions > 0 or heavy_atomics(ctx):
+        return None
+    if not _tiled(ctx):
+        return None  # plain dependent loads (a pointer chase) cannot be prefetched: latency-bound, not this
+    grid, full = ctx.f.get("grid_size"), ctx.f.full_wave_blocks
+    if grid and full and grid < 0.9 * full and not ctx.f.persistent():
+        return None  # idle SMs, not late loads
+    t = ctx.duration_us or 0.0
+    ev = [f"{pct(wait)} of the warp time waits for loads (long scoreboard {pct(long_sb)}, async-copy barriers "
+          f"{pct(sync)}) while the busiest unit is {pct(busiest)} busy: the loads are issued too late to hide",
+          "the loads are coalesced and no SM is idle: prefetching, not the access pattern, is what is missing"]
+    o = ctx.other
+    if o is not None and o.duration_us and o.total:
+        theirs = load_wait_share(o)[0]
+        excess = t * wait - o.duration_us * theirs
+        saving = min(excess, t * (1 - busiest))
+        if wait < theirs + 0.05 or saving <= 0:
+            return None
+        eff = same_mma_efficiency_gap(ctx)
+        if eff is not None and excess > 0.3 * (t - o.duration_us) and eff > saving:
+            saving = eff  # the same MMA work at B's tensor efficiency: what the late loads cost
+            ev.append(f"B does the same matrix work with its tensor pipe {pct(o.util('tensor_pct'))} busy against "
+                      f"A's {pct(ctx.util('tensor_pct'))}: fed in time, A would take {t - eff:.1f} us")
+        ev.append(f"B waits {pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {pct(theirs)} "
+                  f"against A's {t:.1f} us x {pct(wait)})")
+        c = ctx.cause("loads-not-pipelined", saving, ev, hot)
+        c.differential = True
+        return c
+    if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.5:
+        return None  # a busy memory system is bandwidth, not latency: prefetching would not help
+    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot)
+
+
+def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:
+    """Warp time waiting at block-wide barriers: the barrier stall (ncu books it on the instruction after the
+    BAR) less the part at wgmma or async-copy waits, and the lines that hold the barriers, most executed first."""
+    async_, _ = _at(ctx, "barrier", "WARPGROUP", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    share = max(ctx.share("barrier") - async_, 0.0)
+    bars = [ln for ln in ctx.lines if ln.has("BAR")]
+    bars.sort(key=lambda ln: -ln.executed)
+    return share, bars
+
+
+def _barriers(ctx: Context) -> Cause | None:
+    if not ctx.total:
+        return None
+    share, lines = _barrier_share(ctx)
+    queue = ctx.share("mio_throttle") if ctx.f.opcode_share("LDS", "STS") else 0.0  # the tree's small smem ops
+    t = ctx.duration_us or 0.0
+    ev = [f"{pct(share)} of the warp time waits at block-wide barriers (__syncthreads)"
+          + (f", {pct(queue)} more queues shared-memory accesses between them" if queue >= 0.05 else "")]
+    bars, grid = ctx.f.opcode_count("BAR"), ctx.f.get("grid_size")
+    if bars and grid:
+        ev.append(f"{bars:.3g} barrier instructions executed ({bars / grid:.1f} per block, counted per warp)")
+    o = ctx.other
+    if o is not None and o.duration_us and o.total:
+        theirs, _ = _barrier_share(o)
+        their_q = o.share("mio_throttle") if o.f.opcode_share("LDS", "STS") else 0.0
+        saving = t * (share + queue) - o.duration_us * (theirs + their_q)
+        if share < theirs + 0.05 or saving <= 0:
+            return None
+        ev.append(f"B waits {pct(theirs)} of its warp time at barriers")
+        c = ctx.cause("barrier-sync", saving, ev, lines[:2])
+        c.differential = True
+        return c
+    if share < 0.15:
+        return None
+    return ctx.cause("barrier-sync", t * (share + queue), ev, lines[:2])
+
+
+def heavy_atomics(ctx: Context) -> bool:
+    """Atomics or reductions at least one for every ten global load requests (one per element, not per block)."""
+    n = ctx.f.atomics
+    loads = ctx.f.get("global_ld_requests") or sum(ln.mem.get("requests", 0.0) for ln in ctx.lines)
+    return bool(n and (not loads or n >= 0.1 * loads))
+
+
+def _atomics(ctx: Context) -> Cause | None:
+    lines = [ln for ln in ctx.lines if ln.has("ATOM", "ATOMG", "RED", "REDG", "ATOMS")]
+    if not lines or not ctx.total or not heavy_atomics(ctx):
+        return None
+    at_lines = sum(ctx.line_share(ln) for ln in lines) + ctx.share("drain")
+    # memory waits with the memory system idle: the loads queue behind the serialized atomics
+    idle_mem = max(ctx.util("l2_pct"), ctx.util("dram_pct")) < 0.3
+    share = min(at_lines + (ctx.share("long_scoreboard", "lg_throttle") if idle_mem else 0.0), 1.0)
+    if share < 0.15:
+        return None
+    n = ctx.f.atomics
+    ev = [f"{n:.3g} atomic/reduction requests, one per element: {pct(share)} of the warp time is at them or waits "
+          "behind them" + (" while L2 and DRAM are nearly idle (the atomics to one address serialize)"
+                           if idle_mem else "")]
+    if ctx.f.get("l2_atomic_pct") is not None:
+        ev.append(f"L2 atomic unit {pct(ctx.util('l2_atomic_pct'))} busy")
+    return ctx.cause("atomic-contention", (ctx.duration_us or 0) * share * (1 - 1 / 32), ev,
+                     top(lines, lambda ln: ln.samples, 2))
+
+
+def latency_bound(ctx: Context) -> Cause | None:
+    """The catch-all: nothing specific fits; the largest stall says what the warps wait for."""
+    if not ctx.stalls:
+        return None
+    waits_ = {k: v for k, v in ctx.stalls.items() if k not in ("selected", "not_selected")}
+    if not waits_:
+        return None
+    k = max(waits_, key=lambda r: waits_[r])
+
+    busiest = ctx.max_unit()
+    if busiest >= 0.6:
+        return None
+    ev = [f"no unit is busy (the busiest {pct(busiest)}); the warps mostly wait: {reason(k).label} "
+          f"{pct(waits_[k])} of the warp time ({reason(k).means})"]
+    hot = top([ln for ln in ctx.lines if ln.stalls.get(k)], lambda ln: ln.stalls.get(k, 0), 2)
+    return ctx.cause("latency-bound", 0.0, ev, hot, fix=f"{reason(k).fix}")
