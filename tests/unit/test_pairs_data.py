@@ -1,5 +1,5 @@
 """Integrity of the planted kernel pairs (tests/data/pairs, recorded with plain `ncu --set full` on an H200 by
-benchmarks/explain_accuracy/record.sh): the ground truth that `profctl explain`'s accuracy is measured against.
+tests/data/pairs/record.sh): the ground truth that `profctl explain`'s accuracy is measured against.
 Every pair's report opens with profctl's reader and holds both kernels in their NVTX ranges, the planted line of
 the report's embedded source carries the `PLANT: <cause>` marker, the sources beside the reports are the ones the
 reports embed, and B is faster than A by the manifest's ratio per the timing run (unless listed costs_nothing)."""
@@ -114,7 +114,7 @@ def test_the_triton_pairs_agree_on_the_cpu_interpreter() -> None:
     """Every Triton pair's A and B give the same result as each other and as torch (tiny shapes, Triton's
     interpreter): the check the GPU run repeats at full size."""
     pytest.importorskip("triton")
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "explain_accuracy" / "pairs_triton.py"
+    script = Path(__file__).resolve().parents[1] / "data" / "pairs" / "pairs_triton.py"
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, env=env,
                        timeout=600, check=False)

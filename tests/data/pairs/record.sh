@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times and records the planted kernel pairs (pairs.cu, pairs_triton.py) and the SDPA FlashAttention-2 / cuDNN
 # pair (sdpa_pair.py) with PLAIN Nsight Compute, on the GPU machine:
-#     bash benchmarks/explain_accuracy/record.sh OUTDIR [STEP...]
+#     bash tests/data/pairs/record.sh OUTDIR [STEP...]
 # STEPs (default all): build check time ncu csv. Needs nvcc, ncu (--clock-control none: never touch the clocks
 # there), PyTorch and Triton. Each step runs under a timeout and a failing step does not stop the others; the
 # whole script stays inside DEADLINE seconds (default 500) and always ends by writing OUTDIR/pairs.tar.xz with
