@@ -136,12 +136,13 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
 
             nv.nvmlInit()
         try:
-            if before is not None:
-                before()
+            started = before() if before is not None else None
             ph = Phases(log)
             t0 = time.perf_counter()
             res = proc.run(alone, log=log, timeout_s=900)
             wall = time.perf_counter() - t0
+            if isinstance(started, subprocess.Popen):
+                started.wait(timeout=120)
             return {"wall_s": wall, "ncu_s": res.wall_s, "phases": ph.end()}
         finally:
             if nv is not None:
@@ -151,12 +152,10 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
         nvml.here("cuda")
         run_store.environment()
 
-    def warm_as_profctl() -> None:
+    def warm_as_profctl() -> subprocess.Popen[bytes]:
         """ncu_report's one-time start on the small report while ncu runs, as profctl's thread does it, but in a
-        fresh process each time (in this process it would be paid once)"""
-        import subprocess
-
-        subprocess.Popen([sys.executable, "-c", "from profctl.tools import ncu; ncu.warm_reader()"])
+        fresh process each time (in this process it would be paid once); waited for after ncu"""
+        return subprocess.Popen([sys.executable, "-c", "from profctl.tools import ncu; ncu.warm_reader()"])
 
     def inproc() -> dict[str, Any]:
         """profctl's command run inside this process (typer's CliRunner): no Python start, no imports, the

@@ -7,14 +7,16 @@ names the log.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,6 +218,28 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 #: lines the profilers' own libraries print on their way out (Kineto's USDT probes, nsys/ncu banners): never
 #: the reason a program failed
 _NOISE = re.compile(r"^(USDT:|STAGE:|==PROF==|\[W\w* [\d:.]+ )|SyncActivityProfilerHandler|ActivityProfilerController")
+
+
+@contextlib.contextmanager
+def polling(pump: Callable[[], None], interval_s: float, name: str,
+            final: Callable[[], None] | None = None) -> Iterator[None]:
+    """While the block runs (a child writing its log or events), call `pump` every `interval_s` seconds in a
+    daemon thread; at the end once more (`final`, else `pump`), after the thread stopped, so what the child wrote
+    last is not missed."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            pump()
+
+    t = threading.Thread(target=loop, name=name, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        (final or pump)()
 
 
 def last_line(text: str) -> str:

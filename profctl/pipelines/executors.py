@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import platform
 import sys
-import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -190,7 +189,6 @@ class PartContext:
     def follow(self, events: Path, *, sampler: Any = None) -> Iterator[None]:
         """While the block runs (a tool wrapping the workload), pass the workload's ``start`` and ``row`` events
         from its JSON-lines file on as progress (the row's status only; `sampler` adds the GPU's utilisation)."""
-        stop = threading.Event()
         tail = run_store.EventTail(events)
 
         def pump(final: bool = False) -> None:
@@ -204,18 +202,8 @@ class PartContext:
                         out["util"] = sampler.util
                     self.emit(out)
 
-        def loop() -> None:
-            while not stop.wait(0.25):
-                pump()
-
-        t = threading.Thread(target=loop, name="profctl-follow", daemon=True)
-        t.start()
-        try:
+        with proc.polling(pump, 0.25, "profctl-follow", final=lambda: pump(final=True)):
             yield
-        finally:
-            stop.set()
-            t.join(timeout=5)
-            pump(final=True)
 
 
 @dataclass

@@ -306,7 +306,6 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
     now (not ``done``: its name and the seconds so far, when it starts and then once a second). At the end,
     `phases` gets when (seconds after the start) ncu connected to the program and its first and last launch
     ended, to the poll's resolution: where ncu's own time goes."""
-    stop = threading.Event()
     reader = tool.ProgressReader()
     t0 = time.time()
     last_tick = [0.0]
@@ -333,18 +332,10 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
             last_tick[0] = now
             ctx.emit({"event": "ncu", "name": reader.current[0], "done": False, "elapsed": now - reader.current[1]})
 
-    def loop() -> None:
-        while not stop.wait(interval_s):
-            pump()
-
-    t = threading.Thread(target=loop, name="profctl-ncu-progress", daemon=True)
-    t.start()
     try:
-        yield
+        with proc.polling(pump, interval_s, "profctl-ncu-progress"):
+            yield
     finally:
-        stop.set()
-        t.join(timeout=5)
-        pump()
         if phases is not None:
             for k, v in (("connected_s", reader.connected), ("first_launch_s", reader.first_end),
                          ("last_launch_s", reader.last_end)):
