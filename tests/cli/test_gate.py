@@ -136,12 +136,15 @@ def test_one_run_a_side_says_so_and_several_runs_are_measured(recorded: dict[str
 def test_live_runs_of_the_program_find_the_planted_slowdown(program_runs: dict[str, Path]) -> None:
     """The whole path on runs made now: the planted op (twice the work) is slower with an interval that holds the
     CPU's run-to-run noise, and the gate names it (what else moves between these two processes is not asserted
-    here: the recorded runs above do that deterministically)."""
+    here: the recorded runs above do that deterministically). Twice the work is not twice the time (the op's fixed
+    costs): under two busy cores the estimate came to 1.49x, so the bound is on the interval: all of it past the
+    gate's 20 %."""
     code, doc, err = _compare(str(program_runs["base"]), str(program_runs["slow"]), "--fail-if-slower", "20%")
     judged = _judged(doc)
-    assert judged["aten::_softmax"]["verdict"] == "slower" and judged["aten::_softmax"]["ratio"] > 1.5
+    soft = judged["aten::_softmax"]
+    assert soft["verdict"] == "slower" and soft["ratio"] > 1.3 and soft["ci_lo"] > 1.2, soft
     assert judged["aten::_softmax"]["runs_base"] == 1 and judged["aten::_softmax"]["run_noise"] == pytest.approx(0.06)
-    assert code == 1 and "aten::_softmax" in err
+    assert code == 1 and "aten::_softmax" in err  # the gate names the worst regression first
 
 
 def _strip_samples(summary: Path, out: Path) -> Path:
@@ -201,3 +204,12 @@ def test_a_summary_and_a_bench_run_are_not_comparable(recorded: dict[str, Path],
     bench = make_run(tmp_path)
     code, _, err = _compare(str(recorded["base-1"]), str(bench))
     assert code == 6 and "kernel summary" in err
+
+
+def test_the_gate_names_the_worst_regression_first(recorded: dict[str, Path]) -> None:
+    """With several rows past the limit (here: run noise left out and a 1 % limit), the one-line error names the
+    largest slowdown, not whichever row came first."""
+    code, _, err = _compare(str(recorded["base-1"]), str(recorded["slow-1"]), "--fail-if-slower", "1%",
+                            "--threshold", "1%", "--run-noise", "0")
+    assert code == 1
+    assert "regression beyond --fail-if-slower 1%: aten::_softmax +" in err and " more" in err

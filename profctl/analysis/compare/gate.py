@@ -68,9 +68,12 @@ def gate(cmp: Comparison, limit: float, *, strict: bool = False) -> Gate:
     """``--fail-if-slower limit``, the same for every kind of comparison (bench runs, nsys/torch/ncu summaries,
     ``profctl bench --ab``): it fails on a row that is ``slower`` (its interval above 1, its estimate past the
     threshold) by more than `limit`, or that stopped working; with `strict` also on an ``inconclusive`` row
-    whose estimate is beyond `limit`. ``unchanged``, ``faster`` and ``not judged`` rows never fail."""
+    whose estimate is beyond `limit`. ``unchanged``, ``faster`` and ``not judged`` rows never fail. The failing
+    rows come worst first (what stopped working, then the largest slowdown), so the one-line error names the worst."""
     beyond = [r for r in cmp.rows if r.verdict == "inconclusive" and r.ratio is not None and r.ratio - 1 > limit]
-    return Gate(limit=limit, strict=strict, failing=regressions(cmp, limit, strict=strict), beyond=beyond)
+    failing = sorted(regressions(cmp, limit, strict=strict),
+                     key=lambda r: (r.verdict != "failed", -(r.change or 0.0)))
+    return Gate(limit=limit, strict=strict, failing=failing, beyond=beyond)
 
 
 def case_label(r: RowResult) -> str:
