@@ -30,6 +30,11 @@ plain_tree() { ln -sfn ../workloads "$1/profctl/workloads"; ln -sfn ../recipes "
 step_install() {  # this tree, editable, into the machine's Python
   python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pipe.log 2>&1 || tail -5 /tmp/pipe.log
   python3 -c "import profctl.workloads.attention, profctl.builtin_recipes; print('profctl import ok')" 2>&1 | tail -1
+  # bytecode, as a pip install leaves it: this machine's Python writes none (PYTHONDONTWRITEBYTECODE), so every
+  # profctl process compiled its modules again (78 files, 0.2 s, in the profile of issue 31's ncu runs)
+  python3 -c "import os, sys; print('dont_write_bytecode', sys.flags.dont_write_bytecode, os.environ.get('PYTHONDONTWRITEBYTECODE'))"
+  python3 -m compileall -q -j 0 profctl workloads ${BEFORE:+"$BEFORE/profctl" "$BEFORE/workloads"} /tmp/gpu-site \
+    > /dev/null 2>&1; echo "compileall: $?"
 }
 step_facts() {  # the GPU, driver, clocks and versions, into $OUT/gpu.txt
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/gpu.txt"
@@ -306,6 +311,50 @@ step_sweep2() {  # the sweep again, without the cold run
   python3 benchmarks/dask_scaling.py --out "$OUT/sweep2" --iters 150 --no-captures --budget-s "$(lim 215)" \
     --steps serial,workers2,workers2_b${BEFORE:+,before} ${BEFORE:+--before-path "$BEFORE"}
   tar czf "$OUT/sweep2.tgz" -C "$OUT" sweep2 && rm -rf "$OUT/sweep2"
+}
+step_sweep3() {  # issue 31 after in-process workers: serial, new, the code before (BEFORE), new again, cold; and
+  # which GPU each compute process is on while the runs go (nvidia-smi every 2 s: each worker's children on its GPU)
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  ( while :; do echo "t=$(date +%s) $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader \
+      | tr '\n' ';')"; sleep 2; done ) > "$OUT/apps.txt" 2>&1 &
+  local SAMPLER=$!
+  nvidia-smi --query-gpu=index,uuid --format=csv,noheader >> "$OUT/apps.txt"
+  python3 benchmarks/dask_scaling.py --out "$OUT/sweep3" --iters 150 --no-captures --budget-s "$(lim 420)" \
+    --steps serial,workers2${BEFORE:+,before},workers2_b,cold ${BEFORE:+--before-path "$BEFORE"}
+  kill $SAMPLER 2>/dev/null
+  tar czf "$OUT/sweep3.tgz" -C "$OUT" sweep3 apps.txt && rm -rf "$OUT/sweep3"
+}
+step_sweep4() {  # the sweep twice more after the warm children's quick exit: serial, new, new
+  python3 benchmarks/dask_scaling.py --out "$OUT/sweep4" --iters 150 --no-captures --budget-s "$(lim 200)" \
+    --steps serial,workers2,workers2_b
+  tar czf "$OUT/sweep4.tgz" -C "$OUT" sweep4 && rm -rf "$OUT/sweep4"
+}
+step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both cases, ROUNDS (5) rounds alternating
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  mkdir -p "$OUT/ncu5"
+  timeout "$(lim 330)" python3 benchmarks/source_overhead.py --out "$OUT/ncu5/source_overhead.json" \
+    --rounds "${ROUNDS:-5}" --cases program,builtin --why-ways profctl,alone --ways profctl,alone 2>&1 \
+    | tee "$OUT/ncu5/source_overhead.txt" | tail -12
+  tar czf "$OUT/ncu5.tgz" -C "$OUT" ncu5 && rm -rf "$OUT/ncu5"
+}
+step_ncu_breakdown() {  # where profctl's own second around ncu goes: import times and a profile of one run
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  local A="ncu --recipe stalls -b triton -s 4096 --heads 32 --clock-control none --reports /tmp/nb"
+  mkdir -p "$OUT/nb"
+  timeout "$(lim 60)" $P $A > /dev/null 2>&1  # warm-up: the Triton kernel's compile cache, ncu's first start
+  /usr/bin/time -f "wall %e s" timeout "$(lim 60)" python3 -X importtime -m profctl $A > "$OUT/nb/out.txt" \
+    2> "$OUT/nb/importtime.txt"; tail -1 "$OUT/nb/importtime.txt"
+  timeout "$(lim 60)" python3 -m cProfile -o "$OUT/nb/ncu.prof" -m profctl $A > /dev/null 2>&1
+  python3 - "$OUT/nb" <<'PY'
+import glob, json, pstats, sys
+out = sys.argv[1]
+for m in sorted(glob.glob("/tmp/nb/*/manifest.json"))[-3:]:
+    d = json.load(open(m)); print("timing", d.get("timing"), "total", d.get("total_wall_s"))
+st = pstats.Stats(out + "/ncu.prof"); st.sort_stats("cumulative")
+with open(out + "/cprofile.txt", "w") as f:
+    st.stream = f; st.print_stats(80)
+PY
+  tar czf "$OUT/nb.tgz" -C "$OUT" nb && rm -rf "$OUT/nb"
 }
 step_ncu_speed() {  # issue 31's ncu parts: the warm-up report recorded, source_overhead's ways, --once, GPU tests
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}

@@ -187,8 +187,8 @@ def measure(name: str, case: list[str], rounds: int, names: list[str], old: str 
             table["profctl-old"]()  # its warm-up
         got: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for r in range(rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            if r % 2:
+            order = names[r % len(names):] + names[: r % len(names)]  # two ways: they alternate
+            if r % 2 and len(names) > 2:  # more: the rotation is reversed every other round
                 order.reverse()
             for n in order:
                 got[n].append(table[n]())
@@ -199,6 +199,9 @@ def measure(name: str, case: list[str], rounds: int, names: list[str], old: str 
                            "runs": got, "median_s": med}
     if "profctl" in med and "alone" in med:
         out["ratio"] = med["profctl"] / med["alone"]
+        # the same round's two runs against each other: drift between rounds (clocks, caches) cancels
+        out["paired_ratio"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(got["profctl"],
+                                                                                           got["alone"]))
     if "profctl-old" in med and "alone" in med:
         out["ratio_old"] = med["profctl-old"] / med["alone"]
     return out
@@ -209,6 +212,8 @@ def report(o: dict[str, Any]) -> None:
     line = f"{o['case']}: " + ", ".join(f"{n} {v:.2f} s" for n, v in med.items())
     if "ratio" in o:
         line += f"; profctl / alone {o['ratio']:.3f}x"
+    if "paired_ratio" in o:
+        line += f" (median of the rounds' own ratios {o['paired_ratio']:.3f}x)"
     if "ratio_old" in o:
         line += f"; the code before / alone {o['ratio_old']:.3f}x"
     print(line)

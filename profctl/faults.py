@@ -5,8 +5,9 @@ sweep records the failure and goes on. Unset (as everywhere but in those tests),
 * ``crash`` / ``hang`` / ``sigkill``: in the workload child, when a case starts (:func:`in_workload`): the
   process ends abruptly, as a segfault or a CUDA fault would, blocks, or is killed by SIGKILL as the kernel's
   out-of-memory killer kills it.
-* ``kill-worker``: in a pipeline's part on a Dask worker, when the child reports that a point started
-  (:func:`on_worker`): the worker process ends a second later (a real crash comes during the point)."""
+* ``kill-worker``: in a pipeline's part on a Dask worker process (a cluster's: a local cluster's workers are
+  threads of profctl's own process), when the child reports that a point started (:func:`on_worker`): the worker
+  process ends a second later (a real crash comes during the point)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def in_workload(spec: Any) -> None:
 
 def on_worker(spec: Any, *, worker: bool) -> None:
     """In a pipeline's part as point `spec` starts: ``kill-worker`` ends this process (exit 70) a second later,
-    when it is a Dask worker (`worker`)."""
+    when it is a Dask worker process of its own (`worker`)."""
     if worker and _asked(spec) == "kill-worker":
         time.sleep(1.0)
         os._exit(70)

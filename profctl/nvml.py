@@ -11,6 +11,7 @@ import platform
 import statistics
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,31 +250,32 @@ def driver_version() -> str | None:
             pass
 
 
-def here(device: str) -> dict[str, object]:
+def here(device: str, env: Mapping[str, str | None] | None = None) -> dict[str, object]:
     """Where a workload started now runs: this host and, on `device` 'cuda', the first visible GPU (the one a
-    child with this environment uses as cuda:0) with its NVML index, name, UUID and the driver. Bench rows and
-    run parts record it, so runs gathered on different machines and GPUs can be told apart."""
+    child with this environment -- `env` on top of it -- uses as cuda:0) with its NVML index, name, UUID and the
+    driver. Bench rows and run parts record it, so runs gathered on different machines and GPUs can be told
+    apart."""
     out: dict[str, object] = {"host": platform.node()}
     if device != "cuda":
         return out
-    vis = visible_gpus()
+    vis = visible_gpus(env)
     if vis:
         g = vis[0]
         out.update(gpu_index=g.index, gpu_name=g.name, gpu_uuid=g.uuid, driver=driver_version())
     return out
 
 
-def visible_gpus() -> list[Gpu] | None:
-    """The GPUs a CUDA program started now would see, in its order (CUDA_VISIBLE_DEVICES applied: indices and
-    UUIDs, as CUDA reads them); None when NVML cannot tell."""
+def visible_gpus(env: Mapping[str, str | None] | None = None) -> list[Gpu] | None:
+    """The GPUs a CUDA program started now would see (with `env` on top of this process's environment), in its
+    order (CUDA_VISIBLE_DEVICES applied: indices and UUIDs, as CUDA reads them); None when NVML cannot tell."""
     all_gpus = gpus()
     if all_gpus is None:
         return None
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is None:
+    cvd = (env or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if cvd is None:
         return all_gpus
     out: list[Gpu] = []
-    for tok in (t.strip() for t in env.split(",")):
+    for tok in (t.strip() for t in cvd.split(",")):
         if not tok:
             break
         if tok.isdigit() or (tok.startswith("-") and tok[1:].isdigit()):

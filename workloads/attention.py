@@ -513,12 +513,14 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import get_ready, requests_of, serve
+            from .serve import exit_now, get_ready, requests_of, serve
 
             ready = get_ready(a.device, T_MAIN)
             with requests_of(a.requests) as lines:
-                return serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
+                rc = serve(lambda cases, emit: _run_all(a, specs, emit, hooks, only=set(cases)),
                              lambda: device_event(a.device), lines, ready=ready)
+            hooks.close()
+            exit_now(rc)  # the end of its input: no interpreter shutdown to wait for
         emit = jsonl_emitter(a.jsonl)
         emit(device_event(a.device))
         return _run_all(a, specs, emit, hooks)

@@ -215,12 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                        stacks=a.torch_stacks)
     try:
         if a.serve:
-            from .serve import get_ready, requests_of, serve
+            from .serve import exit_now, get_ready, requests_of, serve
 
             ready = get_ready(a.device, T_MAIN)
             with requests_of(a.requests) as lines:
-                return serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
+                rc = serve(lambda cases, emit: _run_cases(a, specs, emit, hooks, set(cases)),
                              lambda: device_event(a.device), lines, default=str, ready=ready)
+            hooks.close()
+            exit_now(rc)  # the end of its input: no interpreter shutdown to wait for
         emit = jsonl_emitter(a.jsonl, default=str)
         emit(device_event(a.device))
         only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None

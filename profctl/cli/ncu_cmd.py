@@ -99,7 +99,8 @@ def ncu(
     req = ncu_pipeline.NcuRequest(target=target, recipe=recipes.get(recipe), kernel=kernel,
                                   launch_skip=launch_skip, launch_count=launch_count, range=range_, once=once,
                                   replay_mode=replay_mode, clock_control=clock_control, cache_control=cache_control,
-                                  timeout_s=timeout, reports=reports, command=command_line(), executor=executor)
+                                  timeout_s=timeout, reports=reports, command=command_line(), executor=executor,
+                                  prefetch=RENDERERS)
     ncu_pipeline.check(req)
     validate_workload(wl)
     check_reports(reports)
@@ -152,6 +153,11 @@ def _showing_progress(every_s: float = 60.0) -> Iterator[Callable[[Any], None]]:
         return
     with status:
         yield show
+
+
+#: what printing the result imports (loaded while ncu runs: profctl.pipelines.ncu_pipeline.prefetch)
+RENDERERS = ("profctl.render.ncu_view", "profctl.render.source_view", "profctl.analysis.source", "rich.console",
+             "rich.table", "rich.markup")
 
 
 def _print(result: Any, format: str) -> None:

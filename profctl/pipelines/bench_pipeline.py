@@ -384,7 +384,7 @@ class _Sweep:
                 self.clock.setdefault("first_start", self.spans[self.current])
                 self.ctx.emit({"event": "start", "index": self.current, "util": self.sampler.util,
                                "t": self.spans[self.current]})
-                faults.on_worker(self.specs[self.current], worker=self.ctx.on_worker)  # profctl's tests
+                faults.on_worker(self.specs[self.current], worker=self.ctx.own_process)  # profctl's tests
             elif kind == "row":
                 i = int(ev["index"])
                 if i in self.spans and ev.get("t"):

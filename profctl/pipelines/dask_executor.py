@@ -1,12 +1,14 @@
-"""Parts of a run on Dask workers: one worker process per GPU of this machine, N CPU worker processes, or the
-workers of a running Dask scheduler (``--cluster tcp://HOST:8786``). See docs/cluster.md.
+"""Parts of a run on Dask workers: one worker per GPU of this machine, N CPU workers, or the workers of a
+running Dask scheduler (``--cluster tcp://HOST:8786``). See docs/cluster.md.
 
-This machine: a ``distributed.SpecCluster`` with one ``Nanny`` per GPU, each worker process pinned to its GPU
-with ``CUDA_VISIBLE_DEVICES=<uuid>`` and running one task at a time (one thread, a ``GPU`` resource). A task is
-one part: the pipeline's own serial loop over a group of cases (a child process per run of cases, a new child
-after a point that killed its child), so a point that crashes costs only its own row. A worker process that dies
-(the Nanny starts a fresh one) loses its part: the cases it had not finished are tried once more, the case it was
-running alone, and a case whose worker died twice while running it becomes a ``crashed`` row.
+This machine: a ``distributed.SpecCluster`` of in-process workers (threads of profctl's process, talking
+``inproc://``), one per GPU, each running one task at a time (one thread, a ``GPU`` resource) and giving its
+children ``CUDA_VISIBLE_DEVICES=<uuid>``. A task is one part: the pipeline's own serial loop over a group of cases
+(its workload and tool runs are child processes: the warm child, a child per run of cases, a new child after a
+point that killed its child), so a point that crashes costs only its own row. On a cluster of yours a worker
+process that dies (its Nanny starts a fresh one) loses its part: the cases it had not finished are tried once
+more, the case it was running alone, and a case whose worker died twice while running it becomes a ``crashed``
+row.
 
 Progress and rows travel back as worker events (``log_event`` -> ``subscribe_topic``) while the parts run; a
 part's files come back as bytes in its result unless the run directory is on a file system the worker shares.
@@ -24,9 +26,7 @@ import os
 import queue
 import secrets
 import shutil
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -52,15 +52,13 @@ from profctl.pipelines.warm import Adoption, EarlyChildren, WarmCommand, key_of
 T = TypeVar("T")
 V = TypeVar("V")
 EXTRA = "pip install 'profctl[cluster]'"
-#: scheduler settings of the local cluster: a lost worker fails its task at once, so profctl retries point by
-#: point (a scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
 #: what a Nanny sets in its worker's environment by default (distributed.nanny.pre-spawn-environ): one thread
 #: for OpenMP/MKL/OpenBLAS and an aggressive malloc trim, good for Dask's own compute, not for the workload
-#: child; the child gets the submitting process's values of these instead
+#: child; the child gets the submitting process's values of these instead (a cluster of yours has Nannies)
 WORKER_ENV_KEYS = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-_CONFIG = {"distributed.scheduler.allowed-failures": 0, "distributed.worker.daemon": True,
-           "distributed.nanny.pre-spawn-environ": {},
-           "distributed.admin.system-monitor.gil.enabled": False}
+#: scheduler settings of the local cluster: a failed task fails at once, so profctl retries point by point (a
+#: scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
+_CONFIG = {"distributed.scheduler.allowed-failures": 0, "distributed.admin.system-monitor.gil.enabled": False}
 CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and answer
 
 
@@ -262,24 +260,28 @@ class DaskSession:
             self.ex.on_note(msg)
 
     def _local_cluster(self, device: str, points: int | None, warm: WarmCommand | None) -> Any:
-        """One Nanny per GPU (or CPU worker), each with the session's kit; with `warm`, each worker's warm child
-        is started here first, so that it loads while Dask starts, and handed to its worker to adopt."""
+        """One worker per GPU (or CPU worker), each a thread of this process with the session's kit and its own
+        environment for its children (its GPU); with `warm`, each worker's warm child is started here first and
+        handed to its worker to adopt. Worker threads, not processes: everything a part runs that could crash is
+        a child process already (the workload, the tools), and worker processes cost 3-4 s to start on a GPU
+        machine -- more than a warm child, so Dask's start was the first part's wait (issue 31)."""
         specs = self._worker_envs(device, points)
         adopt = self._spawn_early(specs, warm) if warm is not None and EarlyChildren.possible() else {}
         import dask
-        from distributed import Nanny, Scheduler, SpecCluster
+        from distributed import Scheduler, SpecCluster, Worker
 
         from profctl.pipelines.dask_kit import KitPlugin
 
-        common = {"nthreads": 1, "memory_limit": 0, "silence_logs": logging.CRITICAL, "dashboard": False,
-                  "preload": [__name__]}
-        workers = {name: {"cls": Nanny, "options": {
-            **common, **({"resources": {"GPU": 1}} if device == "cuda" else {}), "env": env,
-            "plugins": (KitPlugin(self.kit_name, self.child_env, warm, adopt.get(name)),)}}
+        common = {"nthreads": 1, "memory_limit": 0, "silence_logs": logging.CRITICAL, "dashboard": False}
+        workers = {name: {"cls": Worker, "options": {
+            **common, **({"resources": {"GPU": 1}} if device == "cuda" else {}),
+            "plugins": (KitPlugin(self.kit_name, {**env, **self.child_env}, warm, adopt.get(name),
+                                  in_session=True),)}}
             for name, env in specs.items()}
         with dask.config.set(_CONFIG):
             return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-                "dashboard": False, "dashboard_address": None}}, silence_logs=logging.CRITICAL)
+                "dashboard": False, "dashboard_address": None, "protocol": "inproc://"}},
+                silence_logs=logging.CRITICAL)
 
     def _worker_envs(self, device: str, points: int | None) -> dict[str, dict[str, str]]:
         """The local workers to start, by name, with the environment each gets (its GPU; CPU workers split the
@@ -312,9 +314,8 @@ class DaskSession:
         except Exception:  # the workers start their own (and say why they cannot)
             return {}
         self.early = EarlyChildren()
-        key = key_of(argv, {**self.child_env, **env})
-        return {name: self.early.spawn(name, argv, {**wenv, **self.child_env, **env}, key)
-                for name, wenv in specs.items()}
+        return {name: self.early.spawn(name, argv, full, key_of(argv, full))
+                for name, wenv in specs.items() for full in [{**wenv, **self.child_env, **env}]}
 
     def _quiet(self) -> None:
         """Dask's own log lines (a worker lost, a task failed) would tear the progress bar; profctl reports
@@ -556,15 +557,6 @@ class _Run:
 
 
 # ------------------------------------------------------------------------------------------- on the workers
-def dask_setup(worker: Any) -> None:
-    """Preloaded into each local worker process: ignore SIGINT. Ctrl-C in the terminal reaches the whole
-    process group; the submitting process cancels the parts itself, so that they kill their child processes
-    (which run in sessions of their own) instead of dying and leaving them behind."""
-    with contextlib.suppress(ValueError, OSError):
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _shared(run_dir: Path) -> bool:
     """Whether this worker sees the submitting machine's run directory (this machine, or a shared file system):
     the same path holds a manifest of the same run."""

@@ -13,17 +13,20 @@ from profctl.pipelines.warm import Adoption, WarmCommand, WarmPool
 
 class KitPlugin(WorkerPlugin):
     """Made when the worker starts (a local cluster's) or when the session connects (a cluster of yours); torn
-    down when the session closes it (:func:`close_kit`) or the worker ends. `adopt`: the warm child the session
-    started for this worker (a local cluster); else, with `warm`, the worker starts its warm child at once, so
-    that its Python, torch and CUDA context are ready by the time the first part arrives."""
+    down when the session closes it (:func:`close_kit`) or the worker ends. `child_env`: what every child of the
+    worker gets (a local cluster's worker thread: its GPU too). `adopt`: the warm child the session started for
+    this worker (a local cluster); else, with `warm`, the worker starts its warm child at once, so that its
+    Python, torch and CUDA context are ready by the time the first part arrives. `in_session`: the worker is a
+    thread of the session's own process."""
 
     def __init__(self, name: str, child_env: dict[str, str | None], warm: WarmCommand | None = None,
-                 adopt: Adoption | None = None) -> None:
+                 adopt: Adoption | None = None, in_session: bool = False) -> None:
         self.name, self.child_env, self.warm, self.adopt = name, dict(child_env), warm, adopt
+        self.in_session = in_session
         self.kit: WorkerKit | None = None
 
     def setup(self, worker: Any = None) -> None:
-        self.kit = WorkerKit(WarmPool(self.child_env, adopt=self.adopt))
+        self.kit = WorkerKit(WarmPool(self.child_env, adopt=self.adopt), in_session=self.in_session)
         if self.warm is not None and self.adopt is None:
             try:
                 self.kit.pool.prestart(self.warm)

@@ -73,8 +73,11 @@ class WorkerKit:
     """What a worker keeps for one session across its parts, owned by the session (made when it starts, closed
     when it ends): its warm workload children, an NVML sampler per GPU (started once), and where it runs."""
 
-    def __init__(self, pool: WarmPool) -> None:
+    def __init__(self, pool: WarmPool, *, in_session: bool = False) -> None:
         self.pool = pool
+        #: the worker is a thread of the submitting process (a local cluster), not a process of its own: its
+        #: children's GPU is in `pool.base_env`, and nothing in a part may end the process
+        self.in_session = in_session
         self._samplers: dict[int, Any] = {}
         self._where: dict[str, dict[str, Any]] = {}
 
@@ -86,7 +89,7 @@ class WorkerKit:
     def where(self, device: str) -> dict[str, Any]:
         """Where a workload started here runs (profctl.nvml.here, asked once), a copy."""
         if device not in self._where:
-            self._where[device] = dict(nvml.here(device))
+            self._where[device] = dict(nvml.here(device, self.pool.base_env))
         return dict(self._where[device])
 
     def close(self) -> None:
@@ -178,8 +181,14 @@ class PartContext:
 
     @property
     def on_worker(self) -> bool:
-        """Whether this part runs on a worker process of an executor (not in the submitting process)."""
+        """Whether this part runs on a worker of an executor (not the serial loop of the submitting process)."""
         return self.where.get("worker") is not None
+
+    @property
+    def own_process(self) -> bool:
+        """Whether this part runs in a worker process of its own (a cluster's), not in the submitting process
+        (the serial loop, or a local cluster's worker threads)."""
+        return self.on_worker and not (self.kit is not None and self.kit.in_session)
 
     def with_final_paths(self, summary: Any) -> Any:
         """A Summary read here, its sources named where their files will be in the run directory."""

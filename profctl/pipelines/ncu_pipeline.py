@@ -16,21 +16,40 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from profctl import inputs, nvml, nvtx, proc, run_store
-from profctl.analysis.diagnose import Diagnosis, backend_of, diagnose
-from profctl.analysis.select import range_names
+from profctl import nvml, nvtx, proc, run_store
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import NcuTarget, Request, Result
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Workload
-from profctl.readers.ncu_profiles import read_with_summary
 from profctl.recipes import Recipe
 from profctl.schema import Summary, concat
-from profctl.schema.profile import KernelProfile
 from profctl.tools import ncu as tool
+
+if TYPE_CHECKING:
+    from profctl.analysis.diagnose import Diagnosis
+    from profctl.schema.profile import KernelProfile
+
+#: what reading and diagnosing a report imports, loaded in a thread while ncu runs (issue 31: ncu starts ~0.1 s
+#: sooner, and the imports cost nothing after it); imported where they are used, so any order works
+READING = ("profctl.inputs", "profctl.analysis.diagnose", "profctl.analysis.select", "profctl.readers.ncu_profiles")
+
+
+def prefetch(modules: Sequence[str]) -> threading.Thread:
+    """Import `modules` in a daemon thread (the import system's per-module locks make a later import of one of
+    them wait for it, never import it twice); the thread, started."""
+    import importlib
+
+    def load() -> None:
+        for m in modules:
+            with contextlib.suppress(Exception):  # the import where it is used says what is wrong
+                importlib.import_module(m)
+
+    t = threading.Thread(target=load, name="profctl-prefetch", daemon=True)
+    t.start()
+    return t
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +68,8 @@ class NcuRequest(Request):
     exe: Path | None = None  # None: found (profctl.tools.ncu.find)
     cc: tuple[int, int] | None = None  # None: asked of the GPU (NVML)
     once: bool = False  # each distinct kernel once: its first launch that passes the other filters
+    #: modules the caller imports once the run is back (its renderers): loaded in a thread while ncu runs
+    prefetch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -289,6 +310,7 @@ def _profile(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path, me
     argv = tool.profile_argv(exe, report, opts, workload_argv)
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
     t_ncu, phases = time.perf_counter(), {"started": time.time()}
+    prefetch((*READING, *req.prefetch))
     if rec.samples_warps:  # the report will be read in depth here: ncu_report's one-time start, meanwhile
         threading.Thread(target=tool.warm_reader, name="profctl-ncu-warm", daemon=True).start()
     with ctx.follow(jsonl), _follow_progress(log, ctx, phases):
@@ -348,6 +370,9 @@ def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> st
     ranges and kernel names a filter could have matched."""
     opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
                                clock_control=req.clock_control)
+    from profctl import inputs
+    from profctl.analysis.select import range_names
+
     scan = ctx.workdir / "scan.ncu-rep"
     try:
         ctx.run(tool.profile_argv(exe, scan, opts, target.argv()).copy(), log=ctx.workdir / "scan.log",
@@ -365,6 +390,9 @@ def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> st
 def _read(ctx: PartContext, req: NcuRequest, target: NcuTarget, res: proc.ProcResult, cc: tuple[int, int],
           argv: list[str], filters: list[str], ncu_wall: float) -> NcuPart:
     """The part's report read back and checked (every metric present, every case of the part profiled)."""
+    from profctl import inputs
+    from profctl.readers.ncu_profiles import read_with_summary
+
     report, log, rec = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", req.recipe
     warnings: list[str] = []
     if not report.exists():
@@ -403,6 +431,8 @@ def _combine(req: NcuRequest, target: NcuTarget, run_dir: Path, outs: list[PartO
              t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
              phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
+    from profctl.analysis.diagnose import diagnose
+
     ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
     if not ok:
         if outs and outs[0].error is not None:
@@ -522,6 +552,8 @@ def _check_metrics(summary: Summary, metrics: tuple[str, ...], rec: Recipe, run_
 
 def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], specs: Sequence[Any]) -> list[str]:
     """Every launch must sit in a measured range of a requested case; say which case profiled nothing."""
+    from profctl.analysis.diagnose import backend_of
+
     if not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")
     warnings = []

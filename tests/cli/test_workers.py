@@ -4,12 +4,14 @@ keeps every finished row; without --workers Dask is never imported, and without 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,11 +87,46 @@ def test_a_warm_child_that_crashes_is_a_row_and_a_fresh_child_goes_on(tmp_path: 
     assert 3 <= len(starts) <= 5  # a fresh child after each crash on a worker that still has cases to run
 
 
-def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    # a part per case; eager's worker dies twice: its case is a row, the others ran
-    monkeypatch.setenv("PROFCTL_FAULT", "kill-worker:eager")
-    rows, run = _bench(tmp_path, "--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16", "--workers", "2")
+@contextlib.contextmanager
+def _cluster(tmp_path: Path, workers: int, env: dict[str, str]) -> Iterator[str]:
+    """A real Dask cluster of worker processes (a scheduler and `workers` Nanny-kept workers, as a user starts
+    them: docs/cluster.md), with `env` in the workers' environment; its address."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    sched_file = tmp_path / "scheduler.json"
+    py = [sys.executable, "-m"]
+    procs = [subprocess.Popen([*py, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            assert procs[0].poll() is None, "the Dask scheduler did not start"
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([*py, "distributed.cli.dask_worker", address, "--nworkers", str(workers),
+                                       "--nthreads", "1", "--no-dashboard", "--memory-limit", "0"], cwd=ROOT,
+                                      env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        from distributed import Client
+
+        with Client(address, timeout=60) as c:
+            c.wait_for_workers(workers, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+
+
+def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path) -> None:
+    """On a cluster of worker processes (``--cluster``): a part per case; eager's worker process dies twice: its
+    case is a row, the others ran. (A local cluster's workers are threads of profctl's process: the loss of one
+    is the loss of the run, as for the serial loop.)"""
+    with _cluster(tmp_path / "cluster", 2, {"PROFCTL_FAULT": "kill-worker:eager"}) as address:
+        (tmp_path / "reports").mkdir()
+        rows, run = _bench(tmp_path / "reports", "--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16",
+                           "--cluster", address)
     assert [(r["backend"], r["status"]) for r in rows] == [("eager", "crashed"), ("sdpa-math", "ok"),
                                                            ("sdpa-flash", "ok")]
     assert "died twice" in rows[0]["reason"]
@@ -98,6 +135,26 @@ def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path
     # lost with it and run again elsewhere
     lost = m["executor"]["lost_parts"]
     assert m["status"] == "complete" and len(lost) >= 2 and all(p["unfinished"] == 1 for p in lost)
+
+
+def test_a_local_cluster_runs_its_workers_in_this_process_and_the_fault_does_not_fire(tmp_path: Path) -> None:
+    """Issue 31: a local cluster's workers are threads of profctl's process (no 3-4 s worker-process start): the
+    parts' pid is profctl's, and the kill-worker fault -- which would end profctl -- only fires in a worker
+    process of its own."""
+    code = ("import json, os, sys; from typer.testing import CliRunner; from profctl.cli import app; "
+            f"r = CliRunner().invoke(app, ['bench', *{TINY!r}, '--reports', {str(tmp_path)!r}, '--backend', "
+            "'eager,sdpa-math', '--seqlen', '16', '--workers', '2']); "
+            "print(json.dumps({'pid': os.getpid(), 'code': r.exit_code, 'out': r.stdout}))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PROFCTL_FAULT": "kill-worker:eager"})
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["code"] == 0, res["out"]
+    assert [r["status"] for r in json.loads(res["out"])] == ["ok", "ok"]
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    m = run_store.read_manifest(run)
+    assert all(w["address"].startswith("inproc://") and f"/{res['pid']}/" in w["address"]
+               for w in m["executor"]["workers"])
 
 
 def test_ctrl_c_keeps_finished_rows_and_leaves_no_process(tmp_path: Path) -> None:
