@@ -337,6 +337,11 @@ step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both ca
     | tee "$OUT/ncu5/source_overhead.txt" | tail -12
   tar czf "$OUT/ncu5.tgz" -C "$OUT" ncu5 && rm -rf "$OUT/ncu5"
 }
+step_ncu_tests() {  # the ncu GPU tests (the pipeline's reading imports moved into a thread while ncu runs)
+  timeout -s INT "$(lim 230)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
+    tests/gpu/test_ncu_progress_gpu.py tests/gpu/test_ncu_gpu.py > "$OUT/gpu_ncu_tests.txt" 2>&1
+  tail -12 "$OUT/gpu_ncu_tests.txt"
+}
 step_ncu_breakdown() {  # where profctl's own second around ncu goes: import times and a profile of one run
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
   local A="ncu --recipe stalls -b triton -s 4096 --heads 32 --clock-control none --reports /tmp/nb"
