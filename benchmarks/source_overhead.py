@@ -201,7 +201,7 @@ def measure(name: str, case: list[str], rounds: int, names: list[str], old: str 
         out["ratio"] = med["profctl"] / med["alone"]
         # the same round's two runs against each other: drift between rounds (clocks, caches) cancels
         out["paired_ratio"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(got["profctl"],
-                                                                                           got["alone"]))
+                                                                                           got["alone"], strict=True))
     if "profctl-old" in med and "alone" in med:
         out["ratio_old"] = med["profctl-old"] / med["alone"]
     return out
