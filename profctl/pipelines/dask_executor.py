@@ -263,8 +263,9 @@ class DaskSession:
         """One worker per GPU (or CPU worker), each a thread of this process with the session's kit and its own
         environment for its children (its GPU); with `warm`, each worker's warm child is started here first and
         handed to its worker to adopt. Worker threads, not processes: everything a part runs that could crash is
-        a child process already (the workload, the tools), and worker processes cost 3-4 s to start on a GPU
-        machine -- more than a warm child, so Dask's start was the first part's wait (issue 31)."""
+        a child process already (the workload, the tools), and worker processes took 2.8-4.2 s to start on an
+        H200 pair -- as long as a warm child, so the first part often waited for Dask (issue 31; threads: 0.6 s
+        with Dask's import)."""
         specs = self._worker_envs(device, points)
         adopt = self._spawn_early(specs, warm) if warm is not None and EarlyChildren.possible() else {}
         import dask
