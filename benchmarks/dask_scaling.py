@@ -117,11 +117,12 @@ def main() -> int:
     reports.mkdir(exist_ok=True)
     t_start = time.perf_counter()
     results: dict[str, Any] = {"bench": [], "captures": [], "skipped": []}
-    env = subprocess.run([sys.executable, "-c", "import torch, dask, distributed, platform; print(platform.node(), "
-                          "torch.__version__, torch.cuda.device_count(), dask.__version__, distributed.__version__)"],
-                         capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", "import torch, dask, distributed, platform; print(platform.node(), "
+                            "torch.__version__, torch.cuda.device_count(), dask.__version__, distributed.__version__)"],
+                           capture_output=True, text=True)
     smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True) if not a.dry else None
-    results["env"] = {"python": env.stdout.strip() or env.stderr[-500:], "gpus": smi.stdout.strip() if smi else None}
+    results["env"] = {"python": probe.stdout.strip() or probe.stderr[-500:],
+                      "gpus": smi.stdout.strip() if smi else None}
     print("env:", results["env"], flush=True)
 
     def left() -> float:
@@ -186,16 +187,16 @@ def summarize(results: dict[str, Any]) -> None:
                 if n == "serial" or not r.get("rows"):
                     continue
                 m = medians(r["rows"]).get(k)
-                gpu = next((x.get("gpu_index") for x in r["rows"] if (x["backend"], x["seqlen_q"], x["causal"]) == k),
+                gix = next((x.get("gpu_index") for x in r["rows"] if (x["backend"], x["seqlen_q"], x["causal"]) == k),
                            None)
-                cells.append(f"{m / v:8.3f} g{gpu}" if m else "      -")
+                cells.append(f"{m / v:8.3f} g{gix}" if m else "      -")
             print(f"{k[0]:>10} {k[1]:>5} {k[2]!s:>6} {v:10.4f} " + " ".join(f"{c:>14}" for c in cells))
         spread = {(x["backend"], x["seqlen_q"], x["causal"]): x.get("iqr_ratio") or 0
                   for x in ser["rows"] if x.get("status") == "ok" and x.get("median_ms")}
         for n, r in b.items():
             if n != "serial" and r.get("rows"):
-                m = medians(r["rows"])
-                d = {k: abs(m[k] / v - 1) for k, v in base.items() if k in m}
+                meds = medians(r["rows"])
+                d = {k: abs(meds[k] / v - 1) for k, v in base.items() if k in meds}
                 over = [k for k, x in d.items() if x > max(0.02, spread.get(k, 0))]
                 print(f"{n}: max |ratio-1| {max(d.values()) * 100:.2f} %, median "
                       f"{statistics.median(d.values()) * 100:.2f} %; beyond max(2 %, the serial row's IQR/median): "
@@ -204,8 +205,8 @@ def summarize(results: dict[str, Any]) -> None:
     for c in results["captures"]:
         caps.setdefault(c["tool"], {})["workers2" if c["args"] else "serial"] = c
     print("\n== captures: serial vs --workers 2 (two at once, one per GPU) ==")
-    for tool, d in caps.items():
-        s, w = d.get("serial"), d.get("workers2")
+    for tool, pair in caps.items():
+        s, w = pair.get("serial"), pair.get("workers2")
         line = (f"{tool}: serial rc {s and s['rc']} {s and s['wall_s']} s; "
                 f"workers2 rc {w and w['rc']} {w and w['wall_s']} s")
         if s and w and s.get("kernels") is not None and w.get("kernels") is not None:

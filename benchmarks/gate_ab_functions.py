@@ -68,7 +68,7 @@ def _calibrate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kw: dict[str, 
 
 def attn_3pct(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, scale: float | None = None,
               enable_gqa: bool = False) -> torch.Tensor:
-    kw = {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa}
+    kw: dict[str, Any] = {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa}
     out = attn(q, k, v, **kw)
     if q.is_cuda:
         key = (tuple(q.shape), tuple(k.shape), q.dtype, is_causal, q.requires_grad)

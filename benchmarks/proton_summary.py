@@ -12,6 +12,7 @@ import gzip
 import json
 import sys
 import time
+from typing import Any
 
 
 def main() -> int:
@@ -29,7 +30,7 @@ def main() -> int:
     t1 = time.time()
     rep = timeline.analyze(tr, clock_mhz=a.clock_mhz)
     t2 = time.time()
-    out = {"read_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2), "events": tr.n_events,
+    out: dict[str, Any] = {"read_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2), "events": tr.n_events,
            "kernels": [k.name for k in tr.kernels], "call_stacks": [list(k.call_stack) for k in tr.kernels],
            "report": dataclasses.asdict(rep)}
     for k in out["report"]["kernels"]:

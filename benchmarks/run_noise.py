@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +71,7 @@ def main() -> int:
             pr.terminate()
     meds = [op_medians(r) for r in runs]
     ops = sorted(set.intersection(*(set(m) for m in meds)))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for op in ops:
         logs = [math.log(m[op]) for m in meds]
         mu = statistics.mean(logs)

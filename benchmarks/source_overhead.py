@@ -130,10 +130,11 @@ def ways(case: list[str], root: Path, work: Path, old: str | None = None
         return {"wall_s": timed(alone), "ncu_s": None}
 
     def by_proc(before: Callable[[], Any] | None = None, held: bool = False) -> dict[str, Any]:
-        nv = None
+        nv: Any = None
         if held:
-            import pynvml as nv
+            import pynvml
 
+            nv = pynvml
             nv.nvmlInit()
         try:
             started = before() if before is not None else None

@@ -96,7 +96,8 @@ def measure(mode: str, path: Path, log: Path) -> dict[str, Any]:
     res = proc.run([sys.executable, "-c", CHILD, mode, str(path)], log=log, timeout_s=3600,
                    env={"PYTHONPATH": str(ROOT)})
     line = [ln for ln in res.log_text().splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])  # type: ignore[no-any-return]
+    out: dict[str, Any] = json.loads(line[len("RESULT "):])
+    return out
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def code_hash(ptx: str) -> str:
@@ -50,11 +51,13 @@ def main() -> int:
     if extra.get("SCOPES"):
         kernels.enable_scopes()
     # (kernel, label, its pointers' element types, its fp32 scalar, its descriptors' element type, launch variants)
-    kinds = ((kernels._fwd_kernel, "", {"Q": "bf16", "K": "bf16", "V": "bf16", "Out": "bf16", "LSE": "fp32"},
-              "qk_scale", "bf16", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 0)), {"DOT_PREC": "tf32"}),
-             (kernels._fwd_fp8_kernel, "fp8 ", {"Q": "fp8e4nv", "K": "fp8e4nv", "V": "fp8e4nv", "Out": "bf16",
-                                                "QS": "fp32", "KS": "fp32", "VS": "fp32"},
-              "sm_scale_log2", "fp8e4nv", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 1, 1)), {}))
+    Kind = tuple[Any, str, dict[str, str], str, str, tuple[tuple[int, int, int], ...], dict[str, Any]]
+    kinds: tuple[Kind, ...] = (
+        (kernels._fwd_kernel, "", {"Q": "bf16", "K": "bf16", "V": "bf16", "Out": "bf16", "LSE": "fp32"},
+         "qk_scale", "bf16", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 0)), {"DOT_PREC": "tf32"}),
+        (kernels._fwd_fp8_kernel, "fp8 ", {"Q": "fp8e4nv", "K": "fp8e4nv", "V": "fp8e4nv", "Out": "bf16",
+                                           "QS": "fp32", "KS": "fp32", "VS": "fp32"},
+         "sm_scale_log2", "fp8e4nv", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 1, 1)), {}))
     for fn, label, pointers, scalar, desc, variants, more in kinds:
         params = list(inspect.signature(fn.fn).parameters)
         for tma, causal, pipe in variants:

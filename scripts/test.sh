@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 VENV=$(bash scripts/setup-venv.sh | tail -n 1)
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
+"$VENV/bin/mypy" benchmarks  # scripts, not a package: checked on their own
 "$VENV/bin/python" -m pytest -q "$@"
