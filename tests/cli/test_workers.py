@@ -123,7 +123,11 @@ def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(tmp_path: Path
     """On a cluster of worker processes (``--cluster``): a part per case; eager's worker process dies twice: its
     case is a row, the others ran. (A local cluster's workers are threads of profctl's process: the loss of one
     is the loss of the run, as for the serial loop.)"""
-    with _cluster(tmp_path / "cluster", 2, {"PROFCTL_FAULT": "kill-worker:eager"}) as address:
+    # the dying workers leave their warm children's log folders behind (nothing runs in a process that ends at
+    # once): in this test's own temporary folder, not /tmp
+    (tmp_path / "tmp").mkdir()
+    with _cluster(tmp_path / "cluster", 2, {"PROFCTL_FAULT": "kill-worker:eager",
+                                           "TMPDIR": str(tmp_path / "tmp")}) as address:
         (tmp_path / "reports").mkdir()
         rows, run = _bench(tmp_path / "reports", "--backend", "eager,sdpa-math,sdpa-flash", "--seqlen", "16",
                            "--cluster", address)
