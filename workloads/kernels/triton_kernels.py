@@ -105,32 +105,6 @@ if triton is not None:
             tl.store(ptrs, x, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM))
 
     @triton.jit
-    def _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
-        """One key block of the online softmax, for the bf16 and the e4m3 forwards: scores `s` -> P against the
-        new running max, `acc` and `l_i` rescaled to it; (p, acc, l_i, m_new). MASKED: keys past the end, and
-        above the diagonal when CAUSAL, to -inf (offs_m, offs_n, seqlen_kv and diag_off are read only then)."""
-        if MASKED:
-            keep = offs_n[None, :] < seqlen_kv
-            if CAUSAL:
-                keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
-            s = tl.where(keep, s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-        elif SCALE_POS:
-            # max of the raw scores times a positive scale: the subtraction below fuses into one FMA
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.exp2(s * qk_scale - m_new[:, None])
-        else:
-            s = s * qk_scale
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        return p, acc, l_i, m_new
-
-    @triton.jit
     def _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                       KD, VD, b32, kh32,
                       lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
@@ -171,9 +145,25 @@ if triton is not None:
                 p = tl.exp2(s * qk_scale - m_i[:, None])
                 l_i = l_i + tl.sum(p, 1)
                 m_new = m_i
+            elif MASKED:
+                keep = offs_n[None, :] < seqlen_kv
+                if CAUSAL:
+                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+                s = tl.where(keep, s * qk_scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp2(s - m_new[:, None])
+            elif SCALE_POS:
+                # max of the raw scores times a positive scale: the subtraction below fuses into one FMA
+                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+                p = tl.exp2(s * qk_scale - m_new[:, None])
             else:
-                p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                                   MASKED, CAUSAL, SCALE_POS)
+                s = s * qk_scale
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.exp2(s - m_new[:, None])
+            if not LAZY:
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
             _scope_out("softmax", SCOPES)
             _scope_in("pv", SCOPES)
             acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -186,7 +176,16 @@ if triton is not None:
                     SCOPES: tl.constexpr = False):
         """One unmasked online-softmax step: scores `s` of a key block -> rescaled `acc` + P @ V, l, m."""
         _scope_in("softmax", SCOPES)
-        p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, 0, 0, 0, 0, qk_scale, False, False, SCALE_POS)
+        if SCALE_POS:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            p = tl.exp2(s * qk_scale - m_new[:, None])
+        else:
+            s = s * qk_scale
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
         _scope_out("softmax", SCOPES)
         _scope_in("pv", SCOPES)
         acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -354,8 +353,23 @@ if triton is not None:
                    MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
         """One key block of the FP8 online softmax: S (fp32, descales folded into qk_scale) to P, P rounded to
         e4m3 for P @ V against the V^T tile; the row sums take the unrounded P."""
-        p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                           MASKED, CAUSAL, SCALE_POS)
+        if MASKED:
+            keep = offs_n[None, :] < seqlen_kv
+            if CAUSAL:
+                keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+            s = tl.where(keep, s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        elif SCALE_POS:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            p = tl.exp2(s * qk_scale - m_new[:, None])
+        else:
+            s = s * qk_scale
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
         acc = tl.dot(_to_e4m3(p), tl.trans(vt), acc)
         return acc, l_i, m_new
 
