@@ -56,8 +56,8 @@ EXTRA = "pip install 'profctl[cluster]'"
 #: for OpenMP/MKL/OpenBLAS and an aggressive malloc trim, good for Dask's own compute, not for the workload
 #: child; the child gets the submitting process's values of these instead (a cluster of yours has Nannies)
 WORKER_ENV_KEYS = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-#: scheduler settings of the local cluster: a failed task fails at once, so profctl retries point by point (a
-#: scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
+#: scheduler settings of the local cluster: a task whose worker is lost fails at once, and profctl retries point by
+#: point (a scheduler of yours retries whole parts up to `allowed-failures` times; set it to 0 there too)
 _CONFIG = {"distributed.scheduler.allowed-failures": 0, "distributed.admin.system-monitor.gil.enabled": False}
 CANCEL_GRACE_S = 15.0  # how long cancelled parts get to kill their children and answer
 
