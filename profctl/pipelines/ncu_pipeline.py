@@ -368,11 +368,11 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
 def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
-    opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
-                               clock_control=req.clock_control)
     from profctl import inputs
     from profctl.analysis.select import range_names
 
+    opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
+                               clock_control=req.clock_control)
     scan = ctx.workdir / "scan.ncu-rep"
     try:
         ctx.run(tool.profile_argv(exe, scan, opts, target.argv()).copy(), log=ctx.workdir / "scan.log",
