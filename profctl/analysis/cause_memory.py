@@ -3,10 +3,13 @@ memory, L2 and DRAM traffic (the savings models: :mod:`profctl.analysis.cause_ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from profctl.analysis.cause_catalog import Cause
 from profctl.analysis.cause_context import (
     MEMORY_WAITS,
     Context,
+    Line,
     line_where,
     pct,
     top,
@@ -37,17 +40,27 @@ def _capped(ctx: Context, saving: float, freed: tuple[str, ...]) -> float:
     return max(min(saving, t - floor_after(ctx, freed)), 0.0)
 
 
+def _beyond_ideal(ctx: Context, key: str, totals: tuple[str, ...], excess_figure: str
+                  ) -> tuple[list[Line], float, float, Callable[[Line], float]]:
+    """The lines that moved `key` (sectors, wavefronts), how many in all and how many beyond their ideal
+    (``<key>_ideal``), and each line's own excess; without such lines, ncu's kernel-wide figures (`totals`
+    summed, `excess_figure`)."""
+
+    def extra(ln: Line) -> float:
+        return float(ln.mem[key] - ln.mem.get(f"{key}_ideal", ln.mem[key]))
+
+    lines = [ln for ln in ctx.lines if ln.mem.get(key)]
+    total = sum(ln.mem[key] for ln in lines) or sum(ctx.f.get(k) or 0.0 for k in totals)
+    excess = sum(max(extra(ln), 0.0) for ln in lines) if lines else ctx.f.get(excess_figure) or 0.0
+    return lines, total, excess, extra
+
+
 def uncoalesced_global(ctx: Context) -> Cause | None:
-    glob = [ln for ln in ctx.lines if ln.mem.get("sectors")]
-    total = sum(ln.mem["sectors"] for ln in glob) or (ctx.f.get("global_ld_sectors") or 0.0) + (
-        ctx.f.get("global_st_sectors") or 0.0)
-    excess = sum(max(ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]), 0.0) for ln in glob)
-    if not glob:
-        excess = ctx.f.get("global_sectors_excess") or 0.0
+    glob, total, excess, extra = _beyond_ideal(ctx, "sectors", ("global_ld_sectors", "global_st_sectors"),
+                                               "global_sectors_excess")
     if not total or excess / total < 0.25:
         return None
-    bad = top(glob, lambda ln: ln.mem["sectors"] - ln.mem.get("sectors_ideal", ln.mem["sectors"]),
-               floor=0.1 * excess)
+    bad = top(glob, extra, floor=0.1 * excess)
     m = memory_bound(ctx)
     ev = [f"{pct(excess / total)} of the global sectors moved are beyond what coalesced accesses would move; "
           f"memory sets {pct(m)} of the time"]
@@ -61,15 +74,10 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
 
 
 def smem_bank_conflict(ctx: Context) -> Cause | None:
-    sh = [ln for ln in ctx.lines if ln.mem.get("wavefronts")]
-    total = sum(ln.mem["wavefronts"] for ln in sh) or (ctx.f.get("shared_wavefronts") or 0.0)
-    excess = sum(max(ln.mem["wavefronts"] - ln.mem.get("wavefronts_ideal", ln.mem["wavefronts"]), 0.0) for ln in sh)
-    if not sh:
-        excess = ctx.f.get("shared_wavefronts_excess") or 0.0
+    sh, total, excess, extra = _beyond_ideal(ctx, "wavefronts", ("shared_wavefronts",), "shared_wavefronts_excess")
     if not total or excess / total < 0.2:
         return None
-    bad = top(sh, lambda ln: ln.mem["wavefronts"] - ln.mem.get("wavefronts_ideal", ln.mem["wavefronts"]),
-               floor=0.1 * excess)
+    bad = top(sh, extra, floor=0.1 * excess)
     waits = sum(ctx.line_share(ln, "mio_throttle", "short_scoreboard", "lg_throttle") + ctx.line_share(ln)
                 for ln in bad) / 2
     m = min(max(ctx.util("l1_pct"), waits, ctx.share("mio_throttle", "short_scoreboard")), 1.0)
