@@ -300,33 +300,32 @@ print("crash sweep child starts:", len([t for t in m["tools"] if t["name"] == "w
       "parts:", len(m.get("parts") or []))
 PY
 }
-step_sweep() {  # workers on two GPUs (nvidia-h200-x2): dask_scaling.py's 16-point sweep; BEFORE: the code before
+sweep_run() {  # sweep_run NAME STEPS LIMIT: dask_scaling.py's 16-point sweep (nvidia-h200-x2) into $OUT/NAME;
+  # BEFORE: the code before, for the step "before"
   [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
-  python3 benchmarks/dask_scaling.py --out "$OUT/sweep" --iters 150 --no-captures --budget-s "$(lim 330)" \
-    --steps serial,workers2,workers2_b,cold${BEFORE:+,before} ${BEFORE:+--before-path "$BEFORE"}
+  python3 benchmarks/dask_scaling.py --out "$OUT/$1" --iters 150 --no-captures --budget-s "$(lim "$3")" \
+    --steps "$2" ${BEFORE:+--before-path "$BEFORE"}
+}
+step_sweep() {  # serial, warm twice, cold (and the code before)
+  sweep_run sweep serial,workers2,workers2_b,cold${BEFORE:+,before} 330
   tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
 }
 step_sweep2() {  # the sweep again, without the cold run
-  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
-  python3 benchmarks/dask_scaling.py --out "$OUT/sweep2" --iters 150 --no-captures --budget-s "$(lim 215)" \
-    --steps serial,workers2,workers2_b${BEFORE:+,before} ${BEFORE:+--before-path "$BEFORE"}
+  sweep_run sweep2 serial,workers2,workers2_b${BEFORE:+,before} 215
   tar czf "$OUT/sweep2.tgz" -C "$OUT" sweep2 && rm -rf "$OUT/sweep2"
 }
 step_sweep3() {  # issue 31 after in-process workers: serial, new, the code before (BEFORE), new again, cold; and
   # which GPU each compute process is on while the runs go (nvidia-smi every 2 s: each worker's children on its GPU)
-  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
   ( while :; do echo "t=$(date +%s) $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader \
       | tr '\n' ';')"; sleep 2; done ) > "$OUT/apps.txt" 2>&1 &
   local SAMPLER=$!
   nvidia-smi --query-gpu=index,uuid --format=csv,noheader >> "$OUT/apps.txt"
-  python3 benchmarks/dask_scaling.py --out "$OUT/sweep3" --iters 150 --no-captures --budget-s "$(lim 420)" \
-    --steps serial,workers2${BEFORE:+,before},workers2_b,cold ${BEFORE:+--before-path "$BEFORE"}
+  sweep_run sweep3 serial,workers2${BEFORE:+,before},workers2_b,cold 420
   kill $SAMPLER 2>/dev/null
   tar czf "$OUT/sweep3.tgz" -C "$OUT" sweep3 apps.txt && rm -rf "$OUT/sweep3"
 }
 step_sweep4() {  # the sweep twice more after the warm children's quick exit: serial, new, new
-  python3 benchmarks/dask_scaling.py --out "$OUT/sweep4" --iters 150 --no-captures --budget-s "$(lim 200)" \
-    --steps serial,workers2,workers2_b
+  sweep_run sweep4 serial,workers2,workers2_b 200
   tar czf "$OUT/sweep4.tgz" -C "$OUT" sweep4 && rm -rf "$OUT/sweep4"
 }
 step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both cases, ROUNDS (5) rounds alternating
