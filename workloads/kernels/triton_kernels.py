@@ -105,6 +105,32 @@ if triton is not None:
             tl.store(ptrs, x, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM))
 
     @triton.jit
+    def _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
+                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
+        """One online-softmax step of every forward (bf16 and e4m3, plain and pipelined): scores `s` of a key block
+        -> (P, acc and l rescaled to the new running max, that max). MASKED: the key-tail bound and, if CAUSAL,
+        the causal mask (offs_m/offs_n/seqlen_kv/diag_off are read only then). SCALE_POS: a positive scale, taken
+        after the row max so the subtraction fuses into one FMA."""
+        if MASKED:
+            keep = offs_n[None, :] < seqlen_kv
+            if CAUSAL:
+                keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+            s = tl.where(keep, s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        elif SCALE_POS:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            p = tl.exp2(s * qk_scale - m_new[:, None])
+        else:
+            s = s * qk_scale
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        return p, acc, l_i, m_new
+
+    @triton.jit
     def _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                       KD, VD, b32, kh32,
                       lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
@@ -145,25 +171,9 @@ if triton is not None:
                 p = tl.exp2(s * qk_scale - m_i[:, None])
                 l_i = l_i + tl.sum(p, 1)
                 m_new = m_i
-            elif MASKED:
-                keep = offs_n[None, :] < seqlen_kv
-                if CAUSAL:
-                    keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
-                s = tl.where(keep, s * qk_scale, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
-            elif SCALE_POS:
-                # max of the raw scores times a positive scale: the subtraction below fuses into one FMA
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                p = tl.exp2(s * qk_scale - m_new[:, None])
             else:
-                s = s * qk_scale
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                p = tl.exp2(s - m_new[:, None])
-            if not LAZY:
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None]
+                p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
+                                                   MASKED, CAUSAL, SCALE_POS)
             _scope_out("softmax", SCOPES)
             _scope_in("pv", SCOPES)
             acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -176,16 +186,7 @@ if triton is not None:
                     SCOPES: tl.constexpr = False):
         """One unmasked online-softmax step: scores `s` of a key block -> rescaled `acc` + P @ V, l, m."""
         _scope_in("softmax", SCOPES)
-        if SCALE_POS:
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.exp2(s * qk_scale - m_new[:, None])
-        else:
-            s = s * qk_scale
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, 0, 0, 0, 0, qk_scale, False, False, SCALE_POS)
         _scope_out("softmax", SCOPES)
         _scope_in("pv", SCOPES)
         acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -353,23 +354,8 @@ if triton is not None:
                    MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
         """One key block of the FP8 online softmax: S (fp32, descales folded into qk_scale) to P, P rounded to
         e4m3 for P @ V against the V^T tile; the row sums take the unrounded P."""
-        if MASKED:
-            keep = offs_n[None, :] < seqlen_kv
-            if CAUSAL:
-                keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
-            s = tl.where(keep, s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-        elif SCALE_POS:
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.exp2(s * qk_scale - m_new[:, None])
-        else:
-            s = s * qk_scale
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
+                                           MASKED, CAUSAL, SCALE_POS)
         acc = tl.dot(_to_e4m3(p), tl.trans(vt), acc)
         return acc, l_i, m_new
 
