@@ -205,6 +205,8 @@ def measure(name: str, case: list[str], rounds: int, names: list[str], old: str 
                                                                                            got["alone"], strict=True))
     if "profctl-old" in med and "alone" in med:
         out["ratio_old"] = med["profctl-old"] / med["alone"]
+        out["paired_ratio_old"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(
+            got["profctl-old"], got["alone"], strict=True))
     return out
 
 
@@ -216,7 +218,7 @@ def report(o: dict[str, Any]) -> None:
     if "paired_ratio" in o:
         line += f" (median of the rounds' own ratios {o['paired_ratio']:.3f}x)"
     if "ratio_old" in o:
-        line += f"; the code before / alone {o['ratio_old']:.3f}x"
+        line += f"; the code before / alone {o['ratio_old']:.3f}x (rounds' own {o['paired_ratio_old']:.3f}x)"
     print(line)
     p = o["runs"].get("profctl") or []
     if p:
@@ -236,7 +238,7 @@ def report(o: dict[str, Any]) -> None:
         if phases:
             print("  ncu inside profctl, medians (s after start): " + ", ".join(
                 f"{k} {statistics.median(ph[k] for ph in phases if ph.get(k) is not None):.2f}"
-                for k in ("connected_s", "first_launch_s", "last_launch_s", "exit_s")
+                for k in ("connected_s", "read_ahead_s", "first_launch_s", "last_launch_s", "exit_s")
                 if any(ph.get(k) is not None for ph in phases)))
     for n, v in o["runs"].items():
         phases = [x["phases"] for x in v if x.get("phases")]

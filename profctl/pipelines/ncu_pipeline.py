@@ -310,24 +310,45 @@ def _profile(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path, me
     argv = tool.profile_argv(exe, report, opts, workload_argv)
     ctx.record_tool("ncu", argv, log=log, exe=str(exe), nvtx_include=filters, workload_argv=workload_argv)
     t_ncu, phases = time.perf_counter(), {"started": time.time()}
-    prefetch((*READING, *req.prefetch))
-    if rec.samples_warps:  # the report will be read in depth here: ncu_report's one-time start, meanwhile
-        threading.Thread(target=tool.warm_reader, name="profctl-ncu-warm", daemon=True).start()
-    with ctx.follow(jsonl), _follow_progress(log, ctx, phases):
+    ahead = _ReadAhead((*READING, *req.prefetch), warm=rec.samples_warps)
+    with ctx.follow(jsonl), _follow_progress(log, ctx, phases, on_first_launch=ahead.start):
         res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd,
                       classify=lambda r: _classify(r, rec, filters, jsonl, req))
+    if ahead.started_at is not None:
+        phases["read_ahead_s"] = round(ahead.started_at - phases["started"], 3)
     ctx.emit({"event": "ncu-phases", **phases, "exit_s": round(res.wall_s, 3)})  # where ncu's time went
     return res, argv, time.perf_counter() - t_ncu
 
 
+class _ReadAhead:
+    """What reading the report needs, done while ncu runs -- but only once ncu names its first launch: by then
+    the program is past its own start (Python, torch, CUDA), which the imports (~0.3 s of CPU and disk) and
+    ncu_report's one-time start (~0.4 s, `warm`) would otherwise compete with (issue 31: ncu ran 0.05-0.5 s
+    longer inside profctl than alone on the built-in workload). Never started (no launch), the read imports
+    what it needs itself."""
+
+    def __init__(self, modules: Sequence[str], *, warm: bool) -> None:
+        self.modules, self.warm = tuple(modules), warm
+        self.started_at: float | None = None
+
+    def start(self) -> None:
+        if self.started_at is not None:
+            return
+        self.started_at = time.time()
+        prefetch(self.modules)
+        if self.warm:  # the report will be read in depth: ncu_report's one-time start, meanwhile
+            threading.Thread(target=tool.warm_reader, name="profctl-ncu-warm", daemon=True).start()
+
+
 @contextlib.contextmanager
 def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | None = None,
-                     interval_s: float = 0.2) -> Iterator[None]:
+                     interval_s: float = 0.2, on_first_launch: Callable[[], None] | None = None) -> Iterator[None]:
     """While ncu runs, read its progress lines as its log grows and pass them on as ``ncu`` events: each launch
     whose profiling ended (``done``, its name and about how many seconds it took), and the launch being profiled
     now (not ``done``: its name and the seconds so far, when it starts and then once a second). At the end,
     `phases` gets when (seconds after the start) ncu connected to the program and its first and last launch
-    ended, to the poll's resolution: where ncu's own time goes."""
+    ended, to the poll's resolution: where ncu's own time goes. `on_first_launch` is called (once, in the
+    polling thread) when the log first names a launch being profiled."""
     reader = tool.ProgressReader()
     t0 = time.time()
     last_tick = [0.0]
@@ -350,6 +371,8 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
         for p in reader.feed(data.decode("utf-8", errors="replace"), now) if data else ():
             ctx.emit({"event": "ncu", "name": p.name, "id": p.id, "passes": p.passes, "seconds": p.seconds,
                       "done": True})
+        if on_first_launch is not None and (reader.current is not None or reader.first_end is not None):
+            on_first_launch()
         if reader.current is not None and (reader.current != before or now - last_tick[0] >= 1.0):
             last_tick[0] = now
             ctx.emit({"event": "ncu", "name": reader.current[0], "done": False, "elapsed": now - reader.current[1]})

@@ -33,6 +33,7 @@ out = argv[argv.index("--export") + 1]
 launches = [("row_stats", 1)] + [("_attn_fwd", 1)] * {n_autotune} + [("exp_rows", 1)]
 once = argv[argv.index("--kernel-id") + 1] if "--kernel-id" in argv else None
 print("==PROF== Connected to process 4242 (/usr/bin/python3)", flush=True)
+time.sleep({startup})  # the program's own start (Python, torch, CUDA) before its first launch
 seen = set()
 for i, (name, _) in enumerate(launches):
     if once is not None:
@@ -51,9 +52,9 @@ print(f"==PROF== Disconnected from process 4242\n==PROF== Report: {{out}}", flus
 '''
 
 
-def fake_ncu(tmp_path: Path, n_autotune: int = 24, pause: float = 0.03) -> Path:
+def fake_ncu(tmp_path: Path, n_autotune: int = 24, pause: float = 0.03, startup: float = 0.0) -> Path:
     p = tmp_path / "fake-ncu"
-    p.write_text(FAKE.format(python=sys.executable, n_autotune=n_autotune, pause=pause,
+    p.write_text(FAKE.format(python=sys.executable, n_autotune=n_autotune, pause=pause, startup=startup,
                              report=str(DATA / "planted_triton.ncu-rep.xz")))
     p.chmod(0o755)
     return p
@@ -156,6 +157,29 @@ def test_once_profiles_each_kernel_once_and_needs_no_advice(tmp_path: Path) -> N
     assert "--kernel-id" in res.summary.meta["ncu_argv"]
     assert seen[-1].counts == {"row_stats": 1, "_attn_fwd": 1, "exp_rows": 1}
     assert not any(p.advice for p in seen) and res.summary.meta["advice"] is None
+
+
+def test_reading_ahead_waits_for_the_programs_first_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The imports and ncu_report's warm-up that profctl does while ncu runs start only once ncu names a launch
+    being profiled: while the program starts (Python, torch, CUDA) they would compete with it."""
+    pytest.importorskip("ncu_report")
+    import time
+
+    from profctl import recipes
+    from profctl.pipelines import ncu_pipeline
+
+    when: dict[str, float] = {}
+    monkeypatch.setattr(ncu_pipeline, "prefetch", lambda modules: when.setdefault("prefetch", time.time()))
+    monkeypatch.setattr(tool, "warm_reader", lambda report=None: bool(when.setdefault("warm", time.time())))
+    req = ncu_pipeline.NcuRequest(target=_program(tmp_path), recipe=recipes.get("stalls"), cc=(9, 0),  # type: ignore[arg-type]
+                                  exe=fake_ncu(tmp_path, n_autotune=4, pause=0.3, startup=1.5),
+                                  reports=tmp_path / "runs", clock_control="none")
+    t0 = time.time()
+    ncu_pipeline.run(req)
+    end = time.time()
+    assert set(when) == {"prefetch", "warm"}
+    for what, t in when.items():
+        assert t0 + 1.5 <= t < end - 1.0, (what, t - t0, end - t0)  # after the start, well before ncu ended
 
 
 def test_the_cli_prints_the_advice_once_and_progress_now_and_then(tmp_path: Path) -> None:
