@@ -74,6 +74,7 @@ class Sampler:
         self.util: int | None = None  # the GPU's utilisation at the last sample, percent (progress bars)
         self._cur = Samples()
         self._idle = Samples()  # samples while NVML read 0 % utilisation: kept for points too short to show as busy
+        self._last: tuple[int, int, float, int, frozenset[str], bool] | None = None  # the latest sample, busy
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,27 +117,38 @@ class Sampler:
             except Exception:
                 time.sleep(self.interval_s)
                 continue
-            self.util = int(util)
-            with self._lock:  # samples while the GPU works describe the measurement; idle ones are the fallback
-                into = self._cur if util > 0 else self._idle
-                into.sm_mhz.append(sm)
-                into.mem_mhz.append(mem)
-                into.power_w.append(pw)
-                into.temp_c.append(tc)
-                into.reasons.update(n for b, n in THROTTLE_REASONS.items() if bits & b)
-                if self.series is not None:
-                    self.series.append((time.time(), int(sm),
-                                        frozenset(n for b, n in THROTTLE_REASONS.items() if bits & b)))
+            self.record(sm, mem, pw, tc, bits, util)
             time.sleep(self.interval_s)
+
+    def record(self, sm: int, mem: int, power_w: float, temp_c: int, reason_bits: int, util: int) -> None:
+        """One sample (the sampling thread's; tests call it directly)."""
+        reasons = frozenset(n for b, n in THROTTLE_REASONS.items() if reason_bits & b)
+        self.util = int(util)
+        with self._lock:  # samples while the GPU works describe the measurement; idle ones are the fallback
+            into = self._cur if util > 0 else self._idle
+            into.sm_mhz.append(sm)
+            into.mem_mhz.append(mem)
+            into.power_w.append(power_w)
+            into.temp_c.append(temp_c)
+            into.reasons.update(reasons)
+            self._last = (sm, mem, power_w, temp_c, reasons, util > 0)
+            if self.series is not None:
+                self.series.append((time.time(), int(sm), reasons))
 
     def take(self) -> dict[str, Any]:
         """The samples since the last take (and reset): those taken while the GPU was busy, else -- a point
-        shorter than NVML's utilisation window -- the idle-looking ones, marked ``gpu_busy: False``."""
+        shorter than NVML's utilisation window -- the idle-looking ones, marked ``gpu_busy: False``; a point that
+        saw no sample (shorter than the interval, or its start and end read together) gets the latest one, marked
+        ``nearest: True``: a clock of the moment, not none."""
         with self._lock:
             cur, idle, self._cur, self._idle = self._cur, self._idle, Samples(), Samples()
+            last = self._last
         if cur.sm_mhz:
             return cur.summary(self.max_sm_mhz)
-        return idle.summary(self.max_sm_mhz, busy=False)
+        if idle.sm_mhz or last is None:
+            return idle.summary(self.max_sm_mhz, busy=False)
+        sm, mem, pw, tc, reasons, busy = last
+        return {**Samples([sm], [mem], [pw], [tc], set(reasons)).summary(self.max_sm_mhz, busy=busy), "nearest": True}
 
     def window(self, t0: float, t1: float) -> dict[str, Any]:
         """The SM clock between wall times `t0` and `t1` (``time.time()``; a stretch shorter than the sampling

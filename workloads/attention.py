@@ -128,17 +128,22 @@ def rel_error(o: Any, ref: Any) -> float:
 # ---------------------------------------------------------------------------------------------------------- one case
 def inputs(spec: AttentionSpec, requires_grad: bool, seed: int) -> tuple[Any, Any, Any, Any]:
     """q, k, v as (batch, heads, seqlen, dim) tensors -- views of (batch, seqlen, heads, dim) storage for the
-    bshd layout -- and the output gradient; seeded, so every backend sees the same numbers."""
+    bshd layout -- and the output gradient; seeded, so every backend on a device sees the same numbers. A GPU
+    draws them itself: the CPU's generator took ~2 s a point at b4 h32 s8192 (1.6 GB of float32, one thread, then
+    a pageable copy), outside the measured loop but a fifth of a bench sweep's time (issue 31)."""
     import torch
 
     from .backends import TORCH_DTYPES
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    where = torch.device(spec.device)
+    g = torch.Generator(device=where).manual_seed(seed)
     dt = TORCH_DTYPES[spec.dtype]
 
     def t(h: int, s: int) -> torch.Tensor:
         shape = (spec.batch, h, s, spec.head_dim) if spec.layout == "bhsd" else (spec.batch, s, h, spec.head_dim)
-        x = torch.randn(shape, generator=g, dtype=torch.float32).to(device=spec.device, dtype=dt)
+        # a GPU draws in the dtype itself (no float32 copy at the point's peak); the CPU in float32, as it did
+        x = torch.randn(shape, generator=g, dtype=dt if where.type == "cuda" else torch.float32,
+                        device=where).to(dtype=dt)
         x.requires_grad_(requires_grad)
         return x if spec.layout == "bhsd" else x.transpose(1, 2)
 
@@ -483,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--only", default=None,
                    help="run only these case indices, comma list (a parent spreading a sweep over workers)")
+    p.add_argument("--exit-fast", action="store_true",
+                   help="end without Python's shutdown (0.4 s with torch) once the rows are written; only where "
+                        "no profiler wraps the process (serve.exit_now)")
     p.add_argument("--torch-trace", default=None,
                    help="record the measured iterations with torch.profiler into this trace (.json.gz)")
     p.add_argument("--torch-shapes", action="store_true", help="torch.profiler: record input shapes")
@@ -523,7 +531,13 @@ def main(argv: list[str] | None = None) -> int:
             exit_now(rc)  # the end of its input: no interpreter shutdown to wait for
         emit = jsonl_emitter(a.jsonl)
         emit(device_event(a.device))
-        return _run_all(a, specs, emit, hooks)
+        rc = _run_all(a, specs, emit, hooks)
+        if a.exit_fast:
+            from .serve import exit_now
+
+            hooks.close()
+            exit_now(rc)  # its rows are on disk: no interpreter shutdown to wait for
+        return rc
     finally:
         hooks.close()
 
