@@ -57,8 +57,9 @@ def exit_now(rc: int) -> NoReturn:
     """End a warm child at the end of its input without Python's finalization: its events are on disk already
     (each line written and synced), stdout and stderr are flushed here, and the driver frees the GPU as the
     process ends. Interpreter shutdown with torch loaded took 0.36-0.48 s, and the session waits for its children
-    at its end: on the critical path of every ``--workers`` run (issue 31). Only for ``--serve``: under nsys or
-    ncu a process must exit normally, their libraries write their data as it does."""
+    at its end: on the critical path of every ``--workers`` run (issue 31); a bench child's end (``--exit-fast``)
+    is on every serial bench's. Only for ``--serve`` and ``--exit-fast``, never under nsys or ncu: there a process
+    must exit normally, their libraries write their data as it does."""
     for f in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             f.flush()

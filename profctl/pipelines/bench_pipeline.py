@@ -289,7 +289,7 @@ class _Sweep:
             first = remaining[0]
             contiguous = remaining == list(range(first, len(self.specs)))
             argv = self.target.argv(jsonl=self.events.path, skip=first if contiguous else 0,
-                                    only=None if contiguous else remaining)
+                                    only=None if contiguous else remaining, extra=["--exit-fast"])  # no profiler
             self.clock.setdefault("sent", time.time())  # a child of its own: its start is the part's wait
             self.child = self.ctx.spawn(argv, log=self.log, env=self.target.env(),
                                         timeout_s=self.point_timeout_s * len(remaining) + 300)

@@ -102,3 +102,22 @@ def test_a_child_the_session_starts_is_fed_by_the_worker_that_adopts_it(tmp_path
     finally:
         early.close()
     assert not early.dir.exists()
+
+
+def test_a_bench_child_ends_without_pythons_shutdown_once_its_rows_are_written(tmp_path: Path) -> None:
+    """--exit-fast (what bench passes its children, which no profiler wraps): every row is on disk, the status is
+    the workload's, and the interpreter's shutdown (0.4 s with torch: atexit handlers, module teardown) is not
+    run; without it, it is."""
+    prog = ("import atexit, runpy, sys; atexit.register(lambda: print('SHUTDOWN', flush=True)); "
+            "sys.argv = ['attention', *sys.argv[1:]]; runpy.run_module('profctl.workloads.attention', "
+            "run_name='__main__')")
+    for fast in (True, False):
+        jsonl = tmp_path / f"{fast}.jsonl"
+        r = subprocess.run([sys.executable, "-c", prog, "--backend", "sdpa-math,eager", "--seqlen", "16,24",
+                            "--heads", "2", "--head-dim", "8", "--device", "cpu", "--iters", "2", "--warmup", "0",
+                            "--jsonl", str(jsonl), *(["--exit-fast"] if fast else [])],
+                           text=True, capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        rows = [json.loads(x) for x in jsonl.read_text().splitlines() if json.loads(x)["event"] == "row"]
+        assert [x["index"] for x in rows] == [0, 1, 2, 3] and all(x["status"] == "ok" for x in rows)
+        assert ("SHUTDOWN" in r.stdout) is not fast, (fast, r.stdout[-300:])
