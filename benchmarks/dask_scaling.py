@@ -55,7 +55,7 @@ def bench(name: str, extra: list[str], a: argparse.Namespace, reports: Path, log
           env: dict[str, str] | None = None) -> dict[str, Any]:
     out = a.out.resolve() / f"{name}.json"
     # python -m puts the working directory first on sys.path: the code before runs from its own folder
-    cwd = a.before_path if name == "before" else None
+    cwd = a.before_path if name in ("before", "serial_before") else None
     rc, wall = sh([sys.executable, "-m", "profctl", "bench", *SWEEP, "--iters", str(a.iters), "--warmup", "10",
                    "-q", "-f", "json", "-o", str(out), "--reports", str(reports), *extra], log, 580, env, cwd)
     res: dict[str, Any] = {"name": name, "args": extra, "env": env, "rc": rc, "wall_s": round(wall, 2)}
@@ -102,8 +102,9 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--budget-s", type=float, default=420)
     ap.add_argument("--steps", default="serial,workers2,workers1_gpu0",
-                    help="bench runs, in this order: serial, workers2 (again: workers2_b), cold (PROFCTL_WARM=0 "
-                         "--workers 2), before (--workers 2 with --before-path first on PYTHONPATH), workers1_gpu0")
+                    help="bench runs, in this order: serial (again: serial_b), workers2 (again: workers2_b, "
+                         "workers2_c), cold (PROFCTL_WARM=0 --workers 2), before (--workers 2 with --before-path "
+                         "first on PYTHONPATH; serial_before: serial), workers1_gpu0")
     ap.add_argument("--before-path", default=None, help="a checkout of the code before, for the 'before' step")
     ap.add_argument("--no-captures", action="store_true", help="skip the nsys/ncu captures")
     ap.add_argument("--dry", action="store_true", help="a tiny CPU sweep, to check the script without a GPU")
@@ -131,7 +132,8 @@ def main() -> int:
     w2 = ["--workers", "2"]
     before_env = {"PYTHONPATH": os.pathsep.join(x for x in (a.before_path, os.environ.get("PYTHONPATH")) if x)}
     known: dict[str, tuple[list[str], dict[str, str] | None]] = {
-        "serial": ([], None), "workers2": (w2, None), "workers2_b": (w2, None),
+        "serial": ([], None), "workers2": (w2, None), "workers2_b": (w2, None), "workers2_c": (w2, None),
+        "serial_b": ([], None), "serial_before": ([], before_env),
         "cold": (w2, {"PROFCTL_WARM": "0"}), "before": (w2, before_env),
         "workers1_gpu0": (["--workers", "1", "--gpus", "0"], None)}
     steps = [(n, *known[n]) for n in a.steps.split(",")]

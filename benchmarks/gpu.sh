@@ -35,6 +35,15 @@ step_install() {  # this tree, editable, into the machine's Python
   python3 -c "import os, sys; print('dont_write_bytecode', sys.flags.dont_write_bytecode, os.environ.get('PYTHONDONTWRITEBYTECODE'))"
   python3 -m compileall -q -j 0 profctl workloads ${BEFORE:+"$BEFORE/profctl" "$BEFORE/workloads"} /tmp/gpu-site \
     > /dev/null 2>&1; echo "compileall: $?"
+  # and the interpreter's own packages (torch, triton, numpy, pandas...): its installer left no .pyc at all (torch:
+  # 0 of 2141 modules), so every process there compiled torch again -- `import torch` 3.9-4.4 s (issue 31, call 4);
+  # a user's Python writes them on the first import. SITE_BYTECODE=0 measures the machine as it comes.
+  if [ "${SITE_BYTECODE:-1}" = 1 ]; then
+    local t0; t0=$(date +%s)
+    timeout 240 python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+      > /dev/null 2>&1; echo "site-packages compileall: $? in $(( $(date +%s) - t0 )) s"
+  fi
+  /usr/bin/time -f "import torch %e s" python3 -c "import torch"
 }
 step_facts() {  # the GPU, driver, clocks and versions, into $OUT/gpu.txt
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/gpu.txt"
@@ -328,6 +337,14 @@ step_sweep4() {  # the sweep twice more after the warm children's quick exit: se
   sweep_run sweep4 serial,workers2,workers2_b 200
   tar czf "$OUT/sweep4.tgz" -C "$OUT" sweep4 && rm -rf "$OUT/sweep4"
 }
+step_sweep5() {  # inputs drawn on the GPU: serial, new twice, serial by the code before (BEFORE), new a third time
+  sweep_run sweep5 serial,workers2,workers2_b${BEFORE:+,serial_before},workers2_c 330
+  tar czf "$OUT/sweep5.tgz" -C "$OUT" sweep5 && rm -rf "$OUT/sweep5"
+}
+step_sweep6() {  # with the site's bytecode compiled (install): serial, new twice, cold, new a third time
+  sweep_run sweep6 serial,workers2,workers2_b,cold,workers2_c 330
+  tar czf "$OUT/sweep6.tgz" -C "$OUT" sweep6 && rm -rf "$OUT/sweep6"
+}
 step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both cases, ROUNDS (5) rounds alternating
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
   mkdir -p "$OUT/ncu5"
@@ -335,6 +352,23 @@ step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both ca
     --rounds "${ROUNDS:-5}" --cases program,builtin --why-ways profctl,alone --ways profctl,alone 2>&1 \
     | tee "$OUT/ncu5/source_overhead.txt" | tail -12
   tar czf "$OUT/ncu5.tgz" -C "$OUT" ncu5 && rm -rf "$OUT/ncu5"
+}
+step_ncu_ahead() {  # the read-ahead (imports, ncu_report's start) deferred to ncu's first launch, against the code
+  # before (BEFORE): profctl, ncu alone and profctl-old on both cases, ROUNDS (5) rounds alternating, one GPU
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  local W=profctl,alone${BEFORE:+,profctl-old}
+  mkdir -p "$OUT/ncu6"
+  timeout "$(lim 420)" python3 benchmarks/source_overhead.py --out "$OUT/ncu6/source_overhead.json" \
+    --rounds "${ROUNDS:-5}" --cases builtin,program --why-ways "$W" --ways "$W" ${BEFORE:+--old "$BEFORE"} 2>&1 \
+    | tee "$OUT/ncu6/source_overhead.txt" | tail -14
+  tar czf "$OUT/ncu6.tgz" -C "$OUT" ncu6 && rm -rf "$OUT/ncu6"
+}
+step_kernels_tests() {  # the Triton bf16 and FP8 forwards' GPU tests (one online-softmax step shared) and bench's
+  timeout -s INT "$(lim 260)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
+    tests/unit/test_triton_attention.py tests/unit/test_triton_fp8.py tests/gpu/test_bench_gpu.py \
+    > "$OUT/gpu_kernels_tests.txt" 2>&1
+  tail -12 "$OUT/gpu_kernels_tests.txt"
 }
 step_ncu_tests() {  # the ncu GPU tests (the pipeline's reading imports moved into a thread while ncu runs)
   timeout -s INT "$(lim 230)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
