@@ -74,7 +74,9 @@ class Sampler:
         self.util: int | None = None  # the GPU's utilisation at the last sample, percent (progress bars)
         self._cur = Samples()
         self._idle = Samples()  # samples while NVML read 0 % utilisation: kept for points too short to show as busy
-        self._last: tuple[int, int, float, int, frozenset[str], bool] | None = None  # the latest sample, busy
+        #: the latest sample (sm, mem, power, temperature, reasons, busy) and when it was taken (monotonic)
+        self._last: tuple[int, int, float, int, frozenset[str], bool] | None = None
+        self._last_at = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,7 +133,7 @@ class Sampler:
             into.power_w.append(power_w)
             into.temp_c.append(temp_c)
             into.reasons.update(reasons)
-            self._last = (sm, mem, power_w, temp_c, reasons, util > 0)
+            self._last, self._last_at = (sm, mem, power_w, temp_c, reasons, util > 0), time.monotonic()
             if self.series is not None:
                 self.series.append((time.time(), int(sm), reasons))
 
@@ -139,10 +141,11 @@ class Sampler:
         """The samples since the last take (and reset): those taken while the GPU was busy, else -- a point
         shorter than NVML's utilisation window -- the idle-looking ones, marked ``gpu_busy: False``; a point that
         saw no sample (shorter than the interval, or its start and end read together) gets the latest one, marked
-        ``nearest: True``: a clock of the moment, not none."""
+        ``nearest: True``: a clock of the moment, not none (nothing when that sample is older than a quarter of
+        a second: NVML stopped answering)."""
         with self._lock:
             cur, idle, self._cur, self._idle = self._cur, self._idle, Samples(), Samples()
-            last = self._last
+            last = self._last if time.monotonic() - self._last_at <= max(0.25, 5 * self.interval_s) else None
         if cur.sm_mhz:
             return cur.summary(self.max_sm_mhz)
         if idle.sm_mhz or last is None:

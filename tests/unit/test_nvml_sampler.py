@@ -23,3 +23,5 @@ def test_a_point_gets_its_busy_samples_then_the_nearest_one_when_it_saw_none() -
     idle = s.take()  # only idle-looking samples: kept, marked
     assert idle["gpu_busy"] is False and idle["sm_clock_mhz_median"] == 345 and "nearest" not in idle
     assert s.take()["gpu_busy"] is False  # the nearest one was idle
+    s._last_at -= 1.0  # NVML has not answered for a second: no clock is better than a stale one
+    assert s.take() == {}
