@@ -23,6 +23,8 @@ at() { echo "== $1 ($(( $(date +%s) - T0 ))s in)"; }
 #: seconds a step may take: its own limit, or what is left of BUDGET
 lim() { local left=$(( BUDGET - ($(date +%s) - T0) - 10 )); [ $left -lt $1 ] && echo $(( left > 5 ? left : 5 )) || echo $1; }
 latest() { ls -d "$1"/*/ 2>/dev/null | tail -1; }
+#: pack DIR [FILE...]: $OUT/DIR (and files of $OUT) into $OUT/DIR.tgz, then DIR removed (at most 8 files come back)
+pack() { local d=$1; shift; tar czf "$OUT/$d.tgz" -C "$OUT" "$d" "$@" && rm -rf "${OUT:?}/$d"; }
 #: a plain tree (not pip-installed) imports profctl.workloads and profctl.builtin_recipes through links
 plain_tree() { ln -sfn ../workloads "$1/profctl/workloads"; ln -sfn ../recipes "$1/profctl/builtin_recipes"; }
 
@@ -317,11 +319,11 @@ sweep_run() {  # sweep_run NAME STEPS LIMIT: dask_scaling.py's 16-point sweep (n
 }
 step_sweep() {  # serial, warm twice, cold (and the code before)
   sweep_run sweep serial,workers2,workers2_b,cold${BEFORE:+,before} 330
-  tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
+  pack sweep
 }
 step_sweep2() {  # the sweep again, without the cold run
   sweep_run sweep2 serial,workers2,workers2_b${BEFORE:+,before} 215
-  tar czf "$OUT/sweep2.tgz" -C "$OUT" sweep2 && rm -rf "$OUT/sweep2"
+  pack sweep2
 }
 step_sweep3() {  # issue 31 after in-process workers: serial, new, the code before (BEFORE), new again, cold; and
   # which GPU each compute process is on while the runs go (nvidia-smi every 2 s: each worker's children on its GPU)
@@ -331,19 +333,19 @@ step_sweep3() {  # issue 31 after in-process workers: serial, new, the code befo
   nvidia-smi --query-gpu=index,uuid --format=csv,noheader >> "$OUT/apps.txt"
   sweep_run sweep3 serial,workers2${BEFORE:+,before},workers2_b,cold 420
   kill $SAMPLER 2>/dev/null
-  tar czf "$OUT/sweep3.tgz" -C "$OUT" sweep3 apps.txt && rm -rf "$OUT/sweep3"
+  pack sweep3 apps.txt
 }
 step_sweep4() {  # the sweep twice more after the warm children's quick exit: serial, new, new
   sweep_run sweep4 serial,workers2,workers2_b 200
-  tar czf "$OUT/sweep4.tgz" -C "$OUT" sweep4 && rm -rf "$OUT/sweep4"
+  pack sweep4
 }
 step_sweep5() {  # inputs drawn on the GPU: serial, new twice, serial by the code before (BEFORE), new a third time
   sweep_run sweep5 serial,workers2,workers2_b${BEFORE:+,serial_before},workers2_c 330
-  tar czf "$OUT/sweep5.tgz" -C "$OUT" sweep5 && rm -rf "$OUT/sweep5"
+  pack sweep5
 }
 step_sweep6() {  # with the site's bytecode compiled (install): serial, new twice, cold, new a third time
   sweep_run sweep6 serial,workers2,workers2_b,cold,workers2_c 330
-  tar czf "$OUT/sweep6.tgz" -C "$OUT" sweep6 && rm -rf "$OUT/sweep6"
+  pack sweep6
 }
 step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both cases, ROUNDS (5) rounds alternating
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
@@ -351,7 +353,7 @@ step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both ca
   timeout "$(lim 330)" python3 benchmarks/source_overhead.py --out "$OUT/ncu5/source_overhead.json" \
     --rounds "${ROUNDS:-5}" --cases program,builtin --why-ways profctl,alone --ways profctl,alone 2>&1 \
     | tee "$OUT/ncu5/source_overhead.txt" | tail -12
-  tar czf "$OUT/ncu5.tgz" -C "$OUT" ncu5 && rm -rf "$OUT/ncu5"
+  pack ncu5
 }
 step_ncu_ahead() {  # the read-ahead (imports, ncu_report's start) deferred to ncu's first launch, against the code
   # before (BEFORE): profctl, ncu alone and profctl-old on both cases, ROUNDS (5) rounds alternating, one GPU
@@ -362,7 +364,7 @@ step_ncu_ahead() {  # the read-ahead (imports, ncu_report's start) deferred to n
   timeout "$(lim 420)" python3 benchmarks/source_overhead.py --out "$OUT/ncu6/source_overhead.json" \
     --rounds "${ROUNDS:-5}" --cases builtin,program --why-ways "$W" --ways "$W" ${BEFORE:+--old "$BEFORE"} 2>&1 \
     | tee "$OUT/ncu6/source_overhead.txt" | tail -14
-  tar czf "$OUT/ncu6.tgz" -C "$OUT" ncu6 && rm -rf "$OUT/ncu6"
+  pack ncu6
 }
 step_kernels_tests() {  # the Triton bf16 and FP8 forwards' GPU tests (one online-softmax step shared) and bench's
   timeout -s INT "$(lim 260)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
@@ -392,7 +394,7 @@ st = pstats.Stats(out + "/ncu.prof"); st.sort_stats("cumulative")
 with open(out + "/cprofile.txt", "w") as f:
     st.stream = f; st.print_stats(80)
 PY
-  tar czf "$OUT/nb.tgz" -C "$OUT" nb && rm -rf "$OUT/nb"
+  pack nb
 }
 step_ncu_speed() {  # issue 31's ncu parts: the warm-up report recorded, source_overhead's ways, --once, GPU tests
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
@@ -414,7 +416,7 @@ t = time.perf_counter(); a.sass_by_pc(pc); print(f'cold: a real report first loo
   timeout "$(lim 40)" $P ncu --recipe speed-of-light -b sdpa-flash -s 1024 --heads 8 --once \
     --clock-control none --reports /tmp/once -f json > /tmp/once.json 2> /tmp/once.err; tail -3 /tmp/once.err
   python3 -c "import json; d=json.load(open('/tmp/once.json')); print('launches', [(x.get('kernel'), x.get('nvtx_range')) for x in d['meta']['launches']])" 2>&1 | tail -2
-  tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
+  pack ncu
 }
 
 # ------------------------------------------------------------------------------------------------ ncu
@@ -507,7 +509,7 @@ PY
     cat "$O/times.txt"
     rm -f "$O"/setfull.ncu-rep
   fi
-  (cd "$OUT" && tar czf "ncu-$phase.tgz" "ncu-$phase" && rm -rf "ncu-$phase")
+  pack "ncu-$phase"
 }
 step_ncu_checks() {  # recipes, metric names, filters, error messages, fixture candidates, GPU tests
   ncu_phase 1

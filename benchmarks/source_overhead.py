@@ -198,15 +198,12 @@ def measure(name: str, case: list[str], rounds: int, names: list[str], old: str 
     med = {n: statistics.median(x["wall_s"] for x in v) for n, v in got.items()}
     out: dict[str, Any] = {"case": name, "argv": profctl_argv(case, Path("REPORTS")), "warmup_profctl_s": first,
                            "runs": got, "median_s": med}
-    if "profctl" in med and "alone" in med:
-        out["ratio"] = med["profctl"] / med["alone"]
-        # the same round's two runs against each other: drift between rounds (clocks, caches) cancels
-        out["paired_ratio"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(got["profctl"],
-                                                                                           got["alone"], strict=True))
-    if "profctl-old" in med and "alone" in med:
-        out["ratio_old"] = med["profctl-old"] / med["alone"]
-        out["paired_ratio_old"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(
-            got["profctl-old"], got["alone"], strict=True))
+    for way, key in (("profctl", ""), ("profctl-old", "_old")):
+        if way in med and "alone" in med:
+            out[f"ratio{key}"] = med[way] / med["alone"]
+            # the same round's two runs against each other: drift between rounds (clocks, caches) cancels
+            out[f"paired_ratio{key}"] = statistics.median(p["wall_s"] / a["wall_s"] for p, a in zip(
+                got[way], got["alone"], strict=True))
     return out
 
 

@@ -33,7 +33,7 @@ from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep
 from .hooks import Hooks
 from .ranges import Nvtx, backward_markers
 from .results import jsonl_emitter, timing_stats
-from .serve import release_memory
+from .serve import EXIT_FAST_HELP, finish, release_memory
 from .torch_profile import make_hooks
 
 #: when this module started running (``time.time()``): a parent that knows when it started the process learns
@@ -488,9 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", type=int, default=0, help="start at this case index (a parent resuming a sweep)")
     p.add_argument("--only", default=None,
                    help="run only these case indices, comma list (a parent spreading a sweep over workers)")
-    p.add_argument("--exit-fast", action="store_true",
-                   help="end without Python's shutdown (0.4 s with torch) once the rows are written; only where "
-                        "no profiler wraps the process (serve.exit_now)")
+    p.add_argument("--exit-fast", action="store_true", help=EXIT_FAST_HELP)
     p.add_argument("--torch-trace", default=None,
                    help="record the measured iterations with torch.profiler into this trace (.json.gz)")
     p.add_argument("--torch-shapes", action="store_true", help="torch.profiler: record input shapes")
@@ -531,13 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             exit_now(rc)  # the end of its input: no interpreter shutdown to wait for
         emit = jsonl_emitter(a.jsonl)
         emit(device_event(a.device))
-        rc = _run_all(a, specs, emit, hooks)
-        if a.exit_fast:
-            from .serve import exit_now
-
-            hooks.close()
-            exit_now(rc)  # its rows are on disk: no interpreter shutdown to wait for
-        return rc
+        return finish(_run_all(a, specs, emit, hooks), hooks, fast=a.exit_fast)
     finally:
         hooks.close()
 

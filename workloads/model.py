@@ -37,7 +37,7 @@ from .attention import device_event, gpu_budget
 from .hooks import Hooks
 from .ranges import Nvtx
 from .results import jsonl_emitter
-from .serve import release_memory
+from .serve import EXIT_FAST_HELP, finish, release_memory
 from .torch_profile import make_hooks
 
 T_MAIN = time.time()  # when this module started running (the warm child's ready event)
@@ -193,9 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default=None)
     p.add_argument("--serve", action="store_true", help="run batches of case indices given on stdin (serve.py)")
     p.add_argument("--requests", default=None, help="with --serve: read the batches from this file, not stdin")
-    p.add_argument("--exit-fast", action="store_true",
-                   help="end without Python's shutdown (0.4 s with torch) once the rows are written; only where "
-                        "no profiler wraps the process (serve.exit_now)")
+    p.add_argument("--exit-fast", action="store_true", help=EXIT_FAST_HELP)
     p.add_argument("--torch-trace", default=None)
     p.add_argument("--torch-shapes", action="store_true")
     p.add_argument("--torch-memory", action="store_true")
@@ -229,13 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         emit = jsonl_emitter(a.jsonl, default=str)
         emit(device_event(a.device))
         only = {int(x) for x in a.only.split(",") if x.strip()} if a.only else None
-        rc = _run_cases(a, specs, emit, hooks, only, skip=a.skip)
-        if a.exit_fast:
-            from .serve import exit_now
-
-            hooks.close()
-            exit_now(rc)  # its rows are on disk: no interpreter shutdown to wait for
-        return rc
+        return finish(_run_cases(a, specs, emit, hooks, only, skip=a.skip), hooks, fast=a.exit_fast)
     finally:
         hooks.close()
 

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 READING = ("profctl.inputs", "profctl.analysis.diagnose", "profctl.analysis.select", "profctl.readers.ncu_profiles")
 
 
-def prefetch(modules: Sequence[str]) -> threading.Thread:
+def prefetch(modules: Sequence[str]) -> None:
     """Import `modules` in a daemon thread (the import system's per-module locks make a later import of one of
-    them wait for it, never import it twice); the thread, started."""
+    them wait for it, never import it twice)."""
     import importlib
 
     def load() -> None:
@@ -47,9 +47,7 @@ def prefetch(modules: Sequence[str]) -> threading.Thread:
             with contextlib.suppress(Exception):  # the import where it is used says what is wrong
                 importlib.import_module(m)
 
-    t = threading.Thread(target=load, name="profctl-prefetch", daemon=True)
-    t.start()
-    return t
+    threading.Thread(target=load, name="profctl-prefetch", daemon=True).start()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,8 +321,9 @@ def _profile(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path, me
 class _ReadAhead:
     """What reading the report needs, done while ncu runs -- but only once ncu names its first launch: by then
     the program is past its own start (Python, torch, CUDA), which the imports (~0.3 s of CPU and disk) and
-    ncu_report's one-time start (~0.4 s, `warm`) would otherwise compete with (issue 31: ncu ran 0.05-0.5 s
-    longer inside profctl than alone on the built-in workload). Never started (no launch), the read imports
+    ncu_report's one-time start (~0.4 s, `warm`) would otherwise compete with. (Issue 31: ncu ran 0.05-0.5 s
+    longer inside profctl than alone on the built-in workload; on the H200 this did not move the median by more
+    than ncu's own round-to-round spread, benchmarks/RESULTS.md.) Never started (no launch), the read imports
     what it needs itself."""
 
     def __init__(self, modules: Sequence[str], *, warm: bool) -> None:

@@ -182,6 +182,17 @@ def test_reading_ahead_waits_for_the_programs_first_launch(tmp_path: Path, monke
         assert t0 + 1.5 <= t < end - 1.0, (what, t - t0, end - t0)  # after the start, well before ncu ended
 
 
+def test_what_is_read_ahead_names_modules_that_exist() -> None:
+    """The read-ahead swallows a failed import (the import where the module is used says what is wrong), so a
+    misspelt name would only cost the time it was meant to save: every name must be importable."""
+    import importlib.util
+
+    from profctl.cli.ncu_cmd import RENDERERS
+    from profctl.pipelines.ncu_pipeline import READING
+
+    assert [m for m in (*READING, *RENDERERS) if importlib.util.find_spec(m) is None] == []
+
+
 def test_the_cli_prints_the_advice_once_and_progress_now_and_then(tmp_path: Path) -> None:
     """What `profctl ncu` shows on a stderr that is not a terminal (a CI log): the advice once, and a progress
     line at most every `every_s` seconds."""
