@@ -79,3 +79,17 @@ def attn_3pct(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
         n = max(1, round(q.shape[-2] * EXTRA))
         attn(q[..., :n, :], k, v, **kw)
     return out
+
+
+SLOWER = 0.30
+
+
+def attn_1_3x(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+              scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+    """`attn` and then 30 % more of the same work (the attention of 30 % of the queries again): a planted
+    slowdown of about 1.3x on any device, for benchmarks/run_noise.py --bench (does the gate catch it?)."""
+    kw: dict[str, Any] = {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa}
+    out = attn(q, k, v, **kw)
+    n = max(1, round(q.shape[-2] * SLOWER))
+    attn(q[..., :n, :], k, v, **kw)
+    return out

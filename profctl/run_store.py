@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profctl import proc
+from profctl import machine_state, proc
 from profctl._version import __version__
 from profctl.errors import BadReport, CannotWrite, ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, why
@@ -106,6 +106,7 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
         manifest["environment"] = environment()
         manifest["git"] = git_revision()
         manifest["env"] = env_of_interest()
+        manifest["machine"] = machine_state.at_start()
     manifest.update(extra or {})
     atomic_write_json(path / MANIFEST, manifest)
     return path
@@ -129,7 +130,7 @@ def read_manifest(run_dir: Path | str) -> dict[str, Any]:
 #: commands and hand-edited files write other things: :func:`normalize_manifest` makes them fit)
 _TEXT = ("run_id", "kind", "status", "label", "cwd", "started", "ended", "host", "python", "profctl", "reason")
 _INT = ("pid", "points", "rows", "launches", "returncode")
-_MAPPING = ("environment", "git", "device", "clocks", "workload", "labels", "env")
+_MAPPING = ("environment", "git", "device", "clocks", "workload", "labels", "env", "machine")
 
 
 def normalize_manifest(m: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +205,7 @@ class Manifest:
     workload: WorkloadFacts | None = None  # None when the run recorded no workload
     device: dict[str, Any] = field(default_factory=dict)  # the device event as recorded
     program: list[str] = field(default_factory=list)  # a user's program's argv
+    machine: dict[str, Any] = field(default_factory=dict)  # the machine's state (profctl.machine_state)
 
     @classmethod
     def from_dict(cls, m: dict[str, Any]) -> Manifest:
@@ -223,7 +225,8 @@ class Manifest:
                    driver=env.get("driver") or dev.get("driver") or None, versions=versions,
                    workload=WorkloadFacts(flush_l2=bool(wl.get("flush_l2")), nvtx=wl.get("nvtx"),
                                           warmup=wl.get("warmup")) if wl else None,
-                   device=dict(dev), program=_as_argv(prog.get("argv")) if isinstance(prog, dict) else [])
+                   device=dict(dev), program=_as_argv(prog.get("argv")) if isinstance(prog, dict) else [],
+                   machine=dict(n.get("machine") or {}))
 
 
 def _as_argv(v: Any) -> list[str]:
@@ -263,6 +266,12 @@ def finish(run_dir: Path, status: str, **fields: Any) -> dict[str, Any]:
     """Mark a run complete, failed or incomplete (interrupted), with its end time."""
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    if "machine" not in fields:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            m = json.loads((Path(run_dir) / MANIFEST).read_text(encoding="utf-8"))
+            machine = machine_state.finished(m.get("machine"), fields.get("device") or m.get("device"))
+            if machine is not None:
+                fields["machine"] = machine
     return update_manifest(run_dir, status=status, ended=_now().isoformat(), **fields)
 
 

@@ -74,3 +74,10 @@ def sigint_as_in_a_terminal() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def _run_store_of_its_own(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's commands keep their runs (and explain's predictions and tally) in a store of their own, not in
+    the checkout's ./reports: a test never sees another's runs. Tests that pass --reports use theirs."""
+    monkeypatch.setenv("PROFCTL_REPORTS", str(tmp_path_factory.mktemp("reports")))

@@ -95,7 +95,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "", ("ThreadDivergence", "BranchDivergence")),
     _C("no-tensor-cores", "matrix work on the FMA pipe instead of the tensor cores",
        "a kernel busy on the FP32 FMA pipe with its tensor pipe idle, whose hot lines form a matrix product "
-       "(a dot, a matmul, an accumulation over k)",
+       "(a dot, a matmul, an accumulation of the product of two loaded operands over k) -- not any FFMA: a "
+       "polynomial or an elementwise chain has no matrix to move; a library kernel without lines by its name and "
+       "its shared-memory operand tiles",
        "use the tensor cores: tl.dot with input_precision='tf32' or bf16/fp16 operands in Triton; cuBLAS, CUTLASS, "
        "WMMA or mma in CUDA",
        "the FMA-bound time x (1 - FP32 FMA rate / tensor rate of the dtype)",
@@ -128,13 +130,24 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "num_stages=1 in an attention forward: each K/V tile is loaded, then waited for, then used",
        ("CPIStall",)),
     _C("sfu-bound", "special-function unit (exp) at its limit",
-       "the XU pipe (MUFU: exp2, rcp, rsqrt) is the busiest unit, near its peak",
+       "the XU pipe is the busiest unit, near its peak, and MUFU (exp2, rcp, rsqrt) is most of its instructions "
+       "(where conversions fill it: xu-conversions)",
        "issue fewer MUFU instructions: fold log2(e) into the scale and use exp2, skip exps of masked elements, or "
        "emulate part of the exps with a polynomial on the FMA pipe (FlashAttention-4's trick)",
        "moving part of the exps to the FMA pipe until both pipes are equally busy: time x (1 - the balanced "
        "load / the XU load)",
        "the softmax's exp: at head dim 64 (and on Blackwell at 128) attention hits the SFU roof before the tensor "
        "roof", ("HighPipeUtilization",)),
+    _C("xu-conversions", "conversions and rounding on the XU pipe",
+       "the XU pipe is the busiest unit and most of its instructions are not MUFU exps but conversions (F2I, I2F, "
+       "F2F), rounding (FRND) or bit ops (POPC, FLO): an exp emulated with a polynomial still needs its floor and "
+       "its exponent conversion there, and dtype conversions share the pipe with the exps",
+       "issue fewer conversions: keep values in one precision across the loop, convert packed pairs (F2FP), build "
+       "2^n with integer shifts of the exponent bits rather than F2I/I2F, and do not emulate exps whose floor and "
+       "conversion cost as much XU time as the MUFU.EX2 they replace",
+       "time x (1 - the XU's busy share without the conversions, or the next unit's floor)",
+       "FlashAttention-4's exp polynomial pays off only where the FMA pipe has room and the XU is busy with MUFU.EX2: "
+       "its Cody-Waite range reduction adds FRND/F2I work on the same pipe", ("HighPipeUtilization",)),
     _C("dram-bound", "DRAM bandwidth at its limit",
        "DRAM throughput near its peak (or, against another kernel, more DRAM bytes for the same work)",
        "move fewer bytes: fuse passes (one pass over each row instead of several), keep reused data on chip, "
@@ -152,7 +165,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        ("HighPipeUtilization", "SOLBottleneck")),
     _C("l2-thrashing", "reused data falls out of L2 (thrashing)",
        "the same loads as another kernel but many more L2 misses and DRAM bytes; alone, a DRAM-bound kernel with a "
-       "low L2 hit rate (its data is re-read from DRAM if it is read more than once)",
+       "low L2 hit rate only with evidence that it re-reads its data (DRAM bytes beyond what its shape must move, "
+       "or matrix work whose operands many blocks read again): a kernel that streams every byte once is at the "
+       "DRAM roof, not thrashing",
        "reorder the work so reuse happens close in time: tile the loops, swizzle the block order (grouped "
        "launch order so blocks sharing K/V run together), or keep the reused part in shared memory",
        "time x memory-bound share x (1 - the other kernel's DRAM bytes / these)",
@@ -201,6 +216,20 @@ class Cause:
     kernel_us: float | None = None  # the kernel's time the saving is out of
     #: against another kernel: the saving is already the difference of the two kernels' time in the mechanism
     differential: bool = False
+    #: the units whose work the fix reduces, and the fraction of it left (0: all of it, or unknown): what the floor
+    #: of the fixed kernel is taken over (profctl.analysis.floor.Floor.after); None: the catalog's default
+    relieves: dict[str, float] | None = None
+    #: set when the saving was bounded by the floor (profctl.analysis.causes.bound): the least time the fixed
+    #: kernel can take, and what the saving was before the bound
+    floor_after_us: float | None = None
+    uncapped_us: float | None = None
+    #: how often this cause's predictions on this GPU came true on the user's own changes (profctl.predictions)
+    track: str | None = None
+
+    @property
+    def fixed_us(self) -> float | None:
+        """The predicted time of the kernel once this cause is fixed."""
+        return None if self.kernel_us is None else max(self.kernel_us - self.saving_us, 0.0)
 
     @property
     def definition(self) -> CauseDef:
@@ -224,7 +253,38 @@ class Cause:
                 "saving_us": round(self.saving_us, 3), "evidence": list(self.evidence), "fix": self.fix,
                 "ncu_saving_us": None if self.ncu_us is None else round(self.ncu_us, 3), "ncu_rule": self.ncu_rule,
                 "model": self.definition.saving, "attention": self.definition.attention or None,
-                "note": self.note or None}
+                "note": self.note or None,
+                "fixed_us": None if self.fixed_us is None else round(self.fixed_us, 3),
+                "floor_after_us": None if self.floor_after_us is None else round(self.floor_after_us, 3),
+                "uncapped_saving_us": None if self.uncapped_us is None else round(self.uncapped_us, 3),
+                "relieves": sorted(unit_relief(self)), "track_record": self.track}
 
 
-__all__ = ["CATALOG", "Cause", "CauseDef"]
+#: the units whose work fixing each cause reduces, and the fraction left (0: all, or not known): the floor of the
+#: fixed kernel is taken over the others at their present work (a fix for late loads does not make the tensor pipe
+#: faster). Detectors that know the fraction (the excess sectors of an uncoalesced load) give it on the Cause.
+RELIEVES: dict[str, dict[str, float]] = {
+    "uncoalesced-global": {"l1": 0.0, "l2": 0.0, "dram": 0.0},  # the same instructions, fewer sectors
+    "smem-bank-conflict": {"l1": 0.0},  # replays are wavefronts, not issued instructions
+    "local-memory": {"l1": 0.0, "l2": 0.0, "dram": 0.0, "lsu": 0.0, "issue": 0.0},
+    "l2-thrashing": {"dram": 0.0, "l2": 0.0},
+    "dram-bound": {"dram": 0.0, "l2": 0.0},
+    "compute-bound": {},
+    # the FFMAs go; the operand tiles still come through L2 and shared memory (a tf32 tl.dot of the same tiles moved
+    # as many L1 wavefronts: tests/data/fixes triton_dot_tf32); against B, B's own L1/L2 work says what is left
+    "no-tensor-cores": {"fma": 0.0, "issue": 0.0},
+    "legacy-mma": {"tensor": 0.0, "issue": 0.0, "l1": 0.0, "lsu": 0.0},  # wgmma reads its operands from smem
+    "sfu-bound": {"xu": 0.0},
+    "xu-conversions": {"xu": 0.0, "issue": 0.0},
+    "warp-divergence": {"issue": 0.0, "fma": 0.0, "alu": 0.0},
+    "atomic-contention": {"l2": 0.0, "lsu": 0.0},
+    "barrier-sync": {"l1": 0.0, "lsu": 0.0},
+}
+
+
+def unit_relief(c: Cause) -> dict[str, float]:
+    """The units fixing `c` relieves (its own where the detector gave them, else the catalog's)."""
+    return dict(c.relieves) if c.relieves is not None else dict(RELIEVES.get(c.id, {}))
+
+
+__all__ = ["CATALOG", "RELIEVES", "Cause", "CauseDef", "unit_relief"]

@@ -16,6 +16,7 @@ from profctl.analysis.cause_context import (
     pct,
     top,
 )
+from profctl.analysis.floor import XU_OPS, xu_mix
 
 
 def warp_divergence(ctx: Context) -> Cause | None:
@@ -71,7 +72,9 @@ def mma_paths(ctx: Context) -> list[Cause]:
     ffma = ctx.f.opcode_share("FFMA", "DFMA") or 0.0
     hot = ctx.lines[:5]
     matmul_text = [ln for ln in hot if MATMUL_TEXT.search(ln.text or "")]
-    name_hint = bool(re.search(r"gemm|matmul|mm_|dot|attn|attention|fwd|mma", ctx.p.base_name, re.I))
+    # a library kernel (no lines) by its name, only where it stages operands in shared memory as matrix kernels do
+    name_hint = bool(re.search(r"gemm|matmul|mm_|dot|attn|attention|fwd|mma|conv", ctx.p.base_name, re.I)) and \
+        bool(ctx.f.opcode_count("LDS", "LDSM") or (ctx.f.get("shared_wavefronts") or 0) > 0)
     if tensor < 0.05 and (fma >= 0.4 or ffma >= 0.3) and (matmul_text or (name_hint and not ctx.has_lines)) and \
             (ctx.cc is None or ctx.cc >= (7, 0)):
         r = _fma_over_tensor(ctx)
@@ -118,7 +121,25 @@ def pipes(ctx: Context) -> list[Cause]:
     t = ctx.duration_us or 0.0
     xu, fma = ctx.util("xu_pct"), ctx.util("fma_pct")
     busiest = ctx.f.limiting_unit()
-    if xu >= 0.6 and busiest and busiest[0].startswith("XU"):
+    mix = xu_mix(ctx.p)
+    total_xu = sum(mix.values())
+    ex2 = sum(v for k, v in mix.items() if k.startswith("MUFU.EX2"))
+    mufu = sum(v for k, v in mix.items() if k.startswith("MUFU"))
+    if xu >= 0.6 and busiest and busiest[0].startswith("XU") and total_xu and mufu < 0.5 * total_xu:
+        # the XU is full of conversions, rounding or bit ops, not exps: their own finding, and no exp advice (an
+        # FMA polynomial for exp2 adds FRND/F2I work on this very pipe)
+        conv = total_xu - mufu
+        top_ops = sorted(((k, v) for k, v in mix.items() if not k.startswith("MUFU")), key=lambda kv: -kv[1])[:3]
+        lines = top([ln for ln in ctx.lines if ln.has(*[k for k in XU_OPS if k != "MUFU"])], lambda ln: ln.samples, 2)
+        ev = [f"the XU pipe is the busiest unit at {pct(xu)}, and {pct(conv / total_xu)} of its instructions are not "
+              "MUFU: " + ", ".join(f"{k} {pct(v / total_xu)}" for k, v in top_ops)
+              + f" (MUFU.EX2 {pct(ex2 / total_xu)})",
+              "an exp emulated on the FMA pipe still needs its rounding and exponent conversion here: moving more "
+              "exps to a polynomial would not relieve this pipe"]
+        left = max((total_xu - conv) / total_xu * xu, ctx.max_unit(exclude=("XU pipe (exp)",)))
+        out.append(ctx.cause("xu-conversions", t * max(1 - left / xu, 0.0), ev, lines,
+                             relieves={"xu": 1 - conv / total_xu}))
+    elif xu >= 0.6 and busiest and busiest[0].startswith("XU"):
         k = 1.0  # FMA-pipe time per emulated exp, in units of one MUFU exp's time (a degree-3..5 polynomial)
         p = max((xu - fma) / (xu * (1 + k)), 0.0)
         balanced = max((1 - p) * xu, fma + p * xu * k, ctx.max_unit(exclude=("XU pipe (exp)",)))
@@ -127,7 +148,10 @@ def pipes(ctx: Context) -> list[Cause]:
               f"moving {pct(p)} of the exps to an FMA polynomial would balance the two at about {pct(balanced)}"]
         if ctx.roofs is not None and ctx.roofs.get("sfu") is not None:
             ev.append(f"the shape's SFU roof: {ctx.roofs.get('sfu').seconds * 1e6:.1f} us")
-        out.append(ctx.cause("sfu-bound", t * (1 - balanced / xu), ev, top(exp_lines, lambda ln: ln.samples, 2)))
+        if total_xu and mufu < total_xu:
+            ev.append(f"MUFU is {pct(mufu / total_xu)} of the XU's instructions (MUFU.EX2 {pct(ex2 / total_xu)})")
+        out.append(ctx.cause("sfu-bound", t * (1 - balanced / xu), ev, top(exp_lines, lambda ln: ln.samples, 2),
+                             relieves={"xu": 1 - p}))
     c = _compute_bound(ctx)
     if c is not None:
         out.append(c)
@@ -140,14 +164,17 @@ def _compute_bound(ctx: Context) -> Cause | None:
         o = ctx.other
         tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
         tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
-        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct")),
+        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct"), "tensor"),
                 ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
-                 o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct")))
-        for label, mine, theirs, util in work:
+                 o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct"), "fma"))
+        for label, mine, theirs, util, unit in work:
+            if unit == "fma" and ctx.util("tensor_pct") < 0.05 and (o.f.tensor_ops or o.util("tensor_pct") >= 0.1):
+                continue  # B does the same matrix work on the tensor cores: no-tensor-cores, not more FP32 work
             if mine and theirs and mine > 1.3 * theirs and util >= 0.2:
                 ev = [f"A does {mine:.3g} {label}, B {theirs:.3g} ({mine / theirs:.2f}x) for the same result; that "
                       f"pipe is {pct(util)} busy in A"]
-                return ctx.cause("compute-bound", t * min(util / 0.8, 1.0) * (1 - theirs / mine), ev)
+                return ctx.cause("compute-bound", t * min(util / 0.8, 1.0) * (1 - theirs / mine), ev,
+                                 relieves={unit: theirs / mine, "issue": max(theirs / mine, 0.5)})
         return None
     pipes_ = {k: v for k, v in ctx.f.units().items() if "pipe" in k and not k.startswith(("XU", "LSU"))}
     name = max(pipes_, key=lambda k: pipes_[k]) if pipes_ else ""
@@ -162,7 +189,7 @@ def _compute_bound(ctx: Context) -> Cause | None:
                       f"{ctx.peak.model} dense peak: {pct(roof / t)} of the time")
         elif ctx.roofs is not None:
             ev.append("the shape's roofs: " + ", ".join(f"{r.name} {r.seconds * 1e6:.1f} us" for r in ctx.roofs.roofs))
-        return ctx.cause("compute-bound", left, ev)
+        return ctx.cause("compute-bound", left, ev, relieves={})  # what is left to the roof: no work removed
     return None
 
 

@@ -25,8 +25,13 @@ WGMMA_EFFICIENCY = 0.70
 #: model of the H200 (tests/data/planted/attn_pair) gives the bf16 paths 360448 (HMMA) and 540672 (HGMMA) ops per
 #: cycle; a report's sm__ops_path_tensor_op_{hmma,hgmma}_..._sparsity_off peak_sustained, where present, replaces it
 HMMA_RATE_ON_HOPPER = 360448 / 540672
-#: text on a source line that says it is a matrix product
-MATMUL_TEXT = re.compile(r"\b(dot|matmul|mma|gemm|wmma|einsum|bmm|addmm)\b|@|\+=\s*\w+\s*\*\s*\w+|fma\s*\(", re.I)
+#: text on a source line that says it is a matrix product: a dot/matmul call, ``@``, or an accumulation of the
+#: product of two loaded operands (``acc += a[i] * b[j]``, ``fma(a[i], b[j], acc)``) -- not any FMA: a polynomial
+#: ``fma(p, x, c)`` of constants is no matrix work (issue 43)
+MATMUL_TEXT = re.compile(r"\b(dot|matmul|mma|gemm|wmma|einsum|bmm|addmm)\b|\s@\s|"
+                         r"\+=\s*[\w.]+\s*\[[^\]]*\]\s*\*\s*[\w.]+\s*\[|"
+                         r"\+=\s*[\w.]+\s*\*\s*[\w.]+\s*\[|"
+                         r"fmaf?\s*\(\s*[\w.]+\s*\[[^\]]*\]\s*,\s*[\w.]+\s*\[", re.I)
 
 
 @dataclass
@@ -96,13 +101,13 @@ class Context:
         return any(ln.key for ln in self.lines)
 
     def cause(self, id: str, saving: float, evidence: list[str], lines: list[Line] | None = None,
-              fix: str | None = None, note: str = "") -> Cause:
+              fix: str | None = None, note: str = "", relieves: dict[str, float] | None = None) -> Cause:
         keys = [ln.key for ln in (lines or []) if ln.key]
         if lines and not keys:
             note = (note + "; " if note else "") + ("no source line: the kernel has no line table (a library kernel, "
                                                     "or CUDA built without nvcc -lineinfo)")
         c = Cause(id=id, lines=[k for k in keys if k is not None], saving_us=max(saving, 0.0), evidence=evidence,
-                  fix=fix or CATALOG[id].fix, note=note, kernel_us=self.duration_us)
+                  fix=fix or CATALOG[id].fix, note=note, kernel_us=self.duration_us, relieves=relieves)
         _ncu_estimate(self, c)
         return c
 

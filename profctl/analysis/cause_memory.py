@@ -70,7 +70,8 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
         ev.append(f"{line_where(ln)}: {f:.1f}x the ideal sectors" + (f" ({per:.1f} sectors per request)" if per else "")
                   + f", {pct(ctx.line_share(ln))} of the warp samples")
     saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "L2", "DRAM", "LSU pipe"))
-    return ctx.cause("uncoalesced-global", saving, ev, bad)
+    left = 1 - excess / total  # the sectors coalesced accesses would still move
+    return ctx.cause("uncoalesced-global", saving, ev, bad, relieves={"l1": left, "l2": left, "dram": left})
 
 
 def smem_bank_conflict(ctx: Context) -> Cause | None:
@@ -88,7 +89,7 @@ def smem_bank_conflict(ctx: Context) -> Cause | None:
         ev.append(f"{line_where(ln)}: {ways:.1f}-way conflicts ({ln.mem['wavefronts']:.3g} wavefronts for an ideal "
                   f"{ln.mem.get('wavefronts_ideal', 0):.3g}), {pct(ctx.line_share(ln))} of the warp samples")
     saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "LSU pipe", "shared pipe"))
-    return ctx.cause("smem-bank-conflict", saving, ev, bad)
+    return ctx.cause("smem-bank-conflict", saving, ev, bad, relieves={"l1": 1 - excess / total})
 
 
 def local_memory(ctx: Context) -> Cause | None:
@@ -145,10 +146,11 @@ def l2_dram(ctx: Context) -> list[Cause]:
                           "passes over the data), not just misses more")
             out.append(ctx.cause("dram-bound", saving, ev, loads))
         return out
-    if dram >= 0.4 and hit is not None and hit < 60 and memory_bound(ctx) >= 0.6 and not _excess_traffic(ctx):
+    reuse = _reuse(ctx)
+    if dram >= 0.4 and hit is not None and hit < 60 and memory_bound(ctx) >= 0.6 and not _excess_traffic(ctx) \
+            and reuse:
         ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {pct(dram)} and memory setting {pct(memory_bound(ctx))} of the "
-               "time: if the kernel reads data more than once, the L2 is not keeping it between reads (one kernel "
-               "cannot tell re-reads from streaming; compare with a kernel that reuses it)"]
+               f"time, and the kernel re-reads its data: {reuse}"]
         loads = top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
         out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads))
     if dram >= 0.6:
@@ -158,8 +160,24 @@ def l2_dram(ctx: Context) -> list[Cause]:
             r = ctx.roofs.get("dram")
             left = max(t - r.seconds * 1e6, 0.0)
             ev.append(f"the shape's minimum traffic takes {r.seconds * 1e6:.1f} us at {r.rate:.3g} {r.unit}")
-        out.append(ctx.cause("dram-bound", left, ev))
+        out.append(ctx.cause("dram-bound", left, ev, relieves={}))  # what is left to the roof: no work removed
     return out
+
+
+def _reuse(ctx: Context) -> str:
+    """Evidence that a kernel alone reads data more than once (L2 thrashing needs re-reads: a kernel that streams
+    every byte once misses in L2 by design and is at the DRAM roof, not thrashing). Either its DRAM bytes exceed the
+    bytes its shape must move (with a shape), or it does matrix work on the tensor cores, whose operand tiles many
+    blocks read again. '' when there is no such evidence."""
+    mine = ctx.f.dram_bytes
+    if ctx.roofs is not None and ctx.roofs.get("dram") is not None and mine:
+        need = ctx.roofs.get("dram").work
+        if need and mine > 1.3 * need:
+            return f"it moves {mine / 1e6:.1f} MB to and from DRAM where its shape needs {need / 1e6:.1f} MB"
+        return ""
+    if ctx.f.tensor_ops or ctx.f.opcode_count(*("HMMA", "HGMMA", "IMMA", "QGMMA", "UTCHMMA")):
+        return "it does matrix work (tensor-core MMAs), whose operand tiles many blocks read again"
+    return ""  # (a matrix-vector product on the FMA pipe streams its matrix once: its text is no evidence)
 
 
 def _global_sectors(ctx: Context) -> float | None:

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl.analysis import source
-from profctl.analysis.causes import gap_causes, kernel_causes
+from profctl.analysis.causes import diagnose_one, gap_causes
 from profctl.analysis.figures import FIGURES, Figures, metric
+from profctl.analysis.floor import Floor, floor_of
 from profctl.analysis.stalls import ratio_metric, reason
 from profctl.errors import NothingMatched, UsageError
 from profctl.nvtx import parse_range
@@ -158,6 +159,20 @@ class Explanation:
     causes: list[Any] = field(default_factory=list)  # profctl.analysis.causes.Cause, ranked
     #: what the comparison rests on and where it is weak (GPUs, roofs, samples), said before anything else
     premises: list[str] = field(default_factory=list)
+    #: each kernel's floor from its own counters (profctl.analysis.floor), "a"/"b"
+    floors: dict[str, Floor | None] = field(default_factory=dict)
+    #: the first sentence about A: at the roof (healthy), how far from it, or -- in a pair -- the same time as B
+    verdict: str | None = None
+    #: at the roof, causes that cannot move it: each saves at most the distance to the roof
+    slack: list[Any] = field(default_factory=list)
+    #: where A and B take the same time: B's own first causes, said apart from A's
+    b_causes: list[Any] = field(default_factory=list)
+    #: how --kernel / --vs chose A and B (said at the top)
+    chosen: list[str] = field(default_factory=list)
+    #: the same kernel before and after a change: what was predicted against what the change realized
+    loop: list[str] = field(default_factory=list)
+    #: A and B take the same time: the causes are A's own, out of A's time
+    same_time: bool = False
 
     @property
     def gap_us(self) -> float | None:
@@ -275,14 +290,39 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
                if any(f.name.startswith("stall:") for f in fs) else
                "the stall part could not be split: the report has no warp-state statistics")
         notes.append(f"{rem:+.1f} us of the gap is not explained by these parts ({why})")
-    causes = gap_causes(a, b, roofs.get("a"), roofs.get("b")) if ta and tb and ta > tb else []
-    if ta and tb and ta <= tb:
+    fa, fb = floor_of(a), floor_of(b)
+    verdict = None
+    b_causes: list[Any] = []
+    slack: list[Any] = []
+    if ta and tb and abs(ta - tb) <= SAME_TIME * max(ta, tb):
+        # no gap to explain: say so first, then each kernel's own first causes apart (a pair's causes would only
+        # be A's faults that B shares, or noise)
+        verdict = (f"A and B take the same time ({ta / 1e3:.1f} us against {tb / 1e3:.1f} us, "
+                   f"{100 * abs(ta / tb - 1):.1f} % apart): there is no gap to explain. Each kernel's own causes "
+                   "follow, A's first, then B's")
+        da, db = diagnose_one(a, roofs.get("a"), fa), diagnose_one(b, roofs.get("b"), fb)
+        causes, slack, b_causes = da.causes, da.slack, db.causes[:2]
+    elif ta and tb and ta > tb:
+        causes = gap_causes(a, b, roofs.get("a"), roofs.get("b"))
+        if len(causes) > 1 and sum(c.saving_us for c in causes) > 1.05 * (ta - tb) / 1e3:
+            notes.append(f"the causes' savings add to {100 * sum(c.saving_us for c in causes) / ((ta - tb) / 1e3):.0f}"
+                         " % of the gap: they overlap (each is what fixing it alone would save, bounded by the gap "
+                         "and A's floor), so they do not add")
+    else:
+        causes = []
+    if ta and tb and ta < tb and verdict is None:
         notes.insert(0, "A is not slower than B: the causes below are A's own (swap --kernel and --vs to explain B)")
-
-        causes = kernel_causes(a, roofs.get("a"))
+        d = diagnose_one(a, roofs.get("a"), fa)
+        causes, slack, verdict = d.causes, d.slack, d.verdict()
     e = Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, roofs, causes,
-                    premises(a, b, roofs, shape_given=shape_given, sampled=sampled))
+                    premises(a, b, roofs, shape_given=shape_given, sampled=sampled, floors=(fa, fb)),
+                    floors={"a": fa, "b": fb}, verdict=verdict, slack=slack, b_causes=b_causes,
+                    same_time=bool(b_causes) or (verdict or "").startswith("A and B take the same time"))
     return e
+
+
+#: two kernels within this share of each other's time take the same time (ncu's replay spread is about 1-2 %)
+SAME_TIME = 0.03
 
 
 def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool = False) -> Explanation:
@@ -291,14 +331,27 @@ def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool 
     if roofs is not None and a.duration_ns:
         head += f": {roofs.against(a.duration_ns * 1e-9).sentence()}"
     rows = [r for r in side_by_side(a, a)]
-    return Explanation(a, None, rows, [], head, 0.0, [], {"a": roofs}, kernel_causes(a, roofs),
-                       premises(a, None, {"a": roofs}, shape_given=shape_given, sampled=a.has_samples))
+    fl = floor_of(a)
+    d = diagnose_one(a, roofs, fl)
+    return Explanation(a, None, rows, [], head, 0.0, [], {"a": roofs}, d.causes,
+                       premises(a, None, {"a": roofs}, shape_given=shape_given, sampled=a.has_samples,
+                                floors=(fl, None)),
+                       floors={"a": fl}, verdict=d.verdict(), slack=d.slack)
 
 
 def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs | None], *, shape_given: bool,
-             sampled: bool) -> list[str]:
+             sampled: bool, floors: tuple[Floor | None, Floor | None] = (None, None)) -> list[str]:
     """What the explanation rests on, where it is weak: said first, in words (issue 29: explain was silent)."""
     out = []
+    for who, fl in zip(("A", "B"), floors, strict=True):
+        if fl is None:
+            continue
+        clock = fl.clock_premise()
+        if clock:
+            out.append(f"{who}: {clock}" if b is not None else clock)
+        if not fl.units:
+            out.append(f"{who} has no floor: the report lacks the unit counters it needs (" + ", ".join(fl.missing)
+                       + "); record with profctl ncu --recipe explain, or ncu --set full")
     if b is not None and a.device and b.device and a.device != b.device:
         out.append(f"A ran on {a.device} and B on {b.device}: different GPUs, so part of the gap is the hardware's; "
                    "the causes are judged on each kernel's own figures")
@@ -310,7 +363,10 @@ def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs |
         out.append(f"A is a {words[pa]} kernel and B a {words[pb]} one: they do different work, so the gap is not "
                    f"only the causes below (pick B of the {words[pa]} pass with --vs)")
     if not any(roofs.values()):
-        if not shape_given:
+        if not shape_given and floors[0] is not None and floors[0].units:
+            out.append("no attention-shape roofs (the NVTX range names no shape; --shape b1,s4096,h32,d128,bf16 adds "
+                       "them): the floor and the bounds below come from the kernel's own counters")
+        elif not shape_given:
             out.append("no speed-of-light roofs: the NVTX range names no attention shape; give --shape (e.g. "
                        "b1,s4096,h32,d128,bf16) to put the kernels against their roofs")
         else:
@@ -374,26 +430,38 @@ def pass_of(p: KernelProfile) -> str | None:
 
 def select(profiles: list[KernelProfile], pattern: str, where: str, like: KernelProfile | None = None
            ) -> tuple[KernelProfile, str | None]:
-    """The first launch `pattern` matches (:func:`matching`), and a note when it picked one of several. With
-    `like` (A, when choosing B), the longest launch of A's pass (forward or backward) comes first when the pass
-    tells the matches apart: ``--vs cudnn`` for a backward kernel means cuDNN's main backward kernel, not the first
-    cuDNN launch (its forward) nor a small helper of its backward."""
+    """The launch `pattern` picks (:func:`matching`) and a note saying which, when it had a choice.
+
+    One kernel name matched: its first launch. Several distinct names: the one the pattern names exactly (``--kernel
+    _fwd_kernel`` is Triton's ``_fwd_kernel``, not FlashAttention's ``flash_fwd_kernel`` it also matches); with
+    `like` (A, when choosing B) the longest launch of A's pass (forward or backward) where the pass tells the matches
+    apart (``--vs cudnn`` for a backward kernel means cuDNN's main backward kernel); otherwise a UsageError that lists
+    the names (issue 43: a pattern that silently explained FA2's kernel for Triton's)."""
     hits = matching(profiles, pattern, where)
-    note = None
-    if len(hits) > 1:
+    names = list(dict.fromkeys(p.base_name for p in hits))
+    if len(names) > 1:
+        exact = [h for h in hits if pattern in (h.base_name, h.name)]
+        if exact:
+            hits = exact + [h for h in hits if h not in exact]
+            return hits[0], (f"{pattern!r} names {describe(hits[0])} exactly (it also matches "
+                             + ", ".join(n for n in names if n != hits[0].base_name) + ")")
         want = pass_of(like) if like is not None else None
         same = [h for h in hits if h is not like and want is not None and pass_of(h) == want]
         if same and len(same) < len(hits):  # the pass tells them apart: its longest launch (the work, not a helper)
             same.sort(key=lambda h: -(h.duration_ns or 0))
-            hits = same + [h for h in hits if h not in same]
-        else:
-            same = []
-        names = list(dict.fromkeys(describe(p) for p in hits))
-        note = (f"{pattern!r} matches {len(hits)} launches in {where} ({', '.join(names[:4])}"
-                f"{', ...' if len(names) > 4 else ''}); using " + (f"the longest of the {want} pass, as A's"
-                                                                  if same else "the first")
-                + " (narrow the regex, e.g. with the NVTX path)")
+            return same[0], (f"{pattern!r} matches {len(names)} kernels in {where} ({_listed(names)}); using "
+                             f"{describe(same[0])}, the longest of the {want} pass, as A's")
+        raise UsageError(f"{pattern!r} matches {len(names)} different kernels in {where}: {_listed(names, 8)}; "
+                         "name one exactly (e.g. --kernel '^NAME$', or the NVTX path)")
+    note = None
+    if len(hits) > 1:
+        note = (f"{pattern!r} matches {len(hits)} launches of {names[0]} in {where}; using the first (narrow it "
+                "with the NVTX path)")
     return hits[0], note
+
+
+def _listed(names: list[str], n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f", ... ({len(names) - n} more)" if len(names) > n else "")
 
 
 def profile_work(p: KernelProfile, shape: str | None = None) -> Any:

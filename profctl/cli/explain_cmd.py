@@ -6,6 +6,7 @@ findings and the speed-of-light headroom."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -50,7 +51,7 @@ def explain(
     a, note_a = explanation.select(pa, kernel, report)
     if report2 is None and vs is None:
         e = explanation.explain_one(a, explanation.kernel_roofs(a, shape), shape_given=shape is not None)
-        e.notes += [n for n in (note_a,) if n]
+        e.chosen += [n for n in (note_a,) if n]
     else:
         pb = inputs.read_profiles(report2, root=reports, kernels=[vs or kernel]) if report2 is not None else pa
         b, note_b = explanation.select(pb, vs or kernel, report2 or report, like=a)
@@ -58,7 +59,9 @@ def explain(
             raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({explanation.describe(a)})")
         roofs = {"a": explanation.kernel_roofs(a, shape), "b": explanation.kernel_roofs(b, shape)}
         e = explanation.explain(a, b, roofs=roofs, shape_given=shape is not None)
-        e.notes += [n for n in (note_a, note_b) if n]
+        e.chosen += [n for n in (note_a, note_b) if n]
+    _close_the_loop(e, report, report2, reports, same_kernel=report2 is not None and e.b is not None
+                    and e.b.base_name == e.a.base_name)
     if format == "json":
         emit(explanation_view.to_json(e), output)
     elif format == "markdown":
@@ -68,6 +71,46 @@ def explain(
         explanation_view.to_console(e, con)
         if buf is not None:
             emit(buf.getvalue(), output)
+
+
+def _close_the_loop(e: Any, report: str, report2: str | None, reports: Path | None, *, same_kernel: bool) -> None:
+    """Keep A's prediction with its run (or in the store), and where the same kernel is explained before and after a
+    change, set what was predicted against what the change realized and tally it (profctl.predictions)."""
+    from profctl import inputs, predictions, run_store
+    from profctl.analysis.causes import diagnose_one
+
+    root = run_store.reports_root(reports)
+
+    def run_dir(ref: str | None) -> Path | None:
+        """The profctl run `ref` names (a run id, 'latest', a run directory); None for a report file, which is the
+        user's and stays untouched (its prediction goes to the store's predictions folder)."""
+        if not ref or Path(ref).is_file():
+            return None
+        try:
+            found = inputs.resolve(ref, root=reports)
+            d = found[0].run_dir if len(found) == 1 else None
+            return d if d is not None and run_store.read_manifest(d).get("run_id") else None
+        except Exception:  # it was read above: a second look that fails only means no run directory
+            return None
+
+    a, b = e.a, e.b
+    da = diagnose_one(a)
+    kept = predictions.load(root, a, run_dir(report))
+    _, why = predictions.keep(root, a, da, run_dir(report))
+    notes = [why] if why else []
+    if same_kernel and b is not None and a.duration_ns and b.duration_ns:
+        db = diagnose_one(b)
+        _, why_b = predictions.keep(root, b, db, run_dir(report2))
+        outs, lines = predictions.close_loop(kept or predictions.prediction(a, da), a.duration_ns / 1e3,
+                                             b.duration_ns / 1e3, db)
+        e.loop += lines + (["(what explain predicts for BEFORE now; no prediction was kept from an earlier "
+                            "explain of it)"] if kept is None and outs else [])
+        key = f"{Path(str(a.report)).resolve()}|{Path(str(b.report)).resolve()}|{a.name}"
+        why_t = predictions.add(root, a.device, outs, key)
+        notes += [n for n in (why_b, why_t) if n]
+    for c in [*e.causes, *e.slack]:
+        c.track = predictions.track_record(root, a.device, c.id)
+    e.notes += notes
 
 
 def _shape_key(text: str) -> str:

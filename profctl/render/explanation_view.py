@@ -56,7 +56,7 @@ def roof_lines(e: Explanation) -> list[str]:
 def _out_of(e: Explanation) -> tuple[float | None, str]:
     """What a saving is a share of: the gap (A against B) or the kernel's time (A alone)."""
     gap = e.gap_us
-    if e.b is not None and gap is not None and gap > 0:
+    if e.b is not None and gap is not None and gap > 0 and not e.same_time:
         return gap, "of the gap"
     return (e.a.duration_ns / 1e3 if e.a.duration_ns else None), "of A's time"
 
@@ -70,15 +70,54 @@ def cause_blocks(e: Explanation) -> list[tuple[str, list[str]]]:
         share = f" ({100 * c.saving_us / total:.0f}% {what})" if total else ""
         head = f"{i}. {c.id}: {c.title}" + (f" at {c.where()}" if c.lines else " (the kernel as a whole)")
         saves = "not predicted" if c.id == "latency-bound" else f"saves about {c.saving_us:,.1f} us{share}"
+        if c.id != "latency-bound" and c.fixed_us is not None:
+            saves += f": fixed, about {c.fixed_us:,.1f} us" + (
+                f" (its floor after the fix: {c.floor_after_us:,.1f} us)" if c.floor_after_us else "")
         if c.ncu_us is not None:
             saves += f"; ncu's {c.ncu_rule} estimates {c.ncu_us:,.1f} us"
         detail = [saves, *(f"evidence: {x}" for x in c.evidence), f"fix: {c.fix}"]
+        if c.track:
+            detail.append(f"track record: {c.track}")
         if c.note:
             detail.append(f"note: {c.note}")
         if c.definition.attention:
             detail.append(f"in attention: {c.definition.attention}")
         out.append((head, detail if i <= SHOWN else [saves]))
     return out
+
+
+def floor_lines(e: Explanation) -> list[str]:
+    """Each kernel's floor from its own counters: the binding unit, the next ones, the roofline position."""
+    out = []
+    for who, p in (("A", e.a), ("B", e.b)):
+        fl = e.floors.get(who.lower())
+        if p is None or fl is None or not fl.units:
+            continue
+        units = sorted(fl.units, key=lambda u: -u.attainable_us)[:4]
+        out.append(f"{who}'s floor by unit (the least time the work it did needs at the clock it ran, 100 % of "
+                   "peak): " + "; ".join(f"{u.label} {u.floor_us:,.1f} us ({u.pct:.0f} %"
+                                         + (f", {u.work}" if u.work else "") + ")" for u in units))
+        if fl.roofline is not None and fl.roofline.sentence():
+            out.append(f"{who}'s roofline: {fl.roofline.sentence()}")
+        if fl.missing and len(fl.missing) < len(fl.units) + len(fl.missing):
+            out.append(f"{who}'s report lacks the counters of: " + ", ".join(m.split(" (")[0] for m in fl.missing))
+    return out
+
+
+def slack_line(e: Explanation) -> str | None:
+    if not e.slack:
+        return None
+    fl = e.floors.get("a")
+    left = (fl.duration_us - fl.attainable_us) if fl is not None else None
+    return ("also seen, within the roof's slack (none can save more than the "
+            + (f"{max(left, 0.0):,.1f} us " if left is not None else "")
+            + "left to the roof): " + ", ".join(f"{c.id} (at most {c.saving_us:,.1f} us)" for c in e.slack[:4]))
+
+
+def b_cause_lines(e: Explanation) -> list[str]:
+    return [f"B's own cause {i}: {c.id}" + (f" at {c.where()}" if c.lines else "") + f", saves about "
+            f"{c.saving_us:,.1f} us of B's time: " + (c.evidence[0] if c.evidence else "")
+            for i, c in enumerate(e.b_causes, 1)]
 
 
 def _headline_cause(e: Explanation) -> str | None:
@@ -103,9 +142,15 @@ def to_console(e: Explanation, con: Any) -> None:
     say(f"A: {_who(e.a)}")
     if e.b is not None:
         say(f"B: {_who(e.b)}")
+    for x in e.chosen:
+        say(f"chosen: {x}")
     say(e.headline, style="bold")
     for x in e.premises:
         say(f"premise: {x}", style="yellow")
+    if e.verdict:
+        say(f"verdict: {e.verdict}", style="bold")
+    for x in e.loop:
+        say(f"before and after: {x}", style="bold")
     head = _headline_cause(e)
     if head:
         say(head, style="bold")
@@ -118,21 +163,23 @@ def to_console(e: Explanation, con: Any) -> None:
             say(first, " ", style="bold")
             for d in detail:
                 say(d, "    ")
-    elif e.b is not None:
+    elif e.b is not None and not e.b_causes:
         say("No cause of the catalog fits this gap (docs/diagnosis.md, Causes): the mechanisms below say where "
             "the time goes.")
+    for x in [y for y in (slack_line(e),) if y] + b_cause_lines(e):
+        say(x, " ")
     say("")
     say("Mechanisms (what ncu measured):", style="bold")
     tables.print_table(con, "side by side" if e.b is not None else "figures", table_rows(e))
     if e.factors:
         tables.print_table(con, "where the gap comes from (parts add up; + makes A slower)", factor_rows(e))
-    for n in [*e.notes, *roof_lines(e)]:
+    for n in [*e.notes, *roof_lines(e), *floor_lines(e)]:
         say(n, "  ")
     for who, p in (("A", e.a), ("B", e.b)):
         if p is None:
             continue
         v = source.view(p, TOP)
-        if v.lines or v.sass:
+        if (v.lines or v.sass) and p.total_samples:
             what_ = "hot lines" if v.lines else "hot instructions"
             tables.print_table(con, f"{who}: {what_}", line_rows(v, TOP, terse=True))
         rows = finding_rows(v, TOP, terse=True)
@@ -144,8 +191,12 @@ def to_markdown(e: Explanation) -> str:
     out = [f"**A**: {_who(e.a)}  "]
     if e.b is not None:
         out.append(f"**B**: {_who(e.b)}  ")
+    out += [f"chosen: {x}  " for x in e.chosen]
     out += ["", f"**{e.headline}**", ""]
     out += [f"> premise: {x}" for x in e.premises]
+    if e.verdict:
+        out += ["", f"**verdict**: {e.verdict}"]
+    out += [f"\n**before and after**: {x}" for x in e.loop]
     if e.causes:
         total, what = _out_of(e)
         out += ["", "### Causes, ranked by the time fixing each is predicted to save"
@@ -153,15 +204,18 @@ def to_markdown(e: Explanation) -> str:
         for first, detail in cause_blocks(e):
             out.append(f"{first}  ")
             out += [f"   - {d}" for d in detail]
+    out += [f"\n{x}" for x in [y for y in (slack_line(e),) if y] + b_cause_lines(e)]
     out += ["", "### Mechanisms", "", tables.markdown(table_rows(e))]
     if e.factors:
         out += ["\nWhere the gap comes from (the parts add up; + makes A slower):\n", tables.markdown(factor_rows(e))]
-    out += [f"- {n}" for n in [*e.notes, *roof_lines(e)]]
+    out += [f"- {n}" for n in [*e.notes, *roof_lines(e), *floor_lines(e)]]
     for who, p in (("A", e.a), ("B", e.b)):
         if p is None:
             continue
         v = source.view(p, TOP)
-        out += [f"\n{who}: {'hot lines' if v.lines else 'hot instructions'}\n", tables.markdown(line_rows(v, TOP))]
+        if p.total_samples:
+            out += [f"\n{who}: {'hot lines' if v.lines else 'hot instructions'}\n",
+                    tables.markdown(line_rows(v, TOP))]
         rows = finding_rows(v, TOP)
         if rows:
             out += [f"\n{who}: ncu's top findings\n", tables.markdown(rows)]
@@ -169,8 +223,10 @@ def to_markdown(e: Explanation) -> str:
 
 
 def to_dict(e: Explanation) -> dict[str, Any]:
-    """``profctl.explain/2``: ``causes`` (ranked; id, title, lines, saving_us, evidence, fix, ncu's estimate) and
-    ``premises`` first, then the mechanisms as in /1 (``a``, ``b``, ``rows``, ``factors``, ``notes``)."""
+    """``profctl.explain/3``: ``verdict`` (at the roof, how far from it, or the same time as B), ``causes`` (ranked;
+    id, title, lines, saving_us bounded by the floor, fixed_us, evidence, fix, ncu's estimate), ``slack``,
+    ``b_causes``, ``floor`` (each kernel's, by unit, with its roofline) and ``premises`` first, then the mechanisms as
+    in /1 (``a``, ``b``, ``rows``, ``factors``, ``notes``)."""
     def side(who: str, p: Any) -> dict[str, Any] | None:
         if p is None:
             return None
@@ -181,8 +237,13 @@ def to_dict(e: Explanation) -> dict[str, Any]:
         return d
 
     total, what = _out_of(e)
-    return {"schema": "profctl.explain/2", "headline": e.headline, "gap_us": e.gap_us,
+    fa = e.floors.get("a")
+    return {"schema": "profctl.explain/3", "headline": e.headline, "gap_us": e.gap_us,
+            "verdict": e.verdict, "healthy": bool(fa is not None and fa.at_roof and not e.causes and e.b is None),
+            "chosen": e.chosen, "before_and_after": e.loop,
             "causes": [c.to_dict() for c in e.causes],
+            "slack": [c.to_dict() for c in e.slack], "b_causes": [c.to_dict() for c in e.b_causes],
+            "floor": {k: (v.to_dict() if v is not None else None) for k, v in e.floors.items()},
             "saving_out_of": {"us": total, "what": what.replace("of ", "")},
             "premises": e.premises,
             "a": side("a", e.a), "b": side("b", e.b),

@@ -40,7 +40,7 @@ def test_explain_json_and_markdown(tmp_path: Path) -> None:
     code, out, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == "profctl.explain/2"
+    assert doc["schema"] == "profctl.explain/3"
     assert doc["causes"][0]["id"] in ("barrier-sync", "mma-not-overlapped") and doc["causes"][0]["lines"]
     assert {"id", "title", "lines", "saving_us", "evidence", "fix"} <= set(doc["causes"][0])
     assert doc["factors"][0]["name"] == "stall: barrier"
@@ -61,7 +61,7 @@ def test_explain_one_kernel_alone_ranks_its_causes_against_its_roofs() -> None:
     code, out, err = run("explain", PAIR, "--kernel", "_fwd")
     assert code == 0, err
     assert "Causes, ranked by the time fixing each is predicted to save" in out
-    assert "premise: no speed-of-light roofs" in out and "--shape" in out
+    assert "premise: no attention-shape roofs" in out and "--shape" in out and "verdict: " in out
 
 
 def test_explain_two_reports_the_same_kernel(tmp_path: Path) -> None:
@@ -210,7 +210,7 @@ def test_vs_picks_the_kernel_of_the_same_pass_and_a_forward_against_a_backward_i
     assert "bprop" in d["b"]["kernel"] and d["b"]["nvtx"].endswith(".bwd")
     assert d["causes"][0]["id"] == "legacy-mma"
     assert not any("forward" in p for p in d["premises"])
-    assert any("longest of the bwd pass" in n for n in d["notes"])
+    assert any("longest of the bwd pass" in n for n in d["chosen"])
 
     code, out, _ = run("explain", FWDBWD, "--kernel", "flash_bwd_dq_dk_dv", "--vs", "fprop", "-f", "json")
     assert code == 0

@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
      "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs",
      "profctl.head_dims", "profctl.memory"},
-    {"profctl.proc", "profctl.nvml", "profctl.run_store", "profctl.recipes"},
+    {"profctl.proc", "profctl.nvml", "profctl.run_store", "profctl.recipes", "profctl.machine_state"},
     {"profctl.tools", "profctl.readers"},
     {"profctl.inputs", "profctl.analysis"},
     {"profctl.pipelines", "profctl.render"},

@@ -46,6 +46,7 @@ from profctl.analysis.compare.checks import all_cpu
 from profctl.analysis.compare.gate import Gate, case_label, gate, regressions
 from profctl.analysis.compare.rows import CPU_THRESHOLD, Comparison, Floors, RowResult
 from profctl.analysis.compare.stats import (
+    CPU_BENCH_RUN_NOISE,
     CPU_RUN_NOISE,
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -113,6 +114,9 @@ def default_threshold(base: Side, new: Side) -> tuple[float, str]:
 
 
 def default_noise(base: Side, new: Side) -> RunNoise:
-    """The run-to-run noise assumed where the runs cannot measure it: :data:`CPU_RUN_NOISE` when everything
-    compared was timed on a CPU, else :data:`GPU_RUN_NOISE`."""
-    return CPU_RUN_NOISE if all_cpu(base) and all_cpu(new) else GPU_RUN_NOISE
+    """The run-to-run noise assumed where the runs cannot measure it: for CPU timings
+    :data:`CPU_BENCH_RUN_NOISE` (bench rows: whole multi-threaded calls, heavy-tailed between processes) or
+    :data:`CPU_RUN_NOISE` (CPU ops of a summary), else :data:`GPU_RUN_NOISE`."""
+    if all_cpu(base) and all_cpu(new):
+        return CPU_BENCH_RUN_NOISE if base.kind == "bench" else CPU_RUN_NOISE
+    return GPU_RUN_NOISE

@@ -8,17 +8,28 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from profctl.analysis.compare.checks import env_checks, side_checks, values_text
+from profctl.analysis.compare.checks import env_checks, machine_checks, side_checks, values_text
 from profctl.analysis.compare.rows import (
     CASE_FIELDS,
     CLOCK_TOLERANCE,
     SHORT_MS,
     Comparison,
     RowResult,
+    groups_words,
+    hold_for_machine,
     judge,
     run_noise_words,
 )
-from profctl.analysis.compare.stats import MIN_SAMPLES, RunNoise, across_runs, decide, seed_of
+from profctl.analysis.compare.stats import (
+    MIN_SAMPLES,
+    Groups,
+    RunNoise,
+    across_runs,
+    decide,
+    iteration_modes,
+    run_groups,
+    seed_of,
+)
 from profctl.errors import NotComparable
 from profctl.inputs import Side
 from profctl.schema.bench import BenchRow
@@ -105,10 +116,31 @@ def compare_bench(base: Side, new: Side, *, threshold: float, confidence: float,
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
     rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples, noise=noise)
             for b, n in pairs]
+    states, held = machine_checks(base, new)
+    warnings += states
+    if held:
+        hold_for_machine(rows, held)
+    method = (f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} resamples), "
+              f"{run_noise_words(noise, (len(base.runs), len(new.runs)))}")
+    grouped = groups_words(rows)
     return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
-                            method=f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} "
-                                   f"resamples), {run_noise_words(noise, (len(base.runs), len(new.runs)))}",
-                            by=by, warnings=warnings, forced=forced)
+                      method=method + (f"; {grouped}" if grouped else ""), by=by, warnings=warnings, forced=forced)
+
+
+def _groups(tb: list[list[float]], tn: list[list[float]]) -> Groups | None:
+    """The widest two groups among a case's timings: each side's per-run medians, each run's iterations."""
+    import statistics
+
+    found: list[Groups] = []
+    for label, side in (("base", tb), ("new", tn)):
+        g = run_groups([statistics.median(t) for t in side], f"{label}'s per-run medians")
+        if g is not None:
+            found.append(g)
+        for i, t in enumerate(side):
+            m = iteration_modes(t, f"{label}'s iterations" + (f" (run {i + 1})" if len(side) > 1 else ""))
+            if m is not None:
+                found.append(m)
+    return max(found, key=lambda g: g.ratio, default=None)
 
 
 def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: float, confidence: float,
@@ -138,7 +170,7 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
     if fewest >= MIN_SAMPLES:
         est = across_runs(tb, tn, noise=noise, confidence=confidence, resamples=resamples,
                           seed=seed_of((name, case["shape"], case["pass"])))
-        judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters")
+        judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters", groups=_groups(tb, tn))
         rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
         rr.base_tflops, rr.new_tflops = _scaled_tflops(ok_b[0], rr.base_ms), _scaled_tflops(ok_n[0], rr.new_ms)
     elif all(r.median_ms for r in (*ok_b, *ok_n)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profctl import machine_state
 from profctl.inputs import Side
 from profctl.schema import timed_rows
 
@@ -50,6 +51,26 @@ def side_checks(side: Side, label: str, backends: set[str]) -> list[str]:
         reasons, _ = env_checks(side.runs[0], other, backends)
         out += [f"{label} runs {side.runs[0].name} and {other.name}: {r}" for r in reasons]
     return out
+
+
+def machine_checks(base: Side, new: Side) -> tuple[list[str], str | None]:
+    """(warnings, the states in words when CPU timings could have moved with them, else None) from the runs' recorded
+    machine state (profctl.machine_state): the two sides in different states, or one side's runs in different
+    states (a reason its per-run medians may fall in two groups)."""
+    mb = [r.manifest.machine or None for r in base.runs]
+    mn = [r.manifest.machine or None for r in new.runs]
+    words, apart = machine_state.differences(mb, mn)
+    out = []
+    if words:
+        out.append("the sides ran in different machine states: " + "; ".join(words))
+    for label, side in (("base", mb), ("new", mn)):
+        if len(side) > 1:
+            inner, _ = machine_state.differences(side[:1], side[1:])
+            busy = [x for x in map(machine_state.busy_of, side) if x is not None]
+            if inner and busy and max(busy) - min(busy) >= machine_state.BUSY_CORES_APART:
+                out.append(f"{label}'s runs ran in different machine states (busy cores of other work "
+                           f"{min(busy):.1f}..{max(busy):.1f}): their medians may fall in groups")
+    return out, "; ".join(words) if apart and all_cpu(base) and all_cpu(new) else None
 
 
 def all_cpu(s: Side) -> bool:

@@ -9,9 +9,11 @@ from typing import Any
 from profctl.analysis.compare.stats import (
     MIN_SAMPLES,
     Estimate,
+    Groups,
     RunNoise,
     decide,
     noise_floor,
+    pct_change,
     runs_needed,
     samples_needed,
 )
@@ -73,6 +75,7 @@ class RowResult:
     run_noise: float | None = None  # the per-run noise (log-scale sigma) the interval allowed for
     run_noise_measured: float | None = None  # what the runs themselves showed (several runs on a side)
     run_limited: bool = False  # noise between runs, not between instances, set the interval's width
+    groups: Groups | None = None  # timings in two groups (per-run medians, or one run's iterations)
 
     @property
     def change(self) -> float | None:
@@ -94,16 +97,33 @@ class RowResult:
                 "tflops_ci_lo": tf_lo, "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
                 "runs_base": self.runs[0], "runs_new": self.runs[1], "run_noise": self.run_noise,
                 "run_noise_measured": self.run_noise_measured, "run_limited": self.run_limited,
+                "groups": None if self.groups is None else {"what": self.groups.what, "low": self.groups.low,
+                                                            "high": self.groups.high, "ratio": self.groups.ratio},
                 "note": "; ".join(self.notes) or None}
 
 
-def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more: str) -> None:
+def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more: str,
+          groups: Groups | None = None) -> None:
     """Fill a row from an estimate over runs: ratio, interval, verdict, and when inconclusive what would tell
-    (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise)."""
+    (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise).
+
+    `groups`: timings that fall in two groups (:func:`profctl.analysis.compare.stats.run_groups`,
+    ``iteration_modes``): a process lands in either, so a change no larger than the groups' ratio could be a
+    switch between them; a faster/slower verdict then needs the whole interval beyond that ratio."""
     rr.ratio, rr.ci_lo, rr.ci_hi = est.ratio, est.lo, est.hi
     rr.runs, rr.run_noise, rr.run_noise_measured = est.runs, est.sigma or None, est.measured_sigma
     rr.run_limited = est.run_limited
+    rr.groups = groups
     rr.verdict, why = decide(est.ratio, est.lo, est.hi, threshold)
+    if groups is not None:
+        g = groups.ratio
+        if (rr.verdict == "slower" and est.lo <= g) or (rr.verdict == "faster" and est.hi >= 1 / g):
+            rr.verdict = "inconclusive"
+            rr.notes.append(f"{groups.words()}: a change this small ({pct_change(est.lo)}..{pct_change(est.hi)}) "
+                            "could be a switch between them; runs on a quieter machine (or OMP_NUM_THREADS=1 on "
+                            "a CPU) would tell")
+            return
+        rr.notes.append(groups.words())
     if not why:
         return
     if est.run_limited:
@@ -128,9 +148,33 @@ def run_noise_words(noise: RunNoise, runs: tuple[int, int]) -> str:
         if noise.off:
             return "one run per side, run-to-run noise left out (--run-noise 0)"
         return (f"one run per side: intervals include run-to-run noise of ±{noise.sigma * 100:g}% a run "
-                f"({noise.source}; --run-noise sets it; several runs per side measure it)")
-    return (f"{runs[0]} run(s) against {runs[1]}: run-to-run noise measured from them, pooled with "
-            f"±{noise.sigma * 100:g}% a run ({noise.source}) as a few runs' worth")
+                f"({noise.source}; {_dof_words(noise)}; --run-noise sets it; several runs per side measure it)")
+    return (f"{runs[0]} run(s) against {runs[1]}: run-to-run noise measured from them (a t interval on per-run "
+            f"medians), pooled with ±{noise.sigma * 100:g}% a run ({noise.source}) as {_dof_words(noise)}")
+
+
+def _dof_words(noise: RunNoise) -> str:
+    return f"worth {noise.dof} degree{'s' if noise.dof != 1 else ''} of freedom"
+
+
+def hold_for_machine(rows: list[RowResult], words: str) -> None:
+    """Two sides timed on CPUs in different states (other work's busy cores apart, profctl.machine_state): a
+    faster/slower verdict becomes inconclusive, with the states in its note; nothing in the data can separate a
+    change from what the load did."""
+    for rr in rows:
+        if rr.verdict in ("slower", "faster"):
+            rr.verdict = "inconclusive"
+            rr.notes.append(f"the sides ran in different machine states ({words}): the change could come from "
+                            "that; rerun both under the same load")
+
+
+def groups_words(rows: list[RowResult]) -> str | None:
+    """For the method line: how many rows had timings in two groups, and how they were judged."""
+    n = sum(r.groups is not None for r in rows)
+    if not n:
+        return None
+    return (f"timings in two groups in {n} case(s) (per-run medians, or a run's iterations): judged against the "
+            "ratio between the groups")
 
 
 @dataclass

@@ -11,9 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl import nvtx
-from profctl.analysis.compare.checks import env_checks, side_checks, values_text
-from profctl.analysis.compare.rows import Comparison, Floors, RowResult, judge, run_noise_words
-from profctl.analysis.compare.stats import RunNoise, across_runs, decide, seed_of
+from profctl.analysis.compare.checks import env_checks, machine_checks, side_checks, values_text
+from profctl.analysis.compare.rows import (
+    Comparison,
+    Floors,
+    RowResult,
+    groups_words,
+    hold_for_machine,
+    judge,
+    run_noise_words,
+)
+from profctl.analysis.compare.stats import RunNoise, across_runs, decide, run_groups, seed_of
 from profctl.errors import NotComparable
 from profctl.inputs import Side
 from profctl.kernels import match_key
@@ -167,7 +175,10 @@ def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, th
     rr.base_ms = _geo([_median(x) for x in runs_b]) / 1e6
     rr.new_ms = _geo([_median(x) for x in runs_n]) / 1e6
     rr.notes += left_out
-    judge(rr, est, threshold, samples=max(len(x) for x in (*runs_b, *runs_n)), more="instances")
+    groups = max((g for label, runs in (("base", runs_b), ("new", runs_n))
+                  for g in [run_groups([_median(x) / 1e6 for x in runs], f"{label}'s per-run medians")]
+                  if g is not None), key=lambda g: g.ratio, default=None)
+    judge(rr, est, threshold, samples=max(len(x) for x in (*runs_b, *runs_n)), more="instances", groups=groups)
     return rr
 
 
@@ -241,11 +252,18 @@ def compare_summaries(base: Side, new: Side, *, threshold: float, confidence: fl
         warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
     rows = [pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
                           floors=floors, noise=noise) for k in common]
+    states, held = machine_checks(base, new)
+    warnings += states
+    if held:
+        hold_for_machine(rows, held)
     rows.sort(key=lambda r: (r.verdict == "not judged", -(r.base_ms or 0)))
     runs = (len(base.runs), len(new.runs))
     method = summary_method(rows, threshold, confidence, resamples, floors)
     if any(r.method == "bootstrap" for r in rows):
         method += f"; {run_noise_words(noise, runs)}"
+    grouped = groups_words(rows)
+    if grouped:
+        method += f"; {grouped}"
     return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
                             method=method, by="kernel", warnings=warnings, forced=reasons if force else [],
                             floors=floors)

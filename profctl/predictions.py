@@ -1,0 +1,187 @@
+"""Explain's predictions, kept and measured against what the user's change realized (issue 43, item 6).
+
+Every ``profctl explain`` keeps what it predicted for kernel A (its causes, each's saving and the time of the fixed
+kernel, its floor) with the run it read (``<run>/explain/<kernel>.json``) or, for a report outside the run store,
+under ``<reports>/predictions/``. When the same kernel is explained before and after a change (``profctl explain
+BEFORE AFTER --kernel K``), the causes that went away or shrank are set against the time the change realized
+(BEFORE's duration less AFTER's): where exactly one cause changed, the change is that cause's, and the pair goes
+into a tally per GPU and cause id (``<reports>/predictions/tally.json``) that later explanations quote beside the
+cause ("barrier-sync on NVIDIA H200: 3 of 4 predictions within 35 %"). Where several changed together the saving
+cannot be split between them: said, and not tallied. No peer tool measures its own advice on the user's code.
+
+Files are written atomically; one that cannot be written is a note, never a failed explanation.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profctl.errors import CannotWrite
+
+#: a prediction within this share of the realized saving counts as right
+WITHIN = 0.35
+#: a cause whose saving after the change is under this share of its saving before has shrunk
+SHRANK = 0.5
+#: several causes went away, but one was predicted to save this many times the others together: the change is its
+DOMINANT = 4.0
+DIR = "predictions"
+SCHEMA = "profctl.prediction/1"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One cause of BEFORE set against the change: predicted and, where attributable, realized saving (us)."""
+
+    cause: str
+    went: str                # "went away" | "shrank"
+    predicted_us: float
+    realized_us: float | None
+
+    @property
+    def within(self) -> bool | None:
+        if self.realized_us is None or self.realized_us <= 0:
+            return None if self.realized_us is None else False
+        return abs(self.predicted_us - self.realized_us) <= WITHIN * self.realized_us
+
+
+def prediction(p: Any, diagnosis: Any) -> dict[str, Any]:
+    """What explain predicts for kernel `p` (a KernelProfile) from its one-kernel diagnosis, as kept on disk."""
+    from profctl._version import __version__
+
+    fl = diagnosis.floor
+    return {"schema": SCHEMA, "kernel": p.base_name, "name": p.name, "device": p.device, "report": str(p.report),
+            "nvtx": p.nvtx_path, "duration_us": (p.duration_ns or 0) / 1e3,
+            "floor_us": fl.floor_us if fl is not None else None,
+            "attainable_us": fl.attainable_us if fl is not None else None,
+            "verdict": diagnosis.verdict(),
+            "causes": [{"id": c.id, "saving_us": round(c.saving_us, 3),
+                        "fixed_us": None if c.fixed_us is None else round(c.fixed_us, 3)}
+                       for c in [*diagnosis.causes, *diagnosis.slack]],
+            "profctl": __version__, "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def where(root: Path, p: Any, run_dir: Path | None) -> Path:
+    """The file that keeps `p`'s prediction: in its run's directory, else in the store's predictions folder."""
+    if run_dir is not None:
+        return run_dir / "explain" / f"{_safe(p.base_name)}.json"
+    key = hashlib.sha256(f"{Path(str(p.report)).resolve()}\0{p.name}\0{p.nvtx_path}".encode()).hexdigest()[:16]
+    return root / DIR / f"{_safe(p.base_name)[:40]}-{key}.json"
+
+
+def keep(root: Path, p: Any, diagnosis: Any, run_dir: Path | None = None) -> tuple[Path | None, str | None]:
+    """Write `p`'s prediction; (its path, None) or (None, why it could not be kept)."""
+    from profctl.fsutil import atomic_write_json
+
+    path = where(root, p, run_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, prediction(p, diagnosis))
+    except (OSError, CannotWrite) as e:
+        return None, f"the prediction was not kept ({path}: {getattr(e, 'message', None) or e})"
+    return path, None
+
+
+def load(root: Path, p: Any, run_dir: Path | None = None) -> dict[str, Any] | None:
+    """A kept prediction for `p`, or None (none kept, or one profctl cannot read)."""
+    try:
+        d = json.loads(where(root, p, run_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and d.get("schema") == SCHEMA else None
+
+
+def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after_diagnosis: Any
+               ) -> tuple[list[Outcome], list[str]]:
+    """BEFORE's predicted causes against the change: which went away or shrank, and what it realized."""
+    realized = before_us - after_us
+    now = {c.id: c.saving_us for c in [*after_diagnosis.causes, *after_diagnosis.slack]}
+    changed: list[tuple[dict[str, Any], str]] = []
+    for c in pred.get("causes", []):
+        if c.get("saving_us", 0) <= 0:
+            continue
+        left = now.get(c["id"])
+        if left is None:
+            changed.append((c, "went away"))
+        elif left < SHRANK * c["saving_us"]:
+            changed.append((c, "shrank"))
+    head = (f"the change took the kernel from {before_us:,.1f} us to {after_us:,.1f} us "
+            f"({'saved' if realized >= 0 else 'lost'} {abs(realized):,.1f} us)")
+    if not changed:
+        n = len(pred.get("causes", []))
+        return [], [f"{head}; none of the {n} cause(s) predicted before went away or shrank"]
+    changed.sort(key=lambda cw: -float(cw[0]["saving_us"]))
+    rest = sum(float(c["saving_us"]) for c, _ in changed[1:])
+    if len(changed) == 1 or float(changed[0][0]["saving_us"]) >= DOMINANT * rest:
+        # one cause changed, or one whose predicted saving dwarfs the others': the change is its
+        c, went = changed[0]
+        o = Outcome(c["id"], went, float(c["saving_us"]), realized)
+        verdict = ("within 35 %" if o.within else "off by more than 35 %") if o.within is not None else \
+            "the change saved nothing"
+        also = (" (also gone: " + ", ".join(f"{x['id']} ({x['saving_us']:,.1f} us predicted)" for x, _ in
+                                            changed[1:]) + ", too small to matter)") if len(changed) > 1 else ""
+        return [o], [f"{head}; {c['id']} {went}: predicted to save {o.predicted_us:,.1f} us, realized "
+                     f"{realized:,.1f} us ({verdict}){also}"]
+    outs = [Outcome(c["id"], went, float(c["saving_us"]), None) for c, went in changed]
+    names = ", ".join(f"{o.cause} ({o.went}, predicted {o.predicted_us:,.1f} us)" for o in outs)
+    return outs, [f"{head}; several causes changed together: {names}. Their savings overlap, so the change is not "
+                  "split between them and none is tallied"]
+
+
+def tally_path(root: Path) -> Path:
+    return root / DIR / "tally.json"
+
+
+def _read_tally(root: Path) -> dict[str, Any]:
+    try:
+        d = json.loads(tally_path(root).read_text())
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def add(root: Path, device: str | None, outcomes: list[Outcome], key: str) -> str | None:
+    """Count the attributable outcomes under `device` and cause id; the same before/after pair (`key`) counts once.
+    None, or why the tally could not be written."""
+    from profctl.fsutil import atomic_write_json
+
+    scored = [o for o in outcomes if o.realized_us is not None]
+    if not scored:
+        return None
+    t = _read_tally(root)
+    dev = t.setdefault(device or "unknown GPU", {})
+    for o in scored:
+        entry = dev.setdefault(o.cause, {"n": 0, "within": 0, "seen": []})
+        if key in entry["seen"]:
+            continue
+        entry["seen"].append(key)
+        entry["n"] += 1
+        entry["within"] += int(bool(o.within))
+    try:
+        tally_path(root).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(tally_path(root), t)
+    except (OSError, CannotWrite) as e:
+        return f"the tally was not updated ({tally_path(root)}: {getattr(e, 'message', None) or e})"
+    return None
+
+
+def track_record(root: Path, device: str | None, cause: str) -> str | None:
+    """``barrier-sync on NVIDIA H200: 3 of 4 predictions within 35 %`` from the tally, or None."""
+    e = _read_tally(root).get(device or "unknown GPU", {}).get(cause)
+    if not e or not e.get("n"):
+        return None
+    return (f"{cause} on {device or 'this GPU'}: {e['within']} of {e['n']} prediction{'s' if e['n'] != 1 else ''} "
+            f"within 35 % of what the change realized")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "kernel"
+
+
+__all__ = ["SCHEMA", "WITHIN", "Outcome", "add", "close_loop", "keep", "load", "prediction", "tally_path",
+           "track_record", "where"]
