@@ -183,6 +183,28 @@ step_why_explain() {  # the common path: profctl ncu --recipe explain on Triton 
   $P explain latest --reports $R --kernel _fwd_kernel --vs cudnn -f markdown -o "$OUT/explain_before.md" 2>&1 | tail -2
   head -40 "$OUT/explain_before.md"
 }
+step_explain_live() {  # issue 43: the floor, the bounds and the kernel choice live: FA2, cuDNN and Triton on the explain
+  # recipe, then explain's pairs and kernels alone (JSON and text into $OUT/explain_live.tgz)
+  local R=/tmp/live_runs D="$OUT/explain_live"
+  mkdir -p "$D"
+  ( time timeout -s INT "$(lim 240)" $P ncu --recipe explain -b sdpa-flash,sdpa-cudnn,triton -s 4096 --heads 32 \
+      --clock-control none --reports $R -f markdown > "$D/ncu.md" 2>&1 ) 2>&1 | tail -3
+  tail -3 "$D/ncu.md"
+  local i=0
+  for args in "--kernel flash_fwd --vs cudnn" "--kernel _fwd_kernel --vs cudnn" "--kernel _fwd_kernel" \
+              "--kernel cudnn" "--kernel flash_fwd" "--kernel fwd"; do
+    i=$((i + 1))
+    $P explain latest --reports $R $args > "$D/explain_$i.txt" 2>&1; echo "explain $args: exit $?" | tee -a "$D/index.txt"
+    $P explain latest --reports $R $args -f json -o "$D/explain_$i.json" > /dev/null 2>&1
+    head -12 "$D/explain_$i.txt"
+  done
+  cp -r $R "$D/runs" 2>/dev/null; find "$D/runs" -name '*.ncu-rep' -size +3M -delete 2>/dev/null
+  pack explain_live
+}
+step_fixes_record() {  # issue 43's real fixes and healthy kernels, plain ncu (tests/data/fixes/record.sh; FIX_GROUPS)
+  DEADLINE=$(lim ${FIX_DEADLINE:-540}) bash tests/data/fixes/record.sh "$OUT/fixes" ${FIX_STEPS:-} > "$OUT/fixes.txt" 2>&1
+  tail -8 "$OUT/fixes.txt"
+}
 step_why_change() {  # the change explain pointed to (KernelConfig.pipe): configs, then before/after explain and bench
   timeout -s INT "$(lim 200)" python3 benchmarks/triton_fwd_configs.py > "$OUT/configs_full.json" 2>/tmp/cfg.err \
     || tail -3 /tmp/cfg.err
