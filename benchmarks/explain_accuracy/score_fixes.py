@@ -35,6 +35,7 @@ def score(data: Path) -> dict[str, Any]:
     from profctl.readers import ncu_profiles
 
     times = json.loads((data / "times.json").read_text())
+    expected = _expected(data)
     every: list[Any] = []
     for rep in sorted(data.glob("fixes_*.ncu-rep.xz")):  # a range is found in whichever report recorded it
         every += list(ncu_profiles.read_profiles(rep))
@@ -46,6 +47,9 @@ def score(data: Path) -> dict[str, Any]:
     for f in times["fixes"]:
         ps = profiles(f["group"])
         a = _launches(ps, f"measure/{f['id']}.a")
+        # what the change addresses, and the fair alternatives, as fixes.py says now (times.json keeps what the
+        # recording's copy said)
+        f = {**f, **expected.get(f["id"], {})}
         row: dict[str, Any] = {"id": f["id"], "cause": f["cause"], "alt": f.get("alt", []),
                                "time_a_us": f["time_a_us"], "time_b_us": f["time_b_us"],
                                "realized_us": f["time_a_us"] - f["time_b_us"]}
@@ -69,7 +73,13 @@ def score(data: Path) -> dict[str, Any]:
         scale = f["time_a_us"] / row["ncu_us"] if row["ncu_us"] and len(a) == 1 else 1.0
         row["predicted_scaled_us"] = round(row["predicted_us"] * scale, 1)
         real = row["realized_us"]
-        row["advised"] = bool(first and (first.id == f["cause"] or first.id in f.get("alt", [])))
+        if addressed is None and first is None and d.floor is not None and not d.floor.at_roof:
+            # nothing specific named: the verdict's distance to the practical best is what explain predicts
+            row["predicted_us"] = round(max(row["ncu_us"] - d.floor.attainable_us, 0.0), 1)
+            row["predicted_scaled_us"] = round(row["predicted_us"] * scale, 1)
+        # advised: the first cause is the one the change addresses, or, at a roof, the verdict names it ("nothing to
+        # fix but moving fewer bytes: fuse passes" for a fusion)
+        row["advised"] = bool(first and first.id in wanted) or bool(not first and d.roof in wanted)
         row["within"] = bool(real > 0 and abs(row["predicted_scaled_us"] - real) <= WITHIN * real)
         fixes.append(row)
     for h in times["healthy"]:
@@ -95,6 +105,22 @@ def score(data: Path) -> dict[str, Any]:
             "n_fixes": len(fixes), "roof_first": sum(r.get("roof_first", False) for r in healthy),
             "n_healthy": len(healthy),
             "faults_over_10pct": sum((r.get("worst_fault_pct") or 0) > 10 for r in healthy)}
+
+
+def _expected(data: Path) -> dict[str, dict[str, Any]]:
+    """Each case's expected cause and alternatives from the set's program (fixes.py), imported, not run."""
+    import importlib.util
+
+    prog = data / "fixes.py"
+    if not prog.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location("profctl_fixes_set", prog)
+    if spec is None or spec.loader is None:
+        return {}
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(mod)
+    return {c.id: {"cause": c.cause, "alt": list(c.alt)} for c in mod.CASES}
 
 
 def markdown(s: dict[str, Any]) -> str:

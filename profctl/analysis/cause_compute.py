@@ -82,7 +82,15 @@ def mma_paths(ctx: Context) -> list[Cause]:
         ev = [f"the FMA pipe is {pct(fma)} busy and FFMA is {pct(ffma)} of the instructions while the tensor pipe "
               f"is idle ({pct(tensor)})", f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
         ev += [f"{line_where(ln)}: {ln.text[:80]}" for ln in matmul_text[:1]]
-        out.append(ctx.cause("no-tensor-cores", saving, ev, matmul_text[:2] or hot[:1]))
+        relieves = {"fma": 0.0, "issue": 0.0}
+        if not ctx.has_lines and ctx.cc is not None and ctx.cc >= (9, 0):
+            # a library's FFMA GEMM: its TF32 path on this GPU is a wgmma kernel that reads its operands from shared
+            # memory itself, so the LDS traffic into registers goes too (cuBLAS SGEMM -> TF32 on the H200: L1 235 us
+            # of work from 1597; tests/data/fixes matmul_tf32); a user's own tl.dot keeps its operand loads
+            relieves.update(l1=0.0, lsu=0.0)
+            ev.append("a library kernel: its TF32 path here is warpgroup MMA, which reads the operand tiles from "
+                      "shared memory without the loads into registers this kernel issues")
+        out.append(ctx.cause("no-tensor-cores", saving, ev, matmul_text[:2] or hot[:1], relieves=relieves))
     # warp-level MMA only: HMMA in the instruction mix and no wgmma; or, without the mix, on Hopper, a busy tensor
     # pipe that ran no wgmma instruction (its other work there is mma.sync; Blackwell's tcgen05 MMAs are not
     # counted by that metric, so there only the mix tells)
@@ -94,15 +102,31 @@ def mma_paths(ctx: Context) -> list[Cause]:
         if ctx.other is not None and (ctx.other.f.wgmma_insts or 0) > 0 and ctx.other.util("tensor_pct") > 0:
             eff, whose = ctx.other.util("tensor_pct"), "B's"
         new = t * tensor * r / eff
+        serial = ""
+        xu = ctx.util("xu_pct")
+        if ctx.other is None and xu > 0:
+            # alone: a wgmma attention kernel overlaps its softmax's exps with its MMAs only in part (cuDNN's forward
+            # on the H200 ran at tensor + XU busy = 101-110 %, d64 and d128: tests/data/fixes), so the fixed kernel
+            # takes at least the MMAs at wgmma's rate plus the exps, over SERIAL_OVERLAP
+            both = (t * tensor * r + t * xu) / SERIAL_OVERLAP
+            if both > new:
+                new = both
+                serial = (f"; its exps (XU {pct(xu)} busy, {t * xu:.1f} us of work) overlap the MMAs only in part in "
+                          f"wgmma kernels (cuDNN: tensor + XU busy 101-110 %), so at least {new:.1f} us")
         mma_lines = [ln for ln in ctx.lines if ln.has("HMMA")]
         what = (f"{ctx.f.hmma:.3g} HMMA (mma.sync) instructions and no wgmma" if by_mix else
                 "no wgmma instruction (sm__inst_executed_pipe_tensor_op_gmma = 0) while the tensor pipe works: "
                 "its matrix work is warp-level mma.sync")
         ev = [f"{what} on a compute capability {ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {pct(tensor)} busy",
               f"mma.sync's rate is {r:.2f}x wgmma's here; at {whose} {pct(eff)} tensor efficiency the same work "
-              f"takes {new:.1f} us"]
+              f"takes {t * tensor * r / eff:.1f} us{serial}"]
         out.append(ctx.cause("legacy-mma", t - new, ev, top(mma_lines, lambda ln: ln.samples, 2)))
     return out
+
+
+#: tensor + XU busy of a wgmma attention kernel over the kernel's time (cuDNN's forward on the H200: 1.10 at d128,
+#: 1.01 at d64): how much of its exps its MMAs hide
+SERIAL_OVERLAP = 1.05
 
 
 def _fma_over_tensor(ctx: Context) -> float:

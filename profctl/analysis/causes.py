@@ -29,6 +29,9 @@ from profctl.analysis.floor import Floor, floor_of
 
 #: a cause whose bounded saving is under this share of the kernel's time is noise, not a fault
 NOISE = 0.03
+#: the binding unit of a kernel at its roof -> the catalog's roof cause the verdict stands for
+ROOF_IDS = {"dram": "dram-bound", "l2": "dram-bound", "tensor": "compute-bound", "fma": "compute-bound",
+            "alu": "compute-bound", "fp64": "compute-bound", "xu": "sfu-bound"}
 
 
 @dataclass
@@ -44,6 +47,13 @@ class Diagnosis:
     def healthy(self) -> bool:
         """At the roof of its binding unit with no cause that removes work from that unit."""
         return bool(self.floor is not None and self.floor.at_roof and not self.causes)
+
+    @property
+    def roof(self) -> str | None:
+        """At a roof: the catalog's id for it (dram-bound, compute-bound, sfu-bound), which the verdict names."""
+        if self.floor is None or not self.floor.at_roof or self.floor.binding is None:
+            return None
+        return ROOF_IDS.get(self.floor.binding.key)
 
     def verdict(self) -> str | None:
         if self.floor is None or not self.floor.units:
@@ -114,6 +124,12 @@ def diagnose_one(p: Any, roofs: Any = None, floor: Floor | None = None) -> Diagn
     if not found and not slack and t and not (fl is not None and fl.at_roof):
         fallback = cause_rules.latency_bound(ctx)
         if fallback is not None:
+            if fl is not None and fl.units and fl.binding is not None:
+                # nothing specific: what removing the latency could give back is the distance to the practical best
+                fallback.saving_us = max(t - fl.attainable_us, 0.0)
+                fallback.floor_after_us = fl.attainable_us
+                fallback.evidence.append(f"the {fl.binding.label}'s practical best is {fl.attainable_us:.1f} us: "
+                                         "hiding the latency could give back at most the rest")
             found.append(fallback)
     return Diagnosis(fl, found, slack)
 

@@ -181,22 +181,34 @@ class Floor:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def l2_carries_dram(self) -> bool:
+        """The L2 is the busiest memory unit with DRAM about as busy: its load is DRAM's traffic passing through."""
+        l2, dram = self.get("l2"), self.get("dram")
+        if l2 is None or dram is None:
+            return False
+        top = max(self.units, key=lambda u: u.attainable_us)
+        return top.key == "l2" and dram.attainable_us >= L2_CARRIES_DRAM * l2.attainable_us
+
+    def _practical(self, u: UnitFloor) -> float:
+        """A unit's practical best; an L2 carrying DRAM's traffic counts at its full peak (DRAM sets the pace)."""
+        return u.floor_us if u.key == "l2" and self.l2_carries_dram else u.attainable_us
+
+    @property
     def binding(self) -> UnitFloor | None:
         if not self.units:
             return None
-        b = max(self.units, key=lambda u: u.attainable_us)
-        dram = self.get("dram")
-        if b.key == "l2" and dram is not None and dram.attainable_us >= L2_CARRIES_DRAM * b.attainable_us:
-            return dram
-        return b
+        return max(self.units, key=self._practical)
 
     @property
     def floor_us(self) -> float:
-        return max((u.floor_us for u in self.units), default=0.0)
+        """The binding unit's time at 100 % of its peak."""
+        b = self.binding
+        return b.floor_us if b is not None else 0.0
 
     @property
     def attainable_us(self) -> float:
-        return max((u.attainable_us for u in self.units), default=0.0)
+        """The binding unit's practical best: the least time kernels reach for this work."""
+        return max((self._practical(u) for u in self.units), default=0.0)
 
     @property
     def pct_of_attainable(self) -> float:
@@ -219,7 +231,7 @@ class Floor:
         remaining = remaining or {}
         best: tuple[float, UnitFloor | None] = (0.0, None)
         for u in self.units:
-            t = u.attainable_us * min(max(remaining.get(u.key, 1.0), 0.0), 1.0)
+            t = self._practical(u) * min(max(remaining.get(u.key, 1.0), 0.0), 1.0)
             if t > best[0]:
                 best = (t, u)
         return best

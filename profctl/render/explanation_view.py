@@ -69,8 +69,9 @@ def cause_blocks(e: Explanation) -> list[tuple[str, list[str]]]:
     for i, c in enumerate(e.causes, 1):
         share = f" ({100 * c.saving_us / total:.0f}% {what})" if total else ""
         head = f"{i}. {c.id}: {c.title}" + (f" at {c.where()}" if c.lines else " (the kernel as a whole)")
-        saves = "not predicted" if c.id == "latency-bound" else f"saves about {c.saving_us:,.1f} us{share}"
-        if c.id != "latency-bound" and c.fixed_us is not None:
+        unpredicted = c.id == "latency-bound" and not c.saving_us
+        saves = "not predicted" if unpredicted else f"saves about {c.saving_us:,.1f} us{share}"
+        if not unpredicted and c.fixed_us is not None:
             saves += f": fixed, about {c.fixed_us:,.1f} us" + (
                 f" (its floor after the fix: {c.floor_after_us:,.1f} us)" if c.floor_after_us else "")
         if c.ncu_us is not None:
@@ -124,7 +125,7 @@ def _headline_cause(e: Explanation) -> str | None:
     if not e.causes:
         return None
     c = e.causes[0]
-    if c.id == "latency-bound":
+    if c.id == "latency-bound" and not c.saving_us:
         return f"cause: {c.title} ({c.evidence[0] if c.evidence else ''})"
     total, what = _out_of(e)
     share = f", {100 * c.saving_us / total:.0f}% {what}" if total else ""

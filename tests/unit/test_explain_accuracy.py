@@ -45,7 +45,10 @@ def _score(pid: str) -> dict[str, Any]:
     p = next(x for x in SCORED if x["id"] == pid)
     a, b = _pair(p)
     found = causes.gap_causes(a, b)
-    alone = [c.id for c in causes.kernel_causes(a)[:2]]
+    d = causes.diagnose_one(a)
+    # alone: the first two causes, or the roof the verdict names first (a three-pass softmax at the DRAM roof:
+    # "nothing to fix but moving fewer bytes")
+    alone = [c.id for c in d.causes[:2]] + ([d.roof] if d.roof else [])
     first = found[0] if found else None
     gap = p["time_a_us"] - p["time_b_us"]
     planted = next((c for c in found if c.id == p["cause"]), None)
