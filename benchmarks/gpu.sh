@@ -201,6 +201,28 @@ step_explain_live() {  # issue 43: the floor, the bounds and the kernel choice l
   cp -r $R "$D/runs" 2>/dev/null; find "$D/runs" -name '*.ncu-rep' -size +3M -delete 2>/dev/null
   pack explain_live
 }
+step_explain_unseen() {  # issue 43: explain alone on kernels none of its tests hold (eager's cuBLAS GEMMs and softmax,
+  # SDPA's efficient backend), verdicts and first causes into $OUT/explain_unseen.tgz
+  local R=/tmp/unseen_runs D="$OUT/explain_unseen"
+  mkdir -p "$D"
+  timeout -s INT "$(lim 200)" $P ncu --recipe explain -b eager,sdpa-efficient -s 4096 --heads 32 \
+      --clock-control none --reports $R -f markdown > "$D/ncu.md" 2>&1; tail -3 "$D/ncu.md"
+  $P report latest --reports $R -f json -o "$D/report.json" > /dev/null 2>&1
+  python3 - "$D/report.json" > "$D/names.txt" <<'PY' || true
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in d.get("kernels", []):
+    print(k.get("short_name") or k.get("name"))
+PY
+  sort -u "$D/names.txt" | head -20
+  local i=0
+  for k in $(sort -u "$D/names.txt" | head -8); do
+    i=$((i + 1))
+    $P explain latest --reports $R --kernel "^$k\$" -f json -o "$D/alone_$i.json" > /dev/null 2>&1
+    $P explain latest --reports $R --kernel "^$k\$" 2>&1 | grep -E "^(A:|verdict|first cause|profctl: error)" | head -4
+  done
+  pack explain_unseen
+}
 step_fixes_record() {  # issue 43's real fixes and healthy kernels, plain ncu (tests/data/fixes/record.sh; FIX_GROUPS)
   DEADLINE=$(lim ${FIX_DEADLINE:-540}) bash tests/data/fixes/record.sh "$OUT/fixes" ${FIX_STEPS:-} > "$OUT/fixes.txt" 2>&1
   tail -8 "$OUT/fixes.txt"

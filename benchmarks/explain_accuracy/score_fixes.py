@@ -54,7 +54,7 @@ def score(data: Path) -> dict[str, Any]:
                                "time_a_us": f["time_a_us"], "time_b_us": f["time_b_us"],
                                "realized_us": f["time_a_us"] - f["time_b_us"]}
         if not a:
-            row["error"] = "no launch recorded in measure/%s.a" % f["id"]
+            row["error"] = f"no launch recorded in measure/{f['id']}.a"
             fixes.append(row)
             continue
         k = max(a, key=lambda p: p.duration_ns or 0)
@@ -101,7 +101,8 @@ def score(data: Path) -> dict[str, Any]:
                    causes=[(c.id, round(c.saving_us, 1)) for c in d.causes[:3]])
         healthy.append(row)
     return {"fixes": fixes, "healthy": healthy, "device": times.get("device"),
-            "within": sum(r.get("within", False) for r in fixes), "advised": sum(r.get("advised", False) for r in fixes),
+            "within": sum(r.get("within", False) for r in fixes),
+            "advised": sum(r.get("advised", False) for r in fixes),
             "n_fixes": len(fixes), "roof_first": sum(r.get("roof_first", False) for r in healthy),
             "n_healthy": len(healthy),
             "faults_over_10pct": sum((r.get("worst_fault_pct") or 0) > 10 for r in healthy)}
@@ -131,8 +132,8 @@ def markdown(s: dict[str, Any]) -> str:
     for r in s["fixes"]:
         first = r.get('first') or ('healthy' if r.get('healthy') else '-')
         out.append(f"| {r['id']} | {r['cause']} | {first} ({r.get('first_saving_us', 0):.0f}) | "
-                   f"{r.get('predicted_scaled_us', '-')} | {r['realized_us']:.1f} | {'yes' if r.get('within') else 'no'}"
-                   f" | {'yes' if r.get('advised') else 'no'} |")
+                   f"{r.get('predicted_scaled_us', '-')} | {r['realized_us']:.1f} | "
+                   f"{'yes' if r.get('within') else 'no'} | {'yes' if r.get('advised') else 'no'} |")
     out += ["", f"Healthy kernels alone: the roof first in {s['roof_first']} of {s['n_healthy']}; a fault predicted to "
             f"save over 10 % in {s['faults_over_10pct']}.", "",
             "| kernel | binding unit | % of practical best | verdict first | largest fault |", "|---|---|---|---|---|"]

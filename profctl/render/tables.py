@@ -13,6 +13,7 @@ import csv
 import io
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,110 @@ def elide_rows(rows: list[dict[str, Any]], width: int = NAME_WIDTH) -> tuple[lis
     return out, [f"[{n}] {name}" for name, n in notes.items()]
 
 
-def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
+#: columns a narrow terminal leaves out first, in this order (then from the right; never the first column nor a
+#: name): what is said elsewhere (tool, an empty range), spreads beside their median, rates beside their times
+LOW_VALUE = ("tool", "range", "domain", "style", "noise floor", "SM MHz", "of roof", "% peak", "base TFLOP/s",
+             "new TFLOP/s", "TFLOP/s change", "command", "duration", "label", "points", "min", "max", "med", "class",
+             "GPU ops", "peak mem", "case", "pass", "TFLOP/s", "CI", "kind")
+#: a cell this short stays on one line (a date, a GPU's name, a status)
+SHORT = 20
+#: the longest word kept whole (a longer one, a path, may fold)
+WORD_MAX = 40
+#: the narrowest a name column is elided to before other columns are left out
+NAME_MIN = 28
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a table's columns fit a terminal `width` columns wide: the columns kept with their widths (None: as
+    wide as their text; no fitting was needed), those left out, and the width long names are elided to."""
+
+    width: int | None = None
+    widths: dict[str, int | None] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+    name_width: int = NAME_WIDTH
+
+    def note(self) -> str | None:
+        """The line said under a table that left columns out."""
+        if not self.dropped:
+            return None
+        return (f"(not shown in {self.width} columns: {', '.join(self.dropped)}; a wider terminal or -f markdown "
+                "shows them)")
+
+
+def _cells(rows: list[dict[str, Any]], c: str) -> list[str]:
+    return [str(r.get(c, "")) for r in rows]
+
+
+def _whole(cell: str) -> bool:
+    """A cell that never wraps: a number (with its unit), one word, a short text."""
+    return len(cell) <= SHORT or not any(ch.isspace() for ch in cell) or bool(_NUMBER.match(cell.strip()))
+
+
+def _min_width(rows: list[dict[str, Any]], c: str) -> int:
+    """The narrowest column `c` can be: a number never wraps or is cut, nor does a word of the header or a cell
+    (up to WORD_MAX), nor a short cell."""
+    need = [len(w) for w in c.split()] or [1]
+    for cell in _cells(rows, c):
+        if _NUMBER.match(cell.strip()):
+            need.append(len(cell))
+        elif _whole(cell):
+            need.append(min(len(cell), WORD_MAX))
+        else:
+            need += [min(len(w), WORD_MAX) for w in cell.split()]
+    return max(need)
+
+
+def fit_columns(rows: list[dict[str, Any]], width: int | None, drop: tuple[str, ...] = LOW_VALUE) -> Fit:
+    """Which columns of `rows` a terminal `width` columns wide shows, and how wide each is, so that numbers never
+    wrap or are cut and words are not split: long names are elided (down to NAME_MIN), then columns are left out,
+    empty ones first, then those in `drop`, then from the right (never the first column or a name), and the room
+    left goes to names and text. None for `width`: no fitting (a pipe or a file gets whole lines)."""
+    cols = columns(rows)
+    if width is None or not rows:
+        return Fit()
+    names = [c for c in cols if c in NAME_COLUMNS]
+    elided, _ = elide_rows(rows)
+    natural = {c: max([len(c), *(len(x) for x in _cells(elided, c))]) for c in cols}
+    least = {c: min(natural[c], NAME_MIN) if c in names else _min_width(rows, c) for c in cols}
+
+    def need(keep: list[str], sizes: dict[str, int]) -> int:  # rich's heavy box: a bar and a space each side
+        return sum(sizes[c] for c in keep) + 3 * len(keep) + 1
+
+    if need(cols, natural) <= width:
+        return Fit(width=width, widths=dict.fromkeys(cols))
+    empty = [c for c in cols if all(x.strip() in ("", "-") for x in _cells(rows, c))]
+    rest = [c for c in reversed(cols) if c not in drop]
+    key = None if names else cols[0]  # the row's name: its kernel, else the first column (a run, a range)
+    order = [c for c in dict.fromkeys([*empty, *[d for d in drop if d in cols], *rest])
+             if c != key and c not in names]
+    keep = list(cols)
+    while need(keep, least) > width and order:
+        keep.remove(order.pop(0))
+    sizes = {c: least[c] for c in keep}
+    slack = width - need(keep, sizes)
+    for c in names:  # names first get their room back, then text columns share what is left
+        if c in sizes:
+            more = max(0, min(slack, natural[c] - sizes[c]))
+            sizes[c] += more
+            slack -= more
+    growing = [c for c in keep if sizes[c] < natural[c]]
+    while slack > 0 and growing:
+        for c in list(growing):
+            if slack <= 0:
+                break
+            sizes[c] += 1
+            slack -= 1
+            if sizes[c] >= natural[c]:
+                growing.remove(c)
+    name_width = min((sizes[c] for c in names if c in sizes), default=NAME_WIDTH)
+    return Fit(width=width, widths=dict(sizes), dropped=tuple(c for c in cols if c not in keep),
+               name_width=name_width)
+
+
+def rich_table(title: str, rows: list[dict[str, Any]], fit: Fit | None = None) -> Any:
+    """A rich table of `rows`; with `fit` (fit_columns), only the columns it keeps, at its widths, and a caption
+    naming those left out."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -110,21 +214,33 @@ def rich_table(title: str, rows: list[dict[str, Any]]) -> Any:
         t.add_column("(none)")
         return t
     nums = numeric_columns(rows)
-    for c in columns(rows):
-        t.add_column(c, justify="right" if c in nums else "left", overflow="fold",
+    cols = [c for c in columns(rows) if fit is None or not fit.widths or c in fit.widths]
+    for c in cols:
+        w = fit.widths.get(c) if fit is not None else None
+        t.add_column(c, justify="right" if c in nums else "left", overflow="fold", width=w,
                      no_wrap=c in NAME_COLUMNS)
     for r in rows:
-        t.add_row(*[escape(str(r.get(c, ""))) for c in columns(rows)])
+        t.add_row(*[escape(str(r.get(c, ""))) for c in cols])
     return t
 
 
+def terminal_width(con: Any) -> int | None:
+    """The width a table must fit on `con`: a terminal's; None for a pipe or a file (whole lines there)."""
+    if not getattr(con, "is_terminal", False) or isinstance(con, _wide_console()):
+        return None
+    return int(con.width)
+
+
 def print_table(con: Any, title: str, rows: list[dict[str, Any]], *, more: int = 0) -> None:
-    """A rich table with long names elided and their full names as footnotes under it; `more` rows left out
-    (by --limit) are said under it too."""
+    """A rich table fitted to the terminal (fit_columns: columns left out are said under it), long names elided
+    and their full names as footnotes under it; `more` rows left out (by --limit) are said under it too."""
     from rich.markup import escape
 
-    shown, notes = elide_rows(rows)
-    con.print(rich_table(title, shown))
+    fit = fit_columns(rows, terminal_width(con))
+    shown, notes = elide_rows(rows, fit.name_width)
+    con.print(rich_table(title, shown, fit))
+    if fit.note():
+        con.print(escape(f"  {fit.note()}"), soft_wrap=True, style="dim")
     for n in notes:
         con.print(escape(f"  {n}"), soft_wrap=True, style="dim")
     if more > 0:

@@ -251,3 +251,35 @@ def test_compare_real_cpu_benches(runner: CliRunner, tmp_path: Path) -> None:
         assert r.exit_code == 1 and verdict == "slower", r.output
     else:  # times spread over more than 1.5x between quartiles: the interval may honestly be too wide to call
         assert verdict in ("slower", "inconclusive") and r.exit_code == (1 if verdict == "slower" else 0), r.output
+
+
+def test_two_ncu_reports_pair_by_kernel_name_when_one_has_no_ranges() -> None:
+    """Issue 39, item 4: a plain ncu report (no NVTX) against a profctl-made one (ranges) had 'no kernel in common'
+    though flash_fwd_kernel is in both; now paired by name, said, and the single launches judged by their one
+    duration each (not 'not judged', not 'written before profctl kept them')."""
+    from typer.testing import CliRunner
+
+    from profctl.cli import app
+
+    h100 = Path(__file__).resolve().parents[1] / "data" / "h100-sm90"
+    r = CliRunner().invoke(app, ["compare", str(h100 / "flash_sol.ncu-rep.gz"), str(h100 / "attn_tc.ncu-rep.xz"),
+                                 "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    rows = [x for x in doc["rows"] if x["kernel"] == "flash_fwd_kernel"]
+    assert len(rows) == 1 and rows[0]["verdict"] in ("unchanged", "faster", "slower")
+    assert rows[0]["method"] == "single launch"
+    assert any("paired by kernel name" in w for w in doc["warnings"])
+    assert "written before profctl kept them" not in doc["method"] and "ncu measures each launch once" in doc["method"]
+
+
+def test_no_kernel_in_common_lists_names_with_an_ellipsis(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from profctl.cli import app
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    r = CliRunner().invoke(app, ["compare", str(data / "pairs" / "pairs_cuda_mem.ncu-rep.xz"),
+                                 str(data / "pairs" / "pairs_cuda_exec.ncu-rep.xz")])
+    assert r.exit_code == 6
+    assert "more)" in r.output and "no kernel in common" in r.output

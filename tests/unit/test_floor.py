@@ -174,12 +174,12 @@ def test_same_time_pairs_say_so_first_and_give_each_kernels_own_causes() -> None
 
 def test_a_pattern_matching_two_kernel_names_is_refused_unless_one_is_named_exactly() -> None:
     ps = list(_profiles(DATA / "pairs/pairs_cuda_exec.ncu-rep.xz"))
-    with pytest.raises(UsageError, match="matches 2 different kernels.*smooth_tree_barriers, smooth_warp_shuffles"):
+    with pytest.raises(UsageError, match=r"matches 2 different kernels.*smooth_tree_barriers, smooth_warp_shuffles"):
         select(ps, "smooth_", "r")
-    k, note = select(ps, "smooth_tree_barriers", "r")
+    k, _ = select(ps, "smooth_tree_barriers", "r")
     assert k.base_name == "smooth_tree_barriers"
     mixed = list(_profiles(DATA / "pairs/pairs_triton_attn.ncu-rep.xz"))
     names = {p.base_name for p in mixed}
     assert {"attn_fwd_stages1", "attn_fwd_stages3"} <= names
-    k, note = select(mixed, "attn_fwd_stages1", "r")
+    k, _ = select(mixed, "attn_fwd_stages1", "r")
     assert k.base_name == "attn_fwd_stages1"

@@ -46,7 +46,7 @@ def test_a_fix_that_removes_one_cause_is_set_against_what_it_realized(pid: str, 
 
 
 def test_several_causes_going_away_together_are_said_and_not_tallied(tmp_path: Path) -> None:
-    a, b, p = _pair("gemv_rows")
+    _, b, _ = _pair("gemv_rows")
     pred = {"causes": [{"id": "uncoalesced-global", "saving_us": 200.0}, {"id": "tail-effect", "saving_us": 80.0}]}
     outs, lines = predictions.close_loop(pred, 284.1, 65.4, diagnose_one(b))
     assert len(outs) == 2 and all(o.realized_us is None for o in outs)

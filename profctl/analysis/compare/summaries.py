@@ -136,10 +136,18 @@ def _combined(es: list[_Entry]) -> _Entry:
                   bare=sum(e.bare for e in es), cpu=any(e.cpu for e in es))
 
 
+#: an ncu report's one duration of a launch moves by about this much between recordings with the clocks left free
+#: (--clock-control none: the same kernels ran at 1653-1786 MHz under ncu on the H200, tests/data/fixes and pairs);
+#: a single launch is judged against the larger of it and the threshold
+NCU_SINGLE_SPREAD = 0.05
+
+
 def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, threshold: float,
-                  confidence: float, resamples: int, floors: Floors, noise: RunNoise) -> RowResult:
+                  confidence: float, resamples: int, floors: Floors, noise: RunNoise, tool: str | None = None
+                  ) -> RowResult:
     """One kernel (op) over the runs of both sides: not judged, an interval over runs and instances, or a plain
-    threshold."""
+    threshold; an ncu report's single launches by their one duration each (ncu replays a launch to measure it, so
+    one launch is all there is)."""
     b, n = _combined(bs), _combined(ns)
     usable = [_usable(e, key[1]) for e in (*bs, *ns)]
     sb = [u[0] for u in usable[:len(bs)]]
@@ -157,6 +165,14 @@ def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, th
     fewest_b = min(len(x or ()) for x in sb) if bootstrap else rr.n_base
     fewest_n = min(len(x or ()) for x in sn) if bootstrap else rr.n_new
     why = _not_judged(b, n, fewest_b, fewest_n, key[1], floors)
+    if why is not None and tool == "ncu" and why.endswith(f"fewer than {floors.samples}") and rr.ratio is not None:
+        band = max(threshold, NCU_SINGLE_SPREAD)
+        rr.method = "single launch"
+        rr.verdict, _ = decide(rr.ratio, None, None, band)
+        rr.notes.append(f"{b.count} vs {n.count} launch(es): ncu's one duration each, judged against ±"
+                        f"{band * 100:g}% (no interval: ncu measures a launch once; its durations move about "
+                        f"{NCU_SINGLE_SPREAD * 100:g}% between recordings with free clocks)")
+        return rr
     if why is not None:
         rr.verdict = "not judged"
         rr.notes.insert(0, why)
@@ -182,6 +198,37 @@ def pair_summary(key: tuple[str, str], bs: list[_Entry], ns: list[_Entry], *, th
     return rr
 
 
+def _names(index: dict[tuple[str, str], list[_Entry]], n: int = 3) -> str:
+    names = sorted({v[0].short for v in index.values()})
+    if not names:
+        return "none"
+    return ", ".join(names[:n]) + (f", ... ({len(names) - n} more)" if len(names) > n else "")
+
+
+def _by_name_where_ranges_are_missing(bi: dict[tuple[str, str], list[_Entry]], ni: dict[tuple[str, str], list[_Entry]]
+                                      ) -> tuple[dict[tuple[str, str], list[_Entry]],
+                                                 dict[tuple[str, str], list[_Entry]], str]:
+    """Where one side's kernels carry NVTX ranges and the other's none (a profctl run against a plain ncu report),
+    pair them by kernel name alone, each side's ranges pooled; the indexes unchanged and '' otherwise."""
+    ranged_b, ranged_n = any(k[1] for k in bi), any(k[1] for k in ni)
+    if ranged_b == ranged_n:
+        return bi, ni, ""
+
+    def pooled(ix: dict[tuple[str, str], list[_Entry]]) -> dict[tuple[str, str], list[_Entry]]:
+        out: dict[tuple[str, str], list[_Entry]] = {}
+        for (name, _), es in ix.items():
+            out.setdefault((name, ""), []).extend(es)
+        return out
+
+    pb, pn = pooled(bi), pooled(ni)
+    shared = [k for k in pb if k in pn]
+    if not shared:
+        return bi, ni, ""
+    who = "base" if ranged_b else "new"
+    return pb, pn, (f"paired by kernel name: {who}'s kernels carry NVTX ranges and the other side's none "
+                    f"({len(shared)} kernel name(s) in common; each side's ranges pooled)")
+
+
 def _geo(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -198,6 +245,10 @@ def summary_method(rows: list[RowResult], threshold: float, confidence: float, r
                 f"({resamples} resamples)")
     plain = (f"median kernel time, plain ±{threshold * 100:g}% threshold: no confidence interval (a summary "
              "without per-instance samples, written before profctl kept them)")
+    single = sum(r.method == "single launch" for r in judged)
+    if single:
+        plain = (f"ncu's one duration per launch against ±{max(threshold, NCU_SINGLE_SPREAD) * 100:g}% (ncu "
+                 "measures each launch once: no interval)")
     if judged and boot == len(judged):
         what = interval
     elif boot:
@@ -242,16 +293,21 @@ def compare_summaries(base: Side, new: Side, *, threshold: float, confidence: fl
     ni = group_index([_summary(r) for r in new.runs])
     common = [k for k in bi if k in ni]
     if not common:
-        ex_b = ", ".join(sorted({v[0].short for v in bi.values()})[:3]) or "none"
-        ex_n = ", ".join(sorted({v[0].short for v in ni.values()})[:3]) or "none"
-        raise NotComparable(f"not comparable: no kernel in common (base: {ex_b}; new: {ex_n})")
+        bi, ni, said = _by_name_where_ranges_are_missing(bi, ni)
+        common = [k for k in bi if k in ni]
+        if said:
+            warnings.append(said)
+    if not common:
+        raise NotComparable(f"not comparable: no kernel in common (base: {_names(bi)}; new: {_names(ni)})")
     if reasons and not force:
         raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
     only_b, only_n = len(bi) - len(common), len(ni) - len(common)
     if only_b or only_n:
         warnings.append(f"{only_b} kernel(s) only in base and {only_n} only in new: not compared")
+    tools = {x.tool for side in (base, new) for run in side.runs for x in _summary(run).sources}
+    tool = next(iter(tools)) if len(tools) == 1 else None
     rows = [pair_summary(k, bi[k], ni[k], threshold=threshold, confidence=confidence, resamples=resamples,
-                          floors=floors, noise=noise) for k in common]
+                          floors=floors, noise=noise, tool=tool) for k in common]
     states, held = machine_checks(base, new)
     warnings += states
     if held:

@@ -500,7 +500,7 @@ CASES: list[Case] = [
          "bf16 GEMM 8192x16384x4096 (Triton, 128x128 tiles): row-major tile order -> GROUP_M=8 grouped order",
          _mm_setup, _mm_order(mm_row_major_order), _mm_order(mm_grouped_order),
          ref=lambda s: s["a"].float() @ s["b"].float(), tol=1e-2, triton=True, alt=("dram-bound",)),
-    Case("matmul_tf32", "fix", "mm", "no-tensor-cores",
+    Case("matmul_tf32", "fix", "mm3", "no-tensor-cores",
          "torch fp32 matmul 4096^3: allow_tf32=False (FFMA SGEMM) -> allow_tf32=True (TF32 tensor cores)",
          _gemm_setup(4096, 4096, 4096, torch.float32),
          _a_name(lambda s: _tf32(False, lambda: s["a"] @ s["b"]), "matmul_fp32_ieee"),

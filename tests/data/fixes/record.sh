@@ -2,7 +2,7 @@
 # Checks, times and records the real fixes and healthy kernels of fixes.py with PLAIN Nsight Compute, on the GPU
 # machine:
 #     bash tests/data/fixes/record.sh OUTDIR [STEP...]
-# STEPs (default all): check time ncu csv. FIX_GROUPS (default: mm mm2 attn mem healthy_mm healthy_mem) picks the ncu
+# STEPs (default all): check time ncu csv. FIX_GROUPS (default: mm mm2 mm3 attn mem healthy_mm healthy_mem) picks the ncu
 # groups; NCU (default ncu), PYTHON (default python3), DEADLINE (seconds, default 540) come from the environment.
 # Never touches the clocks (--clock-control none). Each step runs under a timeout and a failing step does not stop
 # the others; the script stays inside DEADLINE and always ends by writing OUTDIR/fixes.tar.xz: every report
@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 NCU=${NCU:-ncu}
 DEADLINE=${DEADLINE:-540}
 PY=${PYTHON:-python3}
-GROUPS_=${FIX_GROUPS:-mm mm2 attn mem healthy_mm healthy_mem}
+GROUPS_=${FIX_GROUPS:-mm mm2 mm3 attn mem healthy_mm healthy_mem}
 export PYTHONUNBUFFERED=1
 W=$(mktemp -d)
 cd "$W" || exit 1
