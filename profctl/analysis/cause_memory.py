@@ -139,7 +139,7 @@ def l2_dram(ctx: Context) -> list[Cause]:
             ev.append(f"the same global loads and stores ({req_a:.3g} against {req_b:.3g} sectors asked of the "
                       f"caches) but {mine / other:.1f}x the DRAM traffic (L2 hit rate {hit or 0:.0f}% against B's "
                       f"{hb or 0:.0f}%): data the loads reuse is evicted before its reuse")
-            out.append(ctx.cause("l2-thrashing", saving, ev, loads))
+            out.append(ctx.cause("l2-thrashing", saving, ev, loads, relieves=_rereads_only(ctx)))
         else:
             if req_a and req_b:
                 ev.append(f"A asks the caches for {req_a / req_b:.1f}x B's global sectors: it reads more (more "
@@ -152,7 +152,7 @@ def l2_dram(ctx: Context) -> list[Cause]:
         ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {pct(dram)} and memory setting {pct(memory_bound(ctx))} of the "
                f"time, and the kernel re-reads its data: {reuse}"]
         loads = top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
-        out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads))
+        out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads, relieves=_rereads_only(ctx)))
     if dram >= 0.6:
         left = t * max(1 - dram / 0.9, 0.0)
         ev = [f"DRAM at {pct(dram)} of its peak ({(mine or 0) / 1e6:.1f} MB): little is left but moving fewer bytes"]
@@ -164,18 +164,29 @@ def l2_dram(ctx: Context) -> list[Cause]:
     return out
 
 
+def _rereads_only(ctx: Context) -> dict[str, float]:
+    """What reordering for reuse can take off DRAM and L2: re-reads, never the writes (a GEMM of a small K writes
+    its output once, however its tiles are ordered): the units keep at least the write share of their traffic."""
+    r, w = ctx.f.get("dram_read"), ctx.f.get("dram_write")
+    keep = w / (r + w) if r is not None and w is not None and r + w > 0 else 0.0
+    return {"dram": keep, "l2": keep}
+
+
 def _reuse(ctx: Context) -> str:
     """Evidence that a kernel alone reads data more than once (L2 thrashing needs re-reads: a kernel that streams
     every byte once misses in L2 by design and is at the DRAM roof, not thrashing). Either its DRAM bytes exceed the
     bytes its shape must move (with a shape), or it does matrix work on the tensor cores, whose operand tiles many
     blocks read again. '' when there is no such evidence."""
     mine = ctx.f.dram_bytes
-    if ctx.roofs is not None and ctx.roofs.get("dram") is not None and mine:
+    matrix = bool(ctx.f.tensor_ops or ctx.f.opcode_count(*("HMMA", "HGMMA", "IMMA", "QGMMA", "UTCHMMA")))
+    # the shape's traffic is an attention kernel's to compare with, not that of one kernel among an eager
+    # baseline's several (its softmax moves the score matrix, which the shape never counts)
+    if ctx.roofs is not None and ctx.roofs.get("dram") is not None and mine and matrix:
         need = ctx.roofs.get("dram").work
         if need and mine > 1.3 * need:
             return f"it moves {mine / 1e6:.1f} MB to and from DRAM where its shape needs {need / 1e6:.1f} MB"
         return ""
-    if ctx.f.tensor_ops or ctx.f.opcode_count(*("HMMA", "HGMMA", "IMMA", "QGMMA", "UTCHMMA")):
+    if matrix:
         return "it does matrix work (tensor-core MMAs), whose operand tiles many blocks read again"
     return ""  # (a matrix-vector product on the FMA pipe streams its matrix once: its text is no evidence)
 

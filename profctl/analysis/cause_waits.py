@@ -71,8 +71,8 @@ def _mma_wait(ctx: Context) -> Cause | None:
         c = ctx.cause("mma-not-overlapped", t * (1 - tensor / theirs), ev, lines[:2], note=note)
         c.differential = True
         return c
-    if share < 0.15 or tensor >= 0.8:
-        return None
+    if share < 0.15 or tensor >= 0.8 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.6:
+        return None  # (a busy memory system: the MMAs wait for their operands, not for want of overlap)
     return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note)
 
 

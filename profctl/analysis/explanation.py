@@ -472,7 +472,15 @@ def profile_work(p: KernelProfile, shape: str | None = None) -> Any:
                       (key.pass_ if key and key.pass_ else "fwd"))
 
 
+#: backends whose attention is several kernels (GEMMs, a softmax, elementwise): the shape's roofs are the whole
+#: op's, not any one kernel's (each kernel has its own floor from its counters)
+MULTI_KERNEL = frozenset({"eager", "sdpa-math"})
+
+
 def kernel_roofs(p: KernelProfile, shape: str | None = None) -> Roofs | None:
+    key = parse_range(p.nvtx_path) if p.nvtx_path else None
+    if shape is None and key is not None and key.backend in MULTI_KERNEL:
+        return None
     work = profile_work(p, shape)
     return attention_roofs(work, p.device) if work is not None else None
 

@@ -197,6 +197,8 @@ class Floor:
     def binding(self) -> UnitFloor | None:
         if not self.units:
             return None
+        if self.l2_carries_dram:
+            return self.get("dram")
         return max(self.units, key=self._practical)
 
     @property

@@ -65,6 +65,9 @@ class TimelineDiff:
     path_a: dict[str, int] = field(default_factory=dict)
     path_b: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: the CTAs' warp counts differ: scope sizes are per CTA and warp (the sentence saying so, first)
+    per_warp: bool = False
+    per_warp_words: str = ""
 
     @property
     def lost(self) -> list[OverlapChange]:
@@ -77,6 +80,8 @@ class TimelineDiff:
     def summary(self) -> list[str]:
         """The answer in a few lines: the CTA span, the scope that grew most (and shrank most), overlaps lost."""
         out = []
+        if self.per_warp:
+            out.append(self.per_warp_words)
         if self.span_a and self.span_b:
             out.append(f"CTA span: {self.span_a:,.0f} -> {self.span_b:,.0f} cycles "
                        f"({(self.span_b / self.span_a - 1) * 100:+.1f} %)")
@@ -84,10 +89,10 @@ class TimelineDiff:
         shrank = [s for s in self.scopes if s.delta < 0]
         if grew:
             g = max(grew, key=lambda s: s.delta)
-            out.append(f"grew most: {g.name} {_change(g)}")
+            out.append(f"grew most: {g.name} {_change(g, self.per_warp)}")
         if shrank:
             s_ = min(shrank, key=lambda s: s.delta)
-            out.append(f"shrank most: {s_.name} {_change(s_)}")
+            out.append(f"shrank most: {s_.name} {_change(s_, self.per_warp)}")
         for o in self.lost[:3]:
             out.append(f"overlap lost: {o.a} while {o.b} runs on another warp {o.before * 100:.0f} % -> "
                        f"{o.after * 100:.0f} % of {o.a}'s time")
@@ -110,26 +115,31 @@ class TimelineDiff:
         return d
 
 
-def _change(s: ScopeChange) -> str:
+def _change(s: ScopeChange, per_warp: bool = False) -> str:
     r = s.ratio
     pct = f" ({(r - 1) * 100:+.1f} %)" if r is not None else " (new)"
-    return f"{s.a_cycles_per_cta or 0:,.0f} -> {s.b_cycles_per_cta or 0:,.0f} cycles per CTA{pct}"
+    unit = "cycles per CTA and warp" if per_warp else "cycles per CTA"
+    return f"{s.a_cycles_per_cta or 0:,.0f} -> {s.b_cycles_per_cta or 0:,.0f} {unit}{pct}"
 
 
-def _per_cta(k: KernelTimeline, name: str) -> float | None:
+def _per_cta(k: KernelTimeline, name: str, per_warp: bool = False) -> float | None:
+    """A scope's cycles per CTA (its total over the CTAs); `per_warp`: per CTA and warp, for kernels whose CTAs
+    have different warp counts (8 warps doing a softmax take twice the warp-cycles of 4 doing the same)."""
     s = k.scope(name)
     if s is None:
         return None
-    return s.total_cycles / k.ctas if k.ctas else float(s.total_cycles)
+    per = s.total_cycles / k.ctas if k.ctas else float(s.total_cycles)
+    return per / k.warps if per_warp and k.warps else per
 
 
 def compare(a: KernelTimeline, b: KernelTimeline, *, a_label: str = "A", b_label: str = "B") -> TimelineDiff:
     """B against A, scope by scope and overlap by overlap."""
     names = [s.name for s in a.scopes] + [s.name for s in b.scopes if a.scope(s.name) is None]
+    per_warp = bool(a.warps and b.warps and a.warps != b.warps)
     scopes = []
     for n in names:
         sa, sb = a.scope(n), b.scope(n)
-        scopes.append(ScopeChange(n, _per_cta(a, n), _per_cta(b, n), sa.mean_cycles if sa else None,
+        scopes.append(ScopeChange(n, _per_cta(a, n, per_warp), _per_cta(b, n, per_warp), sa.mean_cycles if sa else None,
                                   sb.mean_cycles if sb else None, sa.share if sa else None,
                                   sb.share if sb else None))
     scopes.sort(key=lambda s: -abs(s.delta))
@@ -144,7 +154,12 @@ def compare(a: KernelTimeline, b: KernelTimeline, *, a_label: str = "A", b_label
     only_b = [n for n in names if a.scope(n) is None]
     if only_a or only_b:
         d.notes.append(f"scopes in one timeline only: {', '.join(only_a + only_b)} (A: {a.kernel}, B: {b.kernel})")
-    if a.warps != b.warps or a.ctas != b.ctas:
+    if per_warp:
+        d.per_warp = True
+        d.per_warp_words = (f"A's CTAs have {a.warps} warps and B's {b.warps}: scopes compare per CTA and warp (the "
+                            "cycles a warp spends in each), not per CTA, where halving the warps would halve every "
+                            "scope")
+    elif a.ctas != b.ctas:
         d.notes.append(f"A ran {a.ctas} CTAs x {a.warps} warps, B {b.ctas} x {b.warps}: scopes compare per CTA")
     if not a.overlaps or not b.overlaps:
         d.notes.append("one side has no overlaps (Proton's tree format has no timeline): only cycles compare")

@@ -60,9 +60,16 @@ def _stalls_cell(h: HotLine, n: int = 2) -> str:
 
 
 def _first_sentence(text: str, width: int = 160) -> str:
-    cut = text.find(". ")
-    s = text[: cut + 1] if 0 < cut < width else text
-    return s if len(s) <= width else s[: width - 1] + "…"
+    """The sentence of an ncu finding that says what it found: ncu often opens with a definition ("A wave of thread
+    blocks is defined as ..."), so the first sentence with a number in it, else the first."""
+    import re
+
+    sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", text) if x.strip()]
+    if not sentences:
+        return text
+    definition = re.compile(r"\bis defined as\b|\bare defined as\b|\bmeasures\b|\brefers to\b", re.I)
+    found = next((x for x in sentences if re.search(r"\d", x) and not definition.search(x)), sentences[0])
+    return found if len(found) <= width else found[: width - 1] + "…"
 
 
 def line_rows(v: SourceView, limit: int | None = None, *, terse: bool = False) -> list[dict[str, Any]]:

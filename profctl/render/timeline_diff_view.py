@@ -39,7 +39,8 @@ def to_console(d: Any, con: Any) -> None:
     con.print(_diff_title(d), style="bold", soft_wrap=True)
     for line in d.summary():
         con.print(f"  {line}", soft_wrap=True)
-    print_table(con, "scopes (cycles per CTA, over every warp)", scope_rows(d))
+    print_table(con, "scopes (cycles per CTA and warp)" if d.per_warp else "scopes (cycles per CTA, over every warp)",
+                scope_rows(d))
     ov = overlap_rows(d)
     if ov:
         print_table(con, "overlaps that moved (A runs while B runs on another warp of the CTA)", ov)

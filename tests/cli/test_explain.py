@@ -222,3 +222,30 @@ def test_vs_picks_the_kernel_of_the_same_pass_and_a_forward_against_a_backward_i
         d = json.loads(out)
         assert code == 0 and d["causes"][0]["id"] == "legacy-mma", (a, [c["id"] for c in d["causes"]])
         assert d["a"]["nvtx"].rsplit(".", 1)[-1] == d["b"]["nvtx"].rsplit(".", 1)[-1]  # the same pass
+
+
+def test_explain_without_samples_shows_no_empty_hot_table_and_says_the_choice_first() -> None:
+    """Issue 39, item 6: a report without warp samples (the H100 tensor-core recipe) printed an 'A: hot instructions'
+    table of 0 samples; how 'flash' was chosen sat below the gap table."""
+    h100 = Path(__file__).resolve().parents[1] / "data" / "h100-sm90" / "attn_tc.ncu-rep.xz"
+    code, out, err = run("explain", str(h100), "--kernel", "flash_fwd", "--vs", "cudnn")
+    assert code == 0, err
+    assert "hot instructions" not in out and "hot lines" not in out
+    assert "premise: no warp-state samples" in out
+
+
+def test_a_finding_is_shown_by_the_sentence_that_says_what_was_found() -> None:
+    from profctl.render.source_view import _first_sentence
+
+    tail = ("A wave of thread blocks is defined as the maximum number of blocks that can be executed in parallel on the "
+            "target GPU. This kernel launch results in 1 full waves and a partial wave of 1 thread blocks. Under the "
+            "assumption of a uniform execution duration of all thread blocks, this may account for up to 50.0%.")
+    assert _first_sentence(tail).startswith("This kernel launch results in 1 full waves")
+    assert _first_sentence("Nothing measured here. Really.") == "Nothing measured here."
+
+
+def test_the_stall_advice_withholds_in_warpgroup_pipelining_above_160_registers() -> None:
+    from profctl.analysis.stalls import AT_OPCODE, REASONS
+
+    for text in (AT_OPCODE[("barrier", "WARPGROUP.DEPBAR")], REASONS["warpgroup_arrive"].fix):
+        assert "ping-pong" in text and "160 registers" in text
