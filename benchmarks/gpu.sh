@@ -221,6 +221,7 @@ PY
     $P explain latest --reports $R --kernel "^$k\$" -f json -o "$D/alone_$i.json" > /dev/null 2>&1
     $P explain latest --reports $R --kernel "^$k\$" 2>&1 | grep -E "^(A:|verdict|first cause|profctl: error)" | head -4
   done
+  for f in $R/*/profile.ncu-rep; do xz -9e -c "$f" > "$D/unseen_explain_recipe.ncu-rep.xz"; done
   pack explain_unseen
 }
 step_fixes_record() {  # issue 43's real fixes and healthy kernels, plain ncu (tests/data/fixes/record.sh; FIX_GROUPS)

@@ -179,9 +179,50 @@ def track_record(root: Path, device: str | None, cause: str) -> str | None:
             f"within 35 % of what the change realized")
 
 
+def kept_for(root: Path, report: Path) -> list[dict[str, Any]]:
+    """Every prediction kept for kernels of `report` (a report file, or a run directory's): in the run's explain
+    folder and in the store's predictions folder."""
+    report = Path(report).resolve()
+    folders = [report / "explain"] if report.is_dir() else [report.parent / "explain"]
+    folders.append(root / DIR)
+    out = []
+    for folder in folders:
+        for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                d = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+                continue
+            kept = Path(str(d.get("report", ""))).resolve()
+            if kept == report or (report.is_dir() and report in kept.parents):
+                out.append(d)
+    return out
+
+
+def in_comparison(root: Path, base: Path, rows: list[Any]) -> list[str]:
+    """For `profctl compare` of two ncu reports: each kernel of BASE that explain made a prediction for, what it
+    predicted against what the change realized (BASE's time less NEW's). No tally: a comparison has no diagnosis
+    of NEW to say which cause went away (``profctl explain BEFORE AFTER --kernel K`` does)."""
+    from profctl.kernels import match_key
+
+    kept = {match_key(str(d.get("name", ""))): d for d in kept_for(root, base)}
+    out = []
+    for r in rows:
+        d = kept.get(r.case.get("match_key", "")) if hasattr(r, "case") else None
+        if d is None or r.base_ms is None or r.new_ms is None or not d.get("causes"):
+            continue
+        first = max(d["causes"], key=lambda c: c.get("saving_us", 0))
+        realized = (r.base_ms - r.new_ms) * 1e3
+        out.append(f"explain predicted for {d['kernel']} ({str(d.get('at', ''))[:10]}): {first['id']} saves "
+                   f"{first['saving_us']:,.1f} us; this change realized {realized:,.1f} us (`profctl explain BASE NEW "
+                   f"--kernel {d['kernel']}` says which cause went away and tallies it)")
+    return out
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "kernel"
 
 
-__all__ = ["SCHEMA", "WITHIN", "Outcome", "add", "close_loop", "keep", "load", "prediction", "tally_path",
-           "track_record", "where"]
+__all__ = ["SCHEMA", "WITHIN", "Outcome", "add", "close_loop", "in_comparison", "keep", "kept_for", "load",
+           "prediction", "tally_path", "track_record", "where"]

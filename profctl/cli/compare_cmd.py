@@ -78,6 +78,10 @@ def compare(
     _warn_same_data(b, n)
     result = compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
                              floors=floors, limit=limit, noise=noise)
+    if b.kind == "summary" and not b.members:  # what explain predicted for BASE's kernels, against the change
+        from profctl import predictions, run_store
+
+        result.warnings += predictions.in_comparison(run_store.reports_root(reports), Path(b.path), result.rows)
     if format == "table" and output is not None:
         con, buf = text_console()
         compare_view.to_console(result, con)

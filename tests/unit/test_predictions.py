@@ -84,3 +84,14 @@ def test_a_report_file_is_never_written_beside(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert set(PAIRS.iterdir()) == before
     assert list((tmp_path / "predictions").glob("smooth_tree_barriers-*.json"))
+
+
+def test_compare_of_two_ncu_reports_quotes_what_explain_predicted(tmp_path: Path) -> None:
+    before, after = PAIRS / "pairs_sdpa.ncu-rep.xz", PAIRS / "profctl_sdpa_explain_recipe.ncu-rep.xz"
+    r = CliRunner().invoke(app, ["compare", str(before), str(after), "--reports", str(tmp_path), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert not [w for w in json.loads(r.output)["warnings"] if w.startswith("explain predicted")]
+    CliRunner().invoke(app, ["explain", str(before), "--kernel", "flash_fwd", "--reports", str(tmp_path)])
+    r = CliRunner().invoke(app, ["compare", str(before), str(after), "--reports", str(tmp_path), "-f", "json"])
+    said = [w for w in json.loads(r.output)["warnings"] if w.startswith("explain predicted for flash_fwd_kernel")]
+    assert len(said) == 1 and "legacy-mma saves" in said[0] and "this change realized" in said[0]

@@ -208,10 +208,11 @@ def _names(index: dict[tuple[str, str], list[_Entry]], n: int = 3) -> str:
 def _by_name_where_ranges_are_missing(bi: dict[tuple[str, str], list[_Entry]], ni: dict[tuple[str, str], list[_Entry]]
                                       ) -> tuple[dict[tuple[str, str], list[_Entry]],
                                                  dict[tuple[str, str], list[_Entry]], str]:
-    """Where one side's kernels carry NVTX ranges and the other's none (a profctl run against a plain ncu report),
-    pair them by kernel name alone, each side's ranges pooled; the indexes unchanged and '' otherwise."""
+    """Where no kernel shares a range with the other side -- one side's kernels carry NVTX ranges and the other's
+    none (a profctl run against a plain ncu report), or the two programs named their ranges differently -- pair them
+    by kernel name alone, each side's ranges pooled; the indexes unchanged and '' otherwise."""
     ranged_b, ranged_n = any(k[1] for k in bi), any(k[1] for k in ni)
-    if ranged_b == ranged_n:
+    if not ranged_b and not ranged_n:
         return bi, ni, ""
 
     def pooled(ix: dict[tuple[str, str], list[_Entry]]) -> dict[tuple[str, str], list[_Entry]]:
@@ -224,9 +225,10 @@ def _by_name_where_ranges_are_missing(bi: dict[tuple[str, str], list[_Entry]], n
     shared = [k for k in pb if k in pn]
     if not shared:
         return bi, ni, ""
-    who = "base" if ranged_b else "new"
-    return pb, pn, (f"paired by kernel name: {who}'s kernels carry NVTX ranges and the other side's none "
-                    f"({len(shared)} kernel name(s) in common; each side's ranges pooled)")
+    why = ("their NVTX ranges differ" if ranged_b and ranged_n else
+           f"{'base' if ranged_b else 'new'}'s kernels carry NVTX ranges and the other side's none")
+    return pb, pn, (f"paired by kernel name: {why} ({len(shared)} kernel name(s) in common; each side's ranges "
+                    "pooled)")
 
 
 def _geo(xs: list[float]) -> float:
