@@ -78,10 +78,7 @@ def compare(
     _warn_same_data(b, n)
     result = compare_runs(b, n, threshold=delta, confidence=confidence, resamples=resamples, by=by, force=force,
                              floors=floors, limit=limit, noise=noise)
-    if b.kind == "summary" and not b.members:  # what explain predicted for BASE's kernels, against the change
-        from profctl import predictions, run_store
-
-        result.warnings += predictions.in_comparison(run_store.reports_root(reports), Path(b.path), result.rows)
+    _predicted(result, b, reports)
     if format == "table" and output is not None:
         con, buf = text_console()
         compare_view.to_console(result, con)
@@ -99,6 +96,14 @@ def compare(
     failure = verdict.error()
     if failure is not None:
         raise failure
+
+
+def _predicted(result: Any, b: Any, reports: Path | None) -> None:
+    """What explain predicted for BASE's kernels (one summary side), said beside what the change realized."""
+    if b.kind == "summary" and not b.members:
+        from profctl import predictions, run_store
+
+        result.warnings += predictions.in_comparison(run_store.reports_root(reports), Path(b.path), result.rows)
 
 
 def _warn_same_data(b: Any, n: Any) -> None:

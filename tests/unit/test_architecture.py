@@ -19,11 +19,12 @@ LAYERS: list[set[str]] = [
     {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
      "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs",
      "profctl.head_dims", "profctl.memory"},
-    {"profctl.proc", "profctl.nvml", "profctl.run_store", "profctl.recipes", "profctl.machine_state"},
+    {"profctl.proc", "profctl.nvml", "profctl.run_store", "profctl.recipes", "profctl.machine_state",
+     "profctl.predictions"},
     {"profctl.tools", "profctl.readers"},
     {"profctl.inputs", "profctl.analysis"},
     {"profctl.pipelines", "profctl.render"},
-    {"profctl.cli", "profctl", "profctl.__main__"},
+    {"profctl.cli", "profctl", "profctl.__main__", "profctl.mcp_server"},
 ]
 #: (importer, imported) pairs forbidden even within the order above
 FORBIDDEN = {("profctl.readers", "profctl.tools"), ("profctl.pipelines", "profctl.render"),
