@@ -55,8 +55,10 @@ step_facts() {  # the GPU, driver, clocks and versions, into $OUT/gpu.txt
 }
 
 # ------------------------------------------------------------------------------------------------ GPU tests
-step_tests() {  # every GPU test (TESTS: other test files)
-  timeout -s INT "$(lim 330)" python3 -m pytest -m gpu ${TESTS:-tests/gpu tests/unit/test_triton_attention.py} -q -rs \
+step_tests() {  # every GPU test (TESTS: other test files); all of them take longer than one call leaves after install
+  # (tests1 + tests2 + proton: ~9 min on the H200): the limit is what BUDGET leaves, and its SIGINT stops the session
+  # (tests/gpu/conftest.py) instead of failing the one test it lands in (issue 39 item 11); tests1/tests2 split it
+  timeout -s INT "$(lim 550)" python3 -m pytest -m gpu ${TESTS:-tests/gpu tests/unit/test_triton_attention.py} -q -rs \
     -p no:cacheprovider --durations=15 > "$OUT/gpu_tests.txt" 2>&1
   tail -30 "$OUT/gpu_tests.txt"
 }

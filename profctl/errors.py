@@ -119,6 +119,14 @@ class CannotWrite(ProfctlError):
     should go, a full disk. The message names the path; nothing half-written is left there."""
 
 
+class CannotStartRun(CannotWrite):
+    """The run store cannot take a new run directory (`--reports` read-only, or a folder that cannot be made
+    there, as under /proc). A run directory is made before anything runs, so this is an output that cannot be
+    written, found before the work: exit 2, like `-o` naming a folder, not 1 (a write failing after the work)."""
+
+    exit_code = 2
+
+
 class WorkloadFailed(ProfctlError):
     """The workload child process exited abnormally."""
 

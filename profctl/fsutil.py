@@ -5,6 +5,9 @@ gets the same two promises: the file is whole or absent (a temporary file beside
 and it has the mode any file the user writes has (0666 less the umask: 0644 under umask 022), not the 0600 of a
 temporary file. A write that cannot happen (a read-only directory, a directory where the file
 should be, a full disk) raises :class:`profctl.errors.CannotWrite` naming the path, and leaves nothing behind.
+A path that is a symbolic link is written through: its target is replaced, atomically, and the link stays. A path
+that is no regular file (a FIFO, /dev/null, /dev/full, /dev/stdout) is never replaced: it is opened and written
+to, as a shell's `>` does, and a failed write is CannotWrite all the same.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -56,6 +60,12 @@ def write_problem(path: Path | str) -> str | None:
     path = Path(path)
     if path.is_dir():
         return "it is a directory"
+    kind = special_kind(path)
+    if kind is not None:  # written to in place, never replaced: it must take writes
+        if kind in _REFUSED:
+            return f"it is a {kind}; profctl writes files, FIFOs and character devices"
+        return None if os.access(path, os.W_OK) else "permission denied"
+    path = write_target(path)
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -86,14 +96,22 @@ def check_writable(path: Path | str, what: str = "") -> Path:
 @contextlib.contextmanager
 def _atomic_binary(path: Path) -> Iterator[IO[bytes]]:
     """A binary file that becomes `path` whole or not at all: a temporary file beside it (the umask's mode),
-    fsynced and renamed over `path` when the block ends, removed when it raises; an OSError is CannotWrite."""
+    fsynced and renamed over `path` when the block ends, removed when it raises; an OSError is CannotWrite. A
+    symbolic link's target is what is replaced; a FIFO or a character device is written to in place
+    (special_kind)."""
     if path.is_dir():
         raise CannotWrite(f"cannot write {path}: it is a directory")
+    kind = special_kind(path)
+    if kind is not None:
+        with _streamed(path, kind) as f:
+            yield f
+        return
+    shown, path = path, write_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise CannotWrite(f"cannot write {path}: {why(e)}") from None
+        raise CannotWrite(f"cannot write {shown}: {why(e)}") from None
     try:
         os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
@@ -107,8 +125,56 @@ def _atomic_binary(path: Path) -> Iterator[IO[bytes]]:
         except OSError:
             pass
         if isinstance(e, OSError):
-            raise CannotWrite(f"cannot write {path}: {why(e)}") from None
+            raise CannotWrite(f"cannot write {shown}: {why(e)}") from None
         raise
+
+
+#: what special_kind names, by the file type bits
+_KINDS = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+          (stat.S_ISSOCK, "socket"))
+#: kinds never written to (a disk's device node; a socket cannot be opened)
+_REFUSED = ("block device", "socket")
+#: paths that name an open file of this process (/dev/stdout, /proc/self/fd/1): written to, never replaced
+_FD_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/")
+
+
+def special_kind(path: Path | str) -> str | None:
+    """What `path` is when it is no regular file to replace, following links: "FIFO", "character device" (/dev/null,
+    /dev/full, a terminal), "block device", "socket", or "open file" (/dev/stdout, /proc/self/fd/N, whatever they
+    point at); None for a regular file, a directory or nothing yet."""
+    text = os.path.abspath(str(path))
+    try:
+        st = os.stat(text)
+    except OSError:
+        return None
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            return kind
+    if text.startswith(_FD_PATHS) and not stat.S_ISDIR(st.st_mode):
+        return "open file"
+    return None
+
+
+def write_target(path: Path | str) -> Path:
+    """The file a write to `path` replaces: the final target of a symbolic link (which may not exist yet), else
+    `path` itself."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+@contextlib.contextmanager
+def _streamed(path: Path, kind: str) -> Iterator[IO[bytes]]:
+    """`path` (a FIFO, a character device, an open file) opened and written to in place, as `>` would: never
+    replaced, so a reader of the FIFO gets the text and a device node stays one; a failed open or write (ENOSPC on
+    /dev/full) is CannotWrite."""
+    if kind in _REFUSED:
+        raise CannotWrite(f"cannot write {path}: it is a {kind}; profctl writes files, FIFOs and character devices")
+    try:
+        with open(path, "wb") as f:
+            yield f
+            f.flush()
+    except OSError as e:
+        raise CannotWrite(f"cannot write {path}: {why(e)}") from None
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> Path:

@@ -53,8 +53,24 @@ def attention_estimate(spec: Any, *, check: bool = True) -> dict[str, int]:
 
 def describe(parts: dict[str, int], total: int | None = None) -> str:
     """``1.50 GiB (inputs 0.25, output 0.25, scores 1.00)``: the total (default: the parts' sum) and its parts."""
-    inner = ", ".join(f"{k} {v / GIB:.2f}" for k, v in parts.items() if v)
-    return f"{(sum(parts.values()) if total is None else total) / GIB:.2f} GiB ({inner})"
+    total = sum(parts.values()) if total is None else total
+    unit, scale = _unit(total)
+    inner = ", ".join(f"{k} {v / scale:.2f}" for k, v in parts.items() if v)
+    return f"{total / scale:.2f} {unit} ({inner})"
+
+
+def _unit(n: int | float) -> tuple[str, int]:
+    """The unit an amount of memory reads in with two decimals and not as 0.00 (`--memory-limit 0.001` is 1 MiB,
+    not "0.00 GiB"): GiB from a hundredth of one, else MiB, else KiB."""
+    if n >= GIB / 100:
+        return "GiB", GIB
+    return ("MiB", 2**20) if n >= 2**20 / 10 else ("KiB", 2**10)
+
+
+def amount(n: int | float) -> str:
+    """``1.50 GiB``, ``1.00 MiB``: an amount of memory in the unit :func:`_unit` picks."""
+    unit, scale = _unit(n)
+    return f"{n / scale:.2f} {unit}"
 
 
 def refusal(need: dict[str, int], have: Budget | None, total: int | None = None) -> str | None:
@@ -65,7 +81,7 @@ def refusal(need: dict[str, int], have: Budget | None, total: int | None = None)
         return None
     hint = "; --no-check leaves the float64 reference out" if max(need, key=lambda k: need[k]) == "check" else ""
     return (f"refused before allocating: it needs about {describe(need, total)} of memory, more than the "
-            f"{have.bytes / GIB:.2f} GiB {have.what}{hint}")
+            f"{amount(have.bytes)} {have.what}{hint}")
 
 
 def host_budget(limit_gib: float | None = None) -> Budget | None:
@@ -147,6 +163,6 @@ def killed_for_memory(memory: dict[str, Any] | None) -> str | None:
     need, have = memory.get("estimate_bytes"), memory.get("available_bytes")
     if not isinstance(need, int) or not isinstance(have, int) or have <= 0 or need < have / 2:
         return None
-    return (f"killed by the system (SIGKILL) during this point: out of memory; its estimate is {need / GIB:.2f} GiB "
-            f"of the {have / GIB:.2f} GiB {memory.get('available_what') or 'available'} when it started (smaller "
+    return (f"killed by the system (SIGKILL) during this point: out of memory; its estimate is {amount(need)} "
+            f"of the {amount(have)} {memory.get('available_what') or 'available'} when it started (smaller "
             "shapes, or --memory-limit to refuse such points before they run)")

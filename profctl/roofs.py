@@ -2,8 +2,8 @@
 
 An attention pass has three kinds of unavoidable work, each with a hardware rate:
 
-* **tensor**: the useful matmul FLOPs (:mod:`profctl.flops`, with the backend's causal alignment) at the dtype's
-  dense tensor-core peak;
+* **tensor**: the useful matmul FLOPs (:mod:`profctl.flops`: the pairs the mask leaves visible -- causal with the
+  backend's alignment, a sliding window's band, the documents' blocks) at the dtype's dense tensor-core peak;
 * **sfu**: one exponential per visible (query, key) score in the forward, one more in the backward (P is
   recomputed), at the special-function unit's rate (MUFU: 16 per clock per SM from sm_80 to sm_120, 32 for EX2 on
   Blackwell Ultra sm_103, :data:`profctl.devices.ARCHS`; SMs x boost clock; FlashAttention-3's point that exp, not
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profctl import devices
-from profctl.flops import PASS_FACTOR, unmasked_pairs
+from profctl.flops import PASS_FACTOR, visible_pairs
 from profctl.schema.bench import BenchRow
 from profctl.shapes import Shape
 from profctl.spec import causal_align
@@ -50,11 +50,12 @@ class AttentionWork:
     @classmethod
     def of(cls, *, batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_kv: int, head_dim: int,
            dtype: str = "bf16", causal: bool = False, causal_align: str | None = None,
-           pass_: str = "fwd") -> AttentionWork:
-        """The work of one pass of this shape (`causal_align` as the backend aligns its mask)."""
+           pass_: str = "fwd", window: int | None = None, docs: tuple[int, ...] = ()) -> AttentionWork:
+        """The work of one pass of this shape (`causal_align` as the backend aligns its mask; a sliding `window` and
+        `docs` as profctl.flops counts them: exps too count visible pairs only)."""
         if pass_ not in PASS_FACTOR:
             raise ValueError(f"unknown pass {pass_!r}; choose from {', '.join(PASS_FACTOR)}")
-        pairs = unmasked_pairs(seqlen_q, seqlen_kv, causal, causal_align or "top-left")
+        pairs = visible_pairs(seqlen_q, seqlen_kv, causal, causal_align or "top-left", window, tuple(docs))
         flops = 4.0 * batch * heads * pairs * head_dim * PASS_FACTOR[pass_]
         exps = float(batch * heads * pairs) * EXPS_PER_PAIR[pass_]
         e = DTYPE_BYTES.get(dtype, 2)
@@ -76,7 +77,9 @@ class AttentionWork:
         try:
             return cls.of(batch=int(b), heads=int(h), kv_heads=int(r.kv_heads or h), seqlen_q=int(sq),
                           seqlen_kv=int(r.seqlen_kv or sq), head_dim=int(d), dtype=str(r.dtype or "bf16"),
-                          causal=bool(r.causal), causal_align=r.causal_align, pass_=str(r.pass_ or "fwd"))
+                          causal=bool(r.causal), pass_=str(r.pass_ or "fwd"), window=r.window or None,
+                          causal_align=r.causal_align or (causal_align(str(r.backend or "")) if r.window else None),
+                          docs=tuple(int(n) for n in r.docs or ()))
         except (TypeError, ValueError):
             return None
 
@@ -185,7 +188,8 @@ def shape_work(shape: str | None, backend: str | None = None, pass_: str | None 
         return None
     return AttentionWork.of(batch=sh.batch, heads=sh.heads, kv_heads=sh.kv_heads, seqlen_q=sh.seqlen_q,
                             seqlen_kv=sh.seqlen_kv, head_dim=sh.head_dim, dtype=sh.dtype, causal=sh.causal,
-                            causal_align=causal_align(backend or "") if sh.causal else None, pass_=pass_ or "fwd")
+                            causal_align=causal_align(backend or "") if (sh.causal or sh.window) else None,
+                            pass_=pass_ or "fwd", window=sh.window, docs=sh.docs)
 
 
 def shape_roofs(shape: str | None, device_name: str | None, backend: str | None = None,

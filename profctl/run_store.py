@@ -38,7 +38,7 @@ from typing import Any
 
 from profctl import machine_state, proc
 from profctl._version import __version__
-from profctl.errors import BadReport, CannotWrite, ProfctlError, UsageError
+from profctl.errors import BadReport, CannotStartRun, ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, why
 from profctl.schema.bench import bench_rows
 
@@ -90,7 +90,7 @@ def new_run(kind: str, *, root: Path | str | None = None, argv: list[str] | None
         else:  # pragma: no cover
             raise RuntimeError("could not create a unique run directory")
     except OSError as e:
-        raise CannotWrite(f"cannot create a run directory under {base}: {why(e)}",
+        raise CannotStartRun(f"cannot create a run directory under {base}: {why(e)}",
                           hint="pass --reports DIR (or set PROFCTL_REPORTS) to a folder you can write") from None
 
     _MADE.append((time.time(), path))

@@ -16,8 +16,41 @@ from typing import Any
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32", "fp8")  # fp8: e4m3 inputs, per-tensor scales (docs/bench.md)
 LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
 
-_PART = re.compile(r"(skv|sq|kv|b|h|d)(\d+)")
-_FIELDS = {"b": "batch", "sq": "seqlen_q", "skv": "seqlen_kv", "h": "heads", "kv": "kv_heads", "d": "head_dim"}
+_PART = re.compile(r"(skv|sq|kv|b|h|d|w)(\d+)")
+_FIELDS = {"b": "batch", "sq": "seqlen_q", "skv": "seqlen_kv", "h": "heads", "kv": "kv_heads", "d": "head_dim",
+           "w": "window"}
+_DOCS = re.compile(r"docs(\d+(?:\+\d+)*)")
+
+
+def docs_text(docs: tuple[int, ...]) -> str:
+    """The text form of a document mask: ``4`` (four equal documents) or ``1024+3072`` (their lengths)."""
+    return "+".join(str(n) for n in docs)
+
+
+def parse_docs(text: str) -> tuple[int, ...]:
+    """The inverse of :func:`docs_text`; ValueError for anything else (``none`` is the caller's)."""
+    parts = text.split("+")
+    if not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"{text!r} is neither a number of documents nor their lengths joined by '+'")
+    return tuple(int(p) for p in parts)
+
+
+def doc_lengths(docs: tuple[int, ...], seqlen: int) -> list[int]:
+    """The lengths of the documents packed into a sequence of `seqlen` tokens: ``(n,)`` is n documents as equal as
+    can be (the first ``seqlen % n`` one token longer), two or more numbers are the lengths themselves; ``()`` is
+    one document. ValueError when they cannot fill the sequence."""
+    if not docs:
+        return [seqlen]
+    if len(docs) == 1:
+        n = docs[0]
+        if n <= 0 or n > seqlen:
+            raise ValueError(f"{n} documents cannot be packed into {seqlen} tokens (each needs at least one)")
+        base, extra = divmod(seqlen, n)
+        return [base + (i < extra) for i in range(n)]
+    if any(n <= 0 for n in docs) or sum(docs) != seqlen:
+        raise ValueError(f"document lengths {docs_text(docs)} add up to {sum(docs)}, not the sequence's {seqlen} "
+                         "tokens")
+    return list(docs)
 
 
 @dataclass(frozen=True, order=True)
@@ -33,14 +66,22 @@ class Shape:
     dtype: str = "bf16"
     causal: bool = False
     layout: str = "bhsd"
+    window: int | None = None  # sliding window: a query sees the `window` keys up to its own (and as many after
+    #                            it without causal); None: no window
+    docs: tuple[int, ...] = ()  # documents packed into the sequence (doc_lengths); (): one
 
     # ---- the key: compact, filter-safe (no '/', ']' or spaces)
     def key(self) -> str:
-        """``b4,sq2048,skv2048,h16,kv4,d128,bf16,causal,bhsd``."""
+        """``b4,sq2048,skv2048,h16,kv4,d128,bf16,causal,bhsd``; a window and documents after the mask
+        (``...,causal,w1024,docs4,bhsd``)."""
         return ",".join([
             f"b{self.batch}", f"sq{self.seqlen_q}", f"skv{self.seqlen_kv}", f"h{self.heads}",
-            f"kv{self.kv_heads}", f"d{self.head_dim}", self.dtype, "causal" if self.causal else "full", self.layout,
+            f"kv{self.kv_heads}", f"d{self.head_dim}", self.dtype, "causal" if self.causal else "full",
+            *self._mask_parts(), self.layout,
         ])
+
+    def _mask_parts(self) -> list[str]:
+        return ([f"w{self.window}"] if self.window else []) + ([f"docs{docs_text(self.docs)}"] if self.docs else [])
 
     @classmethod
     def parse(cls, key: str) -> Shape:
@@ -58,9 +99,11 @@ class Shape:
                 out["causal"] = part == "causal"
             elif part in LAYOUTS:
                 out["layout"] = part
+            elif _DOCS.fullmatch(part):
+                out["docs"] = parse_docs(part[4:])
             elif part:
                 raise ValueError(f"shape key part {part!r} is not one of b<N>, sq<N>, skv<N>, h<N>, kv<N>, d<N>, "
-                                 "a dtype, causal/full or a layout")
+                                 "a dtype, causal/full, w<N>, docs<N> or a layout")
         out.setdefault("seqlen_kv", out.get("seqlen_q"))
         out.setdefault("kv_heads", out.get("heads"))
         missing = [f for f in ("batch", "seqlen_q", "heads", "head_dim") if out.get(f) is None]
@@ -83,7 +126,9 @@ class Shape:
         """The shape of a bench row or a spec dict (``batch``, ``seqlen_q``, ... keys)."""
         return cls(batch=int(row["batch"]), seqlen_q=int(row["seqlen_q"]), seqlen_kv=int(row["seqlen_kv"]),
                    heads=int(row["heads"]), kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]),
-                   dtype=str(row["dtype"]), causal=bool(row.get("causal")), layout=str(row.get("layout") or "bhsd"))
+                   dtype=str(row["dtype"]), causal=bool(row.get("causal")), layout=str(row.get("layout") or "bhsd"),
+                   window=int(row["window"]) if row.get("window") else None,
+                   docs=tuple(int(n) for n in row.get("docs") or ()))
 
     # ---- the label: what a person reads in a table
     def label(self) -> str:
@@ -92,13 +137,14 @@ class Shape:
         skv = f"/{self.seqlen_kv}" if self.seqlen_kv != self.seqlen_q else ""
         kv = f"/{self.kv_heads}" if self.kv_heads != self.heads else ""
         lay = "" if self.layout == "bhsd" else f" {self.layout}"
+        mask = "".join(f" {p}" for p in self._mask_parts())
         return (f"b{self.batch} s{self.seqlen_q}{skv} h{self.heads}{kv} d{self.head_dim} {self.dtype}"
-                f"{' causal' if self.causal else ''}{lay}")
+                f"{' causal' if self.causal else ''}{mask}{lay}")
 
     def order(self) -> tuple[Any, ...]:
         """Sort key for tables: dtype, head dim, heads, batch, mask, then sequence lengths."""
-        return (self.dtype, self.head_dim, self.heads, self.kv_heads, self.batch, self.causal, self.seqlen_q,
-                self.seqlen_kv, self.layout)
+        return (self.dtype, self.head_dim, self.heads, self.kv_heads, self.batch, self.causal, self.window or 0,
+                self.docs, self.seqlen_q, self.seqlen_kv, self.layout)
 
 
 def key_of_row(row: Mapping[str, Any]) -> str:

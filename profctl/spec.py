@@ -20,7 +20,7 @@ from typing import Any
 
 from profctl.errors import SpecError
 from profctl.head_dims import HEAD_DIMS, HeadDimRule, backend_list, head_dim_warnings  # noqa: F401 (re-exported)
-from profctl.shapes import DTYPES, LAYOUTS, Shape
+from profctl.shapes import DTYPES, LAYOUTS, Shape, doc_lengths, docs_text, parse_docs
 
 #: built-in backends: name -> the function that computes attention, ``module:attribute``. Every backend is a
 #: function with scaled_dot_product_attention's calling convention; a user's own ``file.py:fn`` or
@@ -34,8 +34,13 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "sdpa-math": "profctl.workloads.backends:sdpa_math",
     "eager": "profctl.workloads.backends:eager",
     "triton": "profctl.workloads.kernels.triton_attention:attention",  # profctl's own FlashAttention-2 in Triton
+    "flex": "profctl.workloads.flex:flex",  # FlexAttention, compiled once per shape (torch.compile)
+    "flex-fa4": "profctl.workloads.flex:flex_fa4",  # FlexAttention's FlashAttention-4 backend (BACKEND=FLASH)
 }
 BACKENDS: tuple[str, ...] = tuple(BUILTIN_BACKENDS)
+#: what a GPU sweep runs when --backend is not given: every built-in but the compiled ones (FlexAttention's compile
+#: takes seconds a shape; name them with -b)
+DEFAULT_GPU_BACKENDS: tuple[str, ...] = tuple(b for b in BACKENDS if not b.startswith("flex"))
 PASSES: tuple[str, ...] = ("fwd", "bwd", "fwd+bwd")
 DEVICES: tuple[str, ...] = ("cuda", "cpu")
 
@@ -46,7 +51,7 @@ DEVICES: tuple[str, ...] = ("cuda", "cpu")
 CAUSAL_ALIGN: dict[str, str] = {
     "flash-attn": "bottom-right", "fa4": "bottom-right",
     "sdpa-flash": "top-left", "sdpa-cudnn": "top-left", "sdpa-efficient": "top-left", "sdpa-math": "top-left",
-    "eager": "top-left", "triton": "top-left",
+    "eager": "top-left", "triton": "top-left", "flex": "top-left", "flex-fa4": "top-left",
 }
 ALIGNMENTS: tuple[str, ...] = ("top-left", "bottom-right")
 
@@ -80,7 +85,52 @@ def dtype_refusal(backend: str, dtype: str, pass_: str, declared: Sequence[str] 
 
 #: built-in backends that run on CUDA only (workloads/backends.py's `supports` says the same per case); triton
 #: too, unless Triton's interpreter is on (TRITON_INTERPRET=1)
-CUDA_ONLY_BACKENDS: tuple[str, ...] = ("sdpa-cudnn", "sdpa-efficient", "flash-attn", "fa4")
+CUDA_ONLY_BACKENDS: tuple[str, ...] = ("sdpa-cudnn", "sdpa-efficient", "flash-attn", "fa4", "flex-fa4")
+
+#: the masks beyond causal (--window, --docs) each built-in runs natively, and how; the others refuse them (one
+#: ``not run here`` line), never run a full mask in their place. A function backend declares ``fn.masks``.
+MASKS: dict[str, dict[str, str]] = {
+    "flex": {"window": "its block mask", "docs": "its block mask"},
+    "flex-fa4": {"window": "its block mask", "docs": "its block mask"},
+    "fa4": {"window": "window_size", "docs": "varlen (cu_seqlens)"},
+    "flash-attn": {"window": "window_size", "docs": "varlen (cu_seqlens)"},
+    "eager": {"window": "an explicit mask", "docs": "an explicit mask"},
+    "triton": {"window": "skipping the key blocks outside the window (forward only)"},
+}
+#: why a built-in has no such mask (the rest of its refusal line)
+_NO_MASK = {"sdpa-flash": "SDPA's flash kernel takes is_causal only", "sdpa-cudnn": "SDPA takes is_causal or a dense "
+            "attn_mask, and a dense mask is not the kernel's own masking", "sdpa-efficient": "SDPA takes is_causal "
+            "only (a dense attn_mask is not native masking)", "sdpa-math": "SDPA's math path takes is_causal only "
+            "(eager is the explicit-mask baseline)", "triton": "profctl's Triton kernel skips window blocks only"}
+
+
+def is_mask_refusal(reason: str | None) -> bool:
+    """Whether a row's reason is :func:`mask_refusal`'s (the table says it in one line, not a row per point)."""
+    r = reason or ""
+    return (" natively: " in r and ("cannot take --window" in r or "cannot take --docs" in r)) or \
+        "has no sliding window in its backward" in r
+
+
+def mask_refusal(backend: str, window: int | None, docs: tuple[int, ...], pass_: str = "fwd",
+                 declared: Sequence[str] | None = None) -> str | None:
+    """Why `backend` cannot run this mask natively (one line starting with its name), or None. A built-in is judged
+    by :data:`MASKS`; a function backend by what it declares (`declared`, ``fn.masks``; None before it is loaded:
+    no judgement)."""
+    wanted = [m for m, on in (("window", bool(window)), ("docs", bool(docs))) if on]
+    if not wanted:
+        return None
+    if declared is None and is_function_ref(backend):
+        return None
+    takes = tuple(declared) if declared is not None else tuple(MASKS.get(backend, {}))
+    name = backend_label(backend)
+    flags = {"window": "--window", "docs": "--docs"}
+    missing = [m for m in wanted if m not in takes]
+    if missing:
+        why = _NO_MASK.get(backend, f"it declares {', '.join(takes) or 'no mask'} (fn.masks)")
+        return f"{name} cannot take {' or '.join(flags[m] for m in missing)} natively: {why}"
+    if backend == "triton" and pass_ != "fwd":
+        return f"{name} has no sliding window in its backward: {flags['window']} runs --pass fwd only"
+    return None
 
 
 def device_refusal(backend: str, device: str) -> str | None:
@@ -109,7 +159,8 @@ def dtype_problems(specs: Sequence[AttentionSpec], device: str | None = None) ->
         why = dtype_refusal(sp.backend, sp.dtype, sp.pass_)
         if why:
             by_reason.setdefault(why.removeprefix(sp.label + " "), []).append(sp.label)
-        why = why or (device_refusal(sp.backend, device) if device else None)
+        why = why or (device_refusal(sp.backend, device) if device else None) or \
+            mask_refusal(sp.backend, sp.window, sp.docs, sp.pass_)
         runnable = runnable or not why
         if why:
             refused[why] = None
@@ -218,9 +269,12 @@ class AttentionSpec:
     layout: str = "bhsd"
     device: str = "cuda"
     align: str | None = None  # causal alignment when the backend declares its own (a function backend)
+    window: int | None = None  # --window: a sliding window of this many keys (profctl.flops); None: none
+    docs: tuple[int, ...] = ()  # --docs: documents packed into the sequence (profctl.shapes.doc_lengths)
 
     def __post_init__(self) -> None:
         check_backend(self.backend)
+        check_mask(self.window, self.docs, self.seqlen_q, self.seqlen_kv)
         for name in ("batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -240,6 +294,16 @@ class AttentionSpec:
         return (self.align or causal_align(self.backend)) if self.causal else None
 
     @property
+    def mask_align(self) -> str | None:
+        """The alignment of the whole mask: causal's, and a window's diagonal (None without either)."""
+        return (self.align or causal_align(self.backend)) if (self.causal or self.window) else None
+
+    @property
+    def masked(self) -> bool:
+        """A mask beyond causal: a window or documents."""
+        return bool(self.window or self.docs)
+
+    @property
     def label(self) -> str:
         """The backend's name in rows, NVTX ranges and tables (profctl.spec.backend_label)."""
         return backend_label(self.backend)
@@ -247,7 +311,7 @@ class AttentionSpec:
     @property
     def shape(self) -> Shape:
         return Shape(self.batch, self.seqlen_q, self.seqlen_kv, self.heads, self.kv_heads, self.head_dim,
-                     self.dtype, self.causal, self.layout)
+                     self.dtype, self.causal, self.layout, self.window, self.docs)
 
     @property
     def shape_key(self) -> str:
@@ -260,8 +324,11 @@ class AttentionSpec:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pass"] = d.pop("pass_")
-        if d.get("align") is None:
-            d.pop("align", None)
+        for k in ("align", "window"):
+            if d.get(k) is None:
+                d.pop(k, None)
+        if not d.get("docs"):
+            d.pop("docs", None)
         return d
 
     @classmethod
@@ -269,11 +336,65 @@ class AttentionSpec:
         d = dict(d)
         if "pass" in d:
             d["pass_"] = d.pop("pass")
+        if d.get("docs") is not None:
+            d["docs"] = tuple(int(n) for n in d["docs"])
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def with_(self, **kw: Any) -> AttentionSpec:
         return replace(self, **kw)
+
+
+def check_mask(window: int | None, docs: tuple[int, ...], seqlen_q: int, seqlen_kv: int) -> None:
+    """SpecError for a window or documents no sequence of these lengths can have."""
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        raise SpecError(f"--window must be a positive number of keys (or none), got {window!r}")
+    if not docs:
+        return
+    if seqlen_q != seqlen_kv:
+        raise SpecError(f"--docs {docs_text(docs)}: documents are packed into one sequence, so --seqlen-q "
+                        f"{seqlen_q} and --seqlen-kv {seqlen_kv} must be equal")
+    try:
+        doc_lengths(docs, seqlen_q)
+    except ValueError as e:
+        raise SpecError(f"--docs {docs_text(docs)}: {e} (--seqlen {seqlen_q})") from None
+
+
+_NONE = ("none", "off", "no")
+
+
+def parse_windows(text: Any) -> list[int | None]:
+    """``--window 1024,none``: window sizes (None: no window)."""
+    out: list[int | None] = []
+    for raw in parse_list(text, option="--window"):
+        if str(raw).lower() in _NONE:
+            out.append(None)
+            continue
+        try:
+            w = int(raw)
+        except ValueError:
+            raise SpecError(f"--window {raw!r} is not a number of keys (or none)") from None
+        if w <= 0:
+            raise SpecError(f"--window must be a positive number of keys (or none), got {w}")
+        out.append(w)
+    return out
+
+
+def parse_doc_masks(text: Any) -> list[tuple[int, ...]]:
+    """``--docs 4,1024+3072,none``: N equal documents, their lengths joined by '+', or none (one document)."""
+    out: list[tuple[int, ...]] = []
+    for raw in parse_list(text, option="--docs"):
+        if str(raw).lower() in _NONE:
+            out.append(())
+            continue
+        try:
+            docs = parse_docs(str(raw))
+        except ValueError as e:
+            raise SpecError(f"--docs {e}") from None
+        if len(docs) == 1 and docs[0] <= 0:
+            raise SpecError(f"--docs must be a positive number of documents (or none), got {docs[0]}")
+        out.append(() if docs == (1,) else docs)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -352,6 +473,8 @@ class AttentionSweep:
     causal: tuple[bool, ...] = ()
     passes: tuple[str, ...] = ()
     layout: tuple[str, ...] = ()
+    window: tuple[int | None, ...] = ()  # --window; empty: no window
+    docs: tuple[tuple[int, ...], ...] = ()  # --docs; empty: one document
     device: str = "auto"
     warmup: int = 3
     iters: int = 10
@@ -371,7 +494,7 @@ class AttentionSweep:
     def from_strings(cls, *, backend: Any = None, batch: Any = None, seqlen: Any = None, seqlen_q: Any = None,
                      seqlen_kv: Any = None, heads: Any = None, kv_heads: Any = None, head_dim: Any = None,
                      dtype: Any = None, causal: Any = None, pass_: Any = None, layout: Any = None,
-                     **scalars: Any) -> AttentionSweep:
+                     window: Any = None, docs: Any = None, **scalars: Any) -> AttentionSweep:
         """The sweep from options as typed (comma lists) or as Python values (lists or scalars); SpecError
         names the option at fault. ``--seqlen`` sets both lengths and cannot be combined with ``--seqlen-q``."""
         if seqlen is not None and seqlen_q is not None:
@@ -390,6 +513,8 @@ class AttentionSweep:
             causal=tuple(parse_list(causal, bool, option="--causal")),
             passes=tuple(_choices(parse_list(pass_, option="--pass"), PASSES, "--pass")),
             layout=tuple(_choices(parse_list(layout, option="--layout"), LAYOUTS, "--layout")),
+            window=tuple(parse_windows(window)),
+            docs=tuple(parse_doc_masks(docs)),
             **scalars,
         )
 
@@ -398,7 +523,7 @@ class AttentionSweep:
         d = GPU_DEFAULTS if device == "cuda" else CPU_DEFAULTS
         return replace(
             self, device=device,
-            backends=self.backends or (BACKENDS if device == "cuda" else CPU_BACKENDS),
+            backends=self.backends or (DEFAULT_GPU_BACKENDS if device == "cuda" else CPU_BACKENDS),
             batch=self.batch or d["batch"], seqlen_q=self.seqlen_q or d["seqlen_q"], heads=self.heads or d["heads"],
             head_dim=self.head_dim or d["head_dim"], dtype=self.dtype or d["dtype"],
             causal=self.causal or (False,), passes=self.passes or ("fwd",), layout=self.layout or ("bhsd",))
@@ -409,14 +534,15 @@ class AttentionSweep:
         device, CPU when still 'auto')."""
         s = self.with_defaults(self.device if self.device != "auto" else "cpu")
         specs: list[AttentionSpec] = []
-        for b, sq, h, d, dt, c, p, lay in itertools.product(s.batch, s.seqlen_q, s.heads, s.head_dim, s.dtype,
-                                                            s.causal, s.passes, s.layout):
+        for b, sq, h, d, dt, c, w, docs, p, lay in itertools.product(
+                s.batch, s.seqlen_q, s.heads, s.head_dim, s.dtype, s.causal, s.window or (None,), s.docs or ((),),
+                s.passes, s.layout):
             for skv in (s.seqlen_kv or (sq,)):
                 for hkv in (s.kv_heads or (h,)):
                     for be in s.backends:
                         specs.append(AttentionSpec(
                             backend=be, batch=b, seqlen_q=sq, seqlen_kv=skv, heads=h, kv_heads=hkv, head_dim=d,
-                            dtype=dt, causal=c, pass_=p, layout=lay, device=s.device))
+                            dtype=dt, causal=c, pass_=p, layout=lay, device=s.device, window=w, docs=docs))
         if not specs:
             raise SpecError("the workload options select no case (an empty list?)")
         return specs
@@ -436,6 +562,10 @@ class AttentionSweep:
             argv += ["--seqlen-kv", csv(s.seqlen_kv)]
         if s.kv_heads:
             argv += ["--kv-heads", csv(s.kv_heads)]
+        if s.window:
+            argv += ["--window", window_csv(s.window)]
+        if s.docs:
+            argv += ["--docs", docs_csv(s.docs)]
         argv += [flag for flag, on in (("--no-nvtx", not s.nvtx), ("--no-check", not s.check),
                                        ("--flush-l2", s.flush_l2)) if on]
         if s.memory_limit_gib is not None:
@@ -453,7 +583,19 @@ class AttentionSweep:
                 "causal": opt(self.causal), "layout": opt(self.layout), "device": self.device,
                 "warmup": self.warmup, "iters": self.iters, "seed": self.seed, "nvtx": self.nvtx,
                 "check": self.check, "flush_l2": self.flush_l2, "pass": opt(self.passes),
-                **({"memory_limit_gib": self.memory_limit_gib} if self.memory_limit_gib is not None else {})}
+                **({"memory_limit_gib": self.memory_limit_gib} if self.memory_limit_gib is not None else {}),
+                **({"window": window_csv(self.window)} if self.window else {}),
+                **({"docs": docs_csv(self.docs)} if self.docs else {})}
+
+
+def window_csv(windows: Iterable[int | None]) -> str:
+    """--window's comma list as typed (``none,1024``)."""
+    return ",".join("none" if w is None else str(w) for w in windows)
+
+
+def docs_csv(docs: Iterable[tuple[int, ...]]) -> str:
+    """--docs' comma list as typed (``none,4,1024+3072``)."""
+    return ",".join(docs_text(d) if d else "none" for d in docs)
 
 
 def csv(xs: Iterable[Any]) -> str:

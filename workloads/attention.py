@@ -90,14 +90,8 @@ def reference(spec: AttentionSpec, q: Any, k: Any, v: Any) -> Any:
     import torch
 
     rep = spec.heads // spec.kv_heads
-    sq, skv = spec.seqlen_q, spec.seqlen_kv
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
-    mask = None
-    if spec.causal:
-        offset = 0 if spec.causal_align == "top-left" else skv - sq
-        i = torch.arange(sq, device=q.device)[:, None]
-        j = torch.arange(skv, device=q.device)[None, :]
-        mask = j > i + offset
+    mask = hidden_pairs(spec, q.device)
     scale = spec.head_dim ** -0.5
     for b in range(spec.batch):
         for h in range(spec.heads):
@@ -107,6 +101,36 @@ def reference(spec: AttentionSpec, q: Any, k: Any, v: Any) -> Any:
             p = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
             out[b, h] = p @ v[b, h // rep].detach().double()
     return out
+
+
+def hidden_pairs(spec: AttentionSpec, device: Any) -> Any:
+    """The (seqlen_q, seqlen_kv) bool matrix of the pairs the mask hides (True: hidden), or None without a mask:
+    causal with the backend's alignment, a sliding window about the same diagonal, documents (profctl.flops counts
+    the pairs it leaves)."""
+    import torch
+
+    if not (spec.causal or spec.masked):
+        return None
+    from profctl.shapes import doc_lengths
+
+    sq, skv = spec.seqlen_q, spec.seqlen_kv
+    offset = 0 if (spec.mask_align or "top-left") == "top-left" else skv - sq
+    i = torch.arange(sq, device=device)[:, None]
+    j = torch.arange(skv, device=device)[None, :]
+    diag = i + offset
+    hidden = torch.zeros(sq, skv, dtype=torch.bool, device=device)
+    if spec.causal:
+        hidden |= j > diag
+    if spec.window:
+        hidden |= j <= diag - spec.window
+        if not spec.causal:
+            hidden |= j >= diag + spec.window
+    if spec.docs:
+        lengths = doc_lengths(spec.docs, sq)
+        doc = torch.repeat_interleave(torch.arange(len(lengths), device=device),
+                                      torch.tensor(lengths, device=device))
+        hidden |= doc[:, None] != doc[None, :]
+    return hidden
 
 
 def dequantized(q: Any, k: Any, v: Any, descales: dict[str, Any] | None) -> tuple[Any, Any, Any]:
@@ -179,6 +203,12 @@ class Case:
         self.kw: dict[str, Any] = {"is_causal": spec.causal, "scale": spec.head_dim ** -0.5}
         if spec.heads != spec.kv_heads:
             self.kw["enable_gqa"] = True
+        if spec.window:  # masks beyond causal: only to a backend that declares it takes them (backends.check)
+            self.kw["window"] = spec.window
+        if spec.docs:
+            from profctl.shapes import doc_lengths
+
+            self.kw["doc_lengths"] = tuple(doc_lengths(spec.docs, spec.seqlen_q))
         self.q: Any = None
         self.k: Any = None
         self.v: Any = None
@@ -362,7 +392,7 @@ def run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check:
         have = budget.get("available_bytes")
         row["reason"] = (f"{row.get('reason')} (its estimate: "
                          f"{memory.describe(budget['estimate_detail'], budget.get('estimate_bytes'))}"
-                         + (f"; {have / memory.GIB:.2f} GiB {budget.get('available_what')}" if have else "") + ")")
+                         + (f"; {memory.amount(have)} {budget.get('available_what')}" if have else "") + ")")
     return row
 
 
@@ -421,6 +451,9 @@ def _run_case(spec: AttentionSpec, *, warmup: int, iters: int, nvtx: bool, check
                     "reason": f"{spec.label} is not differentiable: its output does not require grad, so it has "
                               "no backward pass (run --pass fwd)"}
         row.update(c.measure(warmup=warmup, iters=iters, flush_l2=flush_l2))
+        report = getattr(fn, "row_fields", None)  # what a compiled backend measured apart (compile, block mask)
+        if report is not None:
+            row.update(report(spec))
         return row
     except Exception as e:
         status, reason = backends.classify_failure(e, [])
@@ -470,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--causal", nargs="?", const="true", default="false",
                    help="flag, or a list such as 'false,true'")
     p.add_argument("--pass", dest="pass_", default="fwd", help="comma list of fwd, bwd, fwd+bwd")
+    p.add_argument("--window", default=None, help="comma list of sliding-window sizes (keys) or none")
+    p.add_argument("--docs", default=None, help="comma list: N equal documents, lengths joined by '+', or none")
     p.add_argument("--layout", default="bhsd", help="comma list of bhsd, bshd")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--warmup", type=int, default=3)
@@ -502,8 +537,8 @@ def sweep_from_args(a: argparse.Namespace) -> AttentionSweep:
     return AttentionSweep.from_strings(
         backend=a.backend, batch=a.batch, seqlen=a.seqlen if a.seqlen_q is None else None, seqlen_q=a.seqlen_q,
         seqlen_kv=a.seqlen_kv, heads=a.heads, kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype,
-        causal=a.causal, pass_=a.pass_, layout=a.layout, device=a.device, warmup=a.warmup, iters=a.iters,
-        seed=a.seed, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2,
+        causal=a.causal, pass_=a.pass_, layout=a.layout, window=a.window, docs=a.docs, device=a.device,
+        warmup=a.warmup, iters=a.iters, seed=a.seed, nvtx=not a.no_nvtx, check=not a.no_check, flush_l2=a.flush_l2,
         memory_limit_gib=a.memory_limit)
 
 
@@ -515,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
+    keep_generated_code(a.jsonl, specs)
     hooks = make_hooks(a.torch_trace, device=a.device, shapes=a.torch_shapes, memory=a.torch_memory,
                        stacks=a.torch_stacks)
     try:
@@ -532,6 +568,17 @@ def main(argv: list[str] | None = None) -> int:
         return finish(_run_all(a, specs, emit, hooks), hooks, fast=a.exit_fast)
     finally:
         hooks.close()
+
+
+def keep_generated_code(jsonl: str | None, specs: list[AttentionSpec]) -> None:
+    """A sweep with a compiled backend (flex) writes what torch.compile generates -- its Triton kernels' source,
+    the source view's lines under ncu and nsys -- into the run directory (``inductor/``, beside the events file),
+    so it outlives the compile cache; and each run compiles cold, so its compile time is the first user's. A
+    TORCHINDUCTOR_CACHE_DIR of the user's own is kept."""
+    if not jsonl or os.environ.get("TORCHINDUCTOR_CACHE_DIR") or \
+            not any(sp.backend in ("flex", "flex-fa4") for sp in specs):
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.path.dirname(os.path.abspath(jsonl)), "inductor")
 
 
 def device_event(device: str) -> dict[str, Any]:

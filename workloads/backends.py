@@ -34,7 +34,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from profctl.spec import ALIGNMENTS, BUILTIN_BACKENDS, FUNCTION_REF, AttentionSpec, backend_label, dtype_refusal
+from profctl.spec import (
+    ALIGNMENTS,
+    BUILTIN_BACKENDS,
+    FUNCTION_REF,
+    AttentionSpec,
+    backend_label,
+    dtype_refusal,
+    mask_refusal,
+)
 
 from .results import one_line, out_of_memory
 
@@ -86,17 +94,49 @@ sdpa_math = _sdpa("MATH", cuda_only=False)
 _MASKS: dict[tuple[int, int, str], torch.Tensor] = {}
 
 
+_MASKS_BEYOND: dict[tuple[Any, ...], torch.Tensor] = {}
+
+
+def hidden_mask(seqlen_q: int, seqlen_kv: int, device: torch.device, is_causal: bool, window: int | None,
+                doc_lengths: tuple[int, ...] | None) -> torch.Tensor:
+    """The (seqlen_q, seqlen_kv) bool mask of hidden pairs (top-left): causal, a sliding window of `window` keys up
+    to each query's own (and after it without causal), documents; made once per shape and kept."""
+    key = (seqlen_q, seqlen_kv, str(device), is_causal, window, doc_lengths)
+    m = _MASKS_BEYOND.get(key)
+    if m is None:
+        i = torch.arange(seqlen_q, device=device)[:, None]
+        j = torch.arange(seqlen_kv, device=device)[None, :]
+        m = torch.zeros(seqlen_q, seqlen_kv, dtype=torch.bool, device=device)
+        if is_causal:
+            m |= j > i
+        if window:
+            m |= j <= i - window
+            if not is_causal:
+                m |= j >= i + window
+        if doc_lengths:
+            doc = torch.repeat_interleave(torch.arange(len(doc_lengths), device=device),
+                                          torch.tensor(doc_lengths, device=device))
+            m |= doc[:seqlen_q, None] != doc[None, :seqlen_kv]
+        m = _MASKS_BEYOND[key] = m
+    return m
+
+
 def eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
-          is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+          is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+          window: int | None = None, doc_lengths: tuple[int, ...] | None = None) -> torch.Tensor:
     """The baseline: explicit matmul, softmax, matmul (the full score matrix in memory); GQA by repeating kv
-    heads; causal top-left like SDPA."""
+    heads; causal top-left like SDPA; a window and documents as an explicit mask (every score computed, the hidden
+    ones set to -inf: profctl credits it with the visible pairs only)."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     rep = q.shape[1] // k.shape[1]
     if rep > 1:
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if is_causal:
+    if window or doc_lengths:
+        s = s.masked_fill(hidden_mask(q.shape[-2], k.shape[-2], q.device, is_causal, window, doc_lengths),
+                          float("-inf"))
+    elif is_causal:
         key = (q.shape[-2], k.shape[-2], str(q.device))
         m = _MASKS.get(key)
         if m is None:
@@ -106,6 +146,7 @@ def eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = No
 
 
 eager.causal_align = "top-left"  # type: ignore[attr-defined]
+eager.masks = ("window", "docs")  # type: ignore[attr-defined]
 
 
 def _need_cuda_half(spec: AttentionSpec) -> str | None:
@@ -116,29 +157,72 @@ def _need_cuda_half(spec: AttentionSpec) -> str | None:
     return None
 
 
+def window_size(window: int | None, is_causal: bool) -> tuple[int, int] | None:
+    """FlashAttention's ``window_size=(left, right)`` for profctl's window of `window` keys: the query's own key and
+    the window - 1 before it (and after it without causal); None without a window."""
+    if not window:
+        return None
+    return (window - 1, 0 if is_causal else window - 1)
+
+
 def _bshd_call(func: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               is_causal: bool, scale: float | None) -> torch.Tensor:
-    """FlashAttention's interfaces take (batch, seqlen, heads, dim); SDPA's convention is (batch, heads, ...)."""
-    o = func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=is_causal, softmax_scale=scale)
+               is_causal: bool, scale: float | None, window: int | None = None,
+               doc_lengths: tuple[int, ...] | None = None, varlen: Callable[..., Any] | None = None) -> torch.Tensor:
+    """FlashAttention's interfaces take (batch, seqlen, heads, dim); SDPA's convention is (batch, heads, ...).
+    A window goes as ``window_size``; documents as the varlen interface's ``cu_seqlens`` (each document its own
+    sequence of the packed batch: the kernel's native document mask)."""
+    kw: dict[str, Any] = {"causal": is_causal, "softmax_scale": scale}
+    ws = window_size(window, is_causal)
+    if ws is not None:
+        kw["window_size"] = ws
+    if doc_lengths:
+        if varlen is None:
+            raise BackendUnavailable("this FlashAttention has no varlen interface for --docs")
+        return _varlen_call(varlen, q, k, v, doc_lengths, kw)
+    o = func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw)
     if isinstance(o, tuple):
         o = o[0]
     return o.transpose(1, 2)
 
 
+def _varlen_call(varlen: Callable[..., Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 doc_lengths: tuple[int, ...], kw: dict[str, Any]) -> torch.Tensor:
+    """The batch's sequences packed into (total, heads, dim), each document a sequence of its own."""
+    batch, heads, seqlen, dim = q.shape
+    per_seq = torch.cumsum(torch.tensor([0, *doc_lengths], device=q.device), 0).to(torch.int32)  # 0, l0, l0+l1..
+    cu = torch.cat([per_seq[:-1] + b * seqlen for b in range(batch)]
+                   + [torch.tensor([batch * seqlen], dtype=torch.int32, device=q.device)])
+    pack = lambda x: x.transpose(1, 2).reshape(batch * seqlen, x.shape[1], dim)  # noqa: E731
+    o = varlen(pack(q), pack(k), pack(v), cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(doc_lengths),
+               max_seqlen_k=max(doc_lengths), **kw)
+    if isinstance(o, tuple):
+        o = o[0]
+    return o.reshape(batch, seqlen, heads, dim).transpose(1, 2)
+
+
 def flash_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
-               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+               window: int | None = None, doc_lengths: tuple[int, ...] | None = None) -> torch.Tensor:
     """FlashAttention-3 (flash_attn_interface) if installed, else FlashAttention-2 (flash_attn)."""
-    return _bshd_call(_flash_attn_func(), q, k, v, is_causal, scale)
+    mod = _flash_attn_module()
+    return _bshd_call(mod.flash_attn_func, q, k, v, is_causal, scale, window, doc_lengths,
+                      getattr(mod, "flash_attn_varlen_func", None))
 
 
-def _flash_attn_func() -> Callable[..., Any]:
+def _flash_attn_module() -> Any:
     errs = []
     for modname in ("flash_attn_interface", "flash_attn"):
         try:
-            return importlib.import_module(modname).flash_attn_func
+            mod = importlib.import_module(modname)
+            mod.flash_attn_func  # noqa: B018 - a module without it is not FlashAttention
+            return mod
         except Exception as e:  # ImportError, or a broken build raising at import
             errs.append(f"{modname}: {type(e).__name__}: {e}")
     raise BackendUnavailable("flash-attn is not installed (pip install 'profctl[flash]'); " + "; ".join(errs))
+
+
+def _flash_attn_func() -> Callable[..., Any]:
+    return _flash_attn_module().flash_attn_func
 
 
 def _flash_attn_supports(spec: AttentionSpec) -> str | None:
@@ -148,14 +232,17 @@ def _flash_attn_supports(spec: AttentionSpec) -> str | None:
 
 flash_attn.supports = _flash_attn_supports  # type: ignore[attr-defined]
 flash_attn.causal_align = "bottom-right"  # type: ignore[attr-defined]
+flash_attn.masks = ("window", "docs")  # type: ignore[attr-defined]
 
 
 def fa4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
-        is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+        is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+        window: int | None = None, doc_lengths: tuple[int, ...] | None = None) -> torch.Tensor:
     """FlashAttention-4 (flash_attn.cute, CuTe DSL)."""
-    from flash_attn.cute import flash_attn_func
+    import flash_attn.cute as cute
 
-    return _bshd_call(flash_attn_func, q, k, v, is_causal, scale)
+    return _bshd_call(cute.flash_attn_func, q, k, v, is_causal, scale, window, doc_lengths,
+                      getattr(cute, "flash_attn_varlen_func", None))
 
 
 def _fa4_supports(spec: AttentionSpec) -> str | None:
@@ -174,6 +261,7 @@ def _fa4_supports(spec: AttentionSpec) -> str | None:
 
 fa4.supports = _fa4_supports  # type: ignore[attr-defined]
 fa4.causal_align = "bottom-right"  # type: ignore[attr-defined]
+fa4.masks = ("window", "docs")  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -268,6 +356,11 @@ def check(spec: AttentionSpec, fn: Any) -> None:
     declared = getattr(fn, "dtypes", None)
     why = dtype_refusal(spec.backend, spec.dtype, spec.pass_,
                         tuple(declared) if declared is not None else ("bf16", "fp16", "fp32"))
+    if why:
+        raise BackendUnavailable(why)
+    masks = getattr(fn, "masks", None)
+    declared = tuple(masks) if masks is not None else (() if spec.backend not in BUILTIN_BACKENDS else None)
+    why = mask_refusal(spec.backend, spec.window, spec.docs, spec.pass_, declared)
     if why:
         raise BackendUnavailable(why)
     if spec.device == "cuda" and not torch.cuda.is_available():

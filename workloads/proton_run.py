@@ -16,7 +16,17 @@ finalized; what it drops from a full buffer it prints on standard error (the par
   ``--time N`` nothing is recorded: the plain and the scoped forward are each launched N times and their kernel
   times measured by torch.profiler (the GPU's own start and end of each kernel, not the host-side buffer
   allocation and copies Proton adds around a launch), written in an ``overhead`` event; the process then exits
-  without finalizing (the N launches' timelines are not wanted).
+  without finalizing (the N launches' timelines are not wanted); Proton is told not to parse them (they would
+  be held in memory, every record of every CTA of every launch).
+* ``--ctas N`` (the default for a case, 16): the records of every CTA are tallied in this process right after
+  the launch (exact counts per scope, from the buffer), then Proton's parser and trace writer are handed only
+  the regions of about N CTAs (profctl.workloads.proton_ctas.choose: every CTA of a few SMs, and the longest),
+  so the trace and Proton's memory stay small; for a case, one more launch under Proton's tree format gives
+  each scope's total cycles over all CTAs (``<out>.hatchet``). A ``sampled`` event says what was kept. Triton
+  3.6 has no option of its own for which CTAs are recorded (its selective sampling picks warps), so this wraps
+  its instrumentation hook's exit (triton.profiler.hooks.instrumentation.InstrumentationHook); a Triton whose
+  hook differs is refused with one line (``--ctas all`` records everything, as Proton alone does).
+* ``phase`` events (compile, run, dump, with seconds) as each step ends, so the parent can show progress.
 """
 
 from __future__ import annotations
@@ -27,14 +37,151 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from profctl.spec import AttentionSpec
 
+from . import proton_ctas
 from .attention import inputs
 from .pyprofile import run_program as run
 from .results import jsonl_emitter
+
+#: what the wrapped exit of Proton's instrumentation hook does with a launch's buffer: None (Proton's own),
+#: "discard" (nothing parsed: timed launches), or a _Keep (tally every CTA, hand Proton a sample)
+_POLICY: Any = None
+_SCOPE_NAMES: dict[Any, tuple[str, dict[int, str]]] = {}
+
+
+class _Keep:
+    """Per launch: tally every CTA's records, keep about `want` CTAs (None: all) for Proton."""
+
+    def __init__(self, want: int | None, uids: list[int] | None, clock64: bool) -> None:
+        self.want, self.uids, self.clock64 = want, uids, clock64
+        self.launches: list[dict[str, Any]] = []
+
+
+class NoSampling(RuntimeError):
+    """This Triton's Proton cannot be given a sample of CTAs (its instrumentation hook is not 3.6's)."""
+
+
+def install_hook() -> None:
+    """Wrap Proton's instrumentation hook (Triton 3.6: InstrumentationHook.exit calls
+    libproton.exit_instrumented_op(stream, function, buffer pointer, bytes), which parses the buffer at once)."""
+    try:
+        from triton._C.libproton import proton as libproton
+        from triton.profiler.hooks import instrumentation as ih
+    except Exception as e:
+        raise NoSampling(f"Proton's instrumentation hook cannot be imported ({type(e).__name__}: {e})") from None
+    hook = getattr(ih, "InstrumentationHook", None)
+    if hook is None or not hasattr(libproton, "exit_instrumented_op") or \
+            not (hasattr(hook, "exit") and hasattr(hook, "init_handle")):
+        raise NoSampling("this Triton's Proton has no InstrumentationHook.exit / libproton.exit_instrumented_op "
+                         "as Triton 3.6 has")
+    if getattr(hook, "_profctl_wrapped", False):
+        return
+    orig_exit, orig_init = hook.exit, hook.init_handle
+
+    def init_handle(self: Any, module: Any, function: Any, name: str, metadata_group: dict[str, str],
+                    hash: str) -> None:
+        orig_init(self, module, function, name, metadata_group, hash)
+        if function:
+            _SCOPE_NAMES[function] = (name, _scope_names(metadata_group))
+
+    def exit(self: Any, metadata: Any) -> None:
+        policy = _POLICY
+        if policy is None or getattr(self, "buffer", None) is None or not hasattr(self, "metadata_path"):
+            return orig_exit(self, metadata)
+        func, stream = metadata.data.get("function"), metadata.data.get("stream")
+        if policy == "discard":
+            libproton.exit_instrumented_op(stream, func, 0, 0)
+            return None
+        kept = _keep(self, func, policy)
+        if kept is None:
+            return orig_exit(self, metadata)
+        try:
+            libproton.exit_instrumented_op(stream, func, kept.data_ptr(), kept.numel())
+        finally:
+            del kept
+        return None
+
+    hook.exit, hook.init_handle, hook._profctl_wrapped = exit, init_handle, True
+
+
+def _scope_names(metadata_group: dict[str, str]) -> dict[int, str]:
+    """Scope id -> name of a compiled kernel, as Proton's own init_handle reads them from its TTGIR."""
+    try:
+        from triton._C.libtriton import ir as triton_ir
+        from triton._C.libtriton import nvidia as triton_nvidia
+        from triton._C.libtriton import proton as triton_proton
+
+        path = next(p for k, p in metadata_group.items() if k.endswith("ttgir"))
+        ctx = triton_ir.context()
+        triton_ir.load_dialects(ctx)
+        triton_nvidia.load_dialects(ctx)
+        triton_proton.load_dialects(ctx)
+        mod = triton_ir.parse_mlir_module(path, ctx)
+        mod.context = ctx
+        return {int(i): str(n) for i, n in triton_proton.get_scope_id_names(mod)}
+    except Exception as e:
+        print(f"proton_run: scope names unread ({type(e).__name__}: {e})", file=sys.stderr)
+        return {}
+
+
+def _keep(hook: Any, func: Any, policy: _Keep) -> Any:
+    """Tally the launch's records over all CTAs; the regions of the CTAs kept (None: hand Proton all)."""
+    import torch
+
+    path = hook.metadata_path.get(func)
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    scratch, units = int(meta.get("profile_scratch_size") or 0), int(meta.get("num_warps") or 0)
+    buf = hook.buffer
+    if scratch <= 0 or units <= 0 or buf is None or buf.numel() < scratch:
+        return None
+    torch.cuda.synchronize()
+    h = proton_ctas.read_headers(buf, scratch, units)
+    uids = policy.uids or list(range(units))
+    got = proton_ctas.tally(buf, h, uids, clock64=policy.clock64)
+    name, names = _SCOPE_NAMES.get(func, ("?", {}))
+    rec: dict[str, Any] = {"kernel": name, "ctas_total": len(h.rows), "layout": h.layout, "overflowed":
+                           got["overflowed"], "records": got["records"],
+                           "counts": _named(got["counts"], names), "cycles": _named(got["cycles"], names)}
+    if policy.want is None or policy.want >= len(h.rows):
+        rec.update(ctas=h.cta, how="every CTA", sms=sorted(set(h.sm)), sm_count=len(set(h.sm)))
+        policy.launches.append(rec)
+        return None
+    pick = proton_ctas.choose(h, policy.want)
+    rec.update(ctas=pick.ctas, how=pick.how, sms=pick.sms, sm_count=pick.sm_count, longest=pick.longest)
+    policy.launches.append(rec)
+    kept = proton_ctas.compact(buf, h, pick.rows)
+    torch.cuda.synchronize()
+    return kept
+
+
+def _named(by_id: dict[int, int] | None, names: dict[int, str]) -> dict[str, int] | None:
+    if by_id is None:
+        return None
+    out: dict[str, int] = {}
+    for i, v in by_id.items():
+        key = names.get(i, f"scope_{i}")
+        out[key] = out.get(key, 0) + v
+    return out
+
+
+class _Phases:
+    """Each step's seconds, as a ``phase`` event when it ends (the parent shows them while the child runs)."""
+
+    def __init__(self, emit: Any) -> None:
+        self.emit, self.t = emit, time.perf_counter()
+
+    def done(self, phase: str, **more: Any) -> None:
+        now = time.perf_counter()
+        self.emit({"event": "phase", "phase": phase, "seconds": round(now - self.t, 3), **more})
+        self.t = now
 
 
 def mode_of(a: argparse.Namespace) -> Any:
@@ -86,26 +233,86 @@ def case_call(spec_json: str) -> tuple[Any, Any]:
 
 
 def record_case(a: argparse.Namespace, emit: Any) -> int:
-    """Warm up with the plain forward, then record one launch of the scoped one."""
+    """Warm up with the plain forward, then record one launch of the scoped one: with ``--ctas all`` every
+    CTA's timeline (Proton alone); else first a launch under Proton's tree (every CTA's cycles per scope), then
+    one whose records are tallied here and cut down to a sample before Proton parses them."""
     import torch
     import triton.profiler as proton
 
     from .kernels import triton_attention as ta
 
+    global _POLICY
+    ph = _Phases(emit)
     call, spec = case_call(a.case)
     for _ in range(max(3, a.warmup)):
         call()
     torch.cuda.synchronize()
+    ph.done("warm-up", what="the plain kernel compiled and run")
+    want = None if a.ctas == "all" else int(a.ctas)
+    if want is not None:
+        install_hook()
+    clock: dict[str, Any] = {}
     with ta.scoped():
+        if want is not None:
+            with tempfile.TemporaryDirectory() as d:
+                _POLICY = "discard"
+                proton.start(os.path.join(d, "compile"), data="tree", backend="instrumentation", mode=mode_of(a))
+                try:
+                    call()
+                    torch.cuda.synchronize()
+                finally:
+                    proton.finalize()
+                    _POLICY = None
+            ph.done("compile", what="the scoped kernel compiled under Proton")
+            proton.start(a.out, data="tree", backend="instrumentation", mode=mode_of(a))
+            try:
+                call()
+                torch.cuda.synchronize()
+                ph.done("run-tree", what="one launch, every CTA into Proton's tree")
+            finally:
+                proton.finalize()
+            ph.done("dump-tree", what="Proton's tree written")
+            keep = _Keep(want, [int(x) for x in a.warps.split(",") if x.strip()] or None, a.clock == 64)
+            _POLICY = keep
         proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
         try:
             call()
             torch.cuda.synchronize()
             clock = sm_clock_mhz()
+            ph.done("run" if want is None else "run-sample", what="the recorded launch" +
+                    ("" if want is None else f" (records tallied, about {want} CTAs handed to Proton)"))
         finally:
             proton.finalize()
+            _POLICY = None
+        ph.done("dump", what=f"Proton's {a.data} written")
+    if want is not None:
+        emit({"event": "sampled", **_summed(keep.launches), "want": want})
     emit({"event": "recorded", "case": spec.to_dict(), "kernel": "_fwd_kernel", **clock})
     return 0
+
+
+def _summed(launches: list[dict[str, Any]]) -> dict[str, Any]:
+    """The launches' tallies as one: counts (and cycles) per kernel and scope, CTAs per launch."""
+    if not launches:
+        return {"launches": 0, "kernels": {}}
+    kernels: dict[str, dict[str, Any]] = {}
+    for ln in launches:
+        k = kernels.setdefault(ln["kernel"], {"counts": {}, "cycles": {}, "launches": 0, "ctas_total": 0,
+                                               "ctas_kept": 0, "overflowed": False})
+        k["launches"] += 1
+        k["ctas_total"] += ln["ctas_total"]
+        k["ctas_kept"] += len(ln["ctas"])
+        k["overflowed"] = bool(k["overflowed"] or ln.get("overflowed"))
+        for field in ("counts", "cycles"):
+            if ln.get(field) is None or k[field] is None:
+                k[field] = None
+                continue
+            for name, v in ln[field].items():
+                k[field][name] = k[field].get(name, 0) + v
+    first = launches[0]
+    return {"launches": len(launches), "kernels": kernels, "how": first.get("how"), "ctas": first.get("ctas"),
+            "sms": first.get("sms"), "sm_count": first.get("sm_count"), "longest": first.get("longest"),
+            "layout": first.get("layout")}
 
 
 def _kernel_times(fn: Any, n: int, name: str) -> tuple[list[float], str]:
@@ -153,8 +360,15 @@ def time_case(a: argparse.Namespace, emit: Any) -> int:
         call()
     torch.cuda.synchronize()
     plain, how_plain = _kernel_times(call, a.time, "_fwd_kernel")
+    global _POLICY
+    data = a.data
+    try:
+        install_hook()
+        _POLICY = "discard"  # the timed launches' records are not parsed (nor held) by Proton
+    except NoSampling:
+        data = "tree"  # Proton sums them into its tree: bounded memory
     with ta.scoped():
-        proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
+        proton.start(a.out, data=data, backend="instrumentation", mode=mode_of(a))
         call()  # compiles the scoped kernel
         torch.cuda.synchronize()
         scoped, how_scoped = _kernel_times(call, a.time, "_fwd_kernel")
@@ -172,7 +386,14 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
     import triton.profiler as proton
 
 
+    global _POLICY
     error: dict[str, Any] = {}
+    ph = _Phases(emit)
+    keep = None
+    if a.ctas != "all":
+        install_hook()
+        keep = _POLICY = _Keep(int(a.ctas), [int(x) for x in a.warps.split(",") if x.strip()] or None,
+                               a.clock == 64)
     proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
     try:
         status = run(entry, error)
@@ -184,7 +405,12 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
                 torch.cuda.synchronize()
         except Exception:
             pass
+        ph.done("run", what="the program")
         proton.finalize()
+        _POLICY = None
+        ph.done("dump", what=f"Proton's {a.data} written")
+    if keep is not None:
+        emit({"event": "sampled", **_summed(keep.launches), "want": int(a.ctas)})
     emit({"event": "exit", "status": status, **sm_clock_mhz(), **error})
     return status
 
@@ -204,6 +430,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--case", default=None, help="an AttentionSpec as JSON (profctl's Triton forward)")
     p.add_argument("--time", type=int, default=0, help="with --case: time N plain and N scoped launches instead")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--ctas", default="all", help="about N CTAs of each launch handed to Proton (the rest tallied "
+                                                 "here), or all")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- SCRIPT.py ARGS... or -- -m MODULE ARGS...")
     a = p.parse_args(argv)
     entry = a.program[1:] if a.program[:1] == ["--"] else a.program
@@ -225,11 +453,20 @@ def main(argv: list[str] | None = None) -> int:
         emit({"event": "no-proton", "error": f"{type(e).__name__}: {e}"})
         print(f"error: Proton cannot be imported: {type(e).__name__}: {e}", file=sys.stderr)
         return 3
+    if a.ctas != "all" and not (a.ctas.isdigit() and int(a.ctas) > 0):
+        print(f"error: --ctas {a.ctas!r}: a number of CTAs, or all", file=sys.stderr)
+        return 2
     emit(versions())
     pl.enable_semantic("triton")
-    if a.case is None:
-        return run_program(a, entry, emit)
-    return time_case(a, emit) if a.time else record_case(a, emit)
+    try:
+        if a.case is None:
+            return run_program(a, entry, emit)
+        return time_case(a, emit) if a.time else record_case(a, emit)
+    except NoSampling as e:
+        emit({"event": "no-sampling", "error": str(e)})
+        print(f"error: Proton cannot be given a sample of CTAs: {e}; --ctas all records every CTA",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

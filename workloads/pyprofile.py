@@ -2,6 +2,7 @@
 
     python -m profctl.workloads.pyprofile --trace run/trace.json.gz [--jsonl run/workload.jsonl] -- SCRIPT.py ARGS...
     python -m profctl.workloads.pyprofile --trace run/trace.json.gz -- -m package.module ARGS...
+    python -m profctl.workloads.pyprofile --trace run/trace.json.gz -- -c "import mymod; mymod.main()" ARGS...
 
 The program runs in this process as it would on its own: ``sys.argv`` is its own, ``__name__`` is
 ``"__main__"``, the working directory and environment are unchanged. The profiler records CPU ops and (with a
@@ -189,15 +190,20 @@ def _install_nvtx_package(m: RangeMirror) -> None:
 
 
 def run_program(entry: list[str], error: dict[str, Any] | None = None) -> int:
-    """Run ``SCRIPT.py ARGS`` or ``-m MODULE ARGS`` as __main__; its exit status. An exception it raises is printed
-    as Python would (without this wrapper's frames) and described in `error` (``exception``, ``where``)."""
-    module = entry[0] == "-m"
-    target = entry[1] if module else entry[0]
-    sys.argv = [target if module else entry[0], *entry[(2 if module else 1):]]
-    if not module:
+    """Run ``SCRIPT.py ARGS``, ``-m MODULE ARGS`` or ``-c CODE ARGS`` as __main__; its exit status. An exception it
+    raises is printed as Python would (without this wrapper's frames) and described in `error` (``exception``,
+    ``where``)."""
+    module, inline = entry[0] == "-m", entry[0] == "-c"
+    target = entry[1] if module or inline else entry[0]
+    sys.argv = ["-c" if inline else target if module else entry[0], *entry[(2 if module or inline else 1):]]
+    if inline:
+        sys.path.insert(0, "")  # as `python -c`: the working directory first
+    elif not module:
         sys.path.insert(0, str(Path(target).resolve().parent))
     try:
-        if module:
+        if inline:
+            exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        elif module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             runpy.run_path(target, run_name="__main__")
@@ -239,12 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--torch-shapes", action="store_true")
     p.add_argument("--torch-memory", action="store_true")
     p.add_argument("--torch-stacks", action="store_true")
-    p.add_argument("program", nargs=argparse.REMAINDER, help="-- SCRIPT.py ARGS... or -- -m MODULE ARGS...")
+    p.add_argument("program", nargs=argparse.REMAINDER,
+                   help="-- SCRIPT.py ARGS..., -- -m MODULE ARGS... or -- -c CODE ARGS...")
     a = p.parse_args(argv)
     entry = a.program[1:] if a.program[:1] == ["--"] else a.program
-    if not entry or (entry[0] == "-m" and len(entry) < 2):
-        p.error("give the program: -- SCRIPT.py ARGS... or -- -m MODULE ARGS...")
-    if entry[0] != "-m" and not Path(entry[0]).is_file():
+    if not entry or (entry[0] in ("-m", "-c") and len(entry) < 2):
+        p.error("give the program: -- SCRIPT.py ARGS..., -- -m MODULE ARGS... or -- -c CODE ARGS...")
+    if entry[0] not in ("-m", "-c") and not Path(entry[0]).is_file():
         print(f"error: {entry[0]}: no such file", file=sys.stderr)
         return 2
 

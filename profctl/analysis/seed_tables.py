@@ -199,7 +199,19 @@ def constructed_note(rows: list[BenchRow]) -> list[str]:
 
 
 def _mask(causal: Any) -> str:
+    """The mask in words: a mask beyond causal (:func:`_mask_of`) with its window and documents."""
+    if isinstance(causal, str):  # already in words (a panel's context)
+        return causal
+    if isinstance(causal, tuple):
+        c, window, docs = causal
+        return _mask(c) + (f" w{window}" if window else "") + (f" docs{docs}" if docs else "")
     return "causal" if causal else "non-causal"
+
+
+def _mask_of(r: BenchRow) -> tuple[bool, int, str]:
+    """What a panel's case holds of the mask: causal or not, a window and documents (--window, --docs), so rows of
+    different masks never share a cell (sorted as causal alone was: non-causal first)."""
+    return bool(r.causal), int(r.window or 0), "+".join(map(str, r.docs or ()))
 
 
 def _heads(h: Any, kv: Any) -> str:
@@ -247,20 +259,25 @@ def seed004_columns(baseline: str, dtype: str) -> list[Column]:
 def _case_key(device: str | None) -> Callable[[BenchRow], tuple[Any, ...]]:
     """Seed 004's panels: one per GPU and case, the sequence length along the table (dtype added by
     half_panels)."""
-    return lambda r: (gpu_of(r, device), r.batch, r.heads, r.kv_heads, r.head_dim, r.causal, r.layout or "bhsd",
+    return lambda r: (gpu_of(r, device), r.batch, r.heads, r.kv_heads, r.head_dim, _mask_of(r), r.layout or "bhsd",
                       r.pass_)
 
 
 def _context(k: tuple[Any, ...]) -> dict[str, Any]:
     gpu, batch, heads, kv, d, causal, layout, pass_, dtype = k
     return {"gpu": gpu, "batch": batch, "heads": heads, "kv_heads": kv, "head_dim": d, "dtype": dtype,
-            "causal": bool(causal), "layout": layout, "pass": pass_}
+            "causal": _causal(causal), "layout": layout, "pass": pass_,
+            **({"mask": _mask(causal)} if isinstance(causal, tuple) and (causal[1] or causal[2]) else {})}
+
+
+def _causal(mask: Any) -> bool:
+    return bool(mask[0]) if isinstance(mask, tuple) else bool(mask)
 
 
 def _case_text(c: Mapping[str, Any]) -> str:
     lay = "" if c["layout"] == "bhsd" else f", {c['layout']}"
     return (f"batch={c['batch']}, heads={_heads(c['heads'], c['kv_heads'])}, dim={c['head_dim']}, {c['dtype']}, "
-            f"{_mask(c['causal'])}{lay}")
+            f"{_mask(c.get('mask', c['causal']))}{lay}")
 
 
 def seed004_forward(rows: list[BenchRow], baseline: str, device: str | None) -> list[Panel]:
@@ -356,7 +373,7 @@ def seed002_batch(rows: list[BenchRow], baseline: str, device: str | None) -> li
     sample, B x its time / the time at B) and the efficiency (speedup / B), as seed 002's scaling tables."""
     def key(r: BenchRow) -> tuple[Any, ...]:
         return (gpu_of(r, device), r.name, r.dtype, r.seqlen_q, r.seqlen_kv, r.heads, r.kv_heads, r.head_dim,
-                r.causal, r.layout or "bhsd", r.pass_)
+                _mask_of(r), r.layout or "bhsd", r.pass_)
 
     panels = []
     for k, rs in group(rows, key).items():
@@ -376,7 +393,7 @@ def seed002_batch(rows: list[BenchRow], baseline: str, device: str | None) -> li
             out.append({"Batch Size": label(str(b)), "Problem Size (BxSxHxD)": label(f"{b}x{sq}x{h}x{d}"),
                         "ms": cell, sp_col: sp, "Efficiency": eff})
         ctx = {"gpu": gpu, "backend": name, "seqlen_q": sq, "seqlen_kv": skv, "heads": h, "kv_heads": kv,
-               "head_dim": d, "dtype": dtype, "causal": bool(causal), "layout": layout, "pass": pass_}
+               "head_dim": d, "dtype": dtype, "causal": _causal(causal), "layout": layout, "pass": pass_}
         panels.append(Panel(f"{_gpu_title(gpu)}: {name}, seqlen {seqlen_label(sq, skv)}, heads={_heads(h, kv)}, "
                             f"dim={d}, {dtype}, {_mask(causal)}, {pass_}: throughput over batch", ctx,
                             ["Batch Size", "Problem Size (BxSxHxD)", "ms", sp_col, "Efficiency"], out))
@@ -419,7 +436,7 @@ def seed003_torch_triton(rows: list[BenchRow], baseline: str, device: str | None
     """Seed 003's flash attention benchmark: per sequence length, head dim and precision, the forward,
     backward and forward+backward times of the baseline ("torch") and of triton, and triton's speedups."""
     def key(r: BenchRow) -> tuple[Any, ...]:
-        return gpu_of(r, device), r.batch, r.heads, r.kv_heads, r.causal, r.layout or "bhsd"
+        return gpu_of(r, device), r.batch, r.heads, r.kv_heads, _mask_of(r), r.layout or "bhsd"
 
     panels = []
     for k, rs in group(rows, key).items():
@@ -433,7 +450,7 @@ def seed003_torch_triton(rows: list[BenchRow], baseline: str, device: str | None
                      *(ratio(a, b) for a, b in zip(torch_, triton, strict=True))]
             out.append(dict(zip(SEED003_COLUMNS, cells, strict=True)))
         if out:
-            ctx = {"gpu": gpu, "batch": batch, "heads": h, "kv_heads": kv, "causal": bool(causal), "layout": layout}
+            ctx = {"gpu": gpu, "batch": batch, "heads": h, "kv_heads": kv, "causal": _causal(causal), "layout": layout}
             panels.append(Panel(f"{_gpu_title(gpu)}: batch={batch}, heads={_heads(h, kv)}, {_mask(causal)}: "
                                 f"{baseline} (torch) against triton, ms", ctx, list(SEED003_COLUMNS), out))
     return panels

@@ -95,6 +95,10 @@ class KernelTimeline:
     overlaps: list[Overlap]
     path: CriticalPath | None
     timeline: list[tuple[str, int, int, int]] = field(default_factory=list)  # one CTA: (scope, warp, start, end)
+    #: the launch's CTAs when the trace holds a sample of them (profctl proton --ctas N); None: the trace is all
+    ctas_total: int | None = None
+    #: which CTAs the trace holds and where the counts and totals come from (a sampled trace)
+    sample: str | None = None
 
     def scope(self, name: str) -> ScopeStats | None:
         return next((s for s in self.scopes if s.name == name), None)
@@ -159,7 +163,8 @@ class TimelineReport:
                     cta=path["cta"], sm=path["sm"], span_cycles=path["span_cycles"],
                     steps=[Step(**st) for st in path["steps"]], by_scope=dict(path["by_scope"]),
                     unscoped_cycles=path["unscoped_cycles"]),
-                timeline=[(str(x[0]), int(x[1]), int(x[2]), int(x[3])) for x in k.get("timeline", [])]))
+                timeline=[(str(x[0]), int(x[1]), int(x[2]), int(x[3])) for x in k.get("timeline", [])],
+                ctas_total=k.get("ctas_total"), sample=k.get("sample")))
         return cls(source=d.get("source", ""), kernels=kernels, clock_mhz=d.get("clock_mhz"),
                    notes=list(d.get("notes", [])), warnings=list(d.get("warnings", [])),
                    meta=dict(d.get("meta", {})), tree=bool(d.get("tree")))
@@ -190,6 +195,57 @@ def from_tree(tree: Any, *, clock_mhz: float | None = None) -> TimelineReport:
     if tree.clock_mhz and not clock_mhz:
         rep.notes.append(f"times use the clock Proton recorded for the device ({tree.clock_mhz:g} MHz)")
     return rep
+
+
+def apply_sample(rep: TimelineReport, sampled: dict[str, Any], tree: Any = None) -> None:
+    """A trace of a sample of CTAs (profctl proton --ctas N) made whole where it can be: each scope's count from
+    the records of every CTA (tallied in the workload child), its total cycles from Proton's tree of another
+    launch of the same kernel (or from the records); what is neither is scaled from the sample by the CTAs'
+    ratio, and said. Shares, overlaps and the critical path stay the sample's, and say how many CTAs they stand
+    on."""
+    per_kernel = sampled.get("kernels") or {}
+    tree_cycles: dict[tuple[str, str], int] = {}
+    if tree is not None:
+        for ts in tree.scopes:
+            tree_cycles[(ts.kernel, ts.path[-1])] = tree_cycles.get((ts.kernel, ts.path[-1]), 0) + ts.cycles
+    for kt in rep.kernels:
+        got = per_kernel.get(kt.kernel)
+        if not got:
+            continue
+        total, kept = int(got.get("ctas_total") or 0), kt.ctas
+        if not total or total <= kept:
+            continue
+        scale = total / kept
+        counts, cycles = got.get("counts"), got.get("cycles")
+        sources: dict[str, set[str]] = {"count": set(), "total": set()}
+        for st in kt.scopes:
+            if counts is not None and st.name in counts:
+                st.count, how_n = int(counts[st.name]), "count"
+            else:
+                st.count, how_n = round((st.count or 0) * scale), "scaled"
+            sources["count"].add(how_n)
+            if (kt.kernel, st.name) in tree_cycles:
+                st.total_cycles, how_c = tree_cycles[(kt.kernel, st.name)], "tree"
+            elif cycles is not None and st.name in cycles:
+                st.total_cycles, how_c = int(cycles[st.name]), "records"
+            else:
+                st.total_cycles, how_c = round(st.total_cycles * scale), "scaled"
+            sources["total"].add(how_c)
+            st.mean_cycles = st.total_cycles / st.count if st.count else None
+        kt.scopes.sort(key=lambda x: -x.total_cycles)
+        kt.ctas_total = total
+        said = {"count": "the records of every CTA (counted as the launch ended)", "tree": "Proton's tree of "
+                "every CTA (one more launch)", "records": "the records of every CTA", "scaled": f"the sample "
+                f"scaled by {total}/{kept} CTAs"}
+        kt.sample = (f"timeline of {kept} of {total} CTAs ({sampled.get('how') or 'a sample'}): warp shares, "
+                     f"overlaps and the critical path stand on those {kept}; counts from "
+                     f"{' and '.join(said[x] for x in sorted(sources['count']))}, total cycles from "
+                     f"{' and '.join(said[x] for x in sorted(sources['total']))}; min and max per instance are "
+                     "the sample's")
+        rep.notes.append(f"{kt.kernel}: {kt.sample}")
+        if "scaled" in sources["count"] or "scaled" in sources["total"]:
+            rep.warnings.append(f"{kt.kernel}: some counts or totals are scaled from {kept} of {total} CTAs, not "
+                                "counted: --ctas all records every CTA")
 
 
 def overhead_note(plain_us: float | None, scoped_us: float | None, threshold: float = 0.10) -> str | None:

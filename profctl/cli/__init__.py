@@ -48,6 +48,7 @@ COMMANDS = [
     ("compare", "profctl.cli.compare_cmd", "compare"),
     ("explain", "profctl.cli.explain_cmd", "explain"),
     ("proton", "profctl.cli.proton_cmd", "proton"),
+    ("mcp", "profctl.cli.mcp_cmd", "mcp"),
 ]
 
 for _name, _mod, _fn in COMMANDS:

@@ -20,6 +20,7 @@ from profctl.cli._common import (
     percent,
     warn,
 )
+from profctl.cli.compare_cmd import slower_limit
 from profctl.errors import ProfctlError, SpecError, UsageError
 from profctl.render.tables import console, print_table, text_console
 
@@ -107,7 +108,7 @@ def _request(wl: Any, *, ab: str | None, ab_env: str | None, rounds: int, thresh
         if len(sweep.backends) != 1:
             raise UsageError("--ab-env runs one function under two settings: give exactly one --backend")
         env_a, env_b = ab_pipeline.parse_env_pair(ab_env)
-    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    limit = slower_limit(fail_if_slower) if fail_if_slower is not None else None
     delta = percent(threshold, "--threshold") if threshold is not None else None
     if limit is not None and delta is not None and delta > limit:
         raise conflict(f"--threshold {threshold}", f"--fail-if-slower {fail_if_slower}",

@@ -16,8 +16,13 @@ from profctl.fsutil import atomic_open
 from profctl.render.tables import text_console
 
 #: --table's help (the names are profctl.analysis.seed_tables.PRESETS, which `--help` does not import)
-TABLE_HELP = ("a seed's table layout from bench rows: seed-004-forward, seed-004-time-per-token, "
-              "seed-004-memory-per-token, seed-002-batch, seed-003-torch-triton (table, markdown, csv, json, html)")
+TABLE_HELP = ("lay bench rows out as a table (named after the design document, seed NNN, whose table it reproduces): "
+              "seed-004-forward (ms, a row per sequence length, a column per backend, best speedup), "
+              "seed-004-time-per-token (us per token, a row per backend, a column per sequence length), "
+              "seed-004-memory-per-token (MiB per token, the same), "
+              "seed-002-batch (ms, speedup and efficiency, a row per batch size), "
+              "seed-003-torch-triton (forward, backward and total ms of torch and Triton and their speedups, a row "
+              "per seq_len x d_model x precision); in table, markdown, csv, json or html")
 #: options of `profctl report` that a seed table or a timeline does not use (parameter names)
 _NOT_FOR_TABLE = ("by_range", "kernel", "shape", "pivot", "range_")
 _NOT_FOR_TIMELINE = ("by_range", "kernel", "shape", "pivot", "tokens", "baseline", "gpu", "title", "limit", "table")

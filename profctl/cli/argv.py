@@ -20,7 +20,7 @@ from profctl.errors import UsageError
 # ------------------------------------------------------------------------------------------ declarations
 #: parameters that take a comma list: a second value is a sweep to write as one list, never a replacement
 LIST_PARAMS = frozenset({"backend", "batch", "seqlen", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim",
-                         "dtype", "causal", "pass_", "layout", "model", "layers", "mode"})
+                         "dtype", "causal", "pass_", "layout", "model", "layers", "mode", "window", "docs"})
 #: options that may stand alone: the value a bare one means (every benchmark script spells it `--causal`)
 BARE_VALUE: Mapping[str, str] = {"--causal": "true"}
 #: negated spellings of those: the option and the value they mean

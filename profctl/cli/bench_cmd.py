@@ -49,9 +49,9 @@ def bench(
                                                         "(CI); with --ab --fail-if-slower, an inconclusive case "
                                                         "beyond the limit fails too"),
     label: str | None = typer.Option(None, "--label",
-                                     help="name what this run measures, so `profctl compare` pairs its rows with "
-                                          "another run's rows of that name: NAME (one backend) or "
-                                          "BACKEND=NAME,..."),
+                                     help="NAME: the run's name (profctl runs, show); with one backend also its "
+                                          "rows' name, so `profctl compare` pairs them with another run's rows of "
+                                          "that name; BACKEND=NAME,...: names rows per backend"),
     ab: str | None = typer.Option(None, "--ab", help="A,B: time two backends or file.py:fn functions in alternating "
                                                      "rounds in one process; say whether B is faster or slower "
                                                      "than A, with an interval"),
@@ -61,7 +61,7 @@ def bench(
     rounds: int = typer.Option(20, "--rounds", help="--ab: rounds, each timing --iters iterations of A and of B"),
     fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
                                               help="--ab: exit 1 when B is slower than A by more than this "
-                                                   "(e.g. 5%) with confidence (CI)"),
+                                                   "(e.g. 5%; 2x or 100%: twice as slow) with confidence (CI)"),
     threshold: str | None = typer.Option(None, "--threshold", help="--ab: changes smaller than this count as "
                                                                    "unchanged [default: 2%; 10% on a CPU]"),
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)

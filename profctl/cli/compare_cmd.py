@@ -24,8 +24,8 @@ def compare(
                                          "comma list (A1,A2,A3) measure the noise between runs"),
     new: str = typer.Argument(..., help="the run or file to judge against BASE (a comma list: several runs)"),
     fail_if_slower: str | None = typer.Option(None, "--fail-if-slower",
-                                              help="exit 1 when a case is slower than this (e.g. 5%) with "
-                                                   "confidence, or stopped working (CI)"),
+                                              help="exit 1 when a case is slower than this (e.g. 5%; 2x or 100%: "
+                                                   "twice as slow) with confidence, or stopped working (CI)"),
     threshold: str | None = typer.Option(None, "--threshold",
                                          help="changes smaller than this count as unchanged [default: 2%; 10% when "
                                               "both sides were timed on a CPU; --fail-if-slower if smaller]"),
@@ -62,7 +62,7 @@ def compare(
     if by not in ("label", "backend"):
         raise UsageError(f"--by {by!r}: choose label or backend")
     delta = percent(threshold, "--threshold") if threshold is not None else None
-    limit = percent(fail_if_slower, "--fail-if-slower") if fail_if_slower is not None else None
+    limit = slower_limit(fail_if_slower) if fail_if_slower is not None else None
     if strict and limit is None:
         raise conflict("--strict", "no --fail-if-slower", "--strict makes inconclusive cases fail the "
                        "--fail-if-slower gate; give --fail-if-slower too")
@@ -113,8 +113,10 @@ def _warn_same_data(b: Any, n: Any) -> None:
     runs_n = [m.path for m in n.members] or [n.path]
     shared = [x for x in runs_b if any(_same_data(Path(x), Path(y)) for y in runs_n)]
     if shared and len(shared) == len(runs_b) == len(runs_n):
-        warn(f"BASE {b.ref} and NEW {n.ref} are the same data: every case is compared with itself, so the answer "
-             "says nothing about a change (give two runs)")
+        one = len(runs_b) == 1 and Path(runs_b[0]).resolve() == Path(runs_n[0]).resolve()
+        what = f" (one run, {Path(runs_b[0]).name}, on both sides)" if one else ""
+        warn(f"BASE {b.ref} and NEW {n.ref} are the same data{what}: every case is compared with itself, so the "
+             "answer says nothing about a change (give two runs)")
     elif shared:
         warn(f"{', '.join(map(str, shared))} on both sides: a run compared with itself understates the change")
 
@@ -148,3 +150,26 @@ def _floors(min_total_ms: float, min_samples: int) -> Any:
     from profctl.analysis.compare.rows import Floors
 
     return Floors(total_ns=min_total_ms * 1e6, samples=min_samples)
+
+
+def slower_limit(text: str, flag: str = "--fail-if-slower") -> float:
+    """--fail-if-slower's value (compare and bench --ab) as the fraction a case may be slower: a percentage as
+    `percent` reads it (`5%` -> 0.05), and also one of 100 % or more, or a factor (`2x`: twice as slow, as 100 %)
+    -- a slowdown of 2x is a change of +100 %, which a percentage below 100 cannot say."""
+    t = text.strip()
+    if t[-1:].lower() == "x":
+        try:
+            factor = float(t[:-1])
+        except ValueError:
+            raise UsageError(f"{flag} {t}: give a factor such as 2x, or a percentage such as 5%") from None
+        if not factor > 1:
+            raise UsageError(f"{flag} {t}: a factor more than 1x (2x: twice as slow)")
+        return factor - 1.0
+    if t.endswith("%"):
+        try:
+            v = float(t[:-1])
+        except ValueError:
+            v = 0.0
+        if v >= 100:
+            return v / 100.0
+    return percent(text, flag)

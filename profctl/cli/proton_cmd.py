@@ -59,6 +59,10 @@ def proton(
     overhead: int = typer.Option(20, "--overhead",
                                  help="--backend triton: time N launches of the kernel with and without scopes "
                                       "(the cost of looking; 0: skip)"),
+    ctas: str | None = typer.Option(None, "--ctas",
+                                    help="how many CTAs of each launch the timeline keeps: N (every CTA of a few "
+                                         "SMs, and the longest; counts and totals stay those of every CTA) or "
+                                         "all [default: 16]"),
     cta: int | None = typer.Option(None, "--cta", help="the CTA whose critical path and timeline are shown "
                                                         "[default: each kernel's longest]"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown, json or html"),
@@ -71,7 +75,7 @@ def proton(
     or your program's kernels) and say, per scope, its count and cycles, each warp's share, the critical path
     through a CTA and what overlaps what."""
     from profctl.pipelines import proton_pipeline
-    from profctl.tools.proton import ProtonOptions, parse_warps
+    from profctl.tools.proton import ProtonOptions, parse_ctas, parse_warps
 
     check_format(format, _FORMATS)
     check_limit(limit, format)
@@ -79,7 +83,10 @@ def proton(
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout:g}")
     opts = ProtonOptions(buffer=buffer, buffer_size=buffer_size, warps=parse_warps(warps), granularity=granularity,
-                         clock=clock, time_shift=time_shift, data=data)
+                         clock=clock, time_shift=time_shift, data=data, ctas=parse_ctas(ctas))
+    if ctas is not None and data == "tree":
+        raise UsageError("--ctas picks the CTAs of a timeline (--data trace); Proton's tree (--data tree) sums "
+                         "every CTA")
     if program and given("overhead"):
         raise UsageError("--overhead times profctl's Triton forward with and without its scopes; your program's "
                          "kernels have no version without them")
@@ -89,7 +96,7 @@ def proton(
     check_reports(reports)
     req = proton_pipeline.ProtonRequest(target=target_of(wl, program), options=opts, overhead_iters=overhead, cta=cta,
                                         reports=reports, timeout_s=timeout, command=command_line())
-    res = proton_pipeline.run(req)
+    res = proton_pipeline.run(req, on_progress=_show_phase)
     for n in res.notes:
         note(f"note: {n}")
     for w in res.warnings:
@@ -104,3 +111,12 @@ def proton(
     if res.program_status:
         raise program_failed(res.program_status, res.program_error, "its timeline up to then is shown above and "
                              "kept in", res.run_dir, res.recordings[0].log if res.recordings else None)
+
+
+def _show_phase(ev: dict[str, Any]) -> None:
+    """One line per step of a case as it ends (the children's compile, run and dump; profctl's reading)."""
+    name, phase, what = ev.get("name"), str(ev.get("phase")), ev.get("what")
+    if phase.endswith("-start"):
+        note(f"{name}: {what} ...")
+    else:
+        note(f"{name}: {phase} {float(ev.get('seconds') or 0):.1f} s" + (f" ({what})" if what else ""))

@@ -248,7 +248,7 @@ def _repro(info: Any, output: Path | None) -> None:
         check_outputs(("-o", path))
     emit(text, path)
     os.chmod(path, os.stat(path).st_mode | (0o111 & ~current_umask()))
-    note(f"repro: {path} (bash {path}; PROFCTL='python3 -m profctl' to use another profctl)")
+    note(f"repro: {path} (bash {shlex.quote(str(path))}; PROFCTL='python3 -m profctl' to use another profctl)")
 
 
 def _ab_lines(p: Path) -> list[str]:

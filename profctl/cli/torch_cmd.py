@@ -33,8 +33,9 @@ from profctl.errors import UsageError
 @workload_options
 def torch_cmd(
     wl: Any,
-    program: list[str] | None = typer.Argument(None, help=PROGRAM_HELP + " (python SCRIPT.py or python -m MODULE)",
-                                               show_default=False),
+    program: list[str] | None = typer.Argument(None, show_default=False,
+                                               help=PROGRAM_HELP + " (python SCRIPT.py, python -m MODULE or "
+                                                                   "python -c CODE)"),
     range_: str | None = typer.Option(None, "--range",
                                       help="your program's record_function or NVTX range (NAME): keep only what "
                                            "ran inside it"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import sys
 import time
@@ -125,7 +126,7 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             target = target.with_backends([*backends, req.baseline])
         ex.prepare(target.device, points=len(target.cases()), warm=functools.partial(serve_command, target))
         run_dir = run_store.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
-                                    label=",".join(sorted(set(labels.values()))) or None,
+                                    label=run_label(req.label, labels),
                                     extra={**target.manifest(), "labels": labels or None})
         sweep = _Gather(target.cases(), run_dir, on_progress, parallel=ex.parallel)
         part = functools.partial(_part, target=target, point_timeout_s=req.point_timeout_s)
@@ -467,11 +468,27 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     failed: list[dict[str, Any]] = [r for r in ordered if not r.ok]
     return BenchResult(run_dir=run_dir, status=status, rows=ordered, device=sweep.device,
                        interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed,
-                       points=len(sweep.specs))
+                       points=len(sweep.specs), warnings=interpreted(ordered))
+
+
+def interpreted(rows: list[BenchRow]) -> list[str]:
+    """Under TRITON_INTERPRET=1 (the workload inherits it) Triton kernels run in Triton's interpreter, a CPU
+    emulator: a row of profctl's Triton backend or of a user's function (which may launch Triton kernels) timed the
+    emulator -- its ms are the emulator's and its TFLOP/s (0.000) say nothing of the kernel. One line saying so."""
+    if os.environ.get("TRITON_INTERPRET", "0").strip() in ("", "0"):
+        return []
+    timed = sorted({r.backend for r in rows if r.ok and (r.backend == "triton" or r.backend_ref)})
+    if not timed:
+        return []
+    return [f"TRITON_INTERPRET={os.environ['TRITON_INTERPRET']}: Triton kernels ran in Triton's interpreter (an "
+            f"emulator on the CPU), so the times and TFLOP/s of {', '.join(timed)} are the emulator's, not a GPU "
+            "kernel's (unset TRITON_INTERPRET to time the kernels)"]
 
 
 def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dict[str, str]:
-    """{backend: label} from ``NAME`` (the run's only backend) or ``BACKEND=NAME,...``; UsageError otherwise."""
+    """{backend: label} from ``NAME`` (the run's only backend) or ``BACKEND=NAME,...``; a ``NAME`` in a run of
+    several backends names the run only (:func:`run_label`), its rows keep their backends' names: {}. UsageError
+    for a label that cannot be one."""
     if not label:
         return {}
     if isinstance(label, dict):
@@ -483,16 +500,28 @@ def parse_labels(label: str | dict[str, str] | None, backends: list[str]) -> dic
             if not sep:
                 raise UsageError(f"--label {label!r}: mix of NAME and BACKEND=NAME; give BACKEND=NAME for each")
             pairs[b.strip()] = name.strip()
+    elif len(backends) != 1:  # several backends: NAME names the run (its rows keep their backends' names)
+        _check_label(label.strip())
+        return {}
     else:
-        if len(backends) != 1:
-            raise UsageError(f"--label {label!r} names one backend but the run has {len(backends)} "
-                             f"({', '.join(backends)}); give BACKEND=NAME,... instead")
         pairs = {backends[0]: label.strip()}
     for b, name in pairs.items():
         if b not in backends:
             raise UsageError(f"--label: backend {b!r} is not in this run's backends ({', '.join(backends)})")
-        if not name or any(c in name for c in ",=[]"):
-            raise UsageError(f"--label: {name!r} is not a usable label (non-empty, no ',', '=', '[', ']')")
+        _check_label(name)
     if len(set(pairs.values())) != len(pairs):
         raise UsageError(f"--label {label!r}: two backends under one label; a label names one backend in a run")
     return pairs
+
+
+def _check_label(name: str) -> None:
+    if not name or any(c in name for c in ",=[]"):
+        raise UsageError(f"--label: {name!r} is not a usable label (non-empty, no ',', '=', '[', ']')")
+
+
+def run_label(label: str | dict[str, str] | None, labels: dict[str, str]) -> str | None:
+    """The run's own name (its manifest's ``label``: `profctl runs`, `show`): a plain ``--label NAME``, else the
+    rows' labels (``BACKEND=NAME,...``) joined."""
+    if isinstance(label, str) and label.strip() and "=" not in label:
+        return label.strip()
+    return ",".join(sorted(set(labels.values()))) or None

@@ -30,8 +30,10 @@ def _base_row(spec: AttentionSpec | ModelSpec) -> BenchRow:
     if isinstance(spec, ModelSpec):
         row = BenchRow({"workload": "model", "backend": spec.label, **{k: d[k] for k in MODEL_CASE_FIELDS}})
     else:
-        row = BenchRow({"backend": spec.label, **{k: d[k] for k in ATTENTION_CASE_FIELDS},
+        row = BenchRow({"backend": spec.label, **{k: d[k] for k in ATTENTION_CASE_FIELDS if k in d},
                         "causal_align": spec.causal_align, "flops": flops.flops(spec)})
+        if spec.masked:  # the useful work the FLOPs count: the mask's visible pairs, per batch and head
+            row["visible_pairs"] = flops.spec_pairs(spec)
     if spec.label != spec.backend:
         row.backend_ref = spec.backend  # the function reference the label stands for
     return row
@@ -79,6 +81,9 @@ def make_row(spec: AttentionSpec | ModelSpec, ev: dict[str, Any], clocks: dict[s
             row.suspect_reason = f"{rate:.0f} TFLOP/s is above the {peak:.0f} TFLOP/s datasheet peak"
         if isinstance(spec, AttentionSpec):
             _add_roof(row, name, med * 1e-3)
+            computed, visible = row.get("computed_pairs"), row.get("visible_pairs")
+            if computed and visible:  # a block-sparse kernel: the rate of what it computed, partial tiles whole
+                row["tflops_computed"] = rate * computed / visible
     row.clocks = clocks
     return row
 

@@ -6,13 +6,23 @@ Run directory, per case ``case-<i>`` (a program: ``proton``): ``<name>.chrome_tr
 ``<name>.hatchet`` with ``--data tree``), ``<name>.log`` (the child's output: Proton's buffer warnings land there),
 ``<name>.timeline.json`` (the figures, so reports need not read the trace again), ``<name>.drops.json`` (what
 Proton said it dropped), and for the built-in forward ``<name>-timing.log`` (the cost of looking: the plain and
-the scoped kernel timed); ``workload.jsonl`` (the children's events) and the manifest.
+the scoped kernel timed); ``workload.jsonl`` (the children's events) and the manifest (with each case's phases
+and their seconds, and what was sampled).
+
+By default (``--ctas N``) the trace holds about N CTAs of each launch: Proton's own writer holds every record of
+every CTA in memory as JSON objects (28 GB and most of two minutes at b1 h32 s4096, 1,024 CTAs), so the child
+tallies every CTA's records, hands Proton a sample, and for profctl's forward records one more launch in
+Proton's tree format for each scope's total over all CTAs (profctl.workloads.proton_ctas,
+timeline.apply_sample). Progress: each step of a child (``phase`` events) and profctl's reading reach
+`on_progress` as they end.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +30,15 @@ from typing import Any
 from profctl import proc, run_store
 from profctl.analysis import timeline
 from profctl.analysis.timeline import overhead_note
-from profctl.errors import NothingMatched, ProgramFailed, ToolFailed, ToolNotFound, UsageError, WorkloadFailed
+from profctl.errors import (
+    BadReport,
+    NothingMatched,
+    ProgramFailed,
+    ToolFailed,
+    ToolNotFound,
+    UsageError,
+    WorkloadFailed,
+)
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import ProtonTarget, Request, Result, Target
 from profctl.pipelines.executors import PartContext, PartOutcome, gather
@@ -54,6 +72,8 @@ class Recording:
     report: Any  # profctl.analysis.timeline.TimelineReport
     case: dict[str, Any] | None = None
     overhead: dict[str, Any] | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    sampled: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)
@@ -66,10 +86,11 @@ class ProtonResult(Result):
     program_error: list[str] = field(default_factory=list)
 
 
-def run(req: ProtonRequest) -> ProtonResult:
+def run(req: ProtonRequest, on_progress: Callable[[dict[str, Any]], None] | None = None) -> ProtonResult:
     """Record the target under Proton; UsageError for what Proton cannot record here (no GPU, a backend
     without scopes), ToolNotFound/ToolFailed when Proton is missing or too old, NothingMatched when no kernel
-    with a scope ran, ProgramFailed when the program failed before anything was recorded."""
+    with a scope ran, ProgramFailed when the program failed before anything was recorded. `on_progress` hears
+    each step as it ends (``{"event": "phase", "name": case, "phase", "seconds", "what"}``; any thread)."""
     if req.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.timeout_s}")
     if req.overhead_iters < 0:
@@ -89,11 +110,17 @@ def run(req: ProtonRequest) -> ProtonResult:
         with run_store.recording(run_dir):
             part = functools.partial(_part, req=req, target=target)
             outs, interrupted = gather(ex.map_parts(part, range(len(target.cases())), run_dir=run_dir,
-                                                    device=target.device, on_event=lambda p, e: None))
+                                                    device=target.device,
+                                                    on_event=lambda p, e: _progress(on_progress, e)))
             res = _combine(outs, run_dir, triton)
             if interrupted:
                 raise KeyboardInterrupt
     return res
+
+
+def _progress(on_progress: Callable[[dict[str, Any]], None] | None, ev: dict[str, Any]) -> None:
+    if on_progress is not None and ev.get("event") == "phase":
+        on_progress(ev)
 
 
 def _default_buffer(target: Target) -> str:
@@ -143,6 +170,30 @@ def _part(ctx: PartContext, *, req: ProtonRequest, target: ProtonTarget) -> Prot
     return out
 
 
+def _run_following(ctx: PartContext, argv: list[str], log: Path, req: ProtonRequest, target: ProtonTarget,
+                   tail: run_store.EventTail, name: str,
+                   phases: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
+    """Run a Proton child, passing its ``phase`` events on as they come; its result and all its events."""
+    events: list[dict[str, Any]] = []
+
+    def pump(final: bool = False) -> None:
+        for ev in tail.read(final=final):
+            events.append(ev)
+            if ev.get("event") == "phase":
+                _phase(ctx, name, phases, str(ev.get("phase")), float(ev.get("seconds") or 0.0), ev.get("what"))
+
+    with proc.polling(pump, 0.5, "profctl-proton-phases", final=lambda: pump(final=True)):
+        res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
+    return res, events
+
+
+def _phase(ctx: PartContext, name: str, phases: list[dict[str, Any]], phase: str, seconds: float,
+           what: Any = None) -> None:
+    ph = {"phase": phase, "seconds": round(seconds, 3), **({"what": str(what)} if what else {})}
+    phases.append(ph)
+    ctx.emit({"event": "phase", "name": name, **ph})
+
+
 def _timing(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int, name: str, tail: run_store.EventTail,
             notes: list[str]) -> dict[str, Any] | None:
     """The plain and the scoped kernel timed (torch.profiler's kernel times) in a child of their own."""
@@ -150,14 +201,20 @@ def _timing(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int, 
     argv = target.proton_argv(ctx.workdir / f".{name}-timing", ctx.workdir / JSONL_NAME, req.options, i,
                               req.overhead_iters)
     ctx.record_tool("proton (cost of looking)", argv, log=log)
-    res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
-    ev = next((e for e in tail.read(final=True) if e.get("event") == "overhead"), None)
+    t0 = time.perf_counter()
+    ctx.emit({"event": "phase", "name": name, "phase": "timing-start", "seconds": 0.0,
+              "what": f"timing {req.overhead_iters} launches with and without scopes"})
+    res, events = _run_following(ctx, argv, log, req, target, tail, name, [])
+    took = time.perf_counter() - t0
+    _phase(ctx, name, [], "timing", took, "the cost of looking measured (a child)")
+    ev = next((e for e in events if e.get("event") == "overhead"), None)
     if ev is None:
         notes.append(f"{name}: the cost of looking was not measured (exit status {res.returncode}: "
                      f"{proc.last_line(res.log_text(20_000))}; log {ctx.final(log)})")
         return None
     plain, scoped = ev.get("plain_median_us"), ev.get("scoped_median_us")
     return {"plain_us": plain, "scoped_us": scoped, "launches": req.overhead_iters, "method": ev.get("method"),
+            "seconds": round(took, 3),
             "ratio": scoped / plain if plain and scoped else None, "clock_mhz": ev.get("clock_mhz")}
 
 
@@ -171,8 +228,16 @@ def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int |
     log = ctx.workdir / f"{name}.log"
     argv = target.proton_argv(base, ctx.workdir / JSONL_NAME, req.options, i)
     ctx.record_tool("proton", argv, log=log)
-    res = ctx.run(argv, log=log, timeout_s=req.timeout_s, env=target.env(), cwd=target.cwd)
-    events = tail.read(final=True)
+    phases: list[dict[str, Any]] = []
+    ctx.emit({"event": "phase", "name": name, "phase": "record-start", "seconds": 0.0,
+              "what": "recording with Proton (a child: compile, run, dump)"})
+    t0 = time.perf_counter()
+    res, events = _run_following(ctx, argv, log, req, target, tail, name, phases)
+    child_s = time.perf_counter() - t0
+    if any(e.get("event") == "no-sampling" for e in events):
+        why = next((e.get("error") for e in events if e.get("event") == "no-sampling"), None)
+        raise ToolFailed(f"Proton cannot be given a sample of CTAs here ({why}); --ctas all records every CTA, "
+                         "as Proton alone does", log=ctx.final(log))
     part.device = next(({k: v for k, v in e.items() if k != "event"} for e in events if e.get("event") == "device"),
                        part.device)
     done = next((e for e in events if e.get("event") in ("recorded", "exit")), {})
@@ -183,8 +248,17 @@ def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int |
     text = res.log_text()
     if not out.is_file() or out.stat().st_size == 0:
         raise _nothing(res, out, text, ctx.final(log), done, part)
-    return Recording(name=name, output=ctx.final(out), log=ctx.final(log), case=done.get("case"),
-                     report=_read(out, text, req, done, ctx.final(out)))
+    sampled = next((e for e in events if e.get("event") == "sampled"), None)
+    _phase(ctx, name, phases, "child", child_s, "the Proton child, start to exit (import, compile, run, dump)")
+    t1 = time.perf_counter()
+    report = _read(out, text, req, done, ctx.final(out), sampled)
+    _phase(ctx, name, phases, "read", time.perf_counter() - t1,
+           f"profctl read {out.name} ({out.stat().st_size / 1e6:.1f} MB) and made its figures")
+    report.meta["phases"] = phases
+    if sampled is not None:
+        report.meta["sampled"] = {k: v for k, v in sampled.items() if k != "event"}
+    return Recording(name=name, output=ctx.final(out), log=ctx.final(log), case=done.get("case"), report=report,
+                     phases=phases, sampled=report.meta.get("sampled"))
 
 
 def _program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:
@@ -210,8 +284,10 @@ def _nothing(res: Any, out: Path, text: str, log: Path, done: dict[str, Any], pa
                           "code); the program ran to its end", log=log)
 
 
-def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], final: Path) -> Any:
-    """The recording's figures, with what Proton said it dropped and the clock the child saw."""
+def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], final: Path,
+          sampled: dict[str, Any] | None = None) -> Any:
+    """The recording's figures, with what Proton said it dropped and the clock the child saw; a sampled trace
+    made whole with the child's tallies and Proton's tree of every CTA (``<name>.hatchet`` beside it)."""
     drops = proton_trace.drops_in_log(log_text)
     clock = done.get("clock_mhz") or None
     if req.options.data == "tree":
@@ -221,6 +297,15 @@ def _read(out: Path, log_text: str, req: ProtonRequest, done: dict[str, Any], fi
             rep.warnings.append(said)
     else:
         rep = timeline.analyze(proton_trace.read(out, drops=drops), clock_mhz=clock, cta=req.cta)
+        if sampled is not None:
+            tree_file = tool.output(out.with_name(out.name.rsplit(".", 1)[0]), "tree")
+            tree = None
+            if tree_file.is_file() and tree_file.stat().st_size:
+                try:
+                    tree = proton_tree.read(tree_file)
+                except BadReport as e:
+                    rep.warnings.append(f"Proton's tree of every CTA was not read: {e.one_line()}")
+            timeline.apply_sample(rep, sampled, tree)
     rep.source = str(final)
     if clock:
         rep.notes.append(f"times at the SM clock NVML reported right after the launch: {clock} MHz")
@@ -253,7 +338,9 @@ def _combine(outs: list[PartOutcome[ProtonPart]], run_dir: Path, triton: str) ->
     status = next((v.exit_status for v in ok if v.exit_status), None)
     run_store.finish(run_dir, "complete" if not status else "incomplete", device=device or None,
                      traces=[str(Path(r.output).relative_to(run_dir)) for r in recs],
-                     overhead=[r.overhead for r in recs], **({"reason": f"exit status {status}"} if status else {}))
+                     overhead=[r.overhead for r in recs], phases={r.name: r.phases for r in recs},
+                     sampled={r.name: r.sampled for r in recs if r.sampled},
+                     **({"reason": f"exit status {status}"} if status else {}))
     warnings = [f"the program exited with status {status}; its timeline up to then was kept"] if status else []
     return ProtonResult(run_dir=run_dir, status="complete" if not status else "incomplete", recordings=recs,
                         device=device, triton=triton, notes=[n for v in ok for n in v.notes], warnings=warnings,

@@ -305,10 +305,11 @@ class Program(TargetDefaults):
         """The user's Python program inside profctl's torch.profiler wrapper (profctl.workloads.pyprofile). A bare
         ``python``/``python3`` means the interpreter profctl runs in (it has profctl and torch); an interpreter
         given by its path is used as given."""
-        entry = self.python_entry()
+        entry = self.python_entry(code=True)
         if entry is None:
-            raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS... or "
-                             "-- python -m MODULE ARGS... (use profctl nsys or ncu for other programs)")
+            raise UsageError("profctl torch profiles Python programs: give -- python SCRIPT.py ARGS..., "
+                             "-- python -m MODULE ARGS... or -- python -c CODE (use profctl nsys or ncu for other "
+                             "programs)")
         return [self._python(), "-m", "profctl.workloads.pyprofile", "--trace", str(trace), "--jsonl", str(jsonl),
                 *options.argv(), "--", *entry]
 
@@ -345,16 +346,20 @@ class Program(TargetDefaults):
         return {"program": {"argv": list(self.command), "cwd": str(Path(self.cwd or ".").resolve()),
                             "environment": env}}
 
-    def python_entry(self) -> list[str] | None:
+    def python_entry(self, *, code: bool = False) -> list[str] | None:
         """``[script.py, args...]`` or ``[-m, module, args...]`` when the program is a Python script run by a
-        Python interpreter (or a .py file given directly); None otherwise."""
+        Python interpreter (or a .py file given directly); with `code` (a wrapper that runs it: torch's) also
+        ``[-c, code, args...]`` for ``python -c CODE``; None otherwise."""
         cmd = list(self.command)
-        if cmd and Path(cmd[0]).name.startswith("python"):
+        python = bool(cmd) and Path(cmd[0]).name.startswith("python")
+        if python:
             cmd = cmd[1:]
-            while cmd and cmd[0].startswith("-") and cmd[0] not in ("-m",):
+            while cmd and cmd[0].startswith("-") and cmd[0] not in ("-m", "-c"):
                 cmd = cmd[1:]  # interpreter flags (-u, -O, -X ...) do not matter under the wrapper
         if not cmd:
             return None
+        if cmd[0] == "-c":
+            return cmd if code and python and len(cmd) > 1 else None
         if cmd[0] == "-m" and len(cmd) > 1:
             return cmd
         return cmd if cmd[0].endswith(".py") else None

@@ -124,7 +124,7 @@ def _part(ctx: PartContext, *, req: TorchRequest, target: TorchTarget) -> TorchP
                             f"{error[-1] if error else proc.last_line(res.log_text(20_000))}",
                             log=ctx.final(log), lines=error if exit_ev.get("exception") else []) from None
     if req.range is not None:
-        summary = _within(summary, req.range)
+        summary = _within(summary, req.range, notes)
     return TorchPart(summary=ctx.with_final_paths(summary), rows=rows, device=device, returncode=res.returncode,
                      exit_status=exit_status, notes=notes, error=error)
 
@@ -184,8 +184,16 @@ def _one_line(e: BaseException) -> str:
     return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
 
 
-def _within(s: Summary, name: str) -> Summary:
+def _within(s: Summary, name: str, notes: list[str]) -> Summary:
+    """What ran inside range `name`. A torch trace has no NVTX domains (the program's NVTX ranges are mirrored as
+    record_function ranges of the same name), so ``DOMAIN@NAME``, as nsys and ncu take it, selects range NAME."""
     sel = within_range(s, name)
+    dom, sep, bare = name.partition("@")
+    if is_empty(sel) and sep and dom and bare:
+        sel = within_range(s, bare)
+        if not is_empty(sel):
+            notes.append(f"--range {name}: torch.profiler records no NVTX domain, so this is every range named "
+                         f"{bare!r}, whatever its domain")
     if is_empty(sel):
         raise NothingMatched(f"nothing ran inside a range named {name!r}; ranges seen: "
                              f"{', '.join(range_names(s)) or 'none'}")

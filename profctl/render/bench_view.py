@@ -11,8 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from profctl.pipelines.bench_pipeline import BenchResult
-from profctl.render.tables import console, markdown, text_console
+from profctl.render.tables import console, fit_columns, markdown, terminal_width, text_console
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow
+from profctl.spec import is_mask_refusal
 
 _PASS = ATTENTION_CASE_FIELDS.index("pass")
 #: the columns `--csv` writes, in order (every scalar row field; lists and dicts are left to --json): the case
@@ -138,7 +139,21 @@ def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
                      "(--baseline none leaves it out, --baseline NAME picks another)")
     for b, (n, why) in not_run(res).items():
         lines.append(f"not run here: {b} ({n} point(s)): {why}")
+    for (b, why), n in mask_not_run(res).items():
+        lines.append(f"not run here: {b} ({n} point(s)): {why}")
     return lines
+
+
+def mask_not_run(res: BenchResult) -> dict[tuple[str, str], int]:
+    """{(backend, reason): points} of the points refused for a mask the backend has no native form of (--window,
+    --docs: never run with a full mask instead), of backends that ran other points: one line each under the table."""
+    skip = set(not_run(res))
+    out: dict[tuple[str, str], int] = {}
+    for r in res.rows:
+        if r.status == "unsupported" and str(r.backend) not in skip and is_mask_refusal(r.reason):
+            key = (str(r.backend), str(r.reason))
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def _what(rows: list[BenchRow]) -> str:
@@ -160,16 +175,22 @@ def to_console(res: BenchResult, con: Any = None) -> None:
     t = Table(title=f"profctl bench — {dev}" + (f", speedup vs {res.baseline}" if res.baseline else ""),
               header_style="bold")
     skip = set(not_run(res))
-    pairs = [(r, raw) for r, raw in zip(display_rows(res), res.rows, strict=True) if raw.backend not in skip]
+    masked = {k[0] for k in mask_not_run(res)}
+    pairs = [(r, raw) for r, raw in zip(display_rows(res), res.rows, strict=True) if raw.backend not in skip
+             and not (raw.backend in masked and raw.status == "unsupported" and is_mask_refusal(raw.reason))]
     if not pairs:
         con.print("no point ran" + (f" (not run here: {', '.join(sorted(skip))})" if skip else ""))
         return
     # a column with nothing in it (no peak known on a CPU, no NVML, no memory counter) is left out
     cols = [c for c in pairs[0][0] if c in ("backend", "shape", "pass", "status", "median ms")
             or any(r[c] != "-" for r, _ in pairs)]
+    # on a terminal: numbers never wrap, and columns that do not fit are left out (said under the table)
+    fit = fit_columns([{c: r[c] for c in cols} for r, _ in pairs], terminal_width(con))
+    cols = [c for c in cols if not fit.widths or c in fit.widths]
     for c in cols:
+        fixed = fit.widths.get(c)
         t.add_column(c, justify="left" if c in ("backend", "shape", "pass", "status", "model", "mode") else "right",
-                     overflow="fold", max_width=60 if c == "status" else None)
+                     overflow="fold", width=fixed, max_width=60 if c == "status" and fixed is None else None)
     prev = None
     for r, raw in pairs:
         key = (raw.shape_label(), raw.pass_, raw.model, raw.mode)
@@ -181,6 +202,8 @@ def to_console(res: BenchResult, con: Any = None) -> None:
             style = "red"
         t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
+    if fit.note():
+        con.print(escape(f"  {fit.note()}"), soft_wrap=True, style="dim")
     for w in warning_lines(res):
         con.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     for kind, line in problem_lines(res):

@@ -179,9 +179,13 @@ def fit_columns(rows: list[dict[str, Any]], width: int | None, drop: tuple[str, 
     key = None if names else cols[0]  # the row's name: its kernel, else the first column (a run, a range)
     order = [c for c in dict.fromkeys([*empty, *[d for d in drop if d in cols], *rest])
              if c != key and c not in names]
-    keep = list(cols)
+    keep, gone = list(cols), []
     while need(keep, least) > width and order:
-        keep.remove(order.pop(0))
+        gone.append(order.pop(0))
+        keep.remove(gone[-1])
+    for c in reversed(gone):  # a narrow column left out before a wide one may fit again
+        if need([*keep, c], least) <= width:
+            keep = [k for k in cols if k in keep or k == c]
     sizes = {c: least[c] for c in keep}
     slack = width - need(keep, sizes)
     for c in names:  # names first get their room back, then text columns share what is left

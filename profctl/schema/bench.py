@@ -25,6 +25,7 @@ SCHEMA_ID = "profctl.bench/1"
 #: the fields that name an attention case: its shape, pass, layout and device (rows of one case pair on them)
 ATTENTION_CASE_FIELDS: tuple[str, ...] = (
     "batch", "seqlen_q", "seqlen_kv", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass", "layout", "device",
+    "window", "docs",
 )
 #: the fields that name a model case (profctl bench --model)
 MODEL_CASE_FIELDS: tuple[str, ...] = (
@@ -33,7 +34,7 @@ MODEL_CASE_FIELDS: tuple[str, ...] = (
 #: the case fields a row read from a file must have to be placed in a table (the rest came later, and rows of
 #: older files lack them), with the backend
 ATTENTION_REQUIRED: tuple[str, ...] = ("backend", *(f for f in ATTENTION_CASE_FIELDS
-                                                    if f not in ("causal", "layout", "device")))
+                                                    if f not in ("causal", "layout", "device", "window", "docs")))
 MODEL_REQUIRED: tuple[str, ...] = ("backend", *(f for f in MODEL_CASE_FIELDS
                                                 if f in ("model", "mode", "batch", "seqlen", "dtype")))
 
@@ -85,6 +86,8 @@ class BenchRow(dict[str, Any]):
     head_dim: _Field[int | None] = _Field()
     dtype: _Field[str | None] = _Field()
     causal: _Field[bool | None] = _Field()
+    window: _Field[int | None] = _Field()  # --window: a sliding window of this many keys (absent: none)
+    docs: _Field[list[int] | None] = _Field()  # --docs: [n] equal documents or their lengths (absent: one)
     causal_align: _Field[str | None] = _Field()
     pass_: _Field[str | None] = _Field("pass")
     layout: _Field[str | None] = _Field()

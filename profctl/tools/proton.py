@@ -24,6 +24,9 @@ GRANULARITIES = ("warp", "warp_2", "warp_4", "warp_8", "warp_group", "warp_group
 CLOCKS = (64, 32)
 DATA = ("trace", "tree")
 SUFFIX = {"trace": ".chrome_trace", "tree": ".hatchet"}
+#: CTAs per launch whose timeline is kept by default (every CTA of two SMs at a 1,024-CTA grid on 132 SMs, and the
+#: longest); the counts and totals are of every CTA (profctl.workloads.proton_ctas)
+DEFAULT_CTAS = 16
 #: what the child prints when Triton's compiler rejected the instrumented kernel
 _COMPILE_FAILED = ("PassManager::run failed", "CompilationError")
 
@@ -57,6 +60,7 @@ class ProtonOptions:
     clock: int = 64
     time_shift: bool = False
     data: str = "trace"
+    ctas: int | None = DEFAULT_CTAS  # None: every CTA
 
     def __post_init__(self) -> None:
         if self.buffer is not None and self.buffer not in BUFFERS:
@@ -69,6 +73,8 @@ class ProtonOptions:
             raise UsageError(f"--clock {self.clock}: choose 64 or 32 (bits)")
         if self.data not in DATA:
             raise UsageError(f"--data {self.data!r}: choose trace (the timeline) or tree (cycles per scope)")
+        if self.ctas is not None and self.ctas <= 0:
+            raise UsageError(f"--ctas {self.ctas}: a number of CTAs (> 0), or all")
         if any(w < 0 for w in self.warps):
             raise UsageError(f"--warps: warp ids are >= 0, got {','.join(map(str, self.warps))}")
 
@@ -80,12 +86,15 @@ class ProtonOptions:
             out += ["--buffer-size", str(self.buffer_size)]
         if self.warps:
             out += ["--warps", ",".join(map(str, self.warps))]
+        if self.data == "trace":
+            out += ["--ctas", "all" if self.ctas is None else str(self.ctas)]
         return out + (["--time-shift"] if self.time_shift else [])
 
     def describe(self, buffer_default: str = "shared") -> dict[str, object]:
         return {"buffer": self.buffer or buffer_default, "buffer_size": self.buffer_size or None,
                 "warps": list(self.warps) or "all", "granularity": self.granularity, "clock_bits": self.clock,
-                "time_shift": self.time_shift, "data": self.data}
+                "time_shift": self.time_shift, "data": self.data,
+                "ctas": ("all" if self.ctas is None else self.ctas) if self.data == "trace" else "all"}
 
 
 def parse_warps(text: str | None) -> tuple[int, ...]:
@@ -99,6 +108,18 @@ def parse_warps(text: str | None) -> tuple[int, ...]:
     if not out:
         raise UsageError(f"--warps {text!r}: a comma list of warp ids, e.g. 0,4")
     return out
+
+
+def parse_ctas(text: str | None) -> int | None:
+    """``"all"`` -> None (every CTA), ``"16"`` -> 16; UsageError for anything else."""
+    if text is None:
+        return DEFAULT_CTAS
+    t = text.strip().lower()
+    if t == "all":
+        return None
+    if not t.isdigit() or int(t) <= 0:
+        raise UsageError(f"--ctas {text!r}: a number of CTAs (> 0), or all")
+    return int(t)
 
 
 def output(base: Path, data: str) -> Path:

@@ -194,6 +194,23 @@ def test_a_repro_script_without_profctl_on_path(tmp_path: Path, monkeypatch: pyt
     assert line.startswith("repro: error: profctl is not on PATH") and "source .venv/bin/activate" in line
 
 
+def test_the_repro_hint_is_a_command_a_shell_runs_as_printed(tmp_path: Path) -> None:
+    """Issue 39 item 10: the hint `bash PATH` printed a path with spaces unquoted (bash read it as two words)."""
+    import re
+    import shlex
+
+    run = run_store.new_run("bench", root=tmp_path, argv=["profctl", "recipes", "-f", "csv"], env=False)
+    run_store.finish(run, "complete")
+    script = tmp_path / "my scripts" / "again it.sh"
+    script.parent.mkdir()
+    r = CliRunner().invoke(app, ["show", str(run), "--repro", "-o", str(script)])
+    assert r.exit_code == 0, r.output
+    m = re.search(r"\(bash (.*?); PROFCTL=", r.stderr)
+    assert m and shlex.split(m.group(1)) == [str(script)], r.stderr
+    done = subprocess.run(f"bash -n {m.group(1)}", shell=True, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr  # the printed command, pasted into a shell, finds the script
+
+
 def test_repro_of_an_ab_run_and_bad_requests(fns: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = ["--ab", f"{fns}:attn_a,{fns}:attn_b", "--rounds", "5", "--iters", "2"]
     monkeypatch.setattr(sys, "argv", ["profctl", "bench", *SHAPE, *args])

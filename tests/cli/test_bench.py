@@ -135,3 +135,35 @@ def test_bench_table_to_a_file_is_the_table(runner: CliRunner, tmp_path: Path) -
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "profctl bench — cpu" in text and "│ eager" in text and "\x1b[" not in text
+
+
+def test_a_plain_label_names_the_run_of_several_backends(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 39 item 10: `bench --label NAME` named a backend's rows, never the run: with two backends it was
+    refused. It now names the run (`profctl runs` lists it); with one backend it still names its rows too."""
+    r = runner.invoke(app, ["bench", "--device", "cpu", "-b", "sdpa-math,eager", "-s", "32", "--heads", "1", "-d",
+                            "16", "-n", "1", "--warmup", "0", "--label", "before", "-f", "json",
+                            "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert {row["backend"] for row in rows} == {"sdpa-math", "eager"} and not any(row.get("label") for row in rows)
+    (run_dir,) = tmp_path.iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["label"] == "before"
+    listed = runner.invoke(app, ["runs", "--reports", str(tmp_path), "-f", "json"])
+    assert '"before"' in listed.stdout
+
+
+def test_timings_under_the_triton_interpreter_say_an_emulator_was_timed(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 39 item 10: with TRITON_INTERPRET=1 a Triton kernel's row read "TFLOP/s 0.000" and nothing said that
+    Triton's CPU emulator was what got timed. A user's function may launch Triton kernels: its row is named too."""
+    fn = tmp_path / "my_fn.py"
+    fn.write_text("import torch\n\ndef attn(q, k, v, is_causal=False, scale=None, enable_gqa=False):\n"
+                  "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)\n")
+    args = ["bench", "--device", "cpu", "-b", f"{fn}:attn", "-s", "32", "--heads", "1", "-d", "16", "-n", "1",
+            "--warmup", "0", "--reports", str(tmp_path / "runs")]
+    r = runner.invoke(app, args, env={"TRITON_INTERPRET": "1"})
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.output.splitlines() if "TRITON_INTERPRET=1" in ln]  # under the table
+    assert "Triton's interpreter (an emulator on the CPU)" in line and "my_fn.attn" in line, line
+    assert "eager" not in line  # a built-in without Triton kernels is not named
+    r = runner.invoke(app, args, env={"TRITON_INTERPRET": None})
+    assert r.exit_code == 0 and "TRITON_INTERPRET" not in r.output, r.output

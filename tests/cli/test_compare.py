@@ -152,7 +152,7 @@ def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: st
         assert r.exit_code == 2, r.output
         (line,) = r.stderr.strip().splitlines()
         assert line.startswith(f"profctl: error: {flag} {bare}: a threshold needs its percent sign"), line
-    for bad in ("0%", "100%", "-5%", "150%"):
+    for bad in ("0%", "-5%") + (("100%", "150%") if flag == "--threshold" else ()):  # --fail-if-slower 100%: 2x
         r = runner.invoke(app, ["compare", str(a), str(b), flag, bad])
         assert r.exit_code == 2 and f"{flag} {bad}: must be more than 0%" in r.stderr, r.output
     r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", "60 %", "--threshold", "0.5%"])
@@ -162,6 +162,30 @@ def test_a_threshold_has_one_reading(runner: CliRunner, tmp_path: Path, flag: st
     for bare in ("3", "0.6"):  # --run-noise is read the same way (0, bare, leaves it out)
         r = runner.invoke(app, ["compare", str(a), str(b), "--run-noise", bare])
         assert r.exit_code == 2 and f"--run-noise {bare}: a threshold needs its percent sign" in r.stderr, r.output
+
+
+def test_latest_against_latest_says_it_is_one_run(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 39 item 10: `compare latest latest` did not say that both names are one run (which one)."""
+    a = make_run(tmp_path, seed=2)
+    r = runner.invoke(app, ["compare", "latest", "latest", "--reports", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert f"BASE latest and NEW latest are the same data (one run, {a.name}, on both sides)" in r.stderr, r.stderr
+
+
+def test_the_gate_can_say_twice_as_slow(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 39 item 10: `--fail-if-slower` refused 100 % and more, so no gate could say "fail at 2x". `2x` and
+    `100%` are the same gate: a +53 % case passes it, a +150 % case fails it."""
+    a = make_run(tmp_path, seed=1)
+    b = make_run(tmp_path, seed=2, scale=1.53)
+    c = make_run(tmp_path, seed=3, scale=2.5)
+    for gate in ("2x", "100%", "2.0X"):
+        r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", gate])
+        assert r.exit_code == 0, (gate, r.output)
+        r = runner.invoke(app, ["compare", str(a), str(c), "--fail-if-slower", gate])
+        assert r.exit_code == 1 and "beyond --fail-if-slower 100%" in r.stderr, (gate, r.output)
+    for bad, says in (("1x", "a factor more than 1x"), ("twox", "give a factor such as 2x")):
+        r = runner.invoke(app, ["compare", str(a), str(b), "--fail-if-slower", bad])
+        assert r.exit_code == 2 and says in r.stderr, r.output
 
 
 def test_comparing_a_run_with_itself_warns(runner: CliRunner, tmp_path: Path) -> None:

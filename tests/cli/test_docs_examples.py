@@ -102,3 +102,24 @@ def test_readme_first_run_works_here(tmp_path: Path) -> None:
                            text=True, timeout=300)
         assert p.returncode == 0, (text, p.stderr)
         assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("option", ["--limit", "--timeout"])
+def test_readme_names_the_commands_that_take_limit_and_timeout(option: str) -> None:
+    # issue 39 item 9: the README said --limit and --timeout were "spelled the same in every command"; bench,
+    # compare and explain refused --limit and report --timeout. Its list is now each command that takes them
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(rf"`{option}(?: N)?` \(((?:`[a-z]+`(?:, )?)+):", text)
+    assert m, f"the README lists no commands for {option}"
+    listed = set(re.findall(r"`([a-z]+)`", m.group(1)))
+    taking = {name for name, cmd in COMMANDS.items()
+              if any(option in getattr(p, "opts", ()) for p in cmd.params)}
+    assert listed == taking
+
+
+def test_docs_say_how_many_noise_lines_bench_prints_one_by_one() -> None:
+    from profctl.render.bench_view import NOISE_LINES
+
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    text = " ".join((ROOT / "docs" / "bench.md").read_text(encoding="utf-8").split())
+    assert f"when more than {words[NOISE_LINES]} points have timings that spread" in text

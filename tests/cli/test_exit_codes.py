@@ -113,3 +113,12 @@ def test_a_file_is_called_what_it_is(tmp_path: Path) -> None:
         assert "nsys-sqlite" not in line and "Chrome" not in line and "bench-json" not in line, line
     assert "holds an SQLite file, not an Nsight Compute report" in run("report", str(foreign), "--view", "source")[1]
     assert "not a profctl bench" in run("report", str(rows))[1]
+
+
+@pytest.mark.parametrize("cmd", [["bench", "--device", "cpu", "-b", "sdpa-math", "-s", "16", "--heads", "1"],
+                                 ["torch", "--device", "cpu", "-b", "sdpa-math", "-s", "16", "--heads", "1"]])
+def test_a_reports_folder_that_cannot_be_made_is_a_bad_argument(cmd: list[str]) -> None:
+    # issue 39 item 9: /proc passes the access check (root may write it) but no folder can be made there: the run
+    # directory fails before anything runs, which the README's table calls 2 (it was 1, a write after the work)
+    rc, line = run(*cmd, "--reports", "/proc/profctl-reports")
+    assert rc == 2 and "cannot create a run directory under /proc/profctl-reports" in line

@@ -122,6 +122,17 @@ def test_a_point_that_cannot_fit_is_an_oom_row_naming_its_estimate(tmp_path: Pat
     assert "scores" in row["reason"] and "GiB" in row["reason"] and row["estimate_bytes"] > 100 * 2**30
 
 
+def test_a_small_memory_limit_is_said_in_a_unit_that_does_not_read_zero(tmp_path: Path) -> None:
+    """Issue 39 item 10: `--memory-limit 0.001` refused a point that "needs about 0.00 GiB ... more than the 0.00
+    GiB of --memory-limit"; under a hundredth of a GiB the amounts are MiB."""
+    _, out, _ = invoke(["bench", "--device", "cpu", "-s", "256", "--heads", "4", "-d", "64", "-n", "1", "--warmup",
+                        "0", "-b", "eager", "--baseline", "none", "--memory-limit", "0.001", "-f", "json",
+                        "--reports", str(tmp_path)])
+    (row,) = json.loads(out)
+    assert row["status"] == "oom" and "0.00 " not in row["reason"], row["reason"]
+    assert re.search(r"needs about \d+\.\d\d MiB .* more than the 1\.02 MiB of --memory-limit", row["reason"])
+
+
 def test_a_child_killed_while_over_its_memory_is_oom_naming_the_estimate(tmp_path: Path) -> None:
     """SIGKILL during a point (as the kernel's out-of-memory killer sends it; PROFCTL_FAULT sends it here, nothing
     is allocated) is `oom` when the point's estimate was at least half the memory it had (here --memory-limit),

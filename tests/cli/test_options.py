@@ -284,7 +284,7 @@ def test_the_reader_tables_match_the_commands() -> None:
 # ------------------------------------------------------------------------------------------- answered fast
 BAD = [
     ["bench", "--baseline", "nope"], ["bench", "-b", "nope"], ["bench", "--timeout", "-1"], ["bench", "-f", "xml"],
-    ["bench", "--label", "a", "-b", "eager,sdpa-math"], ["bench", "--heads", "8", "--kv-heads", "3"],
+    ["bench", "--label", "a=b", "-b", "eager,sdpa-math"], ["bench", "--heads", "8", "--kv-heads", "3"],
     ["bench", "-o", "/"], ["bench", "--causal", "maybe"], ["torch", "--timeout", "0"], ["torch", "-f", "xml"],
     ["nsys", "--trace", "nope"], ["nsys", "--capture", "x"], ["ncu", "--recipe", "nope"],
     ["ncu", "--clock-control", "x"], ["ncu", "--kernel", "("], ["report", BENCH, "--pivot", "x"],
@@ -320,3 +320,31 @@ def test_help_says_each_default_once(command: str) -> None:
     assert not re.search(r"\[default: [^\]]*\].*\[default:", res.stdout)
     if command in WORKLOAD_COMMANDS:
         assert "[default: 1]" in res.stdout and "[default: all on GPU;" in res.stdout
+
+
+# ------------------------------------------------------------------------------------------ -o's name (39.5)
+REPORT = DATA / "bench_h100_s4096.json.gz"
+
+
+@pytest.mark.parametrize(("name", "starts"), [("x.html", "<!doctype html"), ("y.json", "{"), ("z.csv", "backend"),
+                                              ("w.md", "#")])
+def test_the_output_name_picks_the_format(tmp_path: Path, name: str, starts: str) -> None:
+    r = CliRunner().invoke(app, ["report", str(REPORT), "-o", str(tmp_path / name)])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / name).read_text(encoding="utf-8")
+    assert text.lower().startswith(starts.lower()) or (starts == "backend" and "," in text.splitlines()[0]), text[:200]
+    assert "┃" not in text
+
+
+def test_a_format_that_contradicts_the_output_name_is_refused(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["report", str(REPORT), "-f", "csv", "-o", str(tmp_path / "y.json")])
+    assert r.exit_code == 2 and not (tmp_path / "y.json").exists()
+    assert "-f csv" in r.stderr and "y.json" in r.stderr and "contradict" in r.stderr
+    assert CliRunner().invoke(app, ["report", str(REPORT), "-f", "table", "-o", str(tmp_path / "t.txt")]).exit_code == 0
+
+
+def test_an_output_name_the_command_cannot_write_names_its_formats(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["compare", str(REPORT), str(REPORT), "-o", str(tmp_path / "c.html")])
+    assert r.exit_code == 2 and not (tmp_path / "c.html").exists()
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("profctl: error:")]
+    assert len(line) == 1 and "c.html" in line[0] and "table, markdown, csv, json" in line[0], r.stderr

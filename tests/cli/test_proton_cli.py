@@ -40,6 +40,9 @@ def test_no_gpu_here_is_one_line(tmp_path: Path) -> None:
     (["--warps", "0,x"], "--warps '0,x'"),
     (["--data", "csv"], "--data 'csv'"),
     (["-f", "csv"], "unknown format 'csv'"),
+    (["--ctas", "0"], "--ctas '0'"),
+    (["--ctas", "some"], "--ctas 'some'"),
+    (["--ctas", "8", "--data", "tree"], "--ctas picks the CTAs of a timeline"),
 ])
 def test_bad_options_are_refused_first(tmp_path: Path, args: list[str], words: str) -> None:
     r = CliRunner().invoke(app, ["proton", *args, "--reports", str(tmp_path)])

@@ -115,3 +115,15 @@ def test_refused_in_one_line(args: list[str], code: int, needle: str) -> None:
 def test_a_table_needs_bench_rows(shared_fixture) -> None:
     res = run(str(shared_fixture("attn.sqlite")), "--table", "seed-004-forward")
     assert res.exit_code == 7 and "no bench rows" in res.output and "Traceback" not in res.output
+
+
+def test_the_help_says_each_layout_not_only_the_seed_it_comes_from() -> None:
+    # issue 39 item 9: `--table seed-004-forward` named documents a user does not have; the help says each layout
+    import re
+
+    from profctl.analysis.seed_tables import PRESETS
+    from profctl.cli._report_more import TABLE_HELP
+
+    for name in PRESETS:
+        m = re.search(rf"{re.escape(name)} \(([^)]*)\)", TABLE_HELP)
+        assert m and ("a row per" in m.group(1) or "the same" in m.group(1)), name

@@ -190,9 +190,9 @@ def test_ctrl_c_names_the_run_directory(tmp_path: Path, command: list[str]) -> N
 
 def test_ctrl_c_before_a_run_directory_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """An interrupt before any run directory exists says that, not 'a run directory made before keeps ...'."""
-    from profctl.cli import _common
+    from profctl.cli import _guard
 
-    assert _common._interrupted(time.time() + 3600) == "interrupted before any run directory was made"
+    assert _guard._interrupted(time.time() + 3600) == "interrupted before any run directory was made"
 
 
 def test_two_benches_at_once_never_collide(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -200,3 +201,58 @@ def test_reports_follow_another_umask(tmp_path: Path) -> None:
     modes = _modes(tmp_path, {"page.html", "page.markdown", "page.csv", "page.json", "cmp.txt"})
     assert len(modes) == 5 and set(modes.values()) == {0o640}, {k: oct(v) for k, v in modes.items()}
     assert "profctl compare" in (tmp_path / "cmp.txt").read_text()  # a table written as text, not markdown
+
+
+# ------------------------------------------------------------------------------------------ -o through (39.3)
+def test_output_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "out.csv"
+    target.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    p = profctl("report", str(BENCH), "-f", "csv", "-o", str(link), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().startswith("backend") or "," in target.read_text().splitlines()[0]
+    assert target.read_text() != "old\n" and leftovers(tmp_path / "real") == []
+    assert "is a link" in p.stderr
+
+
+def test_output_to_a_fifo_is_streamed_to_its_reader(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "profctl", "report", str(BENCH), "-f", "csv", "-o", str(fifo)],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got: list[str] = []
+
+    def read() -> None:  # blocks until profctl opens the FIFO for writing (forever, had it replaced the FIFO)
+        with open(fifo, encoding="utf-8") as reader:
+            got.append(reader.read())
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        assert p.wait(timeout=120) == 0
+        t.join(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert got and got[0].count("\n") > 1 and "," in got[0], p.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_output_to_dev_full_is_one_line_and_leaves_the_device(tmp_path: Path) -> None:
+    p = profctl("report", str(BENCH), "-f", "markdown", "-o", "/dev/full", cwd=tmp_path)
+    assert p.returncode == 1
+    one_line(p.stderr, "/dev/full", "no space left on device")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_output_to_dev_null_and_dev_stdout_is_written_in_place(tmp_path: Path) -> None:
+    p = profctl("report", str(BENCH), "-f", "csv", "-o", "/dev/null", cwd=tmp_path)
+    assert p.returncode == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), p.stderr
+    p = profctl("report", str(BENCH), "-f", "csv", "-o", "/dev/stdout", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.count("\n") > 1 and "," in p.stdout, p.stderr
+    assert "written to as it is" in p.stderr

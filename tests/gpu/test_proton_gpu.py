@@ -89,3 +89,39 @@ def test_a_program_that_fails_first_is_one_line(tmp_path: Path) -> None:
     r = _invoke(tmp_path, "--", "python", str(prog))
     assert r.exit_code == 8, r.output
     assert "exited with status 3" in r.output and "Traceback" not in r.output
+
+
+def test_a_sample_of_ctas_keeps_the_launchs_counts(tmp_path: Path) -> None:
+    """--ctas N: the trace holds a few CTAs, the counts are every CTA's (the same as --ctas all records), the
+    totals Proton's tree of every CTA; the progress lines and the manifest name each phase."""
+    base = ["-b", "triton", "-s", "2048", "--heads", "8", "-d", "64", "--overhead", "0", "-f", "json"]
+    got = {}
+    for ctas in ("all", "4"):
+        out = tmp_path / f"{ctas}.json"
+        r = CliRunner().invoke(app, ["proton", "--reports", str(tmp_path / ctas), *base, "--ctas", ctas, "-o",
+                                     str(out)])
+        assert r.exit_code == 0, r.output
+        assert "profctl: case-0: read" in r.output and "profctl: case-0: dump" in r.output, r.output
+        got[ctas] = next(k for k in json.loads(out.read_text())["kernels"] if k["kernel"] == "_fwd_kernel")
+    every, few = got["all"], got["4"]
+    assert few["ctas"] < every["ctas"] and few["ctas_total"] == every["ctas"] and "CTAs" in few["sample"]
+    assert {s["name"]: s["count"] for s in few["scopes"]} == {s["name"]: s["count"] for s in every["scopes"]}
+    for s in few["scopes"]:  # another launch of the same kernel: close, not equal
+        t = next(x for x in every["scopes"] if x["name"] == s["name"])["total_cycles"]
+        assert abs(s["total_cycles"] - t) <= 0.15 * t, (s, t)
+    run = next(p for p in (tmp_path / "4").iterdir() if p.is_dir())
+    man = json.loads((run / "manifest.json").read_text())
+    assert {p["phase"] for p in man["phases"]["case-0"]} >= {"compile", "run-tree", "run-sample", "dump", "read"}
+    assert (run / "case-0.hatchet").stat().st_size > 0
+    assert man["sampled"]["case-0"]["kernels"]["_fwd_kernel"]["ctas_total"] == every["ctas"]
+
+
+def test_a_program_sampled(tmp_path: Path) -> None:
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    out = tmp_path / "p.json"
+    r = _invoke(tmp_path, "-f", "json", "-o", str(out), "--ctas", "1", "--", "python", str(prog))
+    assert r.exit_code == 0, r.output
+    k = json.loads(out.read_text())["kernels"][0]
+    assert {s["name"]: s["count"] for s in k["scopes"]} == {"double": 48, "add": 48}  # counted, every CTA
+    assert k["ctas"] < 4 and k["ctas_total"] == 4

@@ -335,7 +335,7 @@ def _num_sms(device: torch.device) -> int:
 
 
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, diag_off: int,
-             sm_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+             sm_scale: float, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seqlen_q, head_dim = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
     o = torch.empty_like(q)  # keeps q's memory layout (bhsd or a bshd view), like SDPA
@@ -355,7 +355,8 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
             PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_SCOPED,
-            **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe else {}))
+            **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe and not window else {}),
+            **({"WINDOW": window} if window else {}))
 
     launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
     return o, lse
@@ -540,7 +541,8 @@ def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: b
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
                dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool,
-               align: str, descales: tuple[Any, Any, Any] = (None, None, None)) -> torch.Tensor:
+               align: str, descales: tuple[Any, Any, Any] = (None, None, None), window: int | None = None
+               ) -> torch.Tensor:
     if attn_mask is not None:
         raise NotImplementedError("triton attention does not support attn_mask (only None; use is_causal)")
     if dropout_p != 0.0:
@@ -551,7 +553,7 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
             f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if q.dim() == 3:
         return _attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), None, 0.0, is_causal, scale,
-                          enable_gqa, align, descales).squeeze(1)
+                          enable_gqa, align, descales, window).squeeze(1)
     _check_args(q, k, v, enable_gqa)
     fp8 = E4M3 is not None and q.dtype == E4M3
     if not fp8 and any(d is not None for d in descales):
@@ -568,6 +570,13 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
     if seqlen_kv == 0:  # no key at all: every row sees nothing and gives 0, like FlashAttention
         return torch.zeros_like(out_like) if fp8 else torch.zeros_like(q) + 0.0 * (q.sum() + k.sum() + v.sum())
     diag_off = 0 if align == "top-left" else seqlen_kv - seqlen_q
+    if window:
+        if fp8:
+            raise NotImplementedError("triton attention has no sliding window with float8_e4m3fn inputs")
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+            raise NotImplementedError("triton attention has no sliding window in its backward (forward only: call "
+                                      "it under torch.no_grad())")
+        return _forward(q, k, v, bool(is_causal), diag_off, sm_scale, int(window))[0]
     if fp8:
         return _forward_fp8(q, k, v, scales, bool(is_causal), diag_off, sm_scale)
     out: torch.Tensor = _FlashAttention.apply(q, k, v, bool(is_causal), diag_off, sm_scale)
@@ -577,27 +586,29 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
               enable_gqa: bool = False, q_descale: Any = None, k_descale: Any = None,
-              v_descale: Any = None) -> torch.Tensor:
+              v_descale: Any = None, window: int | None = None) -> torch.Tensor:
     """Drop-in for ``F.scaled_dot_product_attention`` (top-left causal alignment, like SDPA).
 
     q (batch, heads, seqlen_q, head_dim); k, v (batch, kv_heads, seqlen_kv, head_dim), any strides; bf16, fp16
     or fp32; head_dim <= 256. attn_mask must be None and dropout_p 0 (NotImplementedError otherwise);
     kv_heads != heads needs enable_gqa=True (ValueError otherwise, like SDPA). float8_e4m3fn inputs take
     FlashAttention-3's per-tensor descale factors (positive floats or one-element tensors; 1 when left out), run
-    the forward only and return bf16; :func:`prepare` makes V K-major ahead of the calls.
+    the forward only and return bf16; :func:`prepare` makes V K-major ahead of the calls. `window` (forward only):
+    a sliding window of that many keys up to each query's own (and after it when not causal); the key blocks
+    outside it are skipped.
     """
     return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "top-left",
-                      (q_descale, k_descale, v_descale))
+                      (q_descale, k_descale, v_descale), window)
 
 
 def attention_bottom_right(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                            dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                            enable_gqa: bool = False, q_descale: Any = None, k_descale: Any = None,
-                           v_descale: Any = None) -> torch.Tensor:
+                           v_descale: Any = None, window: int | None = None) -> torch.Tensor:
     """As :func:`attention`, with FlashAttention's bottom-right causal alignment: query i sees keys
     j <= i + seqlen_kv - seqlen_q."""
     return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, "bottom-right",
-                      (q_descale, k_descale, v_descale))
+                      (q_descale, k_descale, v_descale), window)
 
 
 attention.causal_align = "top-left"  # type: ignore[attr-defined]
@@ -633,3 +644,4 @@ for _fn in (attention, attention_bottom_right):
     _fn.supports = supports  # type: ignore[attr-defined]
     _fn.prepare = prepare  # type: ignore[attr-defined]
     _fn.dtypes = DTYPES  # type: ignore[attr-defined]
+    _fn.masks = ("window",)  # type: ignore[attr-defined]  # forward only (profctl.spec.mask_refusal)

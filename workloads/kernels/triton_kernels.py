@@ -106,15 +106,21 @@ if triton is not None:
 
     @triton.jit
     def _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
+                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
+                      WINDOW: tl.constexpr = 0):
         """One online-softmax step of every forward (bf16 and e4m3, plain and pipelined): scores `s` of a key block
         -> (P, acc and l rescaled to the new running max, that max). MASKED: the key-tail bound and, if CAUSAL,
         the causal mask (offs_m/offs_n/seqlen_kv/diag_off are read only then). SCALE_POS: a positive scale, taken
-        after the row max so the subtraction fuses into one FMA."""
+        after the row max so the subtraction fuses into one FMA. WINDOW > 0 (MASKED only): a sliding window, each row
+        seeing the WINDOW keys up to its diagonal (and the WINDOW - 1 after it without CAUSAL)."""
         if MASKED:
             keep = offs_n[None, :] < seqlen_kv
             if CAUSAL:
                 keep = keep & (offs_n[None, :] <= offs_m[:, None] + diag_off)
+            if WINDOW > 0:
+                keep = keep & (offs_n[None, :] > offs_m[:, None] + diag_off - WINDOW)
+                if not CAUSAL:
+                    keep = keep & (offs_n[None, :] < offs_m[:, None] + diag_off + WINDOW)
             s = tl.where(keep, s * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             p = tl.exp2(s - m_new[:, None])
@@ -137,8 +143,8 @@ if triton is not None:
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
                       DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr = False,
-                      LAZY: tl.constexpr = False):
-        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask and the key-tail bound.
+                      LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0):
+        """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask, WINDOW's and the key-tail bound.
         SCOPES: each step in a Proton scope (load_k, load_v, qk, softmax, pv). LAZY (unmasked blocks, a
         positive scale): rescale only when a row's max grew by more than 2^8."""
         offs_n0 = tl.arange(0, BLOCK_N)
@@ -173,7 +179,7 @@ if triton is not None:
                 m_new = m_i
             else:
                 p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                                   MASKED, CAUSAL, SCALE_POS)
+                                                   MASKED, CAUSAL, SCALE_POS, WINDOW=WINDOW)
             _scope_out("softmax", SCOPES)
             _scope_in("pv", SCOPES)
             acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -250,7 +256,7 @@ if triton is not None:
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
                     DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False,
-                    SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False):
+                    SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0):
         if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
@@ -282,23 +288,31 @@ if triton is not None:
         else:
             hi = seqlen_kv
             full = (seqlen_kv // BLOCK_N) * BLOCK_N
+        lo = 0
+        if WINDOW > 0:  # a sliding window: only the key blocks [lo, hi) that hold a key of the window, all masked
+            lo = tl.maximum(start_m + diag_off - WINDOW + 1, 0)
+            lo = (lo // BLOCK_N) * BLOCK_N
+            if not CAUSAL:
+                hi = tl.maximum(tl.minimum(start_m + BLOCK_M - 1 + diag_off + WINDOW, seqlen_kv), 0)
+            full = lo
 
         m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - 1.0e30  # finite: a row with no key yet gives no NaN
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
         if PIPE:
             acc, l_i, m_i = _fwd_key_loop_pipelined(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
-                                                    stride_vd, KD, VD, b32, kh32, 0, full, offs_d, seqlen_kv,
+                                                    stride_vd, KD, VD, b32, kh32, lo, full, offs_d, seqlen_kv,
                                                     qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, SCALE_POS, DOT_PREC, TMA,
                                                     SCOPES)
         else:
             acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
-                                          stride_vd, KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv, diag_off,
+                                          stride_vd, KD, VD, b32, kh32, lo, full, offs_m, offs_d, seqlen_kv, diag_off,
                                           qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC,
                                           TMA, SCOPES, LAZY)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                       KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
-                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA, SCOPES)
+                                      BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA, SCOPES,
+                                      WINDOW=WINDOW)
         seen = l_i > 0.0
         l_safe = tl.where(seen, l_i, 1.0)
         o = acc / l_safe[:, None]

@@ -102,8 +102,9 @@ class OutOfMemoryBudget(Exception):
 
     def __init__(self, need_bytes: int, cap_bytes: int, detail: dict[str, int]) -> None:
         self.need_bytes, self.cap_bytes, self.detail = need_bytes, cap_bytes, detail
-        super().__init__(f"estimated {need_bytes / 2**30:.2f} GiB > cap {cap_bytes / 2**30:.2f} GiB "
-                         f"({', '.join(f'{k} {v / 2**30:.2f}' for k, v in detail.items() if v)})")
+        from profctl.memory import amount, describe  # the unit that never reads 0.00 (MiB under 0.01 GiB)
+
+        super().__init__(f"estimated {describe(detail, need_bytes)} > cap {amount(cap_bytes)}")
 
 
 def _dtype_bytes(dtype: str | torch.dtype) -> int:
