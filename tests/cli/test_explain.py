@@ -239,7 +239,7 @@ def test_a_finding_is_shown_by_the_sentence_that_says_what_was_found() -> None:
 
     tail = ("A wave of thread blocks is defined as the maximum number of blocks that can be executed in parallel on "
             "the target GPU. This kernel launch results in 1 full waves and a partial wave of 1 thread blocks. "
-            "Under the assumption of a uniform execution duration of all thread blocks, this may account for up to 50.0%.")
+            "Under the assumption of uniform thread blocks, this may account for up to 50.0%.")
     assert _first_sentence(tail).startswith("This kernel launch results in 1 full waves")
     assert _first_sentence("Nothing measured here. Really.") == "Nothing measured here."
 
