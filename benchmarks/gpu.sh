@@ -6,9 +6,10 @@
 # Outputs go under $OUT (at most 8 files come back: the steps that write many tar them). Every step has its own time
 # limit, cut to what is left of BUDGET seconds (default 560) since the script started, so what finished comes back
 # even when a later step runs out of time. Clocks are never touched (--clock-control none throughout).
-# benchmarks/RESULTS.md and the data READMEs say which steps made which numbers; git log -- benchmarks/ has the
-# session scripts these steps came from (gpu_session*.sh, proton_session*.sh, ncu_gpu.sh, ncu_fixture.sh,
-# compare_noise.sh, gpu_programs.sh).
+# benchmarks/RESULTS.md and the data READMEs say which steps make which numbers; only the steps behind today's
+# figures are kept. Superseded steps (sweep2..sweep6, ncu_overhead5, ncu_ahead, the one-off test reruns...) are in
+# git log -- benchmarks/gpu.sh, the session scripts before them (gpu_session*.sh, proton_session*.sh, ncu_gpu.sh,
+# ncu_fixture.sh, compare_noise.sh, gpu_programs.sh) too; benchmarks/history/ has the runs they made.
 set -u
 T0=$(date +%s)
 BUDGET=${BUDGET:-560}
@@ -76,27 +77,6 @@ step_tests2() {  # bench, models, programs, the Triton bf16 and FP8 kernels
     > "$OUT/gpu_tests2.txt" 2>&1
   tail -14 "$OUT/gpu_tests2.txt"
 }
-step_tests_retry() {  # the GPU tests a first session's time limit or failures left over (issues 13-17)
-  timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=8 \
-    tests/gpu/test_models_gpu.py tests/gpu/test_bench_gpu.py::test_bench_gpu_rows \
-    tests/gpu/test_program_gpu.py::test_program_failure_keeps_the_report > "$OUT/gpu_tests_retry.txt" 2>&1
-  tail -12 "$OUT/gpu_tests_retry.txt"
-}
-step_tests_torch() {  # the torch.profiler GPU tests
-  timeout -s INT "$(lim 120)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
-    tests/gpu/test_torch_gpu.py > "$OUT/gpu_tests_final.txt" 2>&1
-  tail -4 "$OUT/gpu_tests_final.txt"
-}
-step_tests_models() {  # the model workload's GPU tests
-  timeout -s INT "$(lim 150)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
-    tests/gpu/test_models_gpu.py > "$OUT/gpu_tests_models.txt" 2>&1
-  tail -4 "$OUT/gpu_tests_models.txt"
-}
-step_tests_why() {  # the why-and-where GPU tests (explain)
-  timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
-    tests/gpu/test_explain_gpu.py > "$OUT/gpu_tests_why.txt" 2>&1
-  tail -4 "$OUT/gpu_tests_why.txt"
-}
 
 # ------------------------------------------------------------------------------------------------ users' code
 programs() {  # your own program under each profiler (examples/my_program.py)
@@ -145,38 +125,8 @@ step_decode_part_timing() {  # decode with and without part timing, twice each, 
   } > "$OUT/decode_part_timing.md" 2>&1
   cat "$OUT/decode_part_timing.md"
 }
-step_model_tables() {  # the model tables: llama training, GPT presets, decode with FA4, 24 GB cap
-  timeout "$(lim 120)" $P $M_BENCH --model llama-7b --layers 4 --mode train --batch 1,2 -s 4096 \
-    -b sdpa-cudnn,sdpa-flash,triton,eager --iters 8 --warmup 2 -f json -o "$OUT/llama_train.json" 2>&1 | tail -1
-  timeout "$(lim 120)" $P $M_BENCH --model gpt-sm,gpt-md,gpt-lg --mode train,prefill --batch 8 -s 1024 \
-    -b sdpa-flash,sdpa-cudnn,eager --iters 5 --warmup 2 -f json -o "$OUT/gpt.json" 2>&1 | tail -1
-  timeout "$(lim 120)" $P $M_BENCH --model llama-7b --layers 4 --mode decode --batch 1 -s 512,4096,32768 \
-    -b sdpa-cudnn,sdpa-flash,triton,fa4,eager --iters 10 --warmup 3 -f json -o "$OUT/decode.json" 2>&1 | tail -1
-  timeout "$(lim 60)" $P $M_BENCH --model llama-7b --layers 4 --mode train --batch 1 -s 4096,16384 -b sdpa-flash,eager \
-    --memory-limit 24 --iters 3 --warmup 1 -f json -o "$OUT/mem24.json" 2>&1 | tail -1
-  for f in llama_train gpt decode mem24; do $P report "$OUT/$f.json" -f markdown > "$OUT/$f.md" 2>&1; done
-  head -40 "$OUT/llama_train.md"
-}
 
 # ------------------------------------------------------------------------------------------------ attention
-step_fa4() {  # Triton against SDPA flash, cuDNN and FA4 (forward and backward), and ncu on the Triton kernel
-  $P bench -b triton,sdpa-flash,sdpa-cudnn,fa4 --heads 32 -s 4096 --head-dim 128,64 --causal false,true --pass fwd \
-    --warmup 5 --iters 30 --baseline none --reports runs -q -f json -o "$OUT/attn_fwd.json" 2>&1 | tail -2
-  $P bench -b triton,sdpa-flash,sdpa-cudnn --heads 32 -s 4096 --head-dim 128,64 --causal false,true --pass bwd \
-    --warmup 5 --iters 30 --baseline none --reports runs -q -f json -o "$OUT/attn_bwd.json" 2>&1 | tail -2
-  $P report "$OUT/attn_fwd.json" "$OUT/attn_bwd.json" --pivot tflops -f markdown
-  $P ncu -b triton -s 4096 --heads 32 --recipe tensor-core --clock-control none --reports runs -f markdown \
-    > "$OUT/ncu_triton.md" 2>&1; grep -A12 "## Diagnosis" "$OUT/ncu_triton.md" | head -16
-}
-step_configs() {  # the Triton forward's launch configurations (benchmarks/triton_fwd_configs.py)
-  timeout -s INT "$(lim 240)" python3 benchmarks/triton_fwd_configs.py > "$OUT/triton_configs.json" 2>&1
-  python3 - "$OUT/triton_configs.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for k, v in d["configs"].items():
-    print(k, v.get("tflops") and round(v["tflops"]), v.get("max_abs_err"), v.get("error", "")[:80])
-PY
-}
 step_why_explain() {  # the common path: profctl ncu --recipe explain on Triton and cuDNN, then profctl explain
   local R=/tmp/why_runs
   ( time timeout -s INT "$(lim 200)" $P ncu --recipe explain -b triton,sdpa-cudnn -s 4096 --heads 32 \
@@ -321,9 +271,16 @@ step_overhead() {  # profctl's wall time over ncu and nsys alone (benchmarks/too
     > "$OUT/overhead.log" 2>&1
   tail -16 "$OUT/overhead.log"
 }
-step_source_overhead() {  # profctl ncu --recipe stalls|explain against ncu alone (benchmarks/source_overhead.py)
-  timeout -s INT "$(lim ${OVER_S:-400})" python3 benchmarks/source_overhead.py --out "$OUT/source_overhead.json" \
-    --rounds ${ROUNDS:-4} --cases ${CASES:-program,builtin}
+step_source_overhead() {  # profctl ncu --recipe stalls against ncu alone (benchmarks/source_overhead.py), both cases
+  # (CASES), ROUNDS (5) rounds, the ways alternating, one GPU; BEFORE: the code before too (profctl-old)
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
+  local W=profctl,alone${BEFORE:+,profctl-old}
+  mkdir -p "$OUT/ncu_overhead"
+  timeout "$(lim ${OVER_S:-420})" python3 benchmarks/source_overhead.py --out "$OUT/ncu_overhead/source_overhead.json" \
+    --rounds "${ROUNDS:-5}" --cases "${CASES:-program,builtin}" --why-ways "$W" --ways "$W" ${BEFORE:+--old "$BEFORE"} \
+    2>&1 | tee "$OUT/ncu_overhead/source_overhead.txt" | tail -14
+  pack ncu_overhead
 }
 step_warm() {  # warm workers on the one GPU here: serial vs --workers 1 vs PROFCTL_WARM=0, and a crash mid-sweep
   local S="-b sdpa-flash,sdpa-cudnn -s 1024,2048,4096,8192 --causal false,true --heads 32 --iters 30 --warmup 10"
@@ -359,111 +316,15 @@ print("crash sweep child starts:", len([t for t in m["tools"] if t["name"] == "w
 PY
 }
 sweep_run() {  # sweep_run NAME STEPS LIMIT: dask_scaling.py's 16-point sweep (nvidia-h200-x2) into $OUT/NAME;
-  # BEFORE: the code before, for the step "before"
+  # BEFORE: the code before, for the steps "before" and "serial_before"
   [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
   python3 benchmarks/dask_scaling.py --out "$OUT/$1" --iters 150 --no-captures --budget-s "$(lim "$3")" \
     --steps "$2" ${BEFORE:+--before-path "$BEFORE"}
 }
-step_sweep() {  # serial, warm twice, cold (and the code before)
-  sweep_run sweep serial,workers2,workers2_b,cold${BEFORE:+,before} 330
+step_sweep() {  # the 16-point sweep over two GPUs (run install first: the site's bytecode): serial, --workers 2
+  # twice, cold (PROFCTL_WARM=0), --workers 2 a third time (BEFORE: and serial by the code before)
+  sweep_run sweep serial,workers2,workers2_b,cold,workers2_c${BEFORE:+,serial_before} 330
   pack sweep
-}
-step_sweep2() {  # the sweep again, without the cold run
-  sweep_run sweep2 serial,workers2,workers2_b${BEFORE:+,before} 215
-  pack sweep2
-}
-step_sweep3() {  # issue 31 after in-process workers: serial, new, the code before (BEFORE), new again, cold; and
-  # which GPU each compute process is on while the runs go (nvidia-smi every 2 s: each worker's children on its GPU)
-  ( while :; do echo "t=$(date +%s) $(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader \
-      | tr '\n' ';')"; sleep 2; done ) > "$OUT/apps.txt" 2>&1 &
-  local SAMPLER=$!
-  nvidia-smi --query-gpu=index,uuid --format=csv,noheader >> "$OUT/apps.txt"
-  sweep_run sweep3 serial,workers2${BEFORE:+,before},workers2_b,cold 420
-  kill $SAMPLER 2>/dev/null
-  pack sweep3 apps.txt
-}
-step_sweep4() {  # the sweep twice more after the warm children's quick exit: serial, new, new
-  sweep_run sweep4 serial,workers2,workers2_b 200
-  pack sweep4
-}
-step_sweep5() {  # inputs drawn on the GPU: serial, new twice, serial by the code before (BEFORE), new a third time
-  sweep_run sweep5 serial,workers2,workers2_b${BEFORE:+,serial_before},workers2_c 330
-  pack sweep5
-}
-step_sweep6() {  # with the site's bytecode compiled (install): serial, new twice, cold, new a third time
-  sweep_run sweep6 serial,workers2,workers2_b,cold,workers2_c 330
-  pack sweep6
-}
-step_ncu_overhead5() {  # profctl ncu --recipe stalls against ncu alone, both cases, ROUNDS (5) rounds alternating
-  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  mkdir -p "$OUT/ncu5"
-  timeout "$(lim 330)" python3 benchmarks/source_overhead.py --out "$OUT/ncu5/source_overhead.json" \
-    --rounds "${ROUNDS:-5}" --cases program,builtin --why-ways profctl,alone --ways profctl,alone 2>&1 \
-    | tee "$OUT/ncu5/source_overhead.txt" | tail -12
-  pack ncu5
-}
-step_ncu_ahead() {  # the read-ahead (imports, ncu_report's start) deferred to ncu's first launch, against the code
-  # before (BEFORE): profctl, ncu alone and profctl-old on both cases, ROUNDS (5) rounds alternating, one GPU
-  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
-  local W=profctl,alone${BEFORE:+,profctl-old}
-  mkdir -p "$OUT/ncu6"
-  timeout "$(lim 420)" python3 benchmarks/source_overhead.py --out "$OUT/ncu6/source_overhead.json" \
-    --rounds "${ROUNDS:-5}" --cases builtin,program --why-ways "$W" --ways "$W" ${BEFORE:+--old "$BEFORE"} 2>&1 \
-    | tee "$OUT/ncu6/source_overhead.txt" | tail -14
-  pack ncu6
-}
-step_kernels_tests() {  # the Triton bf16 and FP8 forwards' GPU tests (one online-softmax step shared) and bench's
-  timeout -s INT "$(lim 260)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
-    tests/unit/test_triton_attention.py tests/unit/test_triton_fp8.py tests/gpu/test_bench_gpu.py \
-    > "$OUT/gpu_kernels_tests.txt" 2>&1
-  tail -12 "$OUT/gpu_kernels_tests.txt"
-}
-step_ncu_tests() {  # the ncu GPU tests (the pipeline's reading imports moved into a thread while ncu runs)
-  timeout -s INT "$(lim 230)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=6 \
-    tests/gpu/test_ncu_progress_gpu.py tests/gpu/test_ncu_gpu.py > "$OUT/gpu_ncu_tests.txt" 2>&1
-  tail -12 "$OUT/gpu_ncu_tests.txt"
-}
-step_ncu_breakdown() {  # where profctl's own second around ncu goes: import times and a profile of one run
-  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  local A="ncu --recipe stalls -b triton -s 4096 --heads 32 --clock-control none --reports /tmp/nb"
-  mkdir -p "$OUT/nb"
-  timeout "$(lim 60)" $P $A > /dev/null 2>&1  # warm-up: the Triton kernel's compile cache, ncu's first start
-  /usr/bin/time -f "wall %e s" timeout "$(lim 60)" python3 -X importtime -m profctl $A > "$OUT/nb/out.txt" \
-    2> "$OUT/nb/importtime.txt"; tail -1 "$OUT/nb/importtime.txt"
-  timeout "$(lim 60)" python3 -m cProfile -o "$OUT/nb/ncu.prof" -m profctl $A > /dev/null 2>&1
-  python3 - "$OUT/nb" <<'PY'
-import glob, json, pstats, sys
-out = sys.argv[1]
-for m in sorted(glob.glob("/tmp/nb/*/manifest.json"))[-3:]:
-    d = json.load(open(m)); print("timing", d.get("timing"), "total", d.get("total_wall_s"))
-st = pstats.Stats(out + "/ncu.prof"); st.sort_stats("cumulative")
-with open(out + "/cprofile.txt", "w") as f:
-    st.stream = f; st.print_stats(80)
-PY
-  pack nb
-}
-step_ncu_speed() {  # issue 31's ncu parts: the warm-up report recorded, source_overhead's ways, --once, GPU tests
-  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  mkdir -p "$OUT/ncu"
-  local REAL; REAL=$(mktemp -d)/planted_triton.ncu-rep; xz -dc tests/data/planted/planted_triton.ncu-rep.xz > "$REAL"
-  python3 -c "
-import time, ncu_report as m
-c = m.load_report('$REAL'); a = c.range_by_idx(0).action_by_idx(0)
-pc = a.metric_by_name('inst_executed').correlation_ids().as_uint64(0)
-t = time.perf_counter(); a.sass_by_pc(pc); print(f'cold: a real report first lookup {time.perf_counter() - t:.4f} s')"
-  bash benchmarks/ncu_warm/record.sh "$OUT/ncu" "$REAL" && cp "$OUT/ncu/ncu_warm.ncu-rep" profctl/tools/
-  [ -n "${BEFORE:-}" ] && plain_tree "$BEFORE"
-  timeout "$(lim 270)" python3 benchmarks/source_overhead.py --out "$OUT/ncu/source_overhead.json" --rounds 3 \
-    --cases program,builtin --why-ways profctl,alone${BEFORE:+,profctl-old},proc \
-    --ways profctl,alone${BEFORE:+,profctl-old} ${BEFORE:+--old "$BEFORE"} 2>&1 | tee "$OUT/ncu/source_overhead.txt"
-  timeout "$(lim 170)" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ncu_progress_gpu.py \
-    tests/gpu/test_ncu_gpu.py -k "progress or autotun or once or one_measured or nothing_profiled or unknown_metric" \
-    2>&1 | tail -15
-  timeout "$(lim 40)" $P ncu --recipe speed-of-light -b sdpa-flash -s 1024 --heads 8 --once \
-    --clock-control none --reports /tmp/once -f json > /tmp/once.json 2> /tmp/once.err; tail -3 /tmp/once.err
-  python3 -c "import json; d=json.load(open('/tmp/once.json')); print('launches', [(x.get('kernel'), x.get('nvtx_range')) for x in d['meta']['launches']])" 2>&1 | tail -2
-  pack ncu
 }
 
 # ------------------------------------------------------------------------------------------------ ncu

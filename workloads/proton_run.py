@@ -92,6 +92,10 @@ def install_hook() -> None:
     def exit(self: Any, metadata: Any) -> None:
         policy = _POLICY
         if policy is None or getattr(self, "buffer", None) is None or not hasattr(self, "metadata_path"):
+            if policy is not None:
+                print(f"proton_run: the hook has no buffer or metadata here (attributes: "
+                      f"{sorted(a for a in vars(self) if not a.startswith('__'))[:12]}); Proton gets every CTA",
+                      file=sys.stderr)
             return orig_exit(self, metadata)
         func, stream = metadata.data.get("function"), metadata.data.get("stream")
         if policy == "discard":
@@ -133,14 +137,22 @@ def _keep(hook: Any, func: Any, policy: _Keep) -> Any:
     """Tally the launch's records over all CTAs; the regions of the CTAs kept (None: hand Proton all)."""
     import torch
 
-    path = hook.metadata_path.get(func)
+    paths = getattr(hook, "metadata_path", None) or {}
+    path = paths.get(func)
+    if not path and len(paths) == 1:
+        path = next(iter(paths.values()))  # one instrumented kernel: its metadata, however the hook keys it
     if not path:
+        print(f"proton_run: no metadata for the launch's function {func!r} (the hook has {len(paths)}: "
+              f"{list(paths)[:3]}); Proton gets every CTA", file=sys.stderr)
         return None
     with open(path, encoding="utf-8") as f:
         meta = json.load(f)
     scratch, units = int(meta.get("profile_scratch_size") or 0), int(meta.get("num_warps") or 0)
     buf = hook.buffer
     if scratch <= 0 or units <= 0 or buf is None or buf.numel() < scratch:
+        print(f"proton_run: no sample (scratch {scratch}, warps {units}, buffer "
+              f"{None if buf is None else buf.numel()}; metadata keys {sorted(meta)[:12]}); Proton gets every CTA",
+              file=sys.stderr)
         return None
     torch.cuda.synchronize()
     h = proton_ctas.read_headers(buf, scratch, units)
