@@ -11,6 +11,11 @@
 # git log -- benchmarks/gpu.sh, the session scripts before them (gpu_session*.sh, proton_session*.sh, ncu_gpu.sh,
 # ncu_fixture.sh, compare_noise.sh, gpu_programs.sh) too; benchmarks/history/ has the runs they made.
 set -u
+if [ $# -eq 0 ] || [ "$1" = list ]; then  # the steps, one line each (before the GPU environment is set up)
+  grep -E "^step_[a-z0-9_]+\(\)" "$0" | sed -E 's/^step_([a-z0-9_]+)\(\) \{ *(# )?/\1: /;' \
+    | awk -F': ' '{ gsub("_", "-", $1); print }' OFS=': '
+  exit 0
+fi
 T0=$(date +%s)
 BUDGET=${BUDGET:-560}
 OUT=${OUT:-/tmp/gpu-out}
@@ -635,11 +640,6 @@ PY
 }
 
 # ------------------------------------------------------------------------------------------------ run the steps
-if [ $# -eq 0 ] || [ "$1" = list ]; then
-  grep -E "^step_[a-z0-9_]+\(\)" "$0" | sed -E 's/^step_([a-z0-9_]+)\(\) \{ *(# )?/\1: /;' \
-    | awk -F': ' '{ gsub("_", "-", $1); print }' OFS=': '
-  exit 0
-fi
 for s in "$@"; do
   fn="step_${s//-/_}"
   if ! declare -F "$fn" > /dev/null; then echo "unknown step: $s (bash benchmarks/gpu.sh list)"; exit 2; fi

@@ -1,6 +1,6 @@
 """Time profctl's Triton forward under several launch configs (triton.testing.do_bench medians) at one shape, with
 each config's output checked against SDPA's flash backend: the candidates for the change `profctl explain`
-points to (benchmarks/RESULTS.md, "Why and where"). Prints one JSON object.
+points to (benchmarks/RESULTS.md, "profctl's Triton forward"). Prints one JSON object.
 
     python3 benchmarks/triton_fwd_configs.py [--seqlen 4096] [--causal] [--head-dim 128]
 """
