@@ -353,8 +353,22 @@ def view(p: KernelProfile, top: int | None = 10) -> SourceView:
                "the user line that called them: " + ("all found by the helper's name on that line" if named >= folded
                                                      else f"{named} by the helper's name on that line, "
                                                           f"{folded - named} by address proximity"))
+    _name_flex_mods(p, lines)
     return SourceView(p, stall_breakdown(p), lines, hot_instructions(p, top), ranked_findings(p), has_source,
                       how, warnings)
+
+
+def _name_flex_mods(p: KernelProfile, lines: list[HotLine]) -> None:
+    """A hot line of FlexAttention's generated kernel that computes the user's mask_mod or score_mod says so."""
+    from profctl.analysis.flex_source import is_flex_kernel, mod_lines
+
+    if not is_flex_kernel(p.base_name):
+        return
+    roles = {f: mod_lines(t) for f, t in p.source_text.items()}
+    for h in lines:
+        role = roles.get(h.file or "", {}).get(h.line or -1)
+        if role:
+            h.notes.insert(0, f"flex: your {role} (inlined by Inductor)")
 
 
 __all__ = ["Finding", "HotLine", "SourceView", "StallShare", "attribute", "helper_name", "hot_instructions",

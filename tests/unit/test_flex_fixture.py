@@ -28,3 +28,19 @@ def test_flex_against_cudnn_names_its_cause_and_the_generated_lines() -> None:
     lined = [c for c in e.causes if c.lines]
     assert lined and all(f.endswith(".py") for c in lined for f, _ in c.lines)  # Inductor's generated file
     assert a.source_files  # the report carries the generated source: lines read after the cache is gone
+
+
+def test_the_generated_lines_of_the_users_mask_mod_and_score_mod_are_named() -> None:
+    """Inductor inlines the user's functions on generated temporaries; profctl names those lines (issue 41 item 4)."""
+    from profctl.analysis import source
+    from profctl.analysis.flex_source import mod_lines
+    from profctl.readers import ncu_profiles
+
+    text = (REPORT.parent / "flex_generated_kernel.py.txt").read_text().splitlines()
+    roles = mod_lines({n + 1: t for n, t in enumerate(text)})
+    assert roles == {362: "score_mod", 363: "score_mod", 371: "mask_mod", 372: "mask_mod", 373: "mask_mod",
+                     374: "mask_mod"}
+    assert mod_lines({1: "x = 1", 2: "tmp0 = (qk)", 3: "y = 2"}) == {}  # no end line: not a mod
+    a, _ = select(list(ncu_profiles.read_profiles(REPORT)), "triton_tem_fused_flex_attention", "flex")
+    named = [h for h in source.view(a, None).lines if h.notes and h.notes[0].startswith("flex: your mask_mod")]
+    assert [h.line for h in named] == [373]  # the comparison m >= n of the causal mask_mod, sampled
