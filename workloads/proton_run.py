@@ -25,7 +25,11 @@ finalized; what it drops from a full buffer it prints on standard error (the par
   each scope's total cycles over all CTAs (``<out>.hatchet``). A ``sampled`` event says what was kept. Triton
   3.6 has no option of its own for which CTAs are recorded (its selective sampling picks warps), so this wraps
   its instrumentation hook's exit (triton.profiler.hooks.instrumentation.InstrumentationHook); a Triton whose
-  hook differs is refused with one line (``--ctas all`` records everything, as Proton alone does).
+  hook differs is refused with one line (``--ctas all`` records everything, as Proton alone does). The kernels'
+  metadata are followed at every load here (install_hook), since Proton's hook of a later session never sees a
+  kernel loaded in an earlier one. When no launch could be sampled, the run phase's line says ``NO CTA SAMPLE``
+  and why, and the ``sampled`` event has ``applied: false``, ``why`` and the fallback (``--warps``: Proton's
+  selective sampling of warps, which Triton 3.6 supports on its own).
 * ``phase`` events (compile, run, dump, with seconds) as each step ends, so the parent can show progress.
 """
 
@@ -51,15 +55,53 @@ from .results import jsonl_emitter
 #: what the wrapped exit of Proton's instrumentation hook does with a launch's buffer: None (Proton's own),
 #: "discard" (nothing parsed: timed launches), or a _Keep (tally every CTA, hand Proton a sample)
 _POLICY: Any = None
+#: every kernel loaded since install_hook, by its CUfunction handle: its name and its metadata files (JSON, TTGIR).
+#: Module-level, not the hook's: Triton 3.6 makes a new InstrumentationHook per proton.start
+#: (triton/profiler/profile.py:115) whose ``metadata_path`` starts empty, and a kernel calls the load hooks once,
+#: when it is first launched (triton/compiler/compiler.py:470, in CompiledKernel._init_handles), so a kernel
+#: compiled in an earlier session is unknown to the hook of a later one.
+_LOADED: dict[Any, dict[str, Any]] = {}
 _SCOPE_NAMES: dict[Any, tuple[str, dict[int, str]]] = {}
 
 
 class _Keep:
-    """Per launch: tally every CTA's records, keep about `want` CTAs (None: all) for Proton."""
+    """Per launch: tally every CTA's records, keep about `want` CTAs (None: all) for Proton; and, for the lines
+    that say so, every launch that could not be sampled and why (``missed``), and the exits seen."""
 
     def __init__(self, want: int | None, uids: list[int] | None, clock64: bool) -> None:
         self.want, self.uids, self.clock64 = want, uids, clock64
         self.launches: list[dict[str, Any]] = []
+        self.missed: list[str] = []
+        self.exits = 0
+        self.reach: str | None = None  # why the wrapped exit would not run, seen as the session started
+
+    def miss(self, why: str) -> None:
+        if why not in self.missed:
+            print(f"proton_run: warning: no CTA sample for this launch: {why}; Proton gets every CTA",
+                  file=sys.stderr)
+        self.missed.append(why)
+
+    def why_none(self) -> str | None:
+        """Why no launch was sampled (None: some were)."""
+        if self.launches:
+            return None
+        if self.missed:
+            return self.missed[0]
+        if not self.exits:
+            return ("Proton's instrumentation hook exit (the wrapped InstrumentationHook.exit) was never called "
+                    "for a launch of an instrumented kernel" + (f": {self.reach}" if self.reach else ""))
+        return "no launch was sampled"
+
+    def said(self) -> dict[str, Any]:
+        """The ``sampled`` event's fields that say whether the sample took effect, and why not."""
+        why = self.why_none()
+        return {"applied": why is None, "exits": self.exits, "missed": len(self.missed),
+                **({"why": why, "fallback": FALLBACK} if why else {})}
+
+
+#: what cuts Proton's records when the CTA sample cannot be applied: its own selective warp sampling
+FALLBACK = ("--warps 0,4 (Proton's selective sampling: only those warps recorded, in every CTA) cuts the trace "
+            "without profctl's sample")
 
 
 class NoSampling(RuntimeError):
@@ -67,8 +109,14 @@ class NoSampling(RuntimeError):
 
 
 def install_hook() -> None:
-    """Wrap Proton's instrumentation hook (Triton 3.6: InstrumentationHook.exit calls
-    libproton.exit_instrumented_op(stream, function, buffer pointer, bytes), which parses the buffer at once)."""
+    """Wrap Proton's instrumentation hook. Triton 3.6's call path at a launch: the launcher (C, in
+    triton/backends/nvidia/driver.py:555) calls ``knobs.runtime.launch_exit_hook`` (a HookChain), which holds
+    ``HookManager.exit`` (added by HookManager.register, hooks/hook.py:103), which calls ``hook.exit(metadata)`` on
+    each active hook instance (hook.py:53): a lookup on the instance, so the class's ``exit`` replaced here is what
+    runs. InstrumentationHook.exit (hooks/instrumentation.py:261) hands libproton.exit_instrumented_op the whole
+    buffer (``self.buffer``, set by its CudaAllocator as the launcher allocates the profile scratch), and Proton
+    parses it then. The kernels' metadata files are recorded here at every load (``knobs.runtime.
+    kernel_load_end_hook``, and the hook's init_handle), not taken from the hook instance alone (see _LOADED)."""
     try:
         from triton._C.libproton import proton as libproton
         from triton.profiler.hooks import instrumentation as ih
@@ -79,25 +127,29 @@ def install_hook() -> None:
             not (hasattr(hook, "exit") and hasattr(hook, "init_handle")):
         raise NoSampling("this Triton's Proton has no InstrumentationHook.exit / libproton.exit_instrumented_op "
                          "as Triton 3.6 has")
+    _add_load_hook()
     if getattr(hook, "_profctl_wrapped", False):
         return
     orig_exit, orig_init = hook.exit, hook.init_handle
 
     def init_handle(self: Any, module: Any, function: Any, name: str, metadata_group: dict[str, str],
                     hash: str) -> None:
+        _on_load(module, function, name, metadata_group, hash)
         orig_init(self, module, function, name, metadata_group, hash)
-        if function:
-            _SCOPE_NAMES[function] = (name, _scope_names(metadata_group))
 
     def exit(self: Any, metadata: Any) -> None:
         policy = _POLICY
-        if policy is None or getattr(self, "buffer", None) is None or not hasattr(self, "metadata_path"):
-            if policy is not None:
-                print(f"proton_run: the hook has no buffer or metadata here (attributes: "
-                      f"{sorted(a for a in vars(self) if not a.startswith('__'))[:12]}); Proton gets every CTA",
-                      file=sys.stderr)
+        if policy is None:
             return orig_exit(self, metadata)
-        func, stream = metadata.data.get("function"), metadata.data.get("stream")
+        if isinstance(policy, _Keep):
+            policy.exits += 1
+        if getattr(self, "buffer", None) is None:
+            if isinstance(policy, _Keep):
+                policy.miss("the hook holds no profile buffer at the launch's exit (the kernel allocated none: "
+                            "no Proton scope in it?)")
+            return orig_exit(self, metadata)
+        data = getattr(metadata, "data", None) or {}
+        func, stream = data.get("function"), data.get("stream")
         if policy == "discard":
             libproton.exit_instrumented_op(stream, func, 0, 0)
             return None
@@ -110,22 +162,75 @@ def install_hook() -> None:
             del kept
         return None
 
+    exit._profctl_wrapper = True  # type: ignore[attr-defined]
     hook.exit, hook.init_handle, hook._profctl_wrapped = exit, init_handle, True
 
 
-def _scope_names(metadata_group: dict[str, str]) -> dict[int, str]:
+def _add_load_hook() -> None:
+    """Record every kernel load from now on, whichever session (or none) is active: Triton 3.6's
+    ``knobs.runtime.kernel_load_end_hook`` (a HookChain, called by CompiledKernel._init_handles)."""
+    try:
+        import triton.knobs as knobs
+
+        chain = knobs.runtime.kernel_load_end_hook
+        if _on_load not in getattr(chain, "calls", []):
+            chain.add(_on_load)
+    except Exception as e:  # an older Triton: the hook's own init_handle (wrapped) still records the loads
+        print(f"proton_run: kernel loads not followed through triton.knobs ({type(e).__name__}: {e})",
+              file=sys.stderr)
+
+
+def _on_load(module: Any, function: Any, name: str, metadata_group: dict[str, str], hash: str) -> None:
+    """A kernel loaded: its name and metadata files, by its function handle (never raises: Triton is loading)."""
+    try:
+        if not function:
+            return
+        group = dict(metadata_group or {})
+        _LOADED[function] = {"name": name,
+                             "metadata": next((p for k, p in group.items() if k.endswith("json")), None),
+                             "ttgir": next((p for k, p in group.items() if k.endswith("ttgir")), None)}
+    except Exception as e:
+        print(f"proton_run: a kernel load not recorded ({type(e).__name__}: {e})", file=sys.stderr)
+
+
+def _reachable() -> str | None:
+    """Why the wrapped exit would not run at a launch now (None: Triton 3.6's path reaches it): the launcher
+    calls knobs.runtime.launch_exit_hook, which must hold HookManager.exit, which calls each active hook's
+    ``exit``, which must be the wrapper."""
+    try:
+        import triton.knobs as knobs
+        from triton.profiler.hooks import hook as hk
+        from triton.profiler.hooks import instrumentation as ih
+    except Exception as e:
+        return f"Proton's hooks cannot be imported ({type(e).__name__}: {e})"
+    cls = ih.InstrumentationHook
+    active = [h for h in getattr(hk.HookManager, "active_hooks", []) if isinstance(h, cls)]
+    if not active:
+        return ("no InstrumentationHook is active in HookManager.active_hooks (is a Proton session with "
+                "backend='instrumentation' started?)")
+    chain = getattr(knobs.runtime, "launch_exit_hook", None)
+    if hk.HookManager.exit not in getattr(chain, "calls", []):
+        return "knobs.runtime.launch_exit_hook does not hold HookManager.exit"
+    for h in active:
+        if not getattr(h.exit, "_profctl_wrapper", False):
+            return f"the active hook's exit is {h.exit!r}, not profctl's wrapper"
+    return None
+
+
+def _scope_names(ttgir: str | None) -> dict[int, str]:
     """Scope id -> name of a compiled kernel, as Proton's own init_handle reads them from its TTGIR."""
+    if not ttgir:
+        return {}
     try:
         from triton._C.libtriton import ir as triton_ir
         from triton._C.libtriton import nvidia as triton_nvidia
         from triton._C.libtriton import proton as triton_proton
 
-        path = next(p for k, p in metadata_group.items() if k.endswith("ttgir"))
         ctx = triton_ir.context()
         triton_ir.load_dialects(ctx)
         triton_nvidia.load_dialects(ctx)
         triton_proton.load_dialects(ctx)
-        mod = triton_ir.parse_mlir_module(path, ctx)
+        mod = triton_ir.parse_mlir_module(ttgir, ctx)
         mod.context = ctx
         return {int(i): str(n) for i, n in triton_proton.get_scope_id_names(mod)}
     except Exception as e:
@@ -133,32 +238,48 @@ def _scope_names(metadata_group: dict[str, str]) -> dict[int, str]:
         return {}
 
 
+def _names_of(func: Any) -> tuple[str, dict[int, str]]:
+    if func not in _SCOPE_NAMES:
+        got = _LOADED.get(func) or {}
+        _SCOPE_NAMES[func] = (str(got.get("name") or "?"), _scope_names(got.get("ttgir")))
+    return _SCOPE_NAMES[func]
+
+
+def _metadata_of(hook: Any, func: Any) -> str | None:
+    """The metadata JSON of the launch's kernel: the hook's own record (kernels loaded in its session), else
+    profctl's (kernels loaded in an earlier session)."""
+    paths = getattr(hook, "metadata_path", None) or {}
+    return paths.get(func) or (_LOADED.get(func) or {}).get("metadata")
+
+
 def _keep(hook: Any, func: Any, policy: _Keep) -> Any:
     """Tally the launch's records over all CTAs; the regions of the CTAs kept (None: hand Proton all)."""
     import torch
 
-    paths = getattr(hook, "metadata_path", None) or {}
-    path = paths.get(func)
-    if not path and len(paths) == 1:
-        path = next(iter(paths.values()))  # one instrumented kernel: its metadata, however the hook keys it
+    path = _metadata_of(hook, func)
     if not path:
-        print(f"proton_run: no metadata for the launch's function {func!r} (the hook has {len(paths)}: "
-              f"{list(paths)[:3]}); Proton gets every CTA", file=sys.stderr)
+        policy.miss(f"no metadata for the launch's kernel (function {func!r}: neither the hook "
+                    f"({len(getattr(hook, 'metadata_path', None) or {})} kernels) nor profctl ({len(_LOADED)} "
+                    "kernels loaded) saw it load)")
         return None
     with open(path, encoding="utf-8") as f:
         meta = json.load(f)
     scratch, units = int(meta.get("profile_scratch_size") or 0), int(meta.get("num_warps") or 0)
     buf = hook.buffer
     if scratch <= 0 or units <= 0 or buf is None or buf.numel() < scratch:
-        print(f"proton_run: no sample (scratch {scratch}, warps {units}, buffer "
-              f"{None if buf is None else buf.numel()}; metadata keys {sorted(meta)[:12]}); Proton gets every CTA",
-              file=sys.stderr)
+        policy.miss(f"the kernel's profile buffer cannot be read (scratch {scratch}, warps {units}, buffer "
+                    f"{None if buf is None else buf.numel()} bytes)")
         return None
-    torch.cuda.synchronize()
+    if buf.is_cuda:
+        torch.cuda.synchronize()
     h = proton_ctas.read_headers(buf, scratch, units)
+    if not h.rows:
+        policy.miss(f"no CTA region in the buffer starts with Proton's preamble ({buf.numel() // scratch} regions "
+                    f"of {scratch} bytes)")
+        return None
     uids = policy.uids or list(range(units))
     got = proton_ctas.tally(buf, h, uids, clock64=policy.clock64)
-    name, names = _SCOPE_NAMES.get(func, ("?", {}))
+    name, names = _names_of(func)
     rec: dict[str, Any] = {"kernel": name, "ctas_total": len(h.rows), "layout": h.layout, "overflowed":
                            got["overflowed"], "records": got["records"],
                            "counts": _named(got["counts"], names), "cycles": _named(got["cycles"], names)}
@@ -170,7 +291,8 @@ def _keep(hook: Any, func: Any, policy: _Keep) -> Any:
     rec.update(ctas=pick.ctas, how=pick.how, sms=pick.sms, sm_count=pick.sm_count, longest=pick.longest)
     policy.launches.append(rec)
     kept = proton_ctas.compact(buf, h, pick.rows)
-    torch.cuda.synchronize()
+    if kept.is_cuda:
+        torch.cuda.synchronize()
     return kept
 
 
@@ -288,19 +410,34 @@ def record_case(a: argparse.Namespace, emit: Any) -> int:
             _POLICY = keep
         proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
         try:
+            if want is not None:
+                keep.reach = _reachable()
             call()
             torch.cuda.synchronize()
             clock = sm_clock_mhz()
             ph.done("run" if want is None else "run-sample", what="the recorded launch" +
-                    ("" if want is None else f" (records tallied, about {want} CTAs handed to Proton)"))
+                    ("" if want is None else _sample_said(keep)))
         finally:
             proton.finalize()
             _POLICY = None
         ph.done("dump", what=f"Proton's {a.data} written")
     if want is not None:
-        emit({"event": "sampled", **_summed(keep.launches), "want": want})
+        emit({"event": "sampled", **_summed(keep.launches), "want": want, **keep.said()})
     emit({"event": "recorded", "case": spec.to_dict(), "kernel": "_fwd_kernel", **clock})
     return 0
+
+
+def _sample_said(keep: _Keep) -> str:
+    """The run phase's words: the sample as it was applied, or one line saying it was not, and why."""
+    why = keep.why_none()
+    if why is None:
+        n = len(keep.launches)
+        kept = keep.launches[-1]
+        return (f" (records tallied over {kept['ctas_total']} CTAs, {len(kept['ctas'])} CTAs handed to Proton"
+                + (f"; {n} launches" if n > 1 else "") + ")")
+    line = f"NO CTA SAMPLE: {why}; Proton got every CTA; {FALLBACK}"
+    print(f"proton_run: warning: {line}", file=sys.stderr)
+    return f" ({line})"
 
 
 def _summed(launches: list[dict[str, Any]]) -> dict[str, Any]:
@@ -397,7 +534,6 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
     """The user's program inside a Proton session; its exit status."""
     import triton.profiler as proton
 
-
     global _POLICY
     error: dict[str, Any] = {}
     ph = _Phases(emit)
@@ -407,6 +543,8 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
         keep = _POLICY = _Keep(int(a.ctas), [int(x) for x in a.warps.split(",") if x.strip()] or None,
                                a.clock == 64)
     proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
+    if keep is not None:
+        keep.reach = _reachable()
     try:
         status = run(entry, error)
     finally:
@@ -417,12 +555,12 @@ def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
                 torch.cuda.synchronize()
         except Exception:
             pass
-        ph.done("run", what="the program")
+        ph.done("run", what="the program" + ("" if keep is None else _sample_said(keep)))
         proton.finalize()
         _POLICY = None
         ph.done("dump", what=f"Proton's {a.data} written")
     if keep is not None:
-        emit({"event": "sampled", **_summed(keep.launches), "want": int(a.ctas)})
+        emit({"event": "sampled", **_summed(keep.launches), "want": int(a.ctas), **keep.said()})
     emit({"event": "exit", "status": status, **sm_clock_mhz(), **error})
     return status
 

@@ -483,13 +483,23 @@ def _case_words(g: tuple[str, str, str | None]) -> str:
     return f"{g[0]} {g[1]} {label_of_key(g[2])}".strip()
 
 
+#: how every note of _clash_notes ends (is_dedup_note tells them from the other notes)
+_CLASH_TAIL = "is used for them"
+
+
 def _clash_notes(clashes: dict[tuple[str, str, str], list[str]]) -> list[str]:
     out = []
     for (tool, old, new), cases in clashes.items():
         what = ", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")
         out.append(f"{tool}: {_label(old)} and {_label(new)} both hold {len(cases)} case(s) ({what}); "
-                   f"the later input, {_label(new)}, is used for them")
+                   f"the later input, {_label(new)}, {_CLASH_TAIL}")
     return out
+
+
+def is_dedup_note(note: str) -> bool:
+    """A de-duplication note (_clash_notes): two inputs held the same cases and the later one is used for them.
+    A directory of many runs gives one per pair of runs; the HTML page folds them into one line."""
+    return note.endswith(_CLASH_TAIL)
 
 
 def _tool(s: Summary) -> str:

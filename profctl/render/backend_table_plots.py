@@ -68,6 +68,32 @@ def _panel_title(pass_: str, causal: bool | None) -> str:
 #: difference looks like a small one, so bars and narrow ranges stay linear
 
 
+def _plotted(c: BackendTable, value: Callable[[BackendRow], float | None],
+             skip: Callable[[BackendRow], bool] | None = None) -> list[BackendRow]:
+    """The rows a by_seqlen figure draws: ok, with a value, not skipped."""
+    return [r for r in c.rows if r.status == "ok" and value(r) is not None and not (skip and skip(r))]
+
+
+def x_axis(c: BackendTable, value: Callable[[BackendRow], float | None],
+           skip: Callable[[BackendRow], bool] | None = None) -> str:
+    """What a by_seqlen figure plots against, for its caption: "against sequence length" when every panel has
+    lines (two lengths or more), "per backend at sequence length N" when every panel is bars (one length), both
+    said when the panels differ; "" when nothing is drawn."""
+    rows = _plotted(c, value, skip)
+    lengths = [sorted({r.seqlen for r in rows if (r.pass_, r.causal) == p and r.seqlen is not None})
+               for p in _panels(rows)]
+    if not lengths:
+        return ""
+    one = sorted({ls[0] for ls in lengths if len(ls) == 1})  # the lengths of the panels drawn as bars
+    at = f" {one[0]}" if len(one) == 1 else ""
+    if all(len(ls) >= 2 for ls in lengths):
+        return "against sequence length"
+    if all(len(ls) < 2 for ls in lengths):
+        return (f"per backend at sequence length{at}" if at else
+                "per backend, at one sequence length per panel" if one else "per backend")
+    return f"against sequence length (a panel of one length{at}: bars per backend)"
+
+
 def by_seqlen(c: BackendTable, value: Callable[[BackendRow], float | None], *, ylabel: str, title: str,
               logy: bool = False, hlines: list[tuple[float, str]] | None = None,
               skip: Callable[[BackendRow], bool] | None = None) -> bytes | None:
@@ -83,7 +109,7 @@ def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None
     `logy`, a line panel whose values span a decade or more gets a log axis (and says so in its label); bars and
     narrower ranges are always linear, so a 2x difference looks like one."""
     plt = require()
-    rows = [r for r in c.rows if r.status == "ok" and value(r) is not None and not (skip and skip(r))]
+    rows = _plotted(c, value, skip)
     if not rows:
         return None
     panels = _panels(rows)
@@ -133,8 +159,28 @@ def by_seqlen_figure(c: BackendTable, value: Callable[[BackendRow], float | None
     return fig
 
 
+def _time(r: BackendRow) -> float | None:
+    return r.time_ms
+
+
+def _tflops(r: BackendRow) -> float | None:
+    return r.tflops
+
+
+def _speedup(r: BackendRow) -> float | None:
+    return r.speedup
+
+
+def _memory_gib(r: BackendRow) -> float | None:
+    return (r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None
+
+
+def _not_baseline(c: BackendTable) -> Callable[[BackendRow], bool]:
+    return lambda r: r.backend == c.baseline
+
+
 def time_plot(c: BackendTable) -> bytes | None:
-    return by_seqlen(c, lambda r: r.time_ms, ylabel="time per iteration (ms)", title="Time", logy=True)
+    return by_seqlen(c, _time, ylabel="time per iteration (ms)", title="Time", logy=True)
 
 
 def tflops_plot(c: BackendTable) -> bytes | None:
@@ -143,20 +189,19 @@ def tflops_plot(c: BackendTable) -> bytes | None:
         lines.append((c.peak.tflops, f"{c.peak.model or 'peak'} datasheet {c.peak.tflops:.0f}"))
     if c.peak.measured_tflops:
         lines.append((c.peak.measured_tflops, f"measured matmul {c.peak.measured_tflops:.0f}"))
-    return by_seqlen(c, lambda r: r.tflops, ylabel="TFLOP/s (useful FLOPs)", title="Throughput", hlines=lines)
+    return by_seqlen(c, _tflops, ylabel="TFLOP/s (useful FLOPs)", title="Throughput", hlines=lines)
 
 
 def speedup_plot(c: BackendTable) -> bytes | None:
     if not c.baseline:
         return None
-    return by_seqlen(c, lambda r: r.speedup, ylabel=f"speedup over {c.baseline} (x)",
-                     title=f"Speedup over {c.baseline}", skip=lambda r: r.backend == c.baseline,
-                     hlines=[(1.0, c.baseline)])
+    return by_seqlen(c, _speedup, ylabel=f"speedup over {c.baseline} (x)",
+                     title=f"Speedup over {c.baseline}", skip=_not_baseline(c), hlines=[(1.0, c.baseline)])
 
 
 def memory_plot(c: BackendTable) -> bytes | None:
-    return by_seqlen(c, lambda r: (r.peak_mem_bytes / 2**30) if r.peak_mem_bytes else None,
-                     ylabel="peak memory (GiB)", title="Peak memory (torch.cuda.max_memory_allocated)", logy=True)
+    return by_seqlen(c, _memory_gib, ylabel="peak memory (GiB)",
+                     title="Peak memory (torch.cuda.max_memory_allocated)", logy=True)
 
 
 def roofline_plot(c: BackendTable) -> bytes | None:
@@ -279,22 +324,27 @@ def breakdown_plot(c: BackendTable) -> bytes | None:
     return png_bytes(fig)
 
 
-PLOTS: tuple[tuple[str, str, Callable[[BackendTable], bytes | None]], ...] = (
-    ("time", "Time per iteration against sequence length", time_plot),
-    ("tflops", "TFLOP/s against sequence length", tflops_plot),
-    ("speedup", "Speedup over the baseline", speedup_plot),
-    ("memory", "Peak memory", memory_plot),
-    ("roofline", "Roofline (ncu)", roofline_plot),
-    ("breakdown", "The baseline's time by kernel class", breakdown_plot),
+#: (id, title, plot, what it plots against): the caption is the title followed by its x axis, read from the data
+#: the plot draws (a by_seqlen figure of one sequence length is bars per backend, not a line against length)
+PLOTS: tuple[tuple[str, str, Callable[[BackendTable], bytes | None], Callable[[BackendTable], str]], ...] = (
+    ("time", "Time per iteration", time_plot, lambda c: x_axis(c, _time)),
+    ("tflops", "TFLOP/s", tflops_plot, lambda c: x_axis(c, _tflops)),
+    ("speedup", "Speedup over the baseline", speedup_plot, lambda c: x_axis(c, _speedup, _not_baseline(c))),
+    ("memory", "Peak memory", memory_plot, lambda c: x_axis(c, _memory_gib)),
+    ("roofline", "Roofline (ncu):", roofline_plot,
+     lambda c: "kernels' TFLOP/s against arithmetic intensity (FLOP per DRAM byte)"),
+    ("breakdown", "The baseline's time by kernel class", breakdown_plot,
+     lambda c: "per sequence length and pass"),
 )
 
 
 def all_plots(c: BackendTable) -> list[tuple[str, str, bytes]]:
-    """(id, title, PNG) for every plot the data allows."""
+    """(id, caption, PNG) for every plot the data allows; the caption says what the plot is against (PLOTS)."""
     require()
     out = []
-    for pid, title, fn in PLOTS:
+    for pid, title, fn, axis in PLOTS:
         png = fn(c)
         if png:
-            out.append((pid, title, png))
+            against = axis(c)
+            out.append((pid, f"{title} {against}" if against else title, png))
     return out

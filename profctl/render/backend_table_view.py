@@ -19,7 +19,7 @@ from profctl.analysis.backend_table import (
     dram_bytes,
     metric,
 )
-from profctl.analysis.crosstool import CrossToolView
+from profctl.analysis.crosstool import CrossToolView, is_dedup_note
 from profctl.render.backend_table_plots import all_plots, roofline_rows
 from profctl.render.html import page
 from profctl.render.plots import BACKEND_ORDER
@@ -255,12 +255,14 @@ def to_html(c: BackendTable, view: CrossToolView, *, title: str | None = None, k
 def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
     """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
     kernels, the sources and the peak figures' source."""
-    from profctl.render.html import img, table
+    from profctl.render.html import img, note_list, table
 
     plots = all_plots(c)
     parts: list[str] = []
-    if c.notes:
-        parts.append("<ul>" + "".join(f'<li class="note">{_html.escape(n)}</li>' for n in c.notes) + "</ul>")
+    if c.notes:  # the de-duplication notes (one per pair of inputs holding the same cases) folded into one line
+        parts.append(note_list(c.notes, fold=is_dedup_note,
+                               folded="de-duplication notes: cases held by several inputs, the later input used "
+                                      "for each (click for which)"))
     parts.append('<h2 id="plots">Plots</h2>')
     if not plots:
         parts.append("<p><em>nothing to plot</em></p>")

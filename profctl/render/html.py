@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+from collections.abc import Callable
 from typing import Any
 
 from profctl.render.tables import NAME_COLUMNS, columns, elide, full_text, numeric_columns
@@ -33,6 +34,7 @@ figure{display:inline-block;margin:8px 12px 8px 0;vertical-align:top;max-width:1
 figcaption{font-size:12px;color:#555;max-width:60em}
 img{max-width:100%;height:auto;border:1px solid #eee}
 .meta{font-size:13px;color:#444;max-width:60em} .note{color:#8a5a00}
+details.notes summary{cursor:pointer} details.notes li{color:#444;overflow-wrap:anywhere}
 """
 
 LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from", "class", "kernel", "match",
@@ -41,7 +43,7 @@ LEFT = {"shape", "pass", "backend", "status", "main kernel", "bound", "time from
 #: characters of a kernel name in a table cell (the whole name is the cell's tooltip)
 HTML_NAME_WIDTH = 36
 #: columns whose text may be long: they wrap inside the cell
-WRAP = {"status", "reason", "note", "path", "notes"}
+WRAP = {"status", "reason", "note", "path", "notes", "range"}
 
 
 def _cell(r: dict[str, Any], c: str) -> str:
@@ -75,6 +77,28 @@ def table(rows: list[dict[str, Any]], *, cls: str = "", row_class: list[str] | N
         out.append(f'<tr class="{rc_}">' + "".join(_cell(r, c) for c in cols) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
+
+
+def note_list(notes: list[str], *, fold: Callable[[str], bool] | None = None, folded: str = "") -> str:
+    """The notes as a list (empty: ""). Those `fold` picks, when there are several, are one line saying how many
+    and `folded` (what they are), the notes themselves in a <details> under it: a page opens on what matters, not
+    on a screenful of alike notes."""
+    if not notes:
+        return ""
+    picked = [n for n in notes if fold and fold(n)]
+    if len(picked) < 2:
+        picked = []
+    items: list[str] = []
+    said = False
+    for n in notes:
+        if n not in picked:
+            items.append(f'<li class="note">{html.escape(n)}</li>')
+        elif not said:  # the folded line stands where its first note stood
+            said = True
+            inner = "".join(f"<li>{html.escape(p)}</li>" for p in picked)
+            items.append(f'<li class="note"><details class="notes"><summary>{len(picked)} {html.escape(folded)}'
+                         f"</summary><ul>{inner}</ul></details></li>")
+    return "<ul>" + "".join(items) + "</ul>"
 
 
 def img(png: bytes, alt: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from profctl.render.html import img, page, table
@@ -18,10 +19,10 @@ from profctl.render.tables import (
     print_table,
     rich_table,
 )
-from profctl.schema import Summary
+from profctl.schema import RangeRow, Summary
 
-__all__ = ["FORMATS", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows", "range_rows", "rich_table", "to_console",
-           "to_csv", "to_html", "to_json", "to_markdown"]
+__all__ = ["AUTOGRAD_MARK", "FORMATS", "autograd_note", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows",
+           "range_rows", "rich_table", "to_console", "to_csv", "to_html", "to_json", "to_markdown"]
 
 
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
@@ -50,15 +51,52 @@ def cpu_op_rows(s: Summary) -> list[dict[str, Any]]:
             for c in ops]
 
 
+#: the mark on the "GPU projected" cell of a backward range that none of its thread's CUDA calls launched a kernel
+#: in (autograd_note says why under the table)
+AUTOGRAD_MARK = "†"
+
+
+#: a range named for a backward pass: ``<backend>.bwd`` (profctl's), ``naive.bwd.it0``, ``loss.backward``
+_BACKWARD = re.compile(r"(^|[^a-z])(bwd|backward)([^a-z]|$)")
+
+
+def _backward(name: str) -> bool:
+    return bool(_BACKWARD.search(name.rsplit("/", 1)[-1].lower()))
+
+
+def _autograd_thread(s: Summary, r: RangeRow) -> bool:
+    """A backward range projected 0 ns (no GPU op on its thread) while the trace has kernels: autograd's worker
+    thread launched them, and a range is projected onto the GPU only through its own thread's CUDA calls."""
+    return bool(s.kernels) and _backward(r.name) and r.gpu_proj_total_ns == 0 and not r.gpu_ops
+
+
 def range_rows(s: Summary) -> list[dict[str, Any]]:
     rows = []
     for r in sorted(s.ranges, key=lambda r: (-(r.gpu_proj_total_ns or 0), r.name)):
+        proj = fmt_ns(r.gpu_proj_total_ns) + (f" {AUTOGRAD_MARK}" if _autograd_thread(s, r) else "")
         rows.append({
             "range": r.name, "domain": r.domain or "", "style": r.style, "count": r.count,
-            "range time": fmt_ns(r.range_total_ns), "GPU projected": fmt_ns(r.gpu_proj_total_ns),
+            "range time": fmt_ns(r.range_total_ns), "GPU projected": proj,
             "GPU ops": r.gpu_ops if r.gpu_ops is not None else "-",
         })
     return rows
+
+
+def autograd_note(s: Summary, rows: list[dict[str, Any]]) -> str | None:
+    """The footnote under a range table whose rows hold a backward range marked AUTOGRAD_MARK: why its GPU
+    projection is 0 ns, and where its kernels are (issue 39 item 10)."""
+    names = [str(r["range"]) for r in rows if str(r.get("GPU projected", "")).endswith(AUTOGRAD_MARK)]
+    if not names:
+        return None
+    leaves = set(names)
+    placed = any(k.nvtx_range and k.nvtx_range.rsplit("/", 1)[-1].split("@", 1)[-1] in leaves for k in s.kernels)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    where = ("the kernels table lists them under the range" if placed else
+             "--by-range places them under the range")
+    return (f"{AUTOGRAD_MARK} {shown}: GPU projected 0 ns because backward kernels are launched by autograd's worker "
+            "thread, not the thread that pushed the range, and a range is projected onto the GPU only through its "
+            f"own thread's CUDA calls; {where} (a launch outside any range on autograd's thread takes the ranges "
+            "open on the thread that called backward())")
 
 
 def sources_line(s: Summary) -> str:
@@ -91,6 +129,8 @@ def to_markdown(s: Summary, limit: int | None = None) -> str:
     out = f"## {title}\n\nfrom {sources_line(s)}\n\n" + markdown(krows, more=more)
     if rrows:
         out += "\n## NVTX ranges\n\n" + markdown(rrows, more=rmore)
+        if why := autograd_note(s, rrows):
+            out += f"\n_{why}_\n"
     return out
 
 
@@ -100,6 +140,10 @@ def to_console(s: Summary, con: Any = None, limit: int | None = None) -> None:
     print_table(con, f"{title} — {sources_line(s)}", krows, more=more)
     if rrows:
         print_table(con, "NVTX ranges", rrows, more=rmore)
+        if why := autograd_note(s, rrows):
+            from rich.markup import escape
+
+            con.print(escape(f"  {why}"), soft_wrap=True, style="dim")
 
 
 def to_html(s: Summary, title: str | None = None, limit: int | None = None) -> str:
@@ -152,7 +196,10 @@ def html_section(s: Summary, *, title: str, limit: int | None = None, anchor: st
     if more:
         parts.append(f"<p><em>{more} more row(s) left out (--limit 0 shows all)</em></p>")
     if s.ranges:
-        parts += ["<h3>Ranges</h3>", table(range_rows(s))]
+        rrows = range_rows(s)
+        parts += ["<h3>Ranges</h3>", table(rrows)]
+        if why := autograd_note(s, rrows):
+            parts.append(f'<p class="meta note">{html.escape(why)}</p>')
     if not krows and not s.ranges:
         parts.append("<p><em>this report holds no kernel, CPU op or range</em></p>")
     return "\n".join(parts)

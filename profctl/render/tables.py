@@ -24,7 +24,7 @@ NAME_COLUMNS = ("kernel", "main kernel")
 NAME_WIDTH = 48
 #: columns whose text reads left to right (everything else that looks like a number is right-aligned)
 _NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(%|x|ms|us|ns|s|min|B|KB|MB|GB|MiB|GiB|MHz)?"
-                     r"( \(!\)| FAIL| \(host\))?$")
+                     r"( \(!\)| FAIL| \(host\)| †)?$")
 
 
 def fmt_ns(ns: float | None) -> str:

@@ -284,3 +284,75 @@ def test_sources_are_never_absolute(tmp_path):
 def test_bound_is_explained_on_the_page(fixture_page):
     text, _, _ = fixture_page
     assert "launch-bound when the launch gap is over 50%" in text
+
+
+# ------------------------------------------------------------------ issue 39 item 10: notes, captions, widths
+def _captions(text: str) -> dict[str, str]:
+    return {pid: html.unescape(cap) for pid, cap in
+            re.findall(r'<figure id="plot-([\w-]+)">.*?<figcaption>(.*?)</figcaption>', text, re.S)}
+
+
+def test_de_duplication_notes_fold_into_one_line():
+    """`report reports/ -f html` over 19 runs of one sweep opened on 18 notes, one per pair of runs holding the
+    same cases: one line says how many, the notes themselves in a <details> under it; other notes stay lines."""
+    rows = [dict(r, _source=f"runs/202611{i + 1:02d}T000000Z-bench-aaaa{i:02d}/bench.json")
+            for i in range(19) for r in bench4096()]
+    view = merge_view([], rows, device="NVIDIA H100 80GB HBM3")
+    c = compare(view)
+    c.notes.append("an unrelated note")
+    dedup = [n for n in c.notes if n.endswith("is used for them")]
+    assert len(dedup) == 18
+    text = backend_table_view.to_html(c, view)
+    head = text[:text.index('<h2 id="plots">')]
+    top = re.sub(r"<details.*?</details>", "", head, flags=re.S)
+    assert top.count('<li class="note">') == 2  # the folded line and the unrelated note
+    assert "an unrelated note" in top
+    (details,) = re.findall(r'<details class="notes"><summary>(.*?)</summary>(.*?)</details>', head, re.S)
+    assert details[0].startswith("18 de-duplication notes")
+    assert details[1].count("<li>") == 18 and all(html.escape(n) in details[1] for n in dedup)
+    # a single such note is not folded
+    one = compare(merge_view([], rows[:2 * len(bench4096())], device="NVIDIA H100 80GB HBM3"))
+    one_text = backend_table_view.to_html(one, merge_view([], rows[:2 * len(bench4096())]))
+    assert "<details" not in one_text and "is used for them</li>" in one_text
+
+
+def test_captions_say_what_the_chart_is_against():
+    """One sequence length draws bars per backend: the caption says so, not 'against sequence length'."""
+    view = merge_view([], bench4096(), device="NVIDIA H100 80GB HBM3")
+    caps = _captions(backend_table_view.to_html(compare(view), view))
+    assert caps["time"] == "Time per iteration per backend at sequence length 4096"
+    assert caps["tflops"] == "TFLOP/s per backend at sequence length 4096"
+    assert caps["speedup"].startswith("Speedup over the baseline per backend at sequence length 4096")
+    assert not any("against sequence length" in c for c in caps.values())
+    rows = []
+    for r in bench4096():
+        for s in (2048, 4096):
+            rows.append(dict(r, seqlen_q=s, seqlen_kv=s))
+    view = merge_view([], rows, device="NVIDIA H100 80GB HBM3")
+    caps = _captions(backend_table_view.to_html(compare(view), view))
+    assert caps["time"] == "Time per iteration against sequence length"
+    assert caps["memory"] == "Peak memory against sequence length"
+
+
+def test_fixture_captions_name_the_axes(fixture_page):
+    text, _, _ = fixture_page
+    caps = _captions(text)
+    assert caps["time"].endswith("per backend at sequence length 2048")
+    assert caps["roofline"].startswith("Roofline (ncu): kernels' TFLOP/s against arithmetic intensity")
+    assert caps["breakdown"] == "The baseline's time by kernel class per sequence length and pass"
+
+
+def test_a_report_page_of_summaries_fits_a_laptop_screen(data_file):
+    """A report with a program's summary beside the comparison: every table scrolls in its own box, and the
+    long NVTX paths of the kernel and range tables wrap instead of widening the page."""
+    from profctl.render import report_view
+
+    s = readers.read(data_file("profctl_bwd_nvtx.sqlite"), by_range=True)
+    view = merge_view([], bench4096(), device="NVIDIA H100 80GB HBM3")
+    parts = report_view.ReportParts(table=compare(view), view=view, summaries=[("a program", s)])
+    text = report_view.to_html(parts)
+    css = re.search(r"<style>(.*?)</style>", text, re.S)[1]
+    assert "max-width:1280px" in css and ".tbl{max-width:100%;overflow-x:auto" in css
+    assert text.count('<div class="tbl"><table') == text.count("<table") >= 3
+    paths = re.findall(r'<td class="([^"]*)">(profctl@[^<]+)</td>', text)
+    assert paths and all("w" in cls.split() for cls, _ in paths)

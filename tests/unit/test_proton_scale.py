@@ -6,10 +6,11 @@ on a buffer laid out as Triton 3.6 lays it out; and a sampled timeline made whol
 from __future__ import annotations
 
 import importlib.util
+import json
 import struct
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -149,3 +150,235 @@ def test_a_trace_of_every_cta_is_left_as_it_is() -> None:
     timeline.apply_sample(rep, {"kernels": {rep.kernels[0].kernel: {"ctas_total": rep.kernels[0].ctas,
                                                                     "counts": {}, "cycles": {}}}})
     assert rep.to_dict() == before
+
+
+# ------------------------------------------------- the child's hook on Triton 3.6's own call path (stand-ins)
+class _Triton36:
+    """Stand-ins for Triton 3.6's launch path, as its source has it (triton 3.6.0 wheel):
+
+    * knobs.py:406-424 HookChain; knobs.py:468-471 runtime.launch_enter_hook / launch_exit_hook(reversed) /
+      kernel_load_end_hook(reversed);
+    * compiler/compiler.py:470 CompiledKernel._init_handles calls kernel_load_end_hook ONCE per kernel, at its
+      first launch; driver.py:700-713 the launcher allocates the profile scratch (the active hook's CudaAllocator
+      keeps it as ``hook.buffer``, instrumentation.py:41), then (driver.py:519-556) calls launch_enter_hook and
+      launch_exit_hook with the launch metadata (a LazyDict: ``.data`` name, function, stream);
+    * hooks/hook.py:33-128 HookManager (register adds HookManager.init_handle / enter / exit to those chains;
+      exit calls ``hook.exit(metadata)`` on every active hook instance);
+    * profile.py:110-115 proton.start makes a NEW InstrumentationHook per session; instrumentation.py:138-144 its
+      ``metadata_path`` starts empty and only its init_handle (a load) fills it; finalize -> HookManager.unregister.
+    """
+
+    def __init__(self, buf: object, group: dict[str, str]) -> None:
+        self.calls: list[tuple[object, int, int]] = []  # libproton.exit_instrumented_op(func, ptr, bytes)
+        self.buf, self.group, self.loaded, self.session = buf, group, False, 0
+
+        class HookChain:
+            def __init__(self, reversed: bool = False) -> None:
+                self.calls: list = []
+                self.reversed = reversed
+
+            def add(self, func: object) -> None:
+                if func not in self.calls:
+                    self.calls.append(func)
+
+            def remove(self, func: object) -> None:
+                if func in self.calls:
+                    self.calls.remove(func)
+
+            def __call__(self, *args: object) -> None:
+                for call in self.calls if not self.reversed else reversed(self.calls):
+                    call(*args)
+
+        self.runtime = runtime = SimpleNamespace(launch_enter_hook=HookChain(),
+                                                 launch_exit_hook=HookChain(reversed=True),
+                                                 kernel_load_end_hook=HookChain(reversed=True))
+        calls = self.calls
+        self.libproton = libproton = SimpleNamespace(
+            exit_instrumented_op=lambda stream, func, ptr, size: calls.append((func, ptr, size)),
+            enter_instrumented_op=lambda *a: None)
+        t36 = self
+
+        class InstrumentationHook:
+            priority = 0
+
+            def __init__(self, mode: object) -> None:
+                self.buffer = None
+                self.metadata_path: dict = {}
+
+            def activate(self) -> None:
+                t36.allocator = self
+
+            def deactivate(self) -> None:
+                self.buffer = None
+
+            def init_handle(self, module: object, function: object, name: str, metadata_group: dict,
+                            hash: str) -> None:
+                if not function:
+                    return
+                self.metadata_path[function] = next((p for k, p in metadata_group.items() if k.endswith("json")),
+                                                    None)
+
+            def enter(self, metadata: object) -> None:
+                pass
+
+            def exit(self, metadata: object) -> None:
+                d = metadata.data  # type: ignore[attr-defined]
+                libproton.exit_instrumented_op(d["stream"], d["function"],
+                                               0 if self.buffer is None else self.buffer.data_ptr(),
+                                               0 if self.buffer is None else self.buffer.numel())
+
+        class HookManager:
+            active_hooks: list = []
+
+            @staticmethod
+            def init_handle(*args: object) -> None:
+                for hook in HookManager.active_hooks:
+                    hook.init_handle(*args)
+
+            @staticmethod
+            def enter(metadata: object) -> None:
+                for hook in HookManager.active_hooks:
+                    hook.enter(metadata)
+
+            @staticmethod
+            def exit(metadata: object) -> None:
+                for hook in reversed(HookManager.active_hooks):
+                    hook.exit(metadata)
+
+            @staticmethod
+            def register(hook: object) -> None:
+                hook.activate()  # type: ignore[attr-defined]
+                HookManager.active_hooks.append(hook)
+                runtime.kernel_load_end_hook.add(HookManager.init_handle)
+                runtime.launch_enter_hook.add(HookManager.enter)
+                runtime.launch_exit_hook.add(HookManager.exit)
+
+            @staticmethod
+            def unregister() -> None:
+                for hook in HookManager.active_hooks:
+                    hook.deactivate()
+                HookManager.active_hooks.clear()
+                runtime.kernel_load_end_hook.remove(HookManager.init_handle)
+                runtime.launch_enter_hook.remove(HookManager.enter)
+                runtime.launch_exit_hook.remove(HookManager.exit)
+
+        self.InstrumentationHook, self.HookManager = InstrumentationHook, HookManager
+        self.allocator: object = None
+
+    def modules(self) -> dict[str, ModuleType]:
+        m = {n: ModuleType(n) for n in ("triton", "triton.knobs", "triton._C", "triton._C.libproton",
+                                         "triton.profiler", "triton.profiler.hooks",
+                                         "triton.profiler.hooks.instrumentation", "triton.profiler.hooks.hook")}
+        m["triton.knobs"].runtime = self.runtime  # type: ignore[attr-defined]
+        m["triton._C.libproton"].proton = self.libproton  # type: ignore[attr-defined]
+        m["triton.profiler.hooks.instrumentation"].InstrumentationHook = self.InstrumentationHook  # type: ignore
+        m["triton.profiler.hooks.hook"].HookManager = self.HookManager  # type: ignore[attr-defined]
+        for name, mod in m.items():
+            if "." in name:
+                parent, _, leaf = name.rpartition(".")
+                setattr(m[parent], leaf, mod)
+        return m
+
+    def start(self) -> None:  # proton.start(..., backend="instrumentation")
+        self.session += 1
+        self.HookManager.register(self.InstrumentationHook(None))
+
+    def finalize(self) -> None:
+        self.HookManager.unregister()
+
+    def launch(self) -> None:  # JITFunction.run -> CompiledKernel -> CudaLauncher
+        fn = 0x7F00
+        if not self.loaded:  # _init_handles: the load hooks, once per kernel
+            self.loaded = True
+            self.runtime.kernel_load_end_hook(None, fn, "twice", self.group, "h")
+        if self.allocator is not None:
+            self.allocator.buffer = self.buf  # type: ignore[attr-defined]
+        md = SimpleNamespace(data={"name": "twice", "function": fn, "stream": 0})
+        self.runtime.launch_enter_hook(md)
+        self.runtime.launch_exit_hook(md)
+
+
+@pytest.fixture
+def triton36(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[_Triton36, ModuleType]:
+    meta = tmp_path / "twice.json"
+    meta.write_text(json.dumps({"profile_scratch_size": SCRATCH, "num_warps": UNITS, "name": "twice"}))
+    buf, _ = _buffer(32, 8)
+    t = _Triton36(buf, {"twice.json": str(meta)})
+    for name, mod in t.modules().items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    from profctl.workloads import proton_run
+
+    monkeypatch.setattr(proton_run, "_POLICY", None)
+    monkeypatch.setattr(proton_run, "_LOADED", {})
+    monkeypatch.setattr(proton_run, "_SCOPE_NAMES", {})
+    return t, proton_run
+
+
+def test_the_sample_takes_effect_when_the_kernel_loaded_in_an_earlier_session(triton36: tuple) -> None:
+    """profctl proton --ctas N on a case: the scoped kernel compiles (and loads) in a first session, and the
+    recorded launch is in the third, whose new InstrumentationHook never saw the load (the H200 failure: the
+    manifest's sample had 0 launches and the trace every CTA)."""
+    t, pr = triton36
+    pr.install_hook()
+    pr._POLICY = "discard"
+    t.start()
+    t.launch()
+    t.finalize()
+    assert t.calls[-1] == (0x7F00, 0, 0)  # the compile launch's records: none parsed
+    pr._POLICY = None
+    t.start()
+    t.launch()
+    t.finalize()
+    assert t.calls[-1][2] == 32 * SCRATCH  # Proton's own exit: every CTA (its tree)
+    keep = pr._Keep(8, None, True)
+    pr._POLICY = keep
+    t.start()
+    keep.reach = pr._reachable()
+    assert keep.reach is None
+    assert t.HookManager.active_hooks[0].metadata_path == {}  # as in 3.6: this session's hook saw no load
+    t.launch()
+    t.finalize()
+    pr._POLICY = None
+    assert len(keep.launches) == 1, keep.missed
+    ln = keep.launches[0]
+    assert ln["ctas_total"] == 32 and len(ln["ctas"]) < 32 and ln["kernel"] == "twice"
+    assert ln["counts"] == {"scope_1": 32 * UNITS * 3, "scope_2": 32 * UNITS}
+    assert t.calls[-1][0] == 0x7F00 and t.calls[-1][2] == len(ln["ctas"]) * SCRATCH  # Proton got the sample
+    said = keep.said()
+    assert said["applied"] is True and "why" not in said and said["exits"] == 1
+    assert "records tallied over 32 CTAs" in pr._sample_said(keep)
+
+
+def test_a_sample_that_does_not_take_effect_says_why(triton36: tuple, capsys: pytest.CaptureFixture) -> None:
+    t, pr = triton36
+    proton_own = t.InstrumentationHook.__dict__["exit"]
+    pr.install_hook()
+    keep = pr._Keep(8, None, True)
+    pr._POLICY = keep
+    t.start()
+    hook = t.HookManager.active_hooks[0]
+    hook.exit = proton_own.__get__(hook)  # Proton's own exit bound on the instance: the wrapper never runs
+    keep.reach = pr._reachable()
+    assert keep.reach is not None and "not profctl's wrapper" in keep.reach
+    t.launch()
+    t.finalize()
+    pr._POLICY = None
+    assert keep.launches == [] and t.calls[-1][2] == 32 * SCRATCH
+    said = keep.said()
+    assert said["applied"] is False and "never called" in said["why"] and "--warps" in said["fallback"]
+    line = pr._sample_said(keep)
+    assert "NO CTA SAMPLE" in line and "\n" not in line
+    assert "NO CTA SAMPLE" in capsys.readouterr().err
+
+
+def test_a_launch_of_an_unknown_kernel_is_said(triton36: tuple) -> None:
+    t, pr = triton36
+    pr.install_hook()
+    t.loaded = True  # loaded before profctl's hooks were there
+    keep = pr._Keep(8, None, True)
+    pr._POLICY = keep
+    t.start()
+    t.launch()
+    t.finalize()
+    pr._POLICY = None
+    assert keep.launches == [] and keep.exits == 1 and "no metadata for the launch's kernel" in keep.said()["why"]
