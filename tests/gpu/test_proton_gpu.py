@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from profctl.cli import app
 
@@ -37,7 +37,7 @@ print("ok", float(y[0]))
 '''
 
 
-def _invoke(tmp_path: Path, *args: str) -> object:
+def _invoke(tmp_path: Path, *args: str) -> Result:
     return CliRunner().invoke(app, ["proton", "--reports", str(tmp_path / "reports"), *args])
 
 
@@ -102,6 +102,7 @@ def test_a_sample_of_ctas_keeps_the_launchs_counts(tmp_path: Path) -> None:
                                      str(out)])
         assert r.exit_code == 0, r.output
         assert "profctl: case-0: read" in r.output and "profctl: case-0: dump" in r.output, r.output
+        assert "NO CTA SAMPLE" not in r.output, r.output  # the child's line when the sample did not take effect
         got[ctas] = next(k for k in json.loads(out.read_text())["kernels"] if k["kernel"] == "_fwd_kernel")
     every, few = got["all"], got["4"]
     assert few["ctas"] < every["ctas"] and few["ctas_total"] == every["ctas"] and "CTAs" in few["sample"]
@@ -113,6 +114,8 @@ def test_a_sample_of_ctas_keeps_the_launchs_counts(tmp_path: Path) -> None:
     man = json.loads((run / "manifest.json").read_text())
     assert {p["phase"] for p in man["phases"]["case-0"]} >= {"compile", "run-tree", "run-sample", "dump", "read"}
     assert (run / "case-0.hatchet").stat().st_size > 0
+    assert man["sampled"]["case-0"]["applied"] is True, man["sampled"]["case-0"].get("why")
+    assert man["sampled"]["case-0"]["launches"] == 1
     assert man["sampled"]["case-0"]["kernels"]["_fwd_kernel"]["ctas_total"] == every["ctas"]
 
 
@@ -122,6 +125,7 @@ def test_a_program_sampled(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     r = _invoke(tmp_path, "-f", "json", "-o", str(out), "--ctas", "1", "--", "python", str(prog))
     assert r.exit_code == 0, r.output
+    assert "NO CTA SAMPLE" not in r.output, r.output
     k = json.loads(out.read_text())["kernels"][0]
     assert {s["name"]: s["count"] for s in k["scopes"]} == {"double": 48, "add": 48}  # counted, every CTA
     assert k["ctas"] < 4 and k["ctas_total"] == 4

@@ -11,6 +11,7 @@ import struct
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
@@ -87,7 +88,7 @@ def test_headers_choice_tally_and_the_cut_buffer() -> None:
     buf, _ = _buffer(24, 6)
     h = proton_ctas.read_headers(buf, SCRATCH, UNITS)
     assert h.layout == "timed" and h.cta == list(range(24)) and h.sm == [c % 6 for c in range(24)]
-    assert h.span_ns is not None and max(range(24), key=lambda i: h.span_ns[i]) == 7  # type: ignore[index]
+    assert h.span_ns is not None and max(range(24), key=lambda i: h.span_ns[i]) == 7  # type: ignore[index,unused-ignore]
     pick = proton_ctas.choose(h, 8)
     assert pick.total == 24 and pick.sm_count == 6 and pick.longest == 7
     assert len(pick.sms) == 2 and all(c % 6 in pick.sms or c == 7 for c in pick.ctas)
@@ -127,7 +128,7 @@ def test_a_sample_of_ctas_gets_the_launchs_counts_and_totals() -> None:
     rep = timeline.analyze(trace)
     k = rep.kernels[0]
     sample_counts = {s.name: s.count for s in k.scopes}
-    counts = {n: c * 64 for n, c in sample_counts.items()}  # as if the launch had 1,024 CTAs like these 16
+    counts = {n: (c or 0) * 64 for n, c in sample_counts.items()}  # as if the launch had 1,024 CTAs like these 16
     tree = proton_tree.ProtonTree(path="t", scopes=[proton_tree.TreeScope(k.kernel, ("softmax",), 123_456_789, 1.0)])
     timeline.apply_sample(rep, {"kernels": {k.kernel: {"ctas_total": 1024, "counts": counts, "cycles": None}},
                                 "how": "every CTA of 2 of 132 SMs"}, tree)
@@ -228,7 +229,7 @@ class _Triton36:
                                                0 if self.buffer is None else self.buffer.numel())
 
         class HookManager:
-            active_hooks: list = []
+            active_hooks: ClassVar[list] = []
 
             @staticmethod
             def init_handle(*args: object) -> None:
