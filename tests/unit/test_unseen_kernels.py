@@ -44,7 +44,7 @@ def test_the_eager_baseline_gets_no_attention_roofs_per_kernel() -> None:
 
 
 def test_a_gemm_waiting_on_memory_is_not_told_to_overlap_its_mma() -> None:
-    p, d = _diag("nvjet_sm90_tst_256x128")
+    _, d = _diag("nvjet_sm90_tst_256x128")
     assert "mma-not-overlapped" not in [c.id for c in d.causes]
 
 
