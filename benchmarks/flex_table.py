@@ -15,7 +15,11 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from profctl.schema.bench import BenchRow
 
 ORDER = ("flex", "flex-fa4", "fa4", "sdpa-cudnn", "sdpa-flash", "flash-attn", "triton", "eager")
 
@@ -33,11 +37,12 @@ def mask_name(r: dict[str, Any]) -> str:
 def cell(r: dict[str, Any] | None) -> str:
     if r is None:
         return "-"
-    if r.get("status") == "unsupported":
+    b = BenchRow.of(r)
+    if b.status == "unsupported":
         return "n/r"
-    if r.get("status") != "ok":
-        return str(r.get("status") or "err")
-    ms, tf, roof = r.get("median_ms"), r.get("tflops"), r.get("pct_of_roof")
+    if b.status != "ok":
+        return str(b.status or "err")
+    ms, tf, roof = b.median_ms, b.tflops, b.pct_of_roof
     out = f"{ms:.3f} / {tf:.0f}" if ms is not None and tf is not None else "?"
     if roof is not None:
         out += f" / {roof:.0f}%"

@@ -105,35 +105,29 @@ def cpu_frequency(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
 def gpu_processes() -> list[dict[str, Any]] | None:
     """Other processes on the GPUs (compute and graphics), from NVML: pid, GPU index, memory used (MiB); None
     without NVML or a GPU."""
-    try:
-        import pynvml as nv  # NVML's bindings: only where a run records its state
-    except Exception:
-        return None
-    try:
-        nv.nvmlInit()
-    except Exception:
-        return None
+    from profctl import nvml
+
     out: list[dict[str, Any]] = []
-    try:
-        for i in range(int(nv.nvmlDeviceGetCount())):
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-                fn = getattr(nv, name, None)
-                if fn is None:
-                    continue
-                with contextlib.suppress(Exception):
-                    for p in fn(h):
-                        pid = int(getattr(p, "pid", -1))
-                        if pid == os.getpid():
-                            continue
-                        used = getattr(p, "usedGpuMemory", None)
-                        out.append({"pid": pid, "gpu": i,
-                                    "mib": round(int(used) / 2**20) if isinstance(used, int) else None})
-    except Exception:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
+    with nvml.session() as nv:
+        if nv is None:
+            return None
+        try:
+            for i in range(int(nv.nvmlDeviceGetCount())):
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                    fn = getattr(nv, name, None)
+                    if fn is None:
+                        continue
+                    with contextlib.suppress(Exception):
+                        for p in fn(h):
+                            pid = int(getattr(p, "pid", -1))
+                            if pid == os.getpid():
+                                continue
+                            used = getattr(p, "usedGpuMemory", None)
+                            out.append({"pid": pid, "gpu": i,
+                                        "mib": round(int(used) / 2**20) if isinstance(used, int) else None})
+        except Exception:
+            return None
     return out
 
 

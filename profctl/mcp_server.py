@@ -30,6 +30,7 @@ from profctl import run_store
 from profctl.errors import ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, atomic_write_text
 from profctl.roofs import row_roofs
+from profctl.schema.bench import BenchRow
 
 #: what each exit status of profctl means (README, "Exit codes"), said beside every error
 EXIT_MEANING = {
@@ -243,16 +244,17 @@ def bench_summary(rows: list[dict[str, Any]], stop_pct: float) -> tuple[list[str
     lines: list[str] = []
     floors: list[dict[str, Any]] = []
     for r in rows:
-        what = f"{r.get('backend')} {shape_label(r)}"
-        if r.get("status") != "ok" or r.get("median_ms") is None:
-            lines.append(f"{what}: {r.get('status')}: {r.get('reason')}")
+        b = BenchRow.of(r)
+        what = f"{b.backend} {shape_label(r)}"
+        if b.status != "ok" or b.median_ms is None:
+            lines.append(f"{what}: {b.status}: {b.reason}")
             continue
-        med, tf = float(r["median_ms"]), r.get("tflops")
+        med, tf = float(b.median_ms), b.tflops
         line = f"{what}: {_ms(med)}" + (f", {tf:.3g} TFLOP/s" if tf else "")
-        if r.get("pct_of_roof") is not None and r.get("roof_ms") is not None:
-            left = max(med - float(r["roof_ms"]), 0.0)
-            line += f", {r['pct_of_roof']:.0f} % of the {r.get('roof')} roof ({_ms(left)} left)"
-            floors.append({"case": what, "floor": f"{r.get('roof')} roof", "pct_of_floor": r["pct_of_roof"],
+        if b.pct_of_roof is not None and b.roof_ms is not None:
+            left = max(med - float(b.roof_ms), 0.0)
+            line += f", {b.pct_of_roof:.0f} % of the {b.roof} roof ({_ms(left)} left)"
+            floors.append({"case": what, "floor": f"{b.roof} roof", "pct_of_floor": b.pct_of_roof,
                            "left_ms": left})
         else:
             line += ", no roof here (a CPU or an unknown GPU)"

@@ -6,12 +6,13 @@ samples go into each bench row and a warning is printed when clocks fell. Withou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +208,27 @@ class Gpu:
     name: str
     uuid: str | None
     capability: tuple[int, int] | None
+
+
+@contextlib.contextmanager
+def session() -> Iterator[Any | None]:
+    """NVML's bindings, initialised for the block and shut down after it; None when pynvml is missing or NVML
+    cannot start (no driver)."""
+    try:
+        import pynvml as nv
+    except Exception:
+        yield None
+        return
+    try:
+        nv.nvmlInit()
+    except Exception:
+        yield None
+        return
+    try:
+        yield nv
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
 
 
 def gpus() -> list[Gpu] | None:
