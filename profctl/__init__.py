@@ -34,8 +34,9 @@ def workload(**options: Any) -> Workload | Model:
     ``seqlen=2048``, ``causal=[False, True]``, ``pass_="fwd+bwd"``, ``device="cuda"``, ``iters=20`` ...), or with
     ``model=`` the model workload (``model="llama-7b", layers=4, mode=["train", "decode"], batch=2,
     seqlen=4096, memory_limit_gib=24``). A backend may be a callable (your attention function)."""
+    from profctl.model_spec import ModelSweep
     from profctl.pipelines.targets import Model, Workload
-    from profctl.spec import AttentionSweep, ModelSweep
+    from profctl.spec import AttentionSweep
 
     if "pass" in options:
         options["pass_"] = options.pop("pass")

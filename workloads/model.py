@@ -30,7 +30,8 @@ from typing import Any
 from profctl import memory
 from profctl import nvtx as ns
 from profctl.errors import SpecError
-from profctl.spec import AttentionSpec, ModelSpec, ModelSweep
+from profctl.model_spec import ModelSpec, ModelSweep
+from profctl.spec import AttentionSpec
 
 from . import models
 from .attention import device_event, gpu_budget

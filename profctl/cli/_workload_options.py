@@ -91,8 +91,9 @@ _MODEL_ONLY = {"layers": "--layers", "mode": "--mode"}
 
 def build_workload(kw: dict[str, Any]) -> Any:
     """The built-in workload the options describe: the model workload with --model, else attention."""
+    from profctl.model_spec import ModelSweep
     from profctl.pipelines.targets import Model, Workload
-    from profctl.spec import AttentionSweep, ModelSweep
+    from profctl.spec import AttentionSweep
 
     model = kw.pop("model", None)
     mopts = {n: kw.pop(n, None) for n in ("layers", "mode", "memory_limit", "part_timing")}

@@ -9,10 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 from profctl import devices, flops
+from profctl.model_spec import ModelSpec
 from profctl.nvml import clock_warning
 from profctl.roofs import row_roofs
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, MODEL_CASE_FIELDS, BenchRow
-from profctl.spec import AttentionSpec, ModelSpec
+from profctl.spec import AttentionSpec
 
 #: what a row records of where it ran (profctl.nvml.here)
 WHERE_FIELDS = ("host", "gpu_index", "gpu_name", "gpu_uuid", "driver")

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from profctl import flops, nvml, proc, run_store
 from profctl.errors import ProfctlError, SpecError, ToolNotFound, UsageError
+from profctl.model_spec import ModelSpec, ModelSweep
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.pipelines.base import TargetDefaults
 from profctl.run_store import torch_cuda_version
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, ModelSpec, ModelSweep
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep
 from profctl.tools.torchprof import trace_argv
 
 if TYPE_CHECKING:

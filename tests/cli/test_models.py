@@ -95,9 +95,9 @@ def test_the_python_api_runs_the_model_workload(tmp_path: Path) -> None:
 def test_every_mode_puts_a_part_at_case_measure_part(tmp_path: Path) -> None:
     """The NVTX shape ncu's filter relies on, seen in a real torch.profiler trace of train and decode steps:
     ``<case>/measure/attn.core`` (decode.step is not a level); and the filter ncu gets has no '/' in a group."""
+    from profctl.model_spec import ModelSweep
     from profctl.pipelines.ncu_pipeline import model_filter
     from profctl.pipelines.targets import Model
-    from profctl.spec import ModelSweep
 
     r = CliRunner().invoke(app, ["torch", "--model", "gpt-tiny", "--device", "cpu", "--seqlen", "32", "--mode",
                                  "train,decode", "-b", "eager", "--iters", "1", "--warmup", "0", "-f", "json",

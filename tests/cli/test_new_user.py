@@ -100,7 +100,7 @@ def test_model_options_are_checked_before_anything_runs(tmp_path: Path, args: li
 
 
 def test_the_checks_know_the_presets() -> None:
-    from profctl.spec import MODEL_PRESETS, PRESET_LIMITS
+    from profctl.model_spec import MODEL_PRESETS, PRESET_LIMITS
     from profctl.workloads.models.presets import PRESETS
 
     assert set(PRESET_LIMITS) == set(MODEL_PRESETS) <= set(PRESETS)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: list[set[str]] = [
     {"profctl._version", "profctl.errors", "profctl.fsutil", "profctl.shapes", "profctl.spec", "profctl.nvtx",
      "profctl.kernels", "profctl.flops", "profctl.devices", "profctl.schema", "profctl.faults", "profctl.roofs",
-     "profctl.head_dims", "profctl.memory"},
+     "profctl.head_dims", "profctl.memory", "profctl.model_spec"},
     {"profctl.proc", "profctl.nvml", "profctl.run_store", "profctl.recipes", "profctl.machine_state",
      "profctl.predictions"},
     {"profctl.tools", "profctl.readers"},
@@ -30,8 +30,8 @@ LAYERS: list[set[str]] = [
 FORBIDDEN = {("profctl.readers", "profctl.tools"), ("profctl.pipelines", "profctl.render"),
              ("profctl.pipelines", "profctl.cli"), ("profctl.analysis", "profctl.render")}
 #: what the workload processes may import from profctl (they run in a child, with torch, without the rest)
-WORKLOADS_MAY_IMPORT = {"profctl.spec", "profctl.nvtx", "profctl.shapes", "profctl.errors", "profctl._version",
-                        "profctl.flops", "profctl.faults", "profctl.memory"}
+WORKLOADS_MAY_IMPORT = {"profctl.spec", "profctl.model_spec", "profctl.nvtx", "profctl.shapes", "profctl.errors",
+                        "profctl._version", "profctl.flops", "profctl.faults", "profctl.memory"}
 #: the workload programs: the repository's workloads/ folder, shipped as this package (pyproject's package-dir)
 WORKLOADS = "profctl.workloads"
 MAX_FUNCTION_LINES = 80

@@ -30,7 +30,8 @@ from typer.testing import CliRunner
 
 from profctl.cli import app
 from profctl.errors import SpecError
-from profctl.spec import AttentionSpec, ModelSpec, dtype_problems, dtype_refusal
+from profctl.model_spec import ModelSpec
+from profctl.spec import AttentionSpec, dtype_problems, dtype_refusal
 from profctl.workloads import fp8
 from profctl.workloads.attention import TOLERANCE, check_output, dequantized, fp8_inputs, reference, run_case
 from profctl.workloads.kernels import triton_kernels as _kernels
