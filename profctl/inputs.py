@@ -111,8 +111,13 @@ def run_inputs(d: Path) -> list[Input]:
         if f.is_file():
             kind = {"bench": "bench-json", "nsys": "nsys-sqlite", "ncu": "ncu-rep", "torch": "torch-trace"}[tool]
             out.append(Input(path=f, kind=kind, run_dir=d))
+    traced: set[str] = set()
     for kind, pattern in PROTON_FILES:
-        out += [Input(path=f, kind=kind, run_dir=d) for f in sorted(d.glob(pattern)) if f.is_file()]
+        files = [f for f in sorted(d.glob(pattern)) if f.is_file()]
+        # a sampled case's tree (its scopes' totals over every CTA) is part of its trace's figures, not a
+        # timeline of its own: one input per case
+        out += [Input(path=f, kind=kind, run_dir=d) for f in files if f.name.rsplit(".", 1)[0] not in traced]
+        traced |= {f.name.rsplit(".", 1)[0] for f in files}
     if (d / run_store.MANIFEST).is_file():
         for part in sorted((p for p in d.glob("part-*") if p.is_dir()), key=_part_number):
             out += [i for i in run_inputs(part) if i.kind != "bench-json"]

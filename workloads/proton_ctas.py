@@ -11,8 +11,13 @@ region, not from its place, so a buffer of some regions is read as those CTAs):
 * header, 32-bit little-endian words: preamble ``0xdeadbeef``, CTA id, SM id, ``bufSize`` (bytes of records);
   then, in Proton versions that write each CTA's start and finalization times (3.6 does: its traces carry
   ``Finalization Time (ns)``), three 64-bit global-timer values (start, before and after the copy-out); then one
-  record count per unit (warp). The header's size is ``profile_scratch_size - bufSize``; a size that fits neither
-  form is an unknown layout, and then only the preamble, CTA and SM ids are used.
+  count per unit (warp): the warp's write index in 32-bit WORDS, two per record. The records follow right after
+  the counts; the region is then padded to ``profile_scratch_size`` (on an H200 with Triton 3.6, 4 warps:
+  56 bytes of header and counts, 72 of padding; benchmarks/proton_buffer_probe.py prints it). Which header it
+  is, when the room before the records (``profile_scratch_size - bufSize``) fits both, the words say: the counts
+  are even (two words a record) and a timed header's three times are in order and seconds apart at most; the
+  timer's and the clock's words are not all even. A room neither fits is an unknown layout, and then only the
+  preamble, CTA and SM ids are used.
 * the records: ``bufSize / units recorded`` bytes per recorded warp, 8 bytes a record: word 0 bit 31 set for an
   end, bits 23-30 the scope id, bits 0-10 the clock's upper bits; word 1 the clock's lower 32 bits. A warp with
   more records than its segment holds kept the last ones (the buffer is circular).
@@ -59,19 +64,38 @@ def read_headers(buf: Any, scratch: int, units: int) -> Headers:
     if not ok:
         return Headers(scratch, units, [], [], [], 0, 0)
     buf_size = int(w[ok[0], 3])
-    meta = scratch - buf_size
-    h = Headers(scratch, units, ok, w[ok, 1].tolist(), w[ok, 2].tolist(), buf_size, meta)
-    if meta == 16 + 4 * units:
-        h.counts, h.layout = w[ok, 4 : 4 + units], "v0"
-    elif meta == 40 + 4 * units:
-        lo = w[ok]
+    room = scratch - buf_size
+    h = Headers(scratch, units, ok, w[ok, 1].tolist(), w[ok, 2].tolist(), buf_size, room)
+    lo = w[ok]
+    fits = [(name, head) for name, head in (("timed", 40), ("v0", 16)) if head + 4 * units <= room]
+    plausible = [(name, head) for name, head in fits if _plausible(lo, name, head, units)]
+    exact = [f for f in plausible if f[1] + 4 * units == room]
+    if not (exact or plausible):
+        return h
+    name, head = (exact or plausible)[0]
+    h.layout, h.meta = name, head + 4 * units
+    h.counts = lo[:, head // 4 : head // 4 + units] // 2  # words -> records
+    if name == "timed":
         init = lo[:, 4] | (lo[:, 5] << 32)
         pre = lo[:, 6] | (lo[:, 7] << 32)
-        h.counts, h.layout = lo[:, 10 : 10 + units], "timed"
-        span = (pre - init).tolist()
-        if all(0 <= s < 60 * 10**9 for s in span):
-            h.span_ns = span
+        h.span_ns = (pre - init).tolist()
     return h
+
+
+def _plausible(lo: Any, name: str, head: int, units: int) -> bool:
+    """Whether the header words of every region read as layout `name`: write indexes even (two words a record),
+    and for a timed header its start, pre- and post-finalization times in order and under a minute apart."""
+    counts = lo[:, head // 4 : head // 4 + units]
+    if bool((counts % 2 != 0).any()) or bool((counts > (1 << 30)).any()):
+        return False
+    if name == "timed":
+        init = lo[:, 4] | (lo[:, 5] << 32)
+        pre = lo[:, 6] | (lo[:, 7] << 32)
+        post = lo[:, 8] | (lo[:, 9] << 32)
+        if bool((init <= 0).any()) or bool((pre < init).any()) or bool((post < pre).any()) \
+                or bool((pre - init >= 60 * 10**9).any()):
+            return False
+    return True
 
 
 @dataclass

@@ -2,7 +2,7 @@
 case of profctl's Triton FlashAttention-2 forward with its steps in Proton scopes.
 
     python -m profctl.workloads.proton_run --out run/proton --jsonl run/workload.jsonl [mode options] -- SCRIPT.py ARGS
-    python -m profctl.workloads.proton_run --out run/case-0 --case '{"backend": "triton", ...}' [--time 20]
+    python -m profctl.workloads.proton_run --out run/case-0 --case '{"backend": "triton", ...}' [--time 5]
 
 Proton writes ``<out>.chrome_trace`` (``--data trace``) or ``<out>.hatchet`` (``--data tree``) when the session is
 finalized; what it drops from a full buffer it prints on standard error (the parent keeps the log).
@@ -13,16 +13,17 @@ finalized; what it drops from a full buffer it prints on standard error (the par
 * A case (``--case``, an AttentionSpec as JSON): the plain forward runs a few times first (the GPU clocks up,
   the plain kernel compiles), then ONE launch of the scoped forward (triton_attention.scoped) is recorded, and
   the SM clock NVML reports right after it is written in a ``recorded`` event (cycles -> time). With
-  ``--time N`` nothing is recorded: the plain and the scoped forward are each launched N times and their kernel
-  times measured by torch.profiler (the GPU's own start and end of each kernel, not the host-side buffer
-  allocation and copies Proton adds around a launch), written in an ``overhead`` event; the process then exits
-  without finalizing (the N launches' timelines are not wanted); Proton is told not to parse them (they would
-  be held in memory, every record of every CTA of every launch).
+  ``--time N`` the plain and the scoped forward are first each launched N times and their kernel times
+  measured by torch.profiler (the GPU's own start and end of each kernel, not the host-side buffer allocation
+  and copies Proton adds around a launch), written in an ``overhead`` event, in this same process (one import,
+  one compile: a second child cost as much as the recording); the scoped launches run in a Proton session that
+  is told not to parse them (they would be held in memory, every record of every CTA of every launch).
 * ``--ctas N`` (the default for a case, 16): the records of every CTA are tallied in this process right after
   the launch (exact counts per scope, from the buffer), then Proton's parser and trace writer are handed only
   the regions of about N CTAs (profctl.workloads.proton_ctas.choose: every CTA of a few SMs, and the longest),
-  so the trace and Proton's memory stay small; for a case, one more launch under Proton's tree format gives
-  each scope's total cycles over all CTAs (``<out>.hatchet``). A ``sampled`` event says what was kept. Triton
+  so the trace and Proton's memory stay small; for a case whose records cannot give every scope's cycles (an
+  unknown buffer layout, a full buffer, a 32-bit clock), one more launch under Proton's tree format gives each
+  scope's total cycles over all CTAs (``<out>.hatchet``). A ``sampled`` event says what was kept. Triton
   3.6 has no option of its own for which CTAs are recorded (its selective sampling picks warps), so this wraps
   its instrumentation hook's exit (triton.profiler.hooks.instrumentation.InstrumentationHook); a Triton whose
   hook differs is refused with one line (``--ctas all`` records everything, as Proton alone does). The kernels'
@@ -367,9 +368,12 @@ def case_call(spec_json: str) -> tuple[Any, Any]:
 
 
 def record_case(a: argparse.Namespace, emit: Any) -> int:
-    """Warm up with the plain forward, then record one launch of the scoped one: with ``--ctas all`` every
-    CTA's timeline (Proton alone); else first a launch under Proton's tree (every CTA's cycles per scope), then
-    one whose records are tallied here and cut down to a sample before Proton parses them."""
+    """Warm up with the plain forward; with ``--time N`` time N plain launches and then N scoped ones (in a
+    Proton session whose launches are not kept), so the cost of looking is measured in this one process; then
+    record one launch of the scoped one: with ``--ctas all`` every CTA's timeline (Proton alone); else one whose
+    records are tallied here (every scope's count and cycles over all CTAs) and cut down to a sample before
+    Proton parses them, and only where the records could not give the cycles one more launch under Proton's
+    tree of every CTA."""
     import torch
     import triton.profiler as proton
 
@@ -385,27 +389,19 @@ def record_case(a: argparse.Namespace, emit: Any) -> int:
     want = None if a.ctas == "all" else int(a.ctas)
     if want is not None:
         install_hook()
+    timed = _Timing(a.time, call) if a.time else None
+    if timed is not None:
+        timed.plain()
+        ph.done("time-plain", what=f"{a.time} plain launches timed (torch.profiler)")
     clock: dict[str, Any] = {}
     with ta.scoped():
+        if want is not None or timed is not None:
+            _unkept_session(a, call, timed)
+            ph.done("compile", what="the scoped kernel compiled under Proton" +
+                    ("" if timed is None else f", and {a.time} scoped launches timed"))
+            if timed is not None:
+                emit(timed.event(spec))
         if want is not None:
-            with tempfile.TemporaryDirectory() as d:
-                _POLICY = "discard"
-                proton.start(os.path.join(d, "compile"), data="tree", backend="instrumentation", mode=mode_of(a))
-                try:
-                    call()
-                    torch.cuda.synchronize()
-                finally:
-                    proton.finalize()
-                    _POLICY = None
-            ph.done("compile", what="the scoped kernel compiled under Proton")
-            proton.start(a.out, data="tree", backend="instrumentation", mode=mode_of(a))
-            try:
-                call()
-                torch.cuda.synchronize()
-                ph.done("run-tree", what="one launch, every CTA into Proton's tree")
-            finally:
-                proton.finalize()
-            ph.done("dump-tree", what="Proton's tree written")
             keep = _Keep(want, [int(x) for x in a.warps.split(",") if x.strip()] or None, a.clock == 64)
             _POLICY = keep
         proton.start(a.out, data=a.data, backend="instrumentation", mode=mode_of(a))
@@ -421,10 +417,87 @@ def record_case(a: argparse.Namespace, emit: Any) -> int:
             proton.finalize()
             _POLICY = None
         ph.done("dump", what=f"Proton's {a.data} written")
+        if want is not None and _needs_tree(keep):
+            # the records could not give every scope's cycles (an unknown layout, a full buffer, a 32-bit
+            # clock): one more launch under Proton's tree of every CTA gives them
+            proton.start(a.out, data="tree", backend="instrumentation", mode=mode_of(a))
+            try:
+                call()
+                torch.cuda.synchronize()
+                ph.done("run-tree", what="one more launch, every CTA into Proton's tree (the records could "
+                                         "not give every scope's cycles)")
+            finally:
+                proton.finalize()
+            ph.done("dump-tree", what="Proton's tree written")
     if want is not None:
         emit({"event": "sampled", **_summed(keep.launches), "want": want, **keep.said()})
     emit({"event": "recorded", "case": spec.to_dict(), "kernel": "_fwd_kernel", **clock})
     return 0
+
+
+def _needs_tree(keep: _Keep) -> bool:
+    """Whether the sampled launch's own records left some kernel's cycles untold."""
+    return not keep.launches or any(ln.get("cycles") is None for ln in keep.launches)
+
+
+class _Timing:
+    """The cost of looking: `n` launches of the plain forward and `n` of the scoped one, their kernel times. A
+    failure to time is said in the ``overhead`` event, never fatal to the recording that follows."""
+
+    def __init__(self, n: int, call: Any) -> None:
+        self.n, self.call = n, call
+        self.times: dict[str, tuple[list[float], str]] = {}
+        self.error: str | None = None
+
+    def _time(self, which: str) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.times[which] = _kernel_times(self.call, self.n, "_fwd_kernel")
+        except Exception as e:  # the recording goes on; the parent says the cost was not measured
+            self.error = f"timing the {which} kernel failed: {type(e).__name__}: {e}"
+
+    def plain(self) -> None:
+        self._time("plain")
+
+    def scoped(self) -> None:
+        self._time("scoped")
+
+    def event(self, spec: AttentionSpec) -> dict[str, Any]:
+        if self.error is not None or set(self.times) != {"plain", "scoped"}:
+            return {"event": "overhead", "case": spec.to_dict(), "error": self.error or "not timed"}
+        (plain, how_plain), (scoped, how_scoped) = self.times["plain"], self.times["scoped"]
+        return {"event": "overhead", "case": spec.to_dict(), "plain_us": plain, "scoped_us": scoped,
+                "method": how_plain if how_plain == how_scoped else f"{how_plain} (plain), {how_scoped} (scoped)",
+                "plain_median_us": statistics.median(plain) if plain else None,
+                "scoped_median_us": statistics.median(scoped) if scoped else None, **sm_clock_mhz()}
+
+
+def _unkept_session(a: argparse.Namespace, call: Any, timed: _Timing | None) -> None:
+    """One Proton session whose launches are not kept: the scoped kernel compiles under Proton (its first launch)
+    and, with `timed`, is timed. Proton is told not to parse the launches (they would be held in memory, every
+    record of every CTA of every launch); a Triton whose hook cannot be wrapped sums them into a tree in a
+    temporary directory instead (bounded memory), which is thrown away."""
+    import torch
+    import triton.profiler as proton
+
+    global _POLICY
+    discard = True
+    try:
+        install_hook()
+    except NoSampling:
+        discard = False
+    with tempfile.TemporaryDirectory() as d:
+        _POLICY = "discard" if discard else None
+        proton.start(os.path.join(d, "unkept"), data="tree", backend="instrumentation", mode=mode_of(a))
+        try:
+            call()
+            torch.cuda.synchronize()
+            if timed is not None:
+                timed.scoped()
+        finally:
+            proton.finalize()
+            _POLICY = None
 
 
 def _sample_said(keep: _Keep) -> str:
@@ -497,39 +570,6 @@ def _kernel_times(fn: Any, n: int, name: str) -> tuple[list[float], str]:
     return out, "cuda-events"
 
 
-def time_case(a: argparse.Namespace, emit: Any) -> int:
-    """The plain and the scoped forward, `a.time` launches each, their kernel times; no trace is written."""
-    import torch
-    import triton.profiler as proton
-
-    from .kernels import triton_attention as ta
-
-    call, spec = case_call(a.case)
-    for _ in range(max(3, a.warmup)):
-        call()
-    torch.cuda.synchronize()
-    plain, how_plain = _kernel_times(call, a.time, "_fwd_kernel")
-    global _POLICY
-    data = a.data
-    try:
-        install_hook()
-        _POLICY = "discard"  # the timed launches' records are not parsed (nor held) by Proton
-    except NoSampling:
-        data = "tree"  # Proton sums them into its tree: bounded memory
-    with ta.scoped():
-        proton.start(a.out, data=data, backend="instrumentation", mode=mode_of(a))
-        call()  # compiles the scoped kernel
-        torch.cuda.synchronize()
-        scoped, how_scoped = _kernel_times(call, a.time, "_fwd_kernel")
-    emit({"event": "overhead", "case": spec.to_dict(), "plain_us": plain, "scoped_us": scoped,
-          "method": how_plain if how_plain == how_scoped else f"{how_plain} (plain), {how_scoped} (scoped)",
-          "plain_median_us": statistics.median(plain) if plain else None,
-          "scoped_median_us": statistics.median(scoped) if scoped else None, **sm_clock_mhz()})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # no finalize: the timed launches' timelines are not wanted (and would take long to write)
-
-
 def run_program(a: argparse.Namespace, entry: list[str], emit: Any) -> int:
     """The user's program inside a Proton session; its exit status."""
     import triton.profiler as proton
@@ -578,7 +618,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--clock", type=int, choices=(32, 64), default=64)
     p.add_argument("--time-shift", action="store_true")
     p.add_argument("--case", default=None, help="an AttentionSpec as JSON (profctl's Triton forward)")
-    p.add_argument("--time", type=int, default=0, help="with --case: time N plain and N scoped launches instead")
+    p.add_argument("--time", type=int, default=0, help="with --case: first time N plain and N scoped launches "
+                                                        "(the cost of looking), then record")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--ctas", default="all", help="about N CTAs of each launch handed to Proton (the rest tallied "
                                                  "here), or all")
@@ -611,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.case is None:
             return run_program(a, entry, emit)
-        return time_case(a, emit) if a.time else record_case(a, emit)
+        return record_case(a, emit)
     except NoSampling as e:
         emit({"event": "no-sampling", "error": str(e)})
         print(f"error: Proton cannot be given a sample of CTAs: {e}; --ctas all records every CTA",

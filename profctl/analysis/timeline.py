@@ -199,10 +199,10 @@ def from_tree(tree: Any, *, clock_mhz: float | None = None) -> TimelineReport:
 
 def apply_sample(rep: TimelineReport, sampled: dict[str, Any], tree: Any = None) -> None:
     """A trace of a sample of CTAs (profctl proton --ctas N) made whole where it can be: each scope's count from
-    the records of every CTA (tallied in the workload child), its total cycles from Proton's tree of another
-    launch of the same kernel (or from the records); what is neither is scaled from the sample by the CTAs'
-    ratio, and said. Shares, overlaps and the critical path stay the sample's, and say how many CTAs they stand
-    on."""
+    the records of every CTA (tallied in the workload child), its total cycles from those records too (the same
+    launch) or, where they cannot give them (a warp's buffer overflowed, a 32-bit clock), from Proton's tree of
+    another launch of the same kernel; what is neither is scaled from the sample by the CTAs' ratio, and said.
+    Shares, overlaps and the critical path stay the sample's, and say how many CTAs they stand on."""
     per_kernel = sampled.get("kernels") or {}
     tree_cycles: dict[tuple[str, str], int] = {}
     if tree is not None:
@@ -224,10 +224,10 @@ def apply_sample(rep: TimelineReport, sampled: dict[str, Any], tree: Any = None)
             else:
                 st.count, how_n = round((st.count or 0) * scale), "scaled"
             sources["count"].add(how_n)
-            if (kt.kernel, st.name) in tree_cycles:
-                st.total_cycles, how_c = tree_cycles[(kt.kernel, st.name)], "tree"
-            elif cycles is not None and st.name in cycles:
+            if cycles is not None and st.name in cycles:  # the very launch whose sample is drawn
                 st.total_cycles, how_c = int(cycles[st.name]), "records"
+            elif (kt.kernel, st.name) in tree_cycles:
+                st.total_cycles, how_c = tree_cycles[(kt.kernel, st.name)], "tree"
             else:
                 st.total_cycles, how_c = round(st.total_cycles * scale), "scaled"
             sources["total"].add(how_c)

@@ -64,9 +64,29 @@ def load(inp: Any, *, cta: int | None = None) -> Any:
         return timeline.from_tree(proton_tree.read(p), clock_mhz=clock)
     drops = _drops(p)
     rep = timeline.analyze(proton_trace.read(p, drops=drops), clock_mhz=clock, cta=cta)
+    sampled = _run_sampled(p)
+    if sampled is not None:  # a sampled trace of profctl proton, read again (another --cta): made whole again
+        tree_file = _stem(p).with_name(_stem(p).name + ".hatchet")
+        tree = None
+        if tree_file.is_file():
+            try:
+                tree = proton_tree.read(tree_file)
+            except BadReport as e:
+                rep.warnings.append(f"Proton's tree of every CTA was not read: {e.one_line()}")
+        timeline.apply_sample(rep, sampled, tree)
     if clock:
         rep.notes.append(f"times at the SM clock the run recorded ({clock} MHz)")
     return rep
+
+
+def _run_sampled(p: Path) -> dict[str, Any] | None:
+    """What profctl proton sampled for this trace (its run's manifest), None for a trace from elsewhere."""
+    try:
+        man = json.loads((p.parent / "manifest.json").read_text(encoding="utf-8"))
+        got = (man.get("sampled") or {}).get(_stem(p).name)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def _stem(p: Path) -> Path:

@@ -5,16 +5,15 @@ into per-scope figures (profctl.analysis.timeline).
 Run directory, per case ``case-<i>`` (a program: ``proton``): ``<name>.chrome_trace`` (Proton's timeline; or
 ``<name>.hatchet`` with ``--data tree``), ``<name>.log`` (the child's output: Proton's buffer warnings land there),
 ``<name>.timeline.json`` (the figures, so reports need not read the trace again), ``<name>.drops.json`` (what
-Proton said it dropped), and for the built-in forward ``<name>-timing.log`` (the cost of looking: the plain and
-the scoped kernel timed); ``workload.jsonl`` (the children's events) and the manifest (with each case's phases
+Proton said it dropped); ``workload.jsonl`` (the children's events) and the manifest (with each case's phases
 and their seconds, and what was sampled).
 
 By default (``--ctas N``) the trace holds about N CTAs of each launch: Proton's own writer holds every record of
 every CTA in memory as JSON objects (28 GB and most of two minutes at b1 h32 s4096, 1,024 CTAs), so the child
-tallies every CTA's records, hands Proton a sample, and for profctl's forward records one more launch in
-Proton's tree format for each scope's total over all CTAs (profctl.workloads.proton_ctas,
-timeline.apply_sample). Progress: each step of a child (``phase`` events) and profctl's reading reach
-`on_progress` as they end.
+tallies every CTA's records (each scope's count and cycles), hands Proton a sample, and for profctl's forward,
+only where the records cannot give the cycles, records one more launch in Proton's tree format
+(profctl.workloads.proton_ctas, timeline.apply_sample). Progress: each step of a child (``phase`` events) and
+profctl's reading reach `on_progress` as they end.
 """
 
 from __future__ import annotations
@@ -157,14 +156,11 @@ def _part(ctx: PartContext, *, req: ProtonRequest, target: ProtonTarget) -> Prot
     out = ProtonPart([], {}, None, [], [])
     for i in cases:
         name = "proton" if i is None else f"case-{i}"
-        overhead = _timing(ctx, req, target, i, name, tail, out.notes) if i is not None and req.overhead_iters \
-            else None
         rec = _record(ctx, req, target, i, name, tail, out)
-        rec.overhead = overhead
-        note = _overhead_line(overhead)
+        note = _overhead_line(rec.overhead)
         if note:
             rec.report.warnings.append(note)
-        rec.report.meta["overhead"] = overhead
+        rec.report.meta["overhead"] = rec.overhead
         _save(rec)
         out.recordings.append(rec)
     return out
@@ -194,25 +190,17 @@ def _phase(ctx: PartContext, name: str, phases: list[dict[str, Any]], phase: str
     ctx.emit({"event": "phase", "name": name, **ph})
 
 
-def _timing(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int, name: str, tail: run_store.EventTail,
-            notes: list[str]) -> dict[str, Any] | None:
-    """The plain and the scoped kernel timed (torch.profiler's kernel times) in a child of their own."""
-    log = ctx.workdir / f"{name}-timing.log"
-    argv = target.proton_argv(ctx.workdir / f".{name}-timing", ctx.workdir / JSONL_NAME, req.options, i,
-                              req.overhead_iters)
-    ctx.record_tool("proton (cost of looking)", argv, log=log)
-    t0 = time.perf_counter()
-    ctx.emit({"event": "phase", "name": name, "phase": "timing-start", "seconds": 0.0,
-              "what": f"timing {req.overhead_iters} launches with and without scopes"})
-    res, events = _run_following(ctx, argv, log, req, target, tail, name, [])
-    took = time.perf_counter() - t0
-    _phase(ctx, name, [], "timing", took, "the cost of looking measured (a child)")
+def _overhead(events: list[dict[str, Any]], req: ProtonRequest, name: str, phases: list[dict[str, Any]],
+              log: Path, notes: list[str]) -> dict[str, Any] | None:
+    """The cost of looking as the recording child measured it before recording (its ``overhead`` event): the
+    plain and the scoped kernel's median times; a note when it was asked for and not measured."""
     ev = next((e for e in events if e.get("event") == "overhead"), None)
-    if ev is None:
-        notes.append(f"{name}: the cost of looking was not measured (exit status {res.returncode}: "
-                     f"{proc.last_line(res.log_text(20_000))}; log {ctx.final(log)})")
+    if ev is None or ev.get("error") or not ev.get("plain_median_us"):
+        why = (ev or {}).get("error") or "the child said nothing of it"
+        notes.append(f"{name}: the cost of looking was not measured ({why}; log {log})")
         return None
     plain, scoped = ev.get("plain_median_us"), ev.get("scoped_median_us")
+    took = sum(float(p.get("seconds") or 0.0) for p in phases if p.get("phase") in ("time-plain", "compile"))
     return {"plain_us": plain, "scoped_us": scoped, "launches": req.overhead_iters, "method": ev.get("method"),
             "seconds": round(took, 3),
             "ratio": scoped / plain if plain and scoped else None, "clock_mhz": ev.get("clock_mhz")}
@@ -226,11 +214,14 @@ def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int |
             tail: run_store.EventTail, part: ProtonPart) -> Recording:
     base = ctx.workdir / name
     log = ctx.workdir / f"{name}.log"
-    argv = target.proton_argv(base, ctx.workdir / JSONL_NAME, req.options, i)
+    timed = req.overhead_iters if i is not None else 0
+    argv = target.proton_argv(base, ctx.workdir / JSONL_NAME, req.options, i, timed)
     ctx.record_tool("proton", argv, log=log)
     phases: list[dict[str, Any]] = []
     ctx.emit({"event": "phase", "name": name, "phase": "record-start", "seconds": 0.0,
-              "what": "recording with Proton (a child: compile, run, dump)"})
+              "what": "recording with Proton (a child: " +
+                      (f"{timed} launches timed with and without scopes, " if timed else "") +
+                      "compile, run, dump)"})
     t0 = time.perf_counter()
     res, events = _run_following(ctx, argv, log, req, target, tail, name, phases)
     child_s = time.perf_counter() - t0
@@ -257,8 +248,9 @@ def _record(ctx: PartContext, req: ProtonRequest, target: ProtonTarget, i: int |
     report.meta["phases"] = phases
     if sampled is not None:
         report.meta["sampled"] = {k: v for k, v in sampled.items() if k != "event"}
+    overhead = _overhead(events, req, name, phases, ctx.final(log), part.notes) if timed else None
     return Recording(name=name, output=ctx.final(out), log=ctx.final(log), case=done.get("case"), report=report,
-                     phases=phases, sampled=report.meta.get("sampled"))
+                     phases=phases, sampled=report.meta.get("sampled"), overhead=overhead)
 
 
 def _program_error(exit_event: dict[str, Any], log_text: str) -> list[str]:

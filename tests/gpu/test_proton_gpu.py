@@ -106,14 +106,21 @@ def test_a_sample_of_ctas_keeps_the_launchs_counts(tmp_path: Path) -> None:
         got[ctas] = next(k for k in json.loads(out.read_text())["kernels"] if k["kernel"] == "_fwd_kernel")
     every, few = got["all"], got["4"]
     assert few["ctas"] < every["ctas"] and few["ctas_total"] == every["ctas"] and "CTAs" in few["sample"]
+    # counted and summed from the records of every CTA of the sampled launch, none scaled (Triton 3.6's buffer
+    # layout read: header, write indexes, records, padding)
+    assert "counts from the records of every CTA" in few["sample"], few["sample"]
+    assert "total cycles from the records of every CTA" in few["sample"], few["sample"]
+    assert "scaled" not in r.output, r.output
     assert {s["name"]: s["count"] for s in few["scopes"]} == {s["name"]: s["count"] for s in every["scopes"]}
-    for s in few["scopes"]:  # another launch of the same kernel: close, not equal
+    for s in few["scopes"]:  # another launch of the same kernel: close, not equal (a once-per-warp load varies more)
         t = next(x for x in every["scopes"] if x["name"] == s["name"])["total_cycles"]
-        assert abs(s["total_cycles"] - t) <= 0.15 * t, (s, t)
+        assert abs(s["total_cycles"] - t) <= (0.35 if s["name"] in ("load_q", "store") else 0.15) * t, (s, t)
     run = next(p for p in (tmp_path / "4").iterdir() if p.is_dir())
     man = json.loads((run / "manifest.json").read_text())
-    assert {p["phase"] for p in man["phases"]["case-0"]} >= {"compile", "run-tree", "run-sample", "dump", "read"}
-    assert (run / "case-0.hatchet").stat().st_size > 0
+    phases = {p["phase"] for p in man["phases"]["case-0"]}
+    assert phases >= {"compile", "run-sample", "dump", "read"} and "run-tree" not in phases, phases
+    assert not (run / "case-0.hatchet").exists()  # the records gave every scope's cycles: no second launch
+    assert man["sampled"]["case-0"]["layout"] == "timed"
     assert man["sampled"]["case-0"]["applied"] is True, man["sampled"]["case-0"].get("why")
     assert man["sampled"]["case-0"]["launches"] == 1
     assert man["sampled"]["case-0"]["kernels"]["_fwd_kernel"]["ctas_total"] == every["ctas"]
@@ -128,4 +135,5 @@ def test_a_program_sampled(tmp_path: Path) -> None:
     assert "NO CTA SAMPLE" not in r.output, r.output
     k = json.loads(out.read_text())["kernels"][0]
     assert {s["name"]: s["count"] for s in k["scopes"]} == {"double": 48, "add": 48}  # counted, every CTA
+    assert "scaled" not in r.output and "counts from the records of every CTA" in k["sample"], (r.output, k)
     assert k["ctas"] < 4 and k["ctas_total"] == 4

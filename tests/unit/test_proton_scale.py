@@ -48,22 +48,25 @@ def test_a_trace_of_hundreds_of_mb_reads_in_bounded_memory(tmp_path: Path) -> No
 # ---------------------------------------------------------------------------------------- the raw buffer
 UNITS = 4
 SEG = 16  # records per warp segment
-SCRATCH = 40 + 4 * UNITS + UNITS * SEG * 8
+PAD = 72  # the region's padding after the records, as an H200 with Triton 3.6 pads 4 warps' (proton_buffer_probe)
+SCRATCH = 40 + 4 * UNITS + UNITS * SEG * 8 + PAD
 
 
 def _region(cta: int, sm: int, init: int, span: int, per_warp: list[list[tuple[int, bool, int]]],
-            counts: list[int] | None = None) -> bytes:
-    """One CTA's region as Triton 3.6 writes it: header, counts per warp, then each warp's records."""
-    counts = counts if counts is not None else [len(r) for r in per_warp]
-    head = struct.pack("<4I3Q", proton_ctas.PREAMBLE, cta, sm, UNITS * SEG * 8, init, init + span, init + span + 99)
+            counts: list[int] | None = None, *, timed: bool = True, pad: int = PAD) -> bytes:
+    """One CTA's region as Triton 3.6 writes it: header (with the CTA's times unless `timed` is false), each
+    warp's write index in words (two a record), each warp's records, the padding."""
+    counts = counts if counts is not None else [2 * len(r) for r in per_warp]
+    head = struct.pack("<4I", proton_ctas.PREAMBLE, cta, sm, UNITS * SEG * 8)
+    if timed:
+        head += struct.pack("<3Q", init, init + span, init + span + 99)
     head += struct.pack(f"<{UNITS}I", *counts)
     body = b""
     for recs in per_warp:
         seg = b"".join(struct.pack("<II", (0 if start else 1 << 31) | (scope << 23) | (clk >> 32 & 0x7FF),
                                    clk & 0xFFFFFFFF) for scope, start, clk in recs[:SEG])
         body += seg + b"\0" * (SEG * 8 - len(seg))
-    assert len(head) + len(body) == SCRATCH
-    return head + body
+    return head + body + b"\0" * pad
 
 
 def _warp(n: int, t0: int = 1 << 33) -> list[tuple[int, bool, int]]:
@@ -104,7 +107,7 @@ def test_headers_choice_tally_and_the_cut_buffer() -> None:
 
 def test_an_overflowed_warp_counts_what_is_kept_and_no_totals() -> None:
     full = _warp(10)  # 22 records into a segment of 16: the buffer kept 16 of them
-    region = _region(0, 0, 1, 50, [full] + [_warp(1)] * (UNITS - 1), counts=[22] + [4] * (UNITS - 1))
+    region = _region(0, 0, 1, 50, [full] + [_warp(1)] * (UNITS - 1), counts=[44] + [8] * (UNITS - 1))
     buf = torch.frombuffer(bytearray(region), dtype=torch.uint8)
     h = proton_ctas.read_headers(buf, SCRATCH, UNITS)
     got = proton_ctas.tally(buf, h, list(range(UNITS)))
@@ -112,13 +115,33 @@ def test_an_overflowed_warp_counts_what_is_kept_and_no_totals() -> None:
     assert got["counts"] == {1: 8 + (UNITS - 1), 2: UNITS - 1}
 
 
+def test_a_header_without_times_or_padding_is_read_too() -> None:
+    """Older Protons: no times in the header; and a region padded or not, the records start after the counts."""
+    for pad in (0, 24):
+        region = _region(2, 1, 1, 50, [_warp(2)] * UNITS, timed=False, pad=pad)
+        scratch = 16 + 4 * UNITS + UNITS * SEG * 8 + pad
+        h = proton_ctas.read_headers(torch.frombuffer(bytearray(region), dtype=torch.uint8), scratch, UNITS)
+        assert h.layout == "v0" and h.meta == 16 + 4 * UNITS and h.span_ns is None
+        got = proton_ctas.tally(torch.frombuffer(bytearray(region), dtype=torch.uint8), h, list(range(UNITS)))
+        assert got["counts"] == {1: 2 * UNITS, 2: UNITS} and got["cycles"] == {1: 2 * UNITS * 5, 2: UNITS * 7}
+
+
 def test_an_unknown_header_is_only_ids() -> None:
-    region = _region(3, 5, 1, 50, [_warp(1)] * UNITS)
-    buf = torch.frombuffer(bytearray(region + b"\0" * 24), dtype=torch.uint8)  # a size neither layout has
-    h = proton_ctas.read_headers(buf, SCRATCH + 24, UNITS)
+    region = _region(3, 5, 1, 50, [_warp(1)] * UNITS, pad=0)
+    # a record area said to start 8 bytes in: no header fits before it
+    region = region[:12] + struct.pack("<I", len(region) - 8) + region[16:]
+    buf = torch.frombuffer(bytearray(region), dtype=torch.uint8)
+    h = proton_ctas.read_headers(buf, len(region), UNITS)
     assert h.cta == [3] and h.sm == [5] and h.layout == "unknown" and h.counts is None
     assert proton_ctas.tally(buf, h, list(range(UNITS)))["counts"] is None
     assert "longest CTA cannot be told" in proton_ctas.choose(h, 1).how
+
+
+def test_odd_counts_are_not_a_header() -> None:
+    """Counts that are not write indexes (odd words: a timer's or a clock's) are not read as counts."""
+    region = _region(0, 0, 1, 50, [_warp(1)] * UNITS, counts=[5, 8, 8, 8])
+    h = proton_ctas.read_headers(torch.frombuffer(bytearray(region), dtype=torch.uint8), SCRATCH, UNITS)
+    assert h.layout == "unknown" and h.counts is None
 
 
 # ------------------------------------------------------------------------- a sampled timeline made whole
