@@ -69,7 +69,7 @@ def main() -> int:
     ih.InstrumentationHook.exit = exit
 
     @triton.jit
-    def twice(x_ptr, y_ptr, N_ITER: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def twice(x_ptr, y_ptr, N_ITER: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offs)
         for _ in range(N_ITER):

@@ -358,13 +358,15 @@ def sm_clock_mhz() -> dict[str, Any]:
 
 
 def case_call(spec_json: str) -> tuple[Any, Any]:
-    """The forward of one case as a no-argument call, and the spec."""
+    """The forward of one case as a no-argument call, and the spec. A window goes to the Triton forward as
+    ``window=`` (forward only: the inputs need no gradient), so the tiles of a windowed case visit the blocks of
+    their window alone, as in profctl bench (window None: the forward as it always was)."""
     from .kernels import triton_attention as ta
 
     spec = AttentionSpec.from_dict(json.loads(spec_json))
     q, k, v, _ = inputs(spec, False, 0)
-    fn = ta.attention_bottom_right if spec.causal_align == "bottom-right" else ta.attention
-    return (lambda: fn(q, k, v, is_causal=spec.causal)), spec
+    fn = ta.attention_bottom_right if spec.mask_align == "bottom-right" else ta.attention  # a window's too
+    return (lambda: fn(q, k, v, is_causal=spec.causal, window=spec.window or None)), spec
 
 
 def record_case(a: argparse.Namespace, emit: Any) -> int:

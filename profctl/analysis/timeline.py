@@ -16,6 +16,11 @@ Definitions (docs/timelines.md):
   latest-ending instance (any warp; same warp first on a tie) that ended before the step began, over the
   innermost instances (an instance holding another one of the same warp is left out); what lies between
   steps is cycles in no scope on the path.
+* **per query tile** (one CTA of an attention forward = one query tile): the **KV blocks** it visited -- the
+  instances per warp of the kernel's loop scope (the scope counted most often per warp, where some warp ran it
+  more than once; the most of its warps where they differ) -- against its **span**; over the tiles a least-squares
+  line span = fixed + per_block x blocks (at least 3 tiles and 2 block counts), and the tiles furthest above it
+  (**stragglers**). A kernel without a loop scope has no per-tile view.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from profctl.errors import NothingMatched, UsageError
 
 #: above this many (segment x channel) cells an overlap computation is cut into batches of CTAs
 _CELLS = 8_000_000
+#: how many tiles furthest above the per-tile fit are named
+STRAGGLERS = 3
 
 
 @dataclass
@@ -82,6 +89,69 @@ class CriticalPath:
 
 
 @dataclass
+class Tile:
+    """One CTA (one query tile of an attention forward): how many KV blocks it visited and how long it took."""
+
+    cta: int  # CTA id
+    sm: int
+    blocks: int  # instances of the loop scope per warp (the most of its warps)
+    span_cycles: int  # its first start to its last end, over its warps
+    excess_cycles: float | None = None  # span above the fit (None: no fit)
+
+
+@dataclass
+class TileFit:
+    """span = fixed + per_block x blocks, least squares over the tiles of the trace."""
+
+    per_block_cycles: float
+    fixed_cycles: float
+    r2: float
+
+
+@dataclass
+class TileView:
+    """Per query tile: the KV blocks each CTA of the trace visited against its span, the line through them, and
+    the tiles furthest above it -- whether the time goes where the blocks go (causal, windows, documents make
+    tiles visit different numbers of blocks) or some tiles are slow for another reason."""
+
+    scope: str  # the loop scope whose per-warp count is a tile's KV blocks
+    tiles: list[Tile]  # every CTA the trace holds, by CTA id
+    fit: TileFit | None = None
+    no_fit: str | None = None  # why there is no fit
+    stragglers: list[int] = field(default_factory=list)  # CTA ids furthest above the fit, furthest first
+    uneven: int = 0  # CTAs whose warps ran the loop scope a different number of times (the most is taken)
+    clock_mhz: float | None = None
+
+    def us(self, cycles: float | None) -> float | None:
+        return cycles / self.clock_mhz if self.clock_mhz and cycles is not None else None
+
+    def tile(self, cta: int) -> Tile | None:
+        return next((t for t in self.tiles if t.cta == cta), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :func:`dataclasses.asdict`, with each span and the fit also in µs (None without the clock)."""
+        d = dataclasses.asdict(self)
+        for t, td in zip(self.tiles, d["tiles"], strict=True):
+            td["span_us"] = self.us(t.span_cycles)
+        if self.fit is not None:
+            d["fit"]["per_block_us"] = self.us(self.fit.per_block_cycles)
+            d["fit"]["fixed_us"] = self.us(self.fit.fixed_cycles)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TileView:
+        fit = d.get("fit")
+        return cls(scope=str(d["scope"]),
+                   tiles=[Tile(cta=int(t["cta"]), sm=int(t["sm"]), blocks=int(t["blocks"]),
+                               span_cycles=int(t["span_cycles"]), excess_cycles=t.get("excess_cycles"))
+                          for t in d.get("tiles", [])],
+                   fit=None if fit is None else TileFit(per_block_cycles=float(fit["per_block_cycles"]),
+                                                        fixed_cycles=float(fit["fixed_cycles"]), r2=float(fit["r2"])),
+                   no_fit=d.get("no_fit"), stragglers=[int(x) for x in d.get("stragglers", [])],
+                   uneven=int(d.get("uneven") or 0), clock_mhz=d.get("clock_mhz"))
+
+
+@dataclass
 class KernelTimeline:
     kernel: str
     call_stack: tuple[str, ...]
@@ -99,6 +169,8 @@ class KernelTimeline:
     ctas_total: int | None = None
     #: which CTAs the trace holds and where the counts and totals come from (a sampled trace)
     sample: str | None = None
+    #: per query tile (CTA): KV blocks visited against span; None for a kernel without a loop scope (or a tree)
+    tiles: TileView | None = None
 
     def scope(self, name: str) -> ScopeStats | None:
         return next((s for s in self.scopes if s.name == name), None)
@@ -143,6 +215,7 @@ class TimelineReport:
             kd["call_stack"] = list(k.call_stack)
             for s, sd in zip(k.scopes, kd["scopes"], strict=True):
                 sd["total_us"], sd["mean_us"] = s.total_us, s.mean_us
+            kd["tiles"] = None if k.tiles is None else k.tiles.to_dict()
         d["scopes"] = [{"kernel": k["kernel"], **s} for k in d["kernels"] for s in k["scopes"]]
         return d
 
@@ -164,7 +237,8 @@ class TimelineReport:
                     steps=[Step(**st) for st in path["steps"]], by_scope=dict(path["by_scope"]),
                     unscoped_cycles=path["unscoped_cycles"]),
                 timeline=[(str(x[0]), int(x[1]), int(x[2]), int(x[3])) for x in k.get("timeline", [])],
-                ctas_total=k.get("ctas_total"), sample=k.get("sample")))
+                ctas_total=k.get("ctas_total"), sample=k.get("sample"),
+                tiles=None if not k.get("tiles") else TileView.from_dict(k["tiles"])))
         return cls(source=d.get("source", ""), kernels=kernels, clock_mhz=d.get("clock_mhz"),
                    notes=list(d.get("notes", [])), warnings=list(d.get("warnings", [])),
                    meta=dict(d.get("meta", {})), tree=bool(d.get("tree")))
@@ -326,7 +400,74 @@ def _kernel(trace: Any, kern: Any, sel: Any, clock_mhz: float | None, want_cta: 
                                     int(first[np.searchsorted(ctas, pick)]))
     return KernelTimeline(kernel=kern.name, call_stack=kern.call_stack, ctas=len(ctas), warps=len(warps),
                           events=len(sel), mean_cta_span=float(spans.mean()), max_cta_span=int(spans.max()),
-                          scopes=stats, warp_share=share, overlaps=overlaps, path=path, timeline=timeline)
+                          scopes=stats, warp_share=share, overlaps=overlaps, path=path, timeline=timeline,
+                          tiles=_tiles(trace, ctas, spans, first, cta, warp, scope, start, clock_mhz))
+
+
+def _tiles(trace: Any, ctas: Any, spans: Any, first: Any, cta: Any, warp: Any, scope: Any, start: Any,
+           clock_mhz: float | None) -> TileView | None:
+    """The per-tile view (module docstring): instances counted per (CTA, warp, scope) at once (one np.unique
+    over a combined key), the loop scope picked from those counts, each CTA's blocks the most of its warps';
+    None when no scope runs more than once on a warp (no loop). Among loop scopes run as often (load_k, qk,
+    softmax, pv in profctl's forward: any of them counts the blocks) the one a CTA opens first, then by name,
+    so the choice does not depend on the file's order."""
+    import numpy as np
+
+    w_ids, w_idx = np.unique(warp, return_inverse=True)
+    s_ids, s_idx = np.unique(scope, return_inverse=True)
+    W, S = len(w_ids), len(s_ids)
+    c_idx = np.searchsorted(ctas, cta)
+    keys, counts = np.unique((c_idx.astype(np.int64) * W + w_idx) * S + s_idx, return_counts=True)
+    k_scope, k_cta = keys % S, keys // (W * S)
+    most = np.zeros(S, dtype=np.int64)
+    np.maximum.at(most, k_scope, counts)
+    per_warp = np.bincount(k_scope, weights=counts, minlength=S) / np.maximum(np.bincount(k_scope, minlength=S), 1)
+    loops = np.nonzero(most > 1)[0]
+    if not len(loops):
+        return None
+    earliest = np.full(S, np.iinfo(np.int64).max)
+    np.minimum.at(earliest, s_idx, start - first[c_idx])  # cycles from its CTA's first event
+    loop = int(min(loops, key=lambda i: (-per_warp[i], int(earliest[i]), trace.scopes[int(s_ids[i])])))
+    m = k_scope == loop
+    hi = np.zeros(len(ctas), dtype=np.int64)
+    np.maximum.at(hi, k_cta[m], counts[m])
+    lo = np.full(len(ctas), np.iinfo(np.int64).max)
+    np.minimum.at(lo, k_cta[m], counts[m])
+    uneven = int(((lo != hi) & (hi > 0)).sum())
+    ids = [trace.ctas[int(c)] for c in ctas]
+    order = sorted(range(len(ctas)), key=lambda i: (ids[i][2], ids[i][1]))
+    tiles = [Tile(cta=ids[i][2], sm=ids[i][1], blocks=int(hi[i]), span_cycles=int(spans[i])) for i in order]
+    view = TileView(scope=trace.scopes[int(s_ids[loop])], tiles=tiles, uneven=uneven, clock_mhz=clock_mhz)
+    _fit_tiles(view)
+    return view
+
+
+def _fit_tiles(view: TileView) -> None:
+    """span = fixed + per_block x blocks by least squares, each tile's excess over it and the stragglers; or why
+    there is no fit (too few tiles, or every tile visited as many blocks: nothing to tell blocks from the rest)."""
+    import numpy as np
+
+    x = np.array([t.blocks for t in view.tiles], dtype=np.float64)
+    y = np.array([t.span_cycles for t in view.tiles], dtype=np.float64)
+    distinct = np.unique(x)
+    if len(x) < 3:
+        view.no_fit = f"{len(x)} tile(s) in the trace: a fit needs at least 3"
+        return
+    if len(distinct) < 2:
+        view.no_fit = (f"every tile visited {int(distinct[0])} KV block(s): the blocks cannot tell their cost from "
+                       "the rest of the span")
+        return
+    dx = x - x.mean()
+    slope = float((dx * (y - y.mean())).sum() / (dx * dx).sum())
+    fixed = float(y.mean() - slope * x.mean())
+    excess = y - (fixed + slope * x)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((excess ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    view.fit = TileFit(per_block_cycles=slope, fixed_cycles=fixed, r2=r2)
+    for t, e in zip(view.tiles, excess, strict=True):
+        t.excess_cycles = float(e)
+    above = [i for i in np.argsort(-excess, kind="stable")[:STRAGGLERS] if excess[i] > 0]
+    view.stragglers = [view.tiles[int(i)].cta for i in above]
 
 
 def _pick_cta(trace: Any, ctas: Any, spans: Any, want: int | None) -> int:

@@ -54,10 +54,13 @@ def load(inp: Any, *, cta: int | None = None) -> Any:
     cache = _cache(p)
     if cache is not None and cta is None:
         try:
-            rep = timeline.TimelineReport.from_dict(json.loads(cache.read_text(encoding="utf-8")))
-            rep.source = str(p)
-            return rep
-        except (OSError, ValueError, KeyError, TypeError):
+            d = json.loads(cache.read_text(encoding="utf-8"))
+            # figures kept before the per-tile view (no "tiles" key) are made again from the trace
+            if d.get("tree") or all("tiles" in k for k in d.get("kernels", [])):
+                rep = timeline.TimelineReport.from_dict(d)
+                rep.source = str(p)
+                return rep
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # an unreadable cache: the trace is read instead
     clock = _run_clock(p)
     if inp.kind == "proton-tree":

@@ -23,7 +23,7 @@ from profctl.model_spec import ModelSpec, ModelSweep
 from profctl.nvtx import DOMAIN, MEASURE, ncu_include
 from profctl.pipelines.base import TargetDefaults
 from profctl.run_store import torch_cuda_version
-from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep
+from profctl.spec import BUILTIN_BACKENDS, AttentionSpec, AttentionSweep, mask_refusal
 from profctl.tools.torchprof import trace_argv
 
 if TYPE_CHECKING:
@@ -194,6 +194,11 @@ class Workload(_SweepProgram[AttentionSweep]):
         if spec.pass_ != "fwd" or spec.dtype not in PROTON_DTYPES:
             raise UsageError(f"--pass {spec.pass_} --dtype {spec.dtype}: the Proton scopes are in the Triton "
                              f"forward in {' or '.join(PROTON_DTYPES)} (--pass fwd)")
+        # a window is the forward's own (its tiles skip the blocks outside it); documents it has none of, and the
+        # child would record the kernel without them
+        why = mask_refusal(spec.backend, spec.window, spec.docs, spec.pass_)
+        if why:
+            raise UsageError(f"{why}: profctl proton records the Triton forward with the masks it runs")
         return [self.python, "-m", PROTON_MODULE, "--out", str(out), "--jsonl", str(jsonl),
                 *options.argv(buffer_default="global"), "--warmup", str(self.sweep.warmup),
                 "--case", json.dumps(spec.to_dict()), *(["--time", str(time_iters)] if time_iters else [])]

@@ -74,6 +74,66 @@ def path_rows(k: KernelTimeline) -> list[dict[str, Any]]:
     return rows
 
 
+def tile_lines(k: KernelTimeline) -> list[str]:
+    """The per-tile view in a few lines: how many tiles it stands on, what a block is, the fit or why none."""
+    v = k.tiles
+    if v is None or not v.tiles:
+        return []
+    blocks = [t.blocks for t in v.tiles]
+    n = len(v.tiles)
+    of = f" of the launch's {k.ctas_total:,} (a sample: every CTA of a few SMs, and the longest)" \
+        if k.ctas_total and k.ctas_total > n else ""
+    spread = f"{min(blocks):,} each" if min(blocks) == max(blocks) else f"{min(blocks):,} to {max(blocks):,}"
+    out = [f"{n:,} tile(s) (CTAs) in the trace{of}; KV blocks = instances of {v.scope} per warp, {spread}"]
+    if v.fit is not None:
+        f = v.fit
+        line = f"{f.per_block_cycles:,.0f} cycles per KV block + {f.fixed_cycles:,.0f} fixed (R^2 {f.r2:.3f})"
+        per_block, fixed = v.us(f.per_block_cycles), v.us(f.fixed_cycles)
+        if per_block is not None and fixed is not None:
+            line += f"; {per_block:.3f} us per block + {fixed:.2f} us fixed at {v.clock_mhz:g} MHz"
+        out.append(line)
+    else:
+        out.append(f"no fit: {v.no_fit}")
+    if v.uneven:
+        out.append(f"{v.uneven} CTA(s) whose warps ran {v.scope} unequally often: the most is taken (did a warp's "
+                   "buffer overflow?)")
+    return out
+
+
+def tile_rows(k: KernelTimeline) -> list[dict[str, Any]]:
+    """A few tiles: the two with fewest KV blocks and the two with most (the two shortest and two longest when
+    every tile visited as many), then the stragglers (furthest above the fit)."""
+    v = k.tiles
+    if v is None or not v.tiles:
+        return []
+    same = len({t.blocks for t in v.tiles}) == 1
+    order = sorted(range(len(v.tiles)), key=lambda i: (v.tiles[i].span_cycles if same else v.tiles[i].blocks,
+                                                        v.tiles[i].cta))
+    low, high = ("shortest", "longest") if same else ("fewest blocks", "most blocks")
+    picked: dict[int, str] = {}
+    for i in order[:2]:
+        picked.setdefault(i, low)
+    for i in reversed(order[-2:]):
+        picked.setdefault(i, high)
+    for c in v.stragglers:
+        i = next(j for j, t in enumerate(v.tiles) if t.cta == c)
+        picked[i] = f"{picked[i]}, straggler" if i in picked else "straggler"
+    rows = []
+    for i, why in picked.items():
+        t = v.tiles[i]
+        r: dict[str, Any] = {"CTA": str(t.cta), "SM": str(t.sm), "KV blocks": f"{t.blocks:,}",
+                             "span cycles": fmt_num(t.span_cycles)}
+        if v.clock_mhz:
+            r["span us"] = fmt_num(v.us(t.span_cycles), 2)
+        if v.fit is not None and t.excess_cycles is not None:
+            predicted = t.span_cycles - t.excess_cycles
+            r["above fit"] = f"{t.excess_cycles:+,.0f}"
+            r["% above"] = f"{t.excess_cycles / predicted * 100:+.1f}" if predicted > 0 else ""
+        r["which"] = why
+        rows.append(r)
+    return rows
+
+
 def headline(k: KernelTimeline, clock: float | None) -> str:
     if not k.ctas:  # from the tree format
         return f"{k.kernel}"
@@ -126,6 +186,15 @@ def to_console(rep: TimelineReport, con: Any, limit: int | None = None) -> None:
         if k.path:
             print_table(con, f"critical path through CTA {k.path.cta} (SM {k.path.sm}): "
                              f"{k.path.span_cycles:,} cycles, {len(k.path.steps)} steps", path_rows(k))
+        if k.tiles:
+            con.print("per query tile: KV blocks visited against the tile's span", style="bold", soft_wrap=True)
+            for line in tile_lines(k):
+                con.print(f"  {line}", soft_wrap=True)
+            tr = tile_rows(k)
+            which = "shortest and longest" if len({t.blocks for t in k.tiles.tiles}) == 1 else \
+                "fewest and most KV blocks, stragglers"
+            print_table(con, f"tiles: {which}", tr[:limit] if limit else tr,
+                        more=len(tr) - limit if limit else 0)
 
 
 def to_markdown(rep: TimelineReport, limit: int | None = None) -> str:
@@ -143,6 +212,11 @@ def to_markdown(rep: TimelineReport, limit: int | None = None) -> str:
         if k.path:
             out += [f"### Critical path through CTA {k.path.cta} ({k.path.span_cycles:,} cycles)", "",
                     md(path_rows(k)), ""]
+        if k.tiles:
+            out += ["### Per query tile: KV blocks against span", ""]
+            tr = tile_rows(k)
+            out += [f"- {line}" for line in tile_lines(k)]
+            out += ["", md(tr[:limit] if limit else tr, more=len(tr) - limit if limit else 0), ""]
     out += [f"> note: {n}" for n in rep.notes] + [f"> warning: {w}" for w in rep.warnings]
     return "\n".join(out).rstrip() + "\n"
 
@@ -200,6 +274,11 @@ def to_html(rep: TimelineReport, title: str | None = None, limit: int | None = N
                      table(ov[:limit] if limit else ov)]
         if k.path:
             body += [f"<h3>Critical path through CTA {k.path.cta}</h3>", table(path_rows(k))]
+        if k.tiles:
+            body.append("<h3>Per query tile: KV blocks against span</h3>")
+            body += [f'<p class="meta">{html.escape(line)}</p>' for line in tile_lines(k)]
+            tr = tile_rows(k)
+            body.append(table(tr[:limit] if limit else tr))
     meta = [f"source: {rep.source}"] + [f"note: {n}" for n in rep.notes] + [f"warning: {w}" for w in rep.warnings]
     return page(title or "profctl report: Proton timeline", body, meta)
 
