@@ -6,6 +6,16 @@
 #   source .gpu/on-gpu.sh && python3 -m pip install -q --no-deps --no-build-isolation -e . && \
 #     bash benchmarks/flex_gpu.sh facts table explain
 #
+# FA4 and flex-fa4 need FlashAttention-4's CUDA-13 library (shared/device/prepare-fa4.sh: .gpu-fa4/cu13.tar.xz, 61
+# MiB). With this tree (~24 MB) it no longer fits one call's 64 MiB, so it goes in two halves, each call right after
+# the other on the still-warm machine (2026-11-27):
+#   split -b 33000000 .gpu-fa4/cu13.tar.xz /tmp/cu13.part. && mkdir -p .gpu-fa4a .gpu-fa4b &&
+#     mv /tmp/cu13.part.aa .gpu-fa4a/ && mv /tmp/cu13.part.ab .gpu-fa4b/    (both git-excluded, .git/info/exclude)
+#   call 1, carry [".gpu"]:      source .gpu/on-gpu.sh && pip install -e . ...; ... (any GPU work)
+#   call 2, carry [".gpu-fa4a"]: mkdir -p /tmp/fa4parts && cp .gpu-fa4a/cu13.part.aa /tmp/fa4parts/
+#   call 3, carry [".gpu-fa4b"]: cat /tmp/fa4parts/cu13.part.aa .gpu-fa4b/cu13.part.ab | tar xJf - -C /tmp/gpu-site &&
+#     touch /tmp/gpu-site/.fa4 && source /tmp/gpu-site/on-gpu.sh && BACKENDS=flex,fa4,flex-fa4,... bash benchmarks/flex_gpu.sh table
+#
 # Steps (in the order named; each cut to what is left of BUDGET seconds, default 560):
 #   facts    torch, triton, FA4 and whether Flex's FLASH backend is there, into $OUT/flex_facts.txt
 #   table    ONE profctl bench command: the sweep below -> $OUT/flex_rows.json, $OUT/flex_table.md
