@@ -207,7 +207,7 @@ def test_the_repro_hint_is_a_command_a_shell_runs_as_printed(tmp_path: Path) -> 
     assert r.exit_code == 0, r.output
     m = re.search(r"\(bash (.*?); PROFCTL=", r.stderr)
     assert m and shlex.split(m.group(1)) == [str(script)], r.stderr
-    # the printed words, read by a shell as a user pasting them would (bash -c: no shell=True here)
+    # the printed words, read by bash as a user pasting them would (an argument list to bash -c)
     done = subprocess.run(["bash", "-c", f"bash -n {m.group(1)}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr  # the printed command, pasted into a shell, finds the script
 
