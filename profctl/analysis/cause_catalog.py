@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl.analysis.source import short_path
+from profctl.analysis.time_model import HIDE, ROOF, WAIT, WORK
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,20 @@ class CauseDef:
     saving: str        # how the saving is predicted
     attention: str = ""  # what it means in an attention kernel, where that is more specific
     ncu_rules: tuple[str, ...] = ()  # ncu guided-analysis rules that estimate the same thing
+    #: what its fix changes in the model of the kernel's time (profctl.analysis.time_model): work removed from
+    #: units (WORK), a wait removed (WAIT), latency hidden by more warps or blocks (HIDE), or nothing: the
+    #: verdict of a kernel at a roof (ROOF)
+    effect: str = WORK
+    #: the units whose work the fix reduces, and the fraction of it left (0: all of it, or not known): the fixed
+    #: kernel's unit terms are taken over the others at their present work (a fix for late loads does not make the
+    #: tensor pipe faster). Detectors that know the fraction (the excess sectors of an uncoalesced load) give it on
+    #: the Cause.
+    relieves: dict[str, float] = field(default_factory=dict)
+    #: the grid: SM-clocked units' work sits on the SMs that have blocks until it is fixed
+    spreads: bool = False
+    #: against B, units whose work the fix may also bring down to B's (A fixed does B's work there): an FP32
+    #: matmul moved to the tensor cores also drops its register-tile spills and operand reads
+    pair_relieves: tuple[str, ...] = ()
 
 
 _C = CauseDef
@@ -33,7 +48,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "block's contiguous axis the tensor's stride-1 axis",
        "time x memory-bound share x (excess sectors / all global sectors): the excess traffic goes away",
        "strided Q/K/V/O layouts (bshd read as bhsd without a contiguous head dim) make every tile load uncoalesced",
-       ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern")),
+       ("UncoalescedGlobalAccess", "MemoryCacheAccessPattern"), effect=WORK,
+       relieves={"l1": 0.0, "l2": 0.0, "dram": 0.0}),
     _C("smem-bank-conflict", "shared-memory bank conflicts",
        "shared-memory instructions taking more wavefronts than their ideal (n-way bank conflicts), in a kernel "
        "limited by the shared-memory pipe or waiting on it (MIO throttle, short scoreboard)",
@@ -41,7 +57,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "read with ldmatrix / wider accesses",
        "time x shared-memory-bound share x (excess wavefronts / all wavefronts)",
        "the K/V tiles of an attention kernel read column-wise without a swizzle",
-       ("UncoalescedSharedAccess", "SharedMemoryConflicts")),
+       ("UncoalescedSharedAccess", "SharedMemoryConflicts"), effect=WORK,
+       relieves={"l1": 0.0}),
     _C("local-memory", "local memory: register spills or a per-thread array indexed at run time",
        "local-memory loads and stores (LDL/STL): spill requests when registers ran out, else a per-thread array "
        "the compiler could not keep in registers (a stack frame, a dynamic index)",
@@ -50,7 +67,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "budget (__launch_bounds__, -maxrregcount)",
        "time x the share of warp time at local accesses (or memory-bound share x local / all sectors)",
        "an accumulator tile too large for the registers of a warp (head dim 256 with wide tiles) spills",
-       ("MemoryL1LocalMemory", "LocalMemoryUsage")),
+       ("MemoryL1LocalMemory", "LocalMemoryUsage"), effect=WORK,
+       relieves={"l1": 0.0, "l2": 0.0, "dram": 0.0, "lsu": 0.0, "issue": 0.0}),
     _C("occupancy-registers", "occupancy limited by registers",
        "a latency-bound kernel (no unit busy, few eligible warps) that holds as many warps as its register use "
        "allows, fewer than the SM could hold",
@@ -58,7 +76,7 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "values live at once; in Triton fewer num_warps' worth of state or smaller BLOCK sizes",
        "latency-bound time scales with resident warps: time x (1 - 1 / min(warps allowed without the limit / "
        "warps now, headroom of the busiest unit))",
-       "", ("TheoreticalOccupancy", "AchievedOccupancy")),
+       "", ("TheoreticalOccupancy", "AchievedOccupancy"), effect=HIDE),
     _C("occupancy-shared-memory", "occupancy limited by shared memory",
        "a latency-bound kernel whose shared memory per block caps the blocks per SM below what registers and "
        "warps allow",
@@ -66,12 +84,13 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "tiles), or share one buffer between phases",
        "as occupancy-registers, with shared memory as the limit lifted",
        "each pipeline stage of a FlashAttention kernel holds a K and a V tile: more stages, fewer blocks per SM",
-       ("TheoreticalOccupancy", "AchievedOccupancy")),
+       ("TheoreticalOccupancy", "AchievedOccupancy"), effect=HIDE),
     _C("occupancy-block-size", "occupancy limited by the block size",
        "blocks so small that the SM's limit on resident blocks caps its warps (e.g. 32 blocks of 32 threads: half "
        "the warps an SM could hold), in a latency-bound kernel",
        "launch blocks of 128-256 threads (more work per block) so the warp limit, not the block limit, applies",
-       "as occupancy-registers, with the block limit lifted", "", ("TheoreticalOccupancy", "AchievedOccupancy")),
+       "as occupancy-registers, with the block limit lifted", "", ("TheoreticalOccupancy", "AchievedOccupancy"),
+       effect=HIDE),
     _C("tail-effect", "a partial last wave (tail effect)",
        "a grid just over a whole number of waves (blocks x blocks per SM x SMs): the last wave runs with most SMs "
        "idle",
@@ -79,20 +98,34 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "so the last wave is fuller, or use a persistent grid",
        "with blocks of equal work, time goes with whole waves: time x (1 - waves / ceil(waves))",
        "batch x heads x query blocks just over a wave: a common attention grid (e.g. 133 blocks on 132 SMs)",
-       ("LaunchConfiguration", "WaveQuantization")),
+       ("LaunchConfiguration", "WaveQuantization"), effect=HIDE, spreads=True),
     _C("too-few-blocks", "too few blocks for the GPU",
        "a grid smaller than one wave (fewer blocks than the SMs could run at once): SMs stay idle",
        "launch at least SMs x blocks per SM blocks (one per work tile), or split each block's loop across more "
        "blocks (split-K / split-KV, as flash-decoding does for short query lengths)",
        "the idle SMs' share: time x (1 - 1 / min(SM slots / blocks, headroom of the device-wide units))",
-       "decode (one query row) with few heads and no KV split leaves most SMs idle", ("LaunchConfiguration",)),
+       "decode (one query row) with few heads and no KV split leaves most SMs idle", ("LaunchConfiguration",),
+       effect=HIDE, spreads=True),
+    _C("wasted-work", "work the result does not need",
+       "more tensor-core FLOPs counted (ncu's sm__ops_path_tensor_op_*, else the MMA instructions weighed by the "
+       "shapes their SASS names) than the result needs: the useful FLOPs of the attention shape (its NVTX range or "
+       "--shape, masks included) or, in a pair, B's for the same result: fully masked blocks computed, "
+       "recomputation, padding",
+       "skip what the result does not use: loop only over the KV blocks a causal or windowed mask leaves visible "
+       "(split the loop into unmasked blocks and the diagonal ones), do not recompute what a pass already has, pad "
+       "less",
+       "the work scales every unit the loop feeds: time x (1 - useful / counted) where the kernel's time goes "
+       "with its work, through the model (the binding unit after the change)",
+       "a causal forward that loops over every KV block and masks the upper half does twice the matrix work",
+       ("HighPipeUtilization",), effect=WORK),
     _C("warp-divergence", "warp divergence",
        "instructions executed by fewer than 32 threads of their warp (lanes of one warp taking different paths), "
        "on the lines that take the kernel's time",
        "make the branch uniform per warp: decide by warp, not by lane (threadIdx.x / 32), or regroup the work so "
        "the lanes of a warp take the same path",
        "the idle lanes' share of the time at those lines: time x share x (1 - threads per instruction / 32)",
-       "", ("ThreadDivergence", "BranchDivergence")),
+       "", ("ThreadDivergence", "BranchDivergence"), effect=WORK,
+       relieves={"issue": 0.0, "fma": 0.0, "alu": 0.0}),
     _C("no-tensor-cores", "matrix work on the FMA pipe instead of the tensor cores",
        "a kernel busy on the FP32 FMA pipe with its tensor pipe idle, whose hot lines form a matrix product "
        "(a dot, a matmul, an accumulation of the product of two loaded operands over k) -- not any FFMA: a "
@@ -102,7 +135,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "WMMA or mma in CUDA",
        "the FMA-bound time x (1 - FP32 FMA rate / tensor rate of the dtype)",
        "an fp32 attention (or the fp32 'math' path) computing Q K^T and P V with FFMAs",
-       ("HighPipeUtilization", "FPInstructions")),
+       ("HighPipeUtilization", "FPInstructions"), effect=WORK, pair_relieves=("l1", "l2", "lsu"),
+       relieves={"fma": 0.0, "issue": 0.0}),
     _C("legacy-mma", "warp-level mma.sync on a GPU with warpgroup MMA",
        "tensor work issued as Ampere's warp-level mma.sync (HMMA) on a Hopper or newer GPU whose warpgroup MMA "
        "(wgmma, fed by TMA) is faster, with no wgmma in the kernel",
@@ -112,7 +146,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "pipe): time x (1 - tensor busy x mma.sync rate / (wgmma rate x that efficiency))",
        "PyTorch's SDPA flash backend (FlashAttention-2) and its memory-efficient backend (CUTLASS sm80 kernels) run "
        "mma.sync (HMMA.16816) on Hopper, forward and backward; cuDNN and FA3 run wgmma fed by TMA",
-       ("HighPipeUtilization",)),
+       ("HighPipeUtilization",), effect=WORK,
+       relieves={"tensor": 0.0, "issue": 0.0, "l1": 0.0, "lsu": 0.0}),
     _C("mma-not-overlapped", "warpgroup MMA not overlapped with other work",
        "warps waiting on their own asynchronous wgmma results (WARPGROUP.DEPBAR / warpgroup arrive) for a large "
        "share of the time, with the tensor pipe well below its peak",
@@ -120,7 +155,7 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "cuDNN do) or warp-specialize producers and consumers; pipelining within one warpgroup needs a second "
        "score tile in registers and only pays where there is register headroom",
        "the wait's share of the time, less what the extra tile would cost: withheld where registers leave no room "
-       "for it", "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",)),
+       "for it", "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",), effect=WAIT),
     _C("loads-not-pipelined", "loads not pipelined with compute",
        "warps waiting for their loads (long scoreboard, or an async-copy barrier) in the main loop while neither "
        "the memory system nor any pipe is busy: loads are issued just before their use",
@@ -128,7 +163,7 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "or TMA double buffering, loads issued a loop iteration earlier",
        "time x min(the load-wait share, 1 - the busiest unit's utilisation)",
        "num_stages=1 in an attention forward: each K/V tile is loaded, then waited for, then used",
-       ("CPIStall",)),
+       ("CPIStall",), effect=WAIT),
     _C("sfu-bound", "special-function unit (exp) at its limit",
        "the XU pipe is the busiest unit, near its peak, and MUFU (exp2, rcp, rsqrt) is most of its instructions "
        "(where conversions fill it: xu-conversions)",
@@ -137,7 +172,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "moving part of the exps to the FMA pipe until both pipes are equally busy: time x (1 - the balanced "
        "load / the XU load)",
        "the softmax's exp: at head dim 64 (and on Blackwell at 128) attention hits the SFU roof before the tensor "
-       "roof", ("HighPipeUtilization",)),
+       "roof", ("HighPipeUtilization",), effect=WORK,
+       relieves={"xu": 0.0}),
     _C("xu-conversions", "conversions and rounding on the XU pipe",
        "the XU pipe is the busiest unit and most of its instructions are not MUFU exps but conversions (F2I, I2F, "
        "F2F), rounding (FRND) or bit ops (POPC, FLO): an exp emulated with a polynomial still needs its floor and "
@@ -147,22 +183,23 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "conversion cost as much XU time as the MUFU.EX2 they replace",
        "time x (1 - the XU's busy share without the conversions, or the next unit's floor)",
        "FlashAttention-4's exp polynomial pays off only where the FMA pipe has room and the XU is busy with MUFU.EX2: "
-       "its Cody-Waite range reduction adds FRND/F2I work on the same pipe", ("HighPipeUtilization",)),
+       "its Cody-Waite range reduction adds FRND/F2I work on the same pipe", ("HighPipeUtilization",), effect=WORK,
+       relieves={"xu": 0.0, "issue": 0.0}),
     _C("dram-bound", "DRAM bandwidth at its limit",
        "DRAM throughput near its peak (or, against another kernel, more DRAM bytes for the same work)",
        "move fewer bytes: fuse passes (one pass over each row instead of several), keep reused data on chip, "
        "lower precision; at the roof nothing else helps",
        "alone: what is left to the DRAM roof; against another kernel: time x memory-bound share x (1 - its bytes / "
        "these bytes)", "a softmax in several passes over an S x S score matrix: FlashAttention's point",
-       ("SOLBottleneck", "DRAMThroughput")),
+       ("SOLBottleneck", "DRAMThroughput"), effect=WORK,
+       relieves={"dram": 0.0, "l2": 0.0}),
     _C("compute-bound", "a compute pipe at its limit",
-       "a pipe (tensor, FMA, ALU) near its peak (or, against another kernel, more instructions on it for the same "
-       "work)",
-       "do less work on that pipe (skip masked blocks of a causal mask, avoid recomputation), or move it to a "
-       "faster one; at the roof little is left",
-       "alone: what is left to the pipe's peak; against another kernel: time x that pipe's busy share x (1 - its "
-       "instructions / these)", "a causal attention that computes the fully masked blocks does twice the MMA work",
-       ("HighPipeUtilization", "SOLBottleneck")),
+       "a pipe (tensor, FMA, ALU) near its peak: never said of a pipe that is not at its roof (against another "
+       "kernel, more work for the same result is wasted-work)",
+       "do less work on that pipe (wasted-work says what the result does not need), or move it to a faster one "
+       "(a lower precision); at the roof little is left",
+       "what is left to the pipe's peak", "a causal attention at the tensor roof has only its masked blocks to drop",
+       ("HighPipeUtilization", "SOLBottleneck"), effect=ROOF),
     _C("l2-thrashing", "reused data falls out of L2 (thrashing)",
        "the same loads as another kernel but many more L2 misses and DRAM bytes; alone, a DRAM-bound kernel with a "
        "low L2 hit rate only with evidence that it re-reads its data (DRAM bytes beyond what its shape must move, "
@@ -172,14 +209,16 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "launch order so blocks sharing K/V run together), or keep the reused part in shared memory",
        "time x memory-bound share x (1 - the other kernel's DRAM bytes / these)",
        "blocks of different heads interleaved so each head's K/V is evicted between its readers",
-       ("MemoryCacheAccessPattern",)),
+       ("MemoryCacheAccessPattern",), effect=WORK,
+       relieves={"dram": 0.0, "l2": 0.0}),
     _C("atomic-contention", "atomics contending on the same addresses",
        "atomic or reduction instructions (ATOM, RED) taking a large share of the warps' time: many threads update "
        "the same address and the L2 serializes them",
        "reduce within the warp (shuffles) and the block (shared memory) first, then one atomic per block; or give "
        "each block its own partial result",
        "time x the share at the atomic lines x (1 - 1/32) (one atomic per warp instead of per thread)",
-       "", ()),
+       "", (), effect=WAIT,
+       relieves={"l2": 0.0, "lsu": 0.0}),
     _C("barrier-sync", "block-wide barriers",
        "warps waiting at __syncthreads (BAR.SYNC) for a large share of the time: many barriers per unit of work, "
        "as in a shared-memory reduction tree",
@@ -187,17 +226,19 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "barriers for the warps that need them",
        "time x the share waiting at block barriers (and, against another kernel, the shared-memory queueing between "
        "them)", "the block-wide barriers that guard K/V tiles in shared memory: producer/consumer warps with "
-       "mbarriers (warp specialization, as FlashAttention-3 and cuDNN) replace them", ("CPIStall",)),
+       "mbarriers (warp specialization, as FlashAttention-3 and cuDNN) replace them", ("CPIStall",), effect=WAIT,
+       relieves={"l1": 0.0, "lsu": 0.0}),
     _C("launch-bound", "launch-bound: kernels too small for their launch cost",
        "(nsys, bench) kernels of a few microseconds with the GPU idle between them: launches, not the kernels, "
        "take the time",
        "fuse the small kernels (torch.compile, a fused kernel), capture a CUDA graph, or batch more work per launch",
-       "the idle time between kernels", "decode steps of small models: the attention kernel runs a few us", ()),
+       "the idle time between kernels", "decode steps of small models: the attention kernel runs a few us", (),
+       effect=WAIT),
     _C("latency-bound", "latency-bound with no single fault found",
        "no unit is busy and no specific fault above fits: warps mostly wait (the stall reasons say on what)",
        "more independent work per thread (unroll, several elements per thread), more resident warps, or less "
        "work on the critical path; the stall table below says what the warps wait for",
-       "not predicted", "", ()),
+       "not predicted", "", (), effect=HIDE),
 )}
 
 
@@ -219,10 +260,20 @@ class Cause:
     #: the units whose work the fix reduces, and the fraction of it left (0: all of it, or unknown): what the floor
     #: of the fixed kernel is taken over (profctl.analysis.floor.Floor.after); None: the catalog's default
     relieves: dict[str, float] | None = None
-    #: set when the saving was bounded by the floor (profctl.analysis.causes.bound): the least time the fixed
-    #: kernel can take, and what the saving was before the bound
+    #: the fraction of the kernel's time the detector's own model gives the fault, before the model of the
+    #: kernel's time (profctl.analysis.time_model) sets it against the units and the other faults; None: the
+    #: saving over the time
+    share: float | None = None
+    #: how much of it there is, in the detector's own measure (excess sectors over all, a stall share ...): what
+    #: tells a fault both kernels of a pair share (the same degree) from one only A has
+    degree: float | None = None
+    #: set by the model: the kernel's predicted time with this fault alone fixed, what then binds, and what the
+    #: detector's own model said before the units and the other faults were taken into account
     floor_after_us: float | None = None
+    then_binds: str | None = None
     uncapped_us: float | None = None
+    #: set by the model: what fixing it adds once every other named fault is fixed (its part in the joint fix)
+    with_others_us: float | None = None
     #: how often this cause's predictions on this GPU came true on the user's own changes (profctl.predictions)
     track: str | None = None
 
@@ -257,29 +308,13 @@ class Cause:
                 "fixed_us": None if self.fixed_us is None else round(self.fixed_us, 3),
                 "floor_after_us": None if self.floor_after_us is None else round(self.floor_after_us, 3),
                 "uncapped_saving_us": None if self.uncapped_us is None else round(self.uncapped_us, 3),
-                "relieves": sorted(unit_relief(self)), "track_record": self.track}
+                "relieves": sorted(unit_relief(self)), "track_record": self.track,
+                "effect": self.definition.effect, "then_binds": self.then_binds,
+                "with_others_us": None if self.with_others_us is None else round(self.with_others_us, 3)}
 
 
-#: the units whose work fixing each cause reduces, and the fraction left (0: all, or not known): the floor of the
-#: fixed kernel is taken over the others at their present work (a fix for late loads does not make the tensor pipe
-#: faster). Detectors that know the fraction (the excess sectors of an uncoalesced load) give it on the Cause.
-RELIEVES: dict[str, dict[str, float]] = {
-    "uncoalesced-global": {"l1": 0.0, "l2": 0.0, "dram": 0.0},  # the same instructions, fewer sectors
-    "smem-bank-conflict": {"l1": 0.0},  # replays are wavefronts, not issued instructions
-    "local-memory": {"l1": 0.0, "l2": 0.0, "dram": 0.0, "lsu": 0.0, "issue": 0.0},
-    "l2-thrashing": {"dram": 0.0, "l2": 0.0},
-    "dram-bound": {"dram": 0.0, "l2": 0.0},
-    "compute-bound": {},
-    # the FFMAs go; the operand tiles still come through L2 and shared memory (a tf32 tl.dot of the same tiles moved
-    # as many L1 wavefronts: tests/data/fixes triton_dot_tf32); against B, B's own L1/L2 work says what is left
-    "no-tensor-cores": {"fma": 0.0, "issue": 0.0},
-    "legacy-mma": {"tensor": 0.0, "issue": 0.0, "l1": 0.0, "lsu": 0.0},  # wgmma reads its operands from smem
-    "sfu-bound": {"xu": 0.0},
-    "xu-conversions": {"xu": 0.0, "issue": 0.0},
-    "warp-divergence": {"issue": 0.0, "fma": 0.0, "alu": 0.0},
-    "atomic-contention": {"l2": 0.0, "lsu": 0.0},
-    "barrier-sync": {"l1": 0.0, "lsu": 0.0},
-}
+#: the catalog's default relief per cause (its ``relieves`` field)
+RELIEVES: dict[str, dict[str, float]] = {c.id: dict(c.relieves) for c in CATALOG.values() if c.relieves}
 
 
 def unit_relief(c: Cause) -> dict[str, float]:

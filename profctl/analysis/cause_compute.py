@@ -16,7 +16,9 @@ from profctl.analysis.cause_context import (
     pct,
     top,
 )
+from profctl.analysis.figures import matrix_flops
 from profctl.analysis.floor import XU_OPS, xu_mix
+from profctl.analysis.thresholds import value
 
 
 def warp_divergence(ctx: Context) -> Cause | None:
@@ -183,22 +185,10 @@ def pipes(ctx: Context) -> list[Cause]:
 
 
 def _compute_bound(ctx: Context) -> Cause | None:
+    """compute-bound: alone, a pipe at its roof (what is left to its peak; no work removed). Against B, more work
+    for the same result is wasted-work (:func:`wasted_work`), never 'compute-bound' of a pipe not at its roof."""
     t = ctx.duration_us or 0.0
     if ctx.other is not None:
-        o = ctx.other
-        tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
-        tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
-        work = (("matrix operations", *_mma_work(ctx, o), ctx.util("tensor_pct"), "tensor"),
-                ("FP32 thread instructions", ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa,
-                 o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb, ctx.util("fma_pct"), "fma"))
-        for label, mine, theirs, util, unit in work:
-            if unit == "fma" and ctx.util("tensor_pct") < 0.05 and (o.f.tensor_ops or o.util("tensor_pct") >= 0.1):
-                continue  # B does the same matrix work on the tensor cores: no-tensor-cores, not more FP32 work
-            if mine and theirs and mine > 1.3 * theirs and util >= 0.2:
-                ev = [f"A does {mine:.3g} {label}, B {theirs:.3g} ({mine / theirs:.2f}x) for the same result; that "
-                      f"pipe is {pct(util)} busy in A"]
-                return ctx.cause("compute-bound", t * min(util / 0.8, 1.0) * (1 - theirs / mine), ev,
-                                 relieves={unit: theirs / mine, "issue": max(theirs / mine, 0.5)})
         return None
     pipes_ = {k: v for k, v in ctx.f.units().items() if "pipe" in k and not k.startswith(("XU", "LSU"))}
     name = max(pipes_, key=lambda k: pipes_[k]) if pipes_ else ""
@@ -217,21 +207,6 @@ def _compute_bound(ctx: Context) -> Cause | None:
     return None
 
 
-_MMA_OPS = ("HMMA", "HGMMA", "UTCHMMA", "IMMA", "QGMMA")
-
-
-def _mma_work(a: Context, b: Context) -> tuple[float, float]:
-    """The matrix work of two kernels in one unit: ncu's tensor operations where both reports have them, else
-    MMA instruction counts only when both issue the same kind (an HMMA and a wgmma do different amounts of work
-    each: 16x between FA2's mma.sync and cuDNN's wgmma); (0, 0) when the two cannot be compared."""
-    if a.f.tensor_ops and b.f.tensor_ops:
-        return a.f.tensor_ops, b.f.tensor_ops
-    kinds = [{op for op in _MMA_OPS if x.f.opcode_count(op)} for x in (a, b)]
-    if kinds[0] and kinds[0] == kinds[1]:
-        return a.f.opcode_count(*_MMA_OPS), b.f.opcode_count(*_MMA_OPS)
-    return 0.0, 0.0
-
-
 def _tensor_roof_us(ctx: Context) -> float | None:
     """The kernel's own matrix work (ncu's tensor ops) at the GPU's dense peak for its dtype, in us."""
     ops, pk = ctx.f.tensor_ops, ctx.peak
@@ -244,3 +219,54 @@ def _tensor_roof_us(ctx: Context) -> float | None:
         if any(f"_src_{k}" in u for u in used) and pk.tflops.get(d):
             return float(ops / (pk.tflops[d] * 1e12) * 1e6)
     return None
+
+
+#: the units a loop feeds: skipping part of its iterations (masked blocks) takes their work off all of them; DRAM
+#: keeps its traffic (a kernel's operands come from DRAM once, their re-reads from L2)
+_LOOP_UNITS = ("tensor", "xu", "fma", "alu", "issue", "lsu", "l1", "l2")
+
+
+def wasted_work(ctx: Context) -> Cause | None:
+    """Work the result does not need: tensor FLOPs counted (ncu's tensor operations, else the MMA instructions
+    weighed by their shapes) against the shape's useful FLOPs (masks included) alone, or against B's for the same
+    result in a pair; in a pair, also more FP32 instructions than B's for the same result."""
+    mine, how = matrix_flops(ctx.p)
+    limit = value("wasted_work")
+    o = ctx.other
+    if o is not None:
+        theirs, how_b = matrix_flops(o.p)
+        if mine and theirs and mine > limit * theirs:
+            ev = [f"A does {mine / 1e12:.3g} TFLOP of matrix work, B {theirs / 1e12:.3g} ({mine / theirs:.2f}x) for "
+                  f"the same result ({_how(how)}; B {_how(how_b)})"]
+            return _wasted(ctx, theirs / mine, ev, "tensor")
+        if (mine and theirs) or ctx.util("tensor_pct") >= 0.05 or o.f.tensor_ops or o.util("tensor_pct") >= 0.1:
+            return None  # the same matrix work (or B does it on the tensor cores: no-tensor-cores, not this)
+        tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
+        tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
+        fa = ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa
+        fb = o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb
+        if fa and fb and fa > limit * fb and ctx.util("fma_pct") >= 0.2:
+            ev = [f"A issues {fa:.3g} FP32 thread instructions, B {fb:.3g} ({fa / fb:.2f}x) for the same result; the "
+                  f"FMA pipe is {pct(ctx.util('fma_pct'))} busy in A"]
+            return _wasted(ctx, fb / fa, ev, "fma", share=ctx.util("fma_pct") * (1 - fb / fa))
+        return None
+    need = ctx.roofs.get("tensor") if ctx.roofs is not None else None
+    useful = need.work if need is not None else None
+    if not mine or not useful or mine <= limit * useful:
+        return None
+    ev = [f"{mine / 1e12:.3g} TFLOP of matrix work counted ({_how(how)}) where the shape's result needs "
+          f"{useful / 1e12:.3g} ({mine / useful:.2f}x): the kernel computes blocks its mask hides, recomputes, or pads"]
+    return _wasted(ctx, useful / mine, ev, "tensor")
+
+
+def _how(how: str) -> str:
+    return "ncu's tensor operations" if how == "counted" else "its MMA instructions weighed by their shapes"
+
+
+def _wasted(ctx: Context, left: float, ev: list[str], unit: str, share: float | None = None) -> Cause:
+    """The cause, relieving every unit the loop feeds (or the one `unit`) to `left` of its work."""
+    units = _LOOP_UNITS if unit == "tensor" else (unit, "issue")
+    lines = [ln for ln in ctx.lines if ln.has("HMMA", "HGMMA", "QGMMA")] if unit == "tensor" else []
+    return ctx.cause("wasted-work", (ctx.duration_us or 0.0) * (share if share is not None else 1 - left), ev,
+                     top(lines, lambda ln: ln.samples, 2), relieves={k: left for k in units},
+                     share=share if share is not None else 1 - left, degree=1 - left)

@@ -101,13 +101,17 @@ class Context:
         return any(ln.key for ln in self.lines)
 
     def cause(self, id: str, saving: float, evidence: list[str], lines: list[Line] | None = None,
-              fix: str | None = None, note: str = "", relieves: dict[str, float] | None = None) -> Cause:
+              fix: str | None = None, note: str = "", relieves: dict[str, float] | None = None,
+              share: float | None = None, degree: float | None = None) -> Cause:
+        """A cause found: `saving` is the detector's own estimate; `share` (default: saving over the time) what the
+        model of the kernel's time takes as the fault's part of it, uncapped by other units or faults."""
         keys = [ln.key for ln in (lines or []) if ln.key]
         if lines and not keys:
             note = (note + "; " if note else "") + ("no source line: the kernel has no line table (a library kernel, "
                                                     "or CUDA built without nvcc -lineinfo)")
         c = Cause(id=id, lines=[k for k in keys if k is not None], saving_us=max(saving, 0.0), evidence=evidence,
-                  fix=fix or CATALOG[id].fix, note=note, kernel_us=self.duration_us, relieves=relieves)
+                  fix=fix or CATALOG[id].fix, note=note, kernel_us=self.duration_us, relieves=relieves,
+                  share=share, degree=degree)
         _ncu_estimate(self, c)
         return c
 

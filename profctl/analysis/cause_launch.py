@@ -54,7 +54,7 @@ def tail_effect(ctx: Context) -> Cause | None:
         lo, hi = sms * math.floor(grid / sms), sms * math.ceil(grid / sms)
         fix = (f"make the grid a multiple of the SMs ({lo:.0f} or {hi:.0f} blocks, now {grid:.0f}) by changing the "
                "work per block, or use smaller blocks so the imbalance averages out")
-    return ctx.cause("tail-effect", t * idle, ev, fix=fix)
+    return ctx.cause("tail-effect", t * idle, ev, fix=fix, degree=idle)
 
 
 def too_few_blocks(ctx: Context) -> Cause | None:
@@ -66,7 +66,8 @@ def too_few_blocks(ctx: Context) -> Cause | None:
     used = min(grid, sms) / sms
     device_units = max(ctx.util("dram_pct"), ctx.util("l2_pct"))
     headroom = 0.9 / device_units if device_units > 0 else float("inf")
-    speedup = min(full / grid if grid >= sms else sms / grid, headroom)
+    raw = full / grid if grid >= sms else sms / grid
+    speedup = min(raw, headroom)
     if speedup <= 1.05:
         return None
     saving = (ctx.duration_us or 0) * (1 - 1 / speedup)
@@ -77,7 +78,8 @@ def too_few_blocks(ctx: Context) -> Cause | None:
         ev.append(f"the device-wide units (DRAM, L2) are {pct(device_units)} busy: room for {headroom:.1f}x more")
     fix = (f"launch at least {full:.0f} blocks (SMs x blocks per SM): split each block's loop over more blocks "
            "(grid-stride loops with a grid sized to the GPU, split-K/split-KV), not a fixed small grid")
-    return ctx.cause("too-few-blocks", saving, ev, fix=fix)
+    # the model takes the grid's own share (the busy SMs' part); the device-wide units' headroom is its unit terms
+    return ctx.cause("too-few-blocks", saving, ev, fix=fix, share=1 - 1 / raw, degree=1 - grid / full)
 
 
 _LIMIT_ID = {"registers": "occupancy-registers", "shared memory": "occupancy-shared-memory",
@@ -103,6 +105,9 @@ def occupancy(ctx: Context) -> Cause | None:
     wpb, max_warps = ctx.f.warps_per_block, ctx.f.get("max_warps_per_sm") or 64.0
     if not lims or not who or not wpb or "warps" in who:
         return None
+    grid, full = ctx.f.get("grid_size"), ctx.f.full_wave_blocks
+    if grid and full and grid < full:
+        return None  # the grid, not the SM's limit, leaves SMs (or their block slots) empty: too-few-blocks
     limiter = _binding_limiter(ctx, who, wpb, max_warps)
     if limiter is None:
         return None
@@ -122,7 +127,8 @@ def occupancy(ctx: Context) -> Cause | None:
     speedup = min(then / now, 0.9 / max(busiest, issue, 1e-3))
     if speedup <= 1.05:
         return None
-    saving = (ctx.duration_us or 0) * (1 - 1 / speedup) * min(1.0, 1.2 * (1 - ctx.share("selected", "not_selected")))
+    hidden = min(1.0, 1.2 * (1 - ctx.share("selected", "not_selected")))
+    saving = (ctx.duration_us or 0) * (1 - 1 / speedup) * hidden
     ev = [f"{ctx.f.occupancy_limiter()}: {now:.0f} warps a SM of {max_warps:.0f}; without that limit {then:.0f}",
           f"latency-bound: the busiest unit is {pct(busiest)} busy, issue slots {pct(issue)}"
           + (f", {eligible:.2f} eligible warps per scheduler" if eligible is not None else "")]
@@ -139,4 +145,4 @@ def occupancy(ctx: Context) -> Cause | None:
     else:
         fix = (f"launch larger blocks (now {ctx.f.get('block_size') or 0:.0f} threads; 128-256) so the SM's limit "
                "on resident blocks stops capping its warps")
-    return ctx.cause(_LIMIT_ID[limiter], saving, ev, fix=fix)
+    return ctx.cause(_LIMIT_ID[limiter], saving, ev, fix=fix, share=(1 - now / then) * hidden, degree=1 - now / then)

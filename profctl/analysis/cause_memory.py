@@ -71,7 +71,8 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
                   + f", {pct(ctx.line_share(ln))} of the warp samples")
     saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "L2", "DRAM", "LSU pipe"))
     left = 1 - excess / total  # the sectors coalesced accesses would still move
-    return ctx.cause("uncoalesced-global", saving, ev, bad, relieves={"l1": left, "l2": left, "dram": left})
+    return ctx.cause("uncoalesced-global", saving, ev, bad, relieves={"l1": left, "l2": left, "dram": left},
+                     share=m * excess / total, degree=excess / total)
 
 
 def smem_bank_conflict(ctx: Context) -> Cause | None:
@@ -89,7 +90,8 @@ def smem_bank_conflict(ctx: Context) -> Cause | None:
         ev.append(f"{line_where(ln)}: {ways:.1f}-way conflicts ({ln.mem['wavefronts']:.3g} wavefronts for an ideal "
                   f"{ln.mem.get('wavefronts_ideal', 0):.3g}), {pct(ctx.line_share(ln))} of the warp samples")
     saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "LSU pipe", "shared pipe"))
-    return ctx.cause("smem-bank-conflict", saving, ev, bad, relieves={"l1": 1 - excess / total})
+    return ctx.cause("smem-bank-conflict", saving, ev, bad, relieves={"l1": 1 - excess / total},
+                     share=m * excess / total, degree=excess / total)
 
 
 def local_memory(ctx: Context) -> Cause | None:
@@ -118,7 +120,7 @@ def local_memory(ctx: Context) -> Cause | None:
         fix = ("index the per-thread array with compile-time constants (unroll the loop so every index is known) or "
                "put the table in shared memory; a run-time index sends a thread's array to local memory")
     saving = _capped(ctx, (ctx.duration_us or 0) * share, ("L1/shared", "L2", "LSU pipe"))
-    return ctx.cause("local-memory", saving, ev, top(loc, lambda ln: ln.samples, 3), fix)
+    return ctx.cause("local-memory", saving, ev, top(loc, lambda ln: ln.samples, 3), fix, share=share, degree=share)
 
 
 def l2_dram(ctx: Context) -> list[Cause]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from profctl.analysis.cause_catalog import Cause
-from profctl.analysis.cause_compute import mma_paths, pipes, warp_divergence
+from profctl.analysis.cause_catalog import Cause, unit_relief
+from profctl.analysis.cause_compute import mma_paths, pipes, warp_divergence, wasted_work
 from profctl.analysis.cause_context import AT_THE_ROOF, MEMORY_WAITS, Context, Line
 from profctl.analysis.cause_launch import launch_shape
 from profctl.analysis.cause_memory import (
@@ -31,7 +31,7 @@ from profctl.analysis.cause_waits import heavy_atomics, latency_bound, same_mma_
 
 DETECTORS: tuple[Callable[[Context], Cause | list[Cause] | None], ...] = (
     uncoalesced_global, smem_bank_conflict, local_memory, l2_dram, launch_shape, warp_divergence, mma_paths, pipes,
-    waits,
+    wasted_work, waits,
 )
 
 
@@ -64,7 +64,15 @@ def consequences(ctx: Context, found: list[Cause]) -> list[Cause]:
         if root is None:
             continue
         for c in [c for c in out if c.id in followers and set(c.lines) & set(root.lines)]:
-            root.saving_us = min(root.saving_us + c.saving_us, 0.98 * (ctx.duration_us or 0.0))
+            t = ctx.duration_us or 0.0
+            root.saving_us = min(root.saving_us + c.saving_us, 0.98 * t)
+            mine = root.share if root.share is not None else (root.saving_us - c.saving_us) / t if t else 0.0
+            theirs = c.share if c.share is not None else c.saving_us / t if t else 0.0
+            root.share = min(mine + theirs, 1.0)
+            relieves = unit_relief(root)
+            for k, v in unit_relief(c).items():
+                relieves[k] = min(relieves.get(k, 1.0), v)
+            root.relieves = relieves
             root.evidence.append(f"{c.title} at the same line follows from it: " + (c.evidence[0] if c.evidence
                                                                                      else ""))
             out.remove(c)

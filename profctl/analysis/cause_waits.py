@@ -10,6 +10,7 @@ from profctl.analysis.cause_context import (
     pct,
     top,
 )
+from profctl.analysis.figures import matrix_flops
 from profctl.analysis.stalls import reason
 
 
@@ -58,7 +59,7 @@ def _mma_wait(ctx: Context) -> Cause | None:
     o = ctx.other
     if o is not None and o.duration_us:
         theirs = o.util("tensor_pct")
-        mine_mma, their_mma = ctx.f.tensor_ops or ctx.f.gmma + ctx.f.hmma, o.f.tensor_ops or o.f.gmma + o.f.hmma
+        mine_mma, their_mma = matrix_flops(ctx.p)[0], matrix_flops(o.p)[0]
         same_work = bool(mine_mma and their_mma and 0.8 < mine_mma / their_mma < 1.25)
         if not same_work or theirs <= tensor * 1.05 or share < 0.1:
             return None
@@ -73,7 +74,7 @@ def _mma_wait(ctx: Context) -> Cause | None:
         return c
     if share < 0.15 or tensor >= 0.8 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.6:
         return None  # (a busy memory system: the MMAs wait for their operands, not for want of overlap)
-    return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note)
+    return ctx.cause("mma-not-overlapped", t * max(1 - tensor / 0.8, 0.0), ev, lines[:2], note=note, degree=share)
 
 
 def _tiled(ctx: Context) -> bool:
@@ -89,7 +90,7 @@ def same_mma_efficiency_gap(ctx: Context) -> float | None:
     o = ctx.other
     if o is None or not o.duration_us:
         return None
-    ma, mb = ctx.f.tensor_ops, o.f.tensor_ops
+    ma, mb = matrix_flops(ctx.p)[0], matrix_flops(o.p)[0]
     ua, ub = ctx.util("tensor_pct"), o.util("tensor_pct")
     if not ma or not mb or not 0.95 < ma / mb < 1.05 or ub <= ua * 1.05 or not ua:
         return None
@@ -143,7 +144,7 @@ def _load_wait(ctx: Context) -> Cause | None:
         return c
     if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.5:
         return None  # a busy memory system is bandwidth, not latency: prefetching would not help
-    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot)
+    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, share=wait, degree=wait)
 
 
 def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:
@@ -180,7 +181,7 @@ def _barriers(ctx: Context) -> Cause | None:
         return c
     if share < 0.15:
         return None
-    return ctx.cause("barrier-sync", t * (share + queue), ev, lines[:2])
+    return ctx.cause("barrier-sync", t * (share + queue), ev, lines[:2], degree=share)
 
 
 def heavy_atomics(ctx: Context) -> bool:

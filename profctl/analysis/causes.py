@@ -26,34 +26,25 @@ from typing import Any
 from profctl.analysis import cause_rules
 from profctl.analysis.cause_catalog import CATALOG, Cause, CauseDef, unit_relief
 from profctl.analysis.floor import Floor, floor_of
-
-#: a cause whose bounded saving is under this share of the kernel's time is noise, not a fault
-NOISE = 0.03
-#: the binding unit of a kernel at its roof -> the catalog's roof cause the verdict stands for
-ROOF_IDS = {"dram": "dram-bound", "l2": "dram-bound", "tensor": "compute-bound", "fma": "compute-bound",
-            "alu": "compute-bound", "fp64": "compute-bound", "xu": "sfu-bound"}
+from profctl.analysis.thresholds import THRESHOLDS
+from profctl.analysis.time_model import ROOF, Effect, Joint, TimeModel, joint
 
 
 @dataclass
-class Diagnosis:
-    """One kernel alone: its floor and verdict, its causes ranked, and those left within the roof's slack (at the
-    roof, a cause that does not reduce the binding unit's work can save no more than the distance to the roof)."""
+class KernelCauses:
+    """One kernel alone: its floor and verdict, its causes ranked, those left within the roof's slack (at the
+    roof, a cause that does not reduce the binding unit's work can save no more than the distance to the roof),
+    and what the named fixes give together (the model of its time, profctl.analysis.time_model)."""
 
     floor: Floor | None
     causes: list[Cause]
     slack: list[Cause] = field(default_factory=list)
+    together: Joint | None = None
 
     @property
     def healthy(self) -> bool:
         """At the roof of its binding unit with no cause that removes work from that unit."""
         return bool(self.floor is not None and self.floor.at_roof and not self.causes)
-
-    @property
-    def roof(self) -> str | None:
-        """At a roof: the catalog's id for it (dram-bound, compute-bound, sfu-bound), which the verdict names."""
-        if self.floor is None or not self.floor.at_roof or self.floor.binding is None:
-            return None
-        return ROOF_IDS.get(self.floor.binding.key)
 
     def verdict(self) -> str | None:
         if self.floor is None or not self.floor.units:
@@ -61,65 +52,104 @@ class Diagnosis:
         return self.floor.verdict([c.id for c in self.causes[:3]] if self.floor.at_roof else None)
 
 
-#: against B, units whose work a fix may also change beyond the catalog's (A fixed does B's work there)
-PAIR_RELIEVES = {"no-tensor-cores": ("l1", "l2", "lsu")}
+def effect_of(c: Cause, pair: bool = False) -> Effect:
+    """What fixing `c` changes in the model: its catalog's kind, its share of the time, the units it relieves (in a
+    pair also those it brings down to B's work)."""
+    d = c.definition
+    t = c.kernel_us or 0.0
+    share = c.share if c.share is not None else (c.saving_us / t if t else 0.0)
+    relieves = unit_relief(c)
+    if pair:
+        relieves.update({k: 0.0 for k in d.pair_relieves if k not in relieves})
+    return Effect(c.id, d.effect, min(max(share, 0.0), 1.0), relieves, d.spreads)
 
 
-def bound(found: list[Cause], fl: Floor | None, gap: float | None = None, other: Floor | None = None
-          ) -> list[Cause]:
-    """Bound every saving: the fixed kernel takes at least the time the work the fix leaves needs on its busiest
-    unit (:meth:`Floor.after` over the units the cause does not relieve), and against B at most the gap; against
-    B, a relieved unit keeps at least B's work there (A fixed does what B does). Each cut is said in the cause's
-    evidence; the bound is kept on the cause (``floor_after_us``)."""
+def predict(found: list[Cause], fl: Floor | None, t: float, gap: float | None = None,
+            other: Floor | None = None) -> Joint | None:
+    """Every saving from the one model of the kernel's time: each cause's alone (``saving_us``, the time then
+    ``floor_after_us``, what then binds), its part with the others fixed (``with_others_us``), and the named fixes
+    together (returned). Against B, a relieved unit keeps B's work there and no saving passes the gap. A roof cause
+    (the verdict of a kernel at a roof) keeps its distance to the roof."""
+    if not t:
+        return None
+    model = TimeModel(t, fl, [effect_of(c, other is not None) for c in found if c.definition.effect != ROOF], other)
+    cap = max(gap, 0.0) if gap is not None else None
     for c in found:
-        cap = None
-        why = ""
-        if fl is not None and fl.units:
-            relief = unit_relief(c)
-            if other is not None and other.units:
-                for key in set(relief) | set(PAIR_RELIEVES.get(c.id, ())):
-                    mine, theirs = fl.get(key), other.get(key)
-                    if mine is not None and theirs is not None and mine.floor_us > 0:
-                        relief[key] = max(relief.get(key, 0.0), min(theirs.floor_us / mine.floor_us, 1.0))
-            after, unit = fl.after_unit(relief)
-            c.floor_after_us = after
-            cap = max(fl.duration_us - after, 0.0)
-            if unit is not None:
-                why = (f"fixed, the kernel still needs {after:.1f} us: the work left on the {unit.label} "
-                       f"({unit.floor_us:.1f} us at its peak, {100 * max(unit.ceiling, unit.pct / 100):.0f} % of it "
-                       "in practice)")
-        if gap is not None and (cap is None or max(gap, 0.0) < cap):
-            cap = max(gap, 0.0)
-            why = f"no fix of A saves more than its gap to B ({gap:.1f} us)"
-        if cap is not None and c.saving_us > cap + 1e-6:
-            c.uncapped_us = c.saving_us
-            c.evidence.append(f"bounded at {cap:.1f} us (the model alone says {c.saving_us:.1f} us): {why}")
-            c.saving_us = cap
-    return found
+        if c.definition.effect == ROOF:
+            if cap is not None:
+                c.saving_us = min(c.saving_us, cap)
+            continue
+        own = c.saving_us
+        p = model.predict([c.id])
+        alone = t - p.time_us
+        if cap is not None and alone > cap:
+            alone = cap
+        c.saving_us, c.floor_after_us, c.then_binds = max(alone, 0.0), t - alone, p.label
+        if own > alone + max(0.05 * own, 0.5):
+            c.uncapped_us = own
+            c.evidence.append(_bound_sentence(c, own, p.binds, p.label, cap))
+    ids = [c.id for c in found if c.definition.effect != ROOF]
+    if not ids:
+        return None
+    j = joint(model, ids, cap)
+    for c in found:
+        if c.id in j.marginal:
+            c.with_others_us = j.marginal[c.id]
+    _masked(found, j, t)
+    return j
 
 
-def diagnose_one(p: Any, roofs: Any = None, floor: Floor | None = None) -> Diagnosis:
-    """One kernel: its floor, the causes ranked by bounded saving (noise dropped), and at the roof the causes
-    that cannot move it set apart; the catch-all ``latency-bound`` only when nothing specific was found and the
-    kernel is not at a roof."""
+def _bound_sentence(c: Cause, own: float, binds: str, label: str, cap: float | None) -> str:
+    if cap is not None and c.saving_us >= cap - 1e-6:
+        return (f"{own:.1f} us by its own measure, bounded at {c.saving_us:.1f} us: no fix of A saves more than its "
+                "gap to B")
+    if binds.startswith("hold:"):
+        return (f"{own:.1f} us by its own measure, {c.saving_us:.1f} us alone: fixed alone, {label} then holds the "
+                f"kernel at {c.floor_after_us:.1f} us")
+    if binds.startswith("unit:"):
+        return (f"{own:.1f} us by its own measure, {c.saving_us:.1f} us alone: fixed, the kernel still needs "
+                f"{c.floor_after_us:.1f} us for the work left on {label} (at the share of its peak kernels reach)")
+    return f"{own:.1f} us by its own measure, {c.saving_us:.1f} us alone"
+
+
+def _masked(found: list[Cause], j: Joint, t: float) -> None:
+    """Say where a fault saves little alone because another then binds, and what the two give together."""
+    by = {c.id: c for c in found}
+    masked = THRESHOLDS["masked"].value
+    for c in found:
+        part = c.with_others_us or 0.0
+        if c.id not in j.marginal or part < THRESHOLDS["noise"].value * t or c.saving_us >= masked * part:
+            continue
+        binder = (c.then_binds or "")
+        other = by.get(binder)
+        with_ = f" and {other.id}" if other is not None else ""
+        c.note = ((c.note + "; ") if c.note else "") + (
+            f"fixing {c.id} alone: ~{100 * c.saving_us / t:.0f} % ({binder} then binds); {c.id}{with_} together"
+            f"{' with the other named faults' if other is None else ''}: {100 * j.saving_us / t:.0f} %")
+
+
+def diagnose_one(p: Any, roofs: Any = None, floor: Floor | None = None) -> KernelCauses:
+    """One kernel: its floor, the causes ranked by what each saves (alone, or its part in the named fixes
+    together where another fault masks it), noise dropped, and at the roof the causes that cannot move it set
+    apart; the catch-all ``latency-bound`` only when nothing specific was found and the kernel is not at a roof."""
     ctx = cause_rules.Context.of(p, roofs)
     fl = floor if floor is not None else floor_of(p)
     found = [c for c in cause_rules.detect(ctx) if c.saving_us > 0 or c.id in cause_rules.AT_THE_ROOF]
-    bound(found, fl)
     t = ctx.duration_us or 0.0
-    slack: list[Cause] = []
     _same_latency(found)
     if fl is not None and fl.units:
         # the floor's verdict says what the roof causes said alone ("at the DRAM roof", "x us above the practical
         # best"): a roof cause that removes no work is the verdict again, not a fault
         found = [c for c in found if c.id not in cause_rules.AT_THE_ROOF or unit_relief(c)]
+    together = predict(found, fl, t)
+    slack: list[Cause] = []
+    if fl is not None and fl.units:
         if fl.at_roof and fl.binding is not None:
             key = fl.binding.key
-            slack = [c for c in found if key not in unit_relief(c)]
+            slack = [c for c in found if key not in unit_relief(c) and c.saving_us > 0]
             found = [c for c in found if key in unit_relief(c)]
-        slack = [c for c in slack if c.saving_us > 0]
-        found = [c for c in found if c.saving_us >= NOISE * t]
-    found.sort(key=lambda c: -c.saving_us)
+        found = [c for c in found if rank_key(c) >= THRESHOLDS["noise"].value * t]
+    found.sort(key=lambda c: -rank_key(c))
     slack.sort(key=lambda c: -c.saving_us)
     if not found and not slack and t and not (fl is not None and fl.at_roof):
         fallback = cause_rules.latency_bound(ctx)
@@ -131,7 +161,15 @@ def diagnose_one(p: Any, roofs: Any = None, floor: Floor | None = None) -> Diagn
                 fallback.evidence.append(f"the {fl.binding.label}'s practical best is {fl.attainable_us:.1f} us: "
                                          "hiding the latency could give back at most the rest")
             found.append(fallback)
-    return Diagnosis(fl, found, slack)
+    if together is not None and len([c for c in found if c.id in together.marginal]) < 2:
+        together = None  # one fault: together is alone
+    return KernelCauses(fl, found, slack, together)
+
+
+def rank_key(c: Cause) -> float:
+    """What a cause is ranked by: its saving alone, or its part in the named fixes together where another fault
+    masks it (two faults that each save 3 % alone and 36 % together are both named)."""
+    return max(c.saving_us, c.with_others_us or 0.0)
 
 
 def _same_latency(found: list[Cause]) -> None:
@@ -147,6 +185,7 @@ def _same_latency(found: list[Cause]) -> None:
             c.evidence.append(f"the latency more warps would hide is the one prefetching hides (loads-not-pipelined, "
                               f"{loads.saving_us:.1f} us): {left:.1f} us beyond it")
             c.saving_us = left
+            c.share = left / c.kernel_us if c.kernel_us else 0.0
 
 
 def kernel_causes(p: Any, roofs: Any = None, *, top: int | None = None) -> list[Cause]:
@@ -156,22 +195,40 @@ def kernel_causes(p: Any, roofs: Any = None, *, top: int | None = None) -> list[
     return found[:top] if top else found
 
 
-def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> list[Cause]:
+@dataclass
+class GapCauses:
+    """A's gap to B: the causes that explain it (ranked), the faults both kernels have to the same degree (not
+    causes of the gap), and what the named fixes give A together."""
+
+    causes: list[Cause]
+    shared: list[Cause] = field(default_factory=list)
+    together: Joint | None = None
+
+
+def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> GapCauses:
     """The causes of A's gap to B, ranked by the time each is predicted to save A beyond what the same cause costs
-    B (a fault both share does not explain their difference), with the causes only a comparison can show (A does
-    more of the same work than B: more DRAM bytes, more MMA instructions, more L2 misses for the same loads). No
-    saving exceeds the gap or takes A below its floor (:func:`bound`)."""
+    B, with the causes only a comparison can show (A does more of the same work than B: more DRAM bytes, more
+    matrix work for the same result, more L2 misses for the same loads). A fault B has to the same degree is
+    shared, not a cause of the gap. No saving exceeds the gap or takes A below its floor (:func:`predict`)."""
     ca, cb = cause_rules.Context.of(a, roofs_a), cause_rules.Context.of(b, roofs_b)
     if not ca.duration_us or not cb.duration_us:
-        return []
-    gap = ca.duration_us - cb.duration_us
+        return GapCauses([])
+    t, gap = ca.duration_us, ca.duration_us - cb.duration_us
     on_b = {c.id: c for c in cause_rules.detect(cb)}
-    out = []
+    out: list[Cause] = []
+    shared: list[Cause] = []
     for c in cause_rules.detect(ca, other=cb):
-        shared = on_b.get(c.id)
-        if shared is not None and not c.differential:
-            c.saving_us -= shared.saving_us
-            c.evidence.append(f"B has it too: it would save B {shared.saving_us:.1f} us (taken off)")
+        theirs = on_b.get(c.id)
+        if theirs is not None and not c.differential:
+            if _same_degree(c, theirs, t, cb.duration_us):
+                c.evidence.append(f"B has it to the same degree ({_degree(theirs, cb.duration_us):.2f} against A's "
+                                  f"{_degree(c, t):.2f}): shared, not a cause of the gap")
+                shared.append(c)
+                continue
+            share = c.share if c.share is not None else c.saving_us / t
+            c.saving_us -= theirs.saving_us
+            c.share = max(share - theirs.saving_us / t, 0.0)
+            c.evidence.append(f"B has it too: it would save B {theirs.saving_us:.1f} us (taken off)")
         if c.saving_us > 0.01 * max(abs(gap), 1e-9):
             out.append(c)
     eff = cause_rules.same_mma_efficiency_gap(ca)
@@ -180,11 +237,21 @@ def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> list
             if c.id in WAITS and c.saving_us > eff:
                 c.evidence.append(f"capped at {eff:.1f} us: B does the same matrix work with its tensor pipe busier, "
                                   "and reaching B's efficiency is all a wait can give back")
-                c.saving_us = eff
-    bound(out, floor_of(a), gap=gap, other=floor_of(b))
-    out = [c for c in out if c.saving_us > 0.01 * max(abs(gap), 1e-9)]
-    out.sort(key=lambda c: -c.saving_us)
-    return out
+                c.saving_us, c.share = eff, eff / t
+    together = predict(out, floor_of(a), t, gap=gap, other=floor_of(b))
+    out = [c for c in out if rank_key(c) > 0.01 * max(abs(gap), 1e-9)]
+    out.sort(key=lambda c: -rank_key(c))
+    return GapCauses(out, shared, together if len(out) > 1 else None)
+
+
+def _degree(c: Cause, t: float) -> float:
+    return c.degree if c.degree is not None else (c.share if c.share is not None else c.saving_us / t if t else 0.0)
+
+
+def _same_degree(a: Cause, b: Cause, ta: float, tb: float | None) -> bool:
+    """B has the fault to at least THRESHOLDS['shared_degree'] of A's degree."""
+    da, db = _degree(a, ta), _degree(b, tb or 0.0)
+    return da > 0 and db >= THRESHOLDS["shared_degree"].value * da
 
 
 #: causes whose cost is time warps spend waiting
@@ -192,5 +259,5 @@ WAITS = frozenset({"loads-not-pipelined", "mma-not-overlapped", "barrier-sync", 
                    "occupancy-registers", "occupancy-shared-memory", "occupancy-block-size"})
 
 
-__all__ = ["CATALOG", "NOISE", "Cause", "CauseDef", "Diagnosis", "bound", "diagnose_one", "gap_causes",
-           "kernel_causes"]
+__all__ = ["CATALOG", "Cause", "CauseDef", "GapCauses", "KernelCauses", "diagnose_one", "effect_of", "gap_causes",
+           "kernel_causes", "predict", "rank_key"]

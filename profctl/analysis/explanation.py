@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profctl.analysis import source
-from profctl.analysis.causes import diagnose_one, gap_causes
+from profctl.analysis.causes import diagnose_one, gap_causes, rank_key
 from profctl.analysis.figures import FIGURES, Figures, metric
 from profctl.analysis.floor import Floor, floor_of
 from profctl.analysis.stalls import ratio_metric, reason
+from profctl.analysis.thresholds import value
 from profctl.errors import NothingMatched, UsageError
 from profctl.nvtx import parse_range
 from profctl.roofs import Roofs, attention_roofs, shape_work
 from profctl.schema.profile import KernelProfile
 
-DURATION = "gpu__time_duration.sum"
 CPI = "smsp__average_warp_latency_per_inst_issued.ratio"
 INST = "smsp__inst_issued.sum"
 INST_EXEC = "smsp__inst_executed.sum"
@@ -171,8 +171,15 @@ class Explanation:
     chosen: list[str] = field(default_factory=list)
     #: the same kernel before and after a change: what was predicted against what the change realized
     loop: list[str] = field(default_factory=list)
-    #: A and B take the same time: the causes are A's own, out of A's time
+    #: A and B take the same time: there is no gap, and A's own causes are set apart here (out of A's time)
     same_time: bool = False
+    a_own: list[Any] = field(default_factory=list)
+    #: in a pair, faults both kernels have to the same degree: not causes of the gap
+    shared: list[Any] = field(default_factory=list)
+    #: the named fixes together (profctl.analysis.time_model.Joint): the time they leave, what then binds
+    together: Any = None
+    #: each kernel's diagnosis alone, made once ("a", and "b" where it was needed): what the kept prediction is
+    diagnoses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gap_us(self) -> float | None:
@@ -291,38 +298,54 @@ def explain(a: KernelProfile, b: KernelProfile, roofs: dict[str, Roofs | None] |
                "the stall part could not be split: the report has no warp-state statistics")
         notes.append(f"{rem:+.1f} us of the gap is not explained by these parts ({why})")
     fa, fb = floor_of(a), floor_of(b)
+    da = diagnose_one(a, roofs.get("a"), fa)
+    diagnoses = {"a": da}
     verdict = None
     b_causes: list[Any] = []
     slack: list[Any] = []
-    if ta and tb and abs(ta - tb) <= SAME_TIME * max(ta, tb):
-        # no gap to explain: say so first, then each kernel's own first causes apart (a pair's causes would only
-        # be A's faults that B shares, or noise)
+    a_own: list[Any] = []
+    causes: list[Any] = []
+    shared: list[Any] = []
+    together = None
+    if ta and tb and abs(ta - tb) <= value("same_time") * max(ta, tb):
+        # no gap to explain: say so first, whatever the metrics differ in; each kernel's own causes apart (a pair's
+        # causes would only be faults both share, or noise)
         verdict = (f"A and B take the same time ({ta / 1e3:.1f} us against {tb / 1e3:.1f} us, "
-                   f"{100 * abs(ta / tb - 1):.1f} % apart): there is no gap to explain. Each kernel's own causes "
-                   "follow, A's first, then B's")
-        da, db = diagnose_one(a, roofs.get("a"), fa), diagnose_one(b, roofs.get("b"), fb)
-        causes, slack, b_causes = da.causes, da.slack, db.causes[:2]
+                   f"{100 * abs(ta / tb - 1):.1f} % apart, within ncu's run-to-run spread): there is no gap to "
+                   "explain; what each kernel could gain on its own follows apart")
+        db = diagnose_one(b, roofs.get("b"), fb)
+        diagnoses["b"] = db
+        a_own, slack, b_causes = da.causes, da.slack, db.causes[:2]
     elif ta and tb and ta > tb:
-        causes = gap_causes(a, b, roofs.get("a"), roofs.get("b"))
-        if len(causes) > 1 and sum(c.saving_us for c in causes) > 1.05 * (ta - tb) / 1e3:
-            notes.append(f"the causes' savings add to {100 * sum(c.saving_us for c in causes) / ((ta - tb) / 1e3):.0f}"
-                         " % of the gap: they overlap (each is what fixing it alone would save, bounded by the gap "
-                         "and A's floor), so they do not add")
-    else:
-        causes = []
+        g = gap_causes(a, b, roofs.get("a"), roofs.get("b"))
+        causes, shared, together = g.causes, g.shared, g.together
+        verdict = pair_verdict(ta / 1e3, tb / 1e3, causes, together)
     if ta and tb and ta < tb and verdict is None:
         notes.insert(0, "A is not slower than B: the causes below are A's own (swap --kernel and --vs to explain B)")
-        d = diagnose_one(a, roofs.get("a"), fa)
-        causes, slack, verdict = d.causes, d.slack, d.verdict()
+        causes, slack, verdict, together = da.causes, da.slack, da.verdict(), da.together
     e = Explanation(a, b, side_by_side(a, b), fs, head, rem, notes, roofs, causes,
                     premises(a, b, roofs, shape_given=shape_given, sampled=sampled, floors=(fa, fb)),
                     floors={"a": fa, "b": fb}, verdict=verdict, slack=slack, b_causes=b_causes,
-                    same_time=bool(b_causes) or (verdict or "").startswith("A and B take the same time"))
+                    same_time=bool(a_own or b_causes) or (verdict or "").startswith("A and B take the same time"),
+                    a_own=a_own, shared=shared, together=together, diagnoses=diagnoses)
     return e
 
 
-#: two kernels within this share of each other's time take the same time (ncu's replay spread is about 1-2 %)
-SAME_TIME = 0.03
+def pair_verdict(ta: float, tb: float, causes: list[Any], together: Any) -> str:
+    """A pair's first line: how much slower A is, and what most of it is (the first cause's share of the gap), or
+    that no cause of the catalog fits."""
+    gap = ta - tb
+    out = f"A is {gap:,.1f} us slower than B ({100 * (ta / tb - 1):.0f} %)"
+    if not causes:
+        return out + "; no cause of the catalog fits the gap: the mechanisms below say where the time goes"
+    c = causes[0]
+    part = max(c.saving_us, c.with_others_us or 0.0)
+    out += f"; {'most' if part >= 0.5 * gap else 'the largest part'} of it is {c.id}"
+    out += f" (fixing it saves about {part:,.1f} us, {100 * part / gap:.0f} % of the gap)"
+    if together is not None and len(together.ids) > 1:
+        out += (f"; the {len(together.ids)} named fixes together about {together.saving_us:,.1f} us "
+                f"({100 * min(together.saving_us / gap, 1.0):.0f} %)")
+    return out
 
 
 def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool = False) -> Explanation:
@@ -333,10 +356,15 @@ def explain_one(a: KernelProfile, roofs: Roofs | None = None, shape_given: bool 
     rows = [r for r in side_by_side(a, a)]
     fl = floor_of(a)
     d = diagnose_one(a, roofs, fl)
+    verdict = d.verdict()
+    if verdict and d.causes and not (fl is not None and fl.at_roof):
+        c = d.causes[0]
+        if c.id != "latency-bound" or c.saving_us:
+            verdict += f"; most of the distance is {c.id} (fixing it saves about {rank_key(c):,.1f} us)"
     return Explanation(a, None, rows, [], head, 0.0, [], {"a": roofs}, d.causes,
                        premises(a, None, {"a": roofs}, shape_given=shape_given, sampled=a.has_samples,
                                 floors=(fl, None)),
-                       floors={"a": fl}, verdict=d.verdict(), slack=d.slack)
+                       floors={"a": fl}, verdict=verdict, slack=d.slack, together=d.together, diagnoses={"a": d})
 
 
 def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs | None], *, shape_given: bool,

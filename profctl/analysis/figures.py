@@ -12,6 +12,7 @@ and, where the report has them, SASS opcode counts.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -344,4 +345,52 @@ def metric(p: object, *names: str) -> float | None:
     return first(m, names)
 
 
-__all__ = ["FIGURES", "GMMA", "HMMA", "LIMITS", "Figure", "Figures", "first", "metric", "value"]
+#: an MMA instruction's shape in its SASS name: ``HGMMA.64x128x16.F32.BF16`` (a warpgroup's m x n x k),
+#: ``HMMA.16816.F32.BF16`` (a warp's m16 n8 k16), ``HMMA.1688`` (m16 n8 k8)
+_WG_SHAPE = re.compile(r"^[A-Z]*GMMA\.(\d+)x(\d+)x(\d+)")
+_WARP_SHAPE = re.compile(r"^[A-Z]*MMA\.(16)(8)(8|16|32)\b")
+
+
+def mma_flops_per_exec(sass: str) -> float | None:
+    """The FLOPs one warp-level execution of an MMA instruction does, from the shape its SASS names (ncu counts a
+    warpgroup MMA once per warp of the warpgroup, so a wgmma's 2 m n k is split over its 4 warps: on the H200,
+    ``HMMA.16816`` x 4096 and ``HGMMA.64x128x16`` x 65536 give ncu's own sm__ops_path_tensor_op counts exactly,
+    tests/data/pairs/pairs_sdpa); None for an instruction that is not an MMA or names no shape."""
+    parts = (sass or "").split()
+    if parts and parts[0].startswith("@"):
+        parts = parts[1:]
+    op = parts[0] if parts else ""
+    m = _WG_SHAPE.match(op)
+    if m:
+        a, b, c = (int(x) for x in m.groups())
+        return 2.0 * a * b * c / 4.0
+    m = _WARP_SHAPE.match(op)
+    if m:
+        a, b, c = (int(x) for x in m.groups())
+        return 2.0 * a * b * c
+    return None
+
+
+def matrix_flops(p: object) -> tuple[float, str]:
+    """A kernel's matrix work in one unit, FLOPs: ncu's tensor operations where the report counts them
+    ("counted"), else its MMA instructions weighed by the shapes their SASS names ("sass"; an m64n64k16 wgmma does
+    half an m64n128k16's work); (0, "") when neither is there -- its instruction counts alone are not comparable."""
+    f = Figures.of(p)
+    if f.tensor_ops:
+        return f.tensor_ops, "counted"
+    tot, unknown = 0.0, 0.0
+    for x in getattr(p, "pcs", None) or ():
+        if not x.executed:
+            continue
+        w = mma_flops_per_exec(x.sass)
+        if w is not None:
+            tot += w * float(x.executed)
+        elif "MMA" in (x.sass or "").split(".")[0]:
+            unknown += float(x.executed)
+    if tot and not unknown:
+        return tot, "sass"
+    return 0.0, ""
+
+
+__all__ = ["FIGURES", "GMMA", "HMMA", "LIMITS", "Figure", "Figures", "first", "matrix_flops", "metric",
+           "mma_flops_per_exec", "value"]

@@ -255,10 +255,14 @@ class Floor:
         r = self.clock_ratio
         if r is None or r >= 0.97 or not self.units:
             return None
+        at_max = self.floor_at_max_clock_us()
+        then = (f"at the max clock it would be {at_max:.1f} us, not {self.floor_us:.1f} us"
+                if at_max < 0.99 * self.floor_us else
+                f"its binding unit ({self.binding.label if self.binding else '?'}) runs on its own clock, so the "
+                "SM clock does not move its floor")
         return (f"the kernel ran at {self.clock_mhz:.0f} MHz, {100 * r:.0f} % of the GPU's {self.max_clock_mhz:.0f} "
-                f"MHz max (ncu's clock control, power or temperature): its floor is taken at the clock it ran; at "
-                f"the max clock it would be {self.floor_at_max_clock_us():.1f} us, not {self.floor_us:.1f} us. The "
-                "clock is the GPU's, not a fault of the kernel: no cause counts it as a saving")
+                f"MHz max (ncu's clock control, power or temperature): its floor is taken at the clock it ran; "
+                f"{then}. The clock is the GPU's, not a fault of the kernel: no cause counts it as a saving")
 
     def verdict(self, faults: list[str] | None = None) -> str:
         """The first line of a one-kernel explanation: at the roof (healthy, unless `faults` -- causes that remove
@@ -286,7 +290,7 @@ class Floor:
                 "pct_of_attainable": round(self.pct_of_attainable, 1), "at_roof": self.at_roof,
                 "clock_mhz": _r(self.clock_mhz), "max_clock_mhz": _r(self.max_clock_mhz),
                 "floor_at_max_clock_us": round(self.floor_at_max_clock_us(), 3),
-                "verdict": self.verdict(), "units": [u.to_dict() for u in sorted(
+                "units": [u.to_dict() for u in sorted(
                     self.units, key=lambda u: -u.attainable_us)],
                 "roofline": self.roofline.to_dict() if self.roofline else None, "missing": list(self.missing)}
 

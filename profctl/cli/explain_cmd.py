@@ -94,12 +94,12 @@ def _close_the_loop(e: Any, report: str, report2: str | None, reports: Path | No
             return None
 
     a, b = e.a, e.b
-    da = diagnose_one(a)
+    da = e.diagnoses.get("a") or diagnose_one(a)  # the diagnosis printed is the one kept
     kept = predictions.load(root, a, run_dir(report))
     _, why = predictions.keep(root, a, da, run_dir(report))
     notes = [why] if why else []
     if same_kernel and b is not None and a.duration_ns and b.duration_ns:
-        db = diagnose_one(b)
+        db = e.diagnoses.get("b") or diagnose_one(b, e.roofs.get("b"), e.floors.get("b"))
         _, why_b = predictions.keep(root, b, db, run_dir(report2))
         outs, lines = predictions.close_loop(kept or predictions.prediction(a, da), a.duration_ns / 1e3,
                                              b.duration_ns / 1e3, db)

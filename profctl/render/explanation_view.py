@@ -72,8 +72,10 @@ def cause_blocks(e: Explanation) -> list[tuple[str, list[str]]]:
         unpredicted = c.id == "latency-bound" and not c.saving_us
         saves = "not predicted" if unpredicted else f"saves about {c.saving_us:,.1f} us{share}"
         if not unpredicted and c.fixed_us is not None:
-            saves += f": fixed, about {c.fixed_us:,.1f} us" + (
-                f" (its floor after the fix: {c.floor_after_us:,.1f} us)" if c.floor_after_us else "")
+            saves = saves.replace("saves about", "alone saves about") if c.with_others_us is not None else saves
+            saves += f": fixed, about {c.fixed_us:,.1f} us" + (f", then {c.then_binds} binds" if c.then_binds else "")
+        if not unpredicted and c.with_others_us is not None and c.with_others_us > 1.1 * c.saving_us:
+            saves += f"; with the other named fixes it adds {c.with_others_us:,.1f} us"
         if c.ncu_us is not None:
             saves += f"; ncu's {c.ncu_rule} estimates {c.ncu_us:,.1f} us"
         detail = [saves, *(f"evidence: {x}" for x in c.evidence), f"fix: {c.fix}"]
@@ -103,6 +105,39 @@ def floor_lines(e: Explanation) -> list[str]:
         if fl.missing and len(fl.missing) < len(fl.units) + len(fl.missing):
             out.append(f"{who}'s report lacks the counters of: " + ", ".join(m.split(" (")[0] for m in fl.missing))
     return out
+
+
+def together_line(e: Explanation) -> str | None:
+    """The named fixes together, from the one model of A's time: what they save and what then binds."""
+    j = e.together
+    if j is None or len(j.ids) < 2 or not e.a.duration_ns:
+        return None
+    t = e.a.duration_ns / 1e3
+    total, what = _out_of(e)
+    share = f" ({100 * j.saving_us / total:.0f} % {what})" if total else ""
+    return (f"together, the {len(j.ids)} named fixes ({', '.join(j.ids)}) save about {j.saving_us:,.1f} us{share}: "
+            f"A from {t:,.1f} us to about {j.time_us:,.1f} us, then {j.binds} binds. Each saving above is that fix "
+            "alone; they do not add")
+
+
+def shared_line(e: Explanation) -> str | None:
+    if not e.shared:
+        return None
+    return ("both kernels have, to the same degree (not causes of the gap): "
+            + "; ".join(f"{c.id}" + (f" at {c.where()}" if c.lines else "") for c in e.shared[:4]))
+
+
+def a_own_lines(e: Explanation) -> list[str]:
+    return [f"A's own cause {i} (of A's time, not of a gap): {c.id}" + (f" at {c.where()}" if c.lines else "")
+            + f", saves about {c.saving_us:,.1f} us: " + (c.evidence[0] if c.evidence else "")
+            for i, c in enumerate(e.a_own[:3], 1)]
+
+
+def extra_lines(e: Explanation) -> list[str]:
+    """What follows the ranked causes: the fixes together, the shared faults, each kernel's own where there is no
+    gap, the roof's slack."""
+    return [y for y in (together_line(e), shared_line(e)) if y] + a_own_lines(e) + \
+        [y for y in (slack_line(e),) if y] + b_cause_lines(e)
 
 
 def slack_line(e: Explanation) -> str | None:
@@ -143,13 +178,13 @@ def to_console(e: Explanation, con: Any) -> None:
     say(f"A: {_who(e.a)}")
     if e.b is not None:
         say(f"B: {_who(e.b)}")
+    if e.verdict:
+        say(f"verdict: {e.verdict}", style="bold")
     for x in e.chosen:
         say(f"chosen: {x}")
     say(e.headline, style="bold")
     for x in e.premises:
         say(f"premise: {x}", style="yellow")
-    if e.verdict:
-        say(f"verdict: {e.verdict}", style="bold")
     for x in e.loop:
         say(f"before and after: {x}", style="bold")
     head = _headline_cause(e)
@@ -164,10 +199,10 @@ def to_console(e: Explanation, con: Any) -> None:
             say(first, " ", style="bold")
             for d in detail:
                 say(d, "    ")
-    elif e.b is not None and not e.b_causes:
+    elif e.b is not None and not e.same_time:
         say("No cause of the catalog fits this gap (docs/diagnosis.md, Causes): the mechanisms below say where "
             "the time goes.")
-    for x in [y for y in (slack_line(e),) if y] + b_cause_lines(e):
+    for x in extra_lines(e):
         say(x, " ")
     say("")
     say("Mechanisms (what ncu measured):", style="bold")
@@ -192,11 +227,11 @@ def to_markdown(e: Explanation) -> str:
     out = [f"**A**: {_who(e.a)}  "]
     if e.b is not None:
         out.append(f"**B**: {_who(e.b)}  ")
+    if e.verdict:
+        out += ["", f"**verdict**: {e.verdict}", ""]
     out += [f"chosen: {x}  " for x in e.chosen]
     out += ["", f"**{e.headline}**", ""]
     out += [f"> premise: {x}" for x in e.premises]
-    if e.verdict:
-        out += ["", f"**verdict**: {e.verdict}"]
     out += [f"\n**before and after**: {x}" for x in e.loop]
     if e.causes:
         total, what = _out_of(e)
@@ -205,7 +240,7 @@ def to_markdown(e: Explanation) -> str:
         for first, detail in cause_blocks(e):
             out.append(f"{first}  ")
             out += [f"   - {d}" for d in detail]
-    out += [f"\n{x}" for x in [y for y in (slack_line(e),) if y] + b_cause_lines(e)]
+    out += [f"\n{x}" for x in extra_lines(e)]
     out += ["", "### Mechanisms", "", tables.markdown(table_rows(e))]
     if e.factors:
         out += ["\nWhere the gap comes from (the parts add up; + makes A slower):\n", tables.markdown(factor_rows(e))]
@@ -224,7 +259,7 @@ def to_markdown(e: Explanation) -> str:
 
 
 def to_dict(e: Explanation) -> dict[str, Any]:
-    """``profctl.explain/3``: ``verdict`` (at the roof, how far from it, or the same time as B), ``causes`` (ranked;
+    """``profctl.explain/4``: ``verdict`` (at the roof, how far from it, or the same time as B), ``causes`` (ranked;
     id, title, lines, saving_us bounded by the floor, fixed_us, evidence, fix, ncu's estimate), ``slack``,
     ``b_causes``, ``floor`` (each kernel's, by unit, with its roofline) and ``premises`` first, then the mechanisms as
     in /1 (``a``, ``b``, ``rows``, ``factors``, ``notes``)."""
@@ -239,11 +274,14 @@ def to_dict(e: Explanation) -> dict[str, Any]:
 
     total, what = _out_of(e)
     fa = e.floors.get("a")
-    return {"schema": "profctl.explain/3", "headline": e.headline, "gap_us": e.gap_us,
+    return {"schema": "profctl.explain/4", "headline": e.headline, "gap_us": e.gap_us,
             "verdict": e.verdict, "healthy": bool(fa is not None and fa.at_roof and not e.causes and e.b is None),
             "chosen": e.chosen, "before_and_after": e.loop,
             "causes": [c.to_dict() for c in e.causes],
             "slack": [c.to_dict() for c in e.slack], "b_causes": [c.to_dict() for c in e.b_causes],
+            "together": e.together.to_dict() if e.together is not None else None,
+            "shared": [c.to_dict() for c in e.shared], "a_own": [c.to_dict() for c in e.a_own],
+            "same_time": e.same_time,
             "floor": {k: (v.to_dict() if v is not None else None) for k, v in e.floors.items()},
             "saving_out_of": {"us": total, "what": what.replace("of ", "")},
             "premises": e.premises,

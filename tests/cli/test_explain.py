@@ -40,7 +40,7 @@ def test_explain_json_and_markdown(tmp_path: Path) -> None:
     code, out, err = run("explain", PAIR, "-k", "_fwd", "--vs", "cudnn", "-f", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == "profctl.explain/3"
+    assert doc["schema"] == "profctl.explain/4"
     assert doc["causes"][0]["id"] in ("barrier-sync", "mma-not-overlapped") and doc["causes"][0]["lines"]
     assert {"id", "title", "lines", "saving_us", "evidence", "fix"} <= set(doc["causes"][0])
     assert doc["factors"][0]["name"] == "stall: barrier"

@@ -49,7 +49,7 @@ def _planted_line(p: KernelProfile, cause_word: str) -> int:
 def test_the_first_cause_is_the_planted_one_at_its_line_and_saves_about_the_gap(a: str, b: str, cause: str,
                                                                                    word: str) -> None:
     ka, kb = _k("planted_cuda.ncu-rep.xz", a), _k("planted_cuda.ncu-rep.xz", b)
-    found = causes.gap_causes(ka, kb)
+    found = causes.gap_causes(ka, kb).causes
     first = found[0]
     assert first.id == cause
     assert first.lines and first.lines[0][1] == _planted_line(ka, word)
@@ -90,7 +90,7 @@ def test_what_both_kernels_share_is_not_the_gap_and_the_failed_advice_is_withhel
     cuDNN's efficiency for the same matrix work, and the in-warpgroup pipelining that made the kernel 28 % slower
     (issue 33, part 6) is not advised."""
     a, b = _k("attn_pair.ncu-rep.xz", "_fwd_kernel"), _k("attn_pair.ncu-rep.xz", "cudnn")
-    found = causes.gap_causes(a, b)
+    found = causes.gap_causes(a, b).causes
     assert found[0].id in ("barrier-sync", "mma-not-overlapped") and found[0].differential
     eff = a.duration_ns / 1e3 * (1 - 64.1 / 75.6)  # type: ignore[operator]  # tensor pipe 64.1 % against 75.6 %
     assert all(c.saving_us <= eff + 0.5 for c in found if c.id in causes.WAITS)
@@ -126,7 +126,7 @@ def test_fa2_against_cudnn_on_the_explain_recipe_is_legacy_mma_not_compute_bound
                                                "profctl_sdpa_explain_recipe.ncu-rep.xz"))
     ka, _ = select(profiles, "flash_fwd", "fa2")
     kb, _ = select(profiles, "cudnn", "cudnn")
-    found = causes.gap_causes(ka, kb)
+    found = causes.gap_causes(ka, kb).causes
     assert found[0].id == "legacy-mma", [c.id for c in found]
     assert "compute-bound" not in [c.id for c in found]
     gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
@@ -144,7 +144,7 @@ def test_legacy_mma_without_the_instruction_mix_from_the_wgmma_count(kernel: str
     ka, _ = select(profiles, kernel, kernel)
     kb, _ = select(profiles, "cudnn", "cudnn")
     assert not ka.opcodes  # no instruction mix: the count is what tells
-    found = causes.gap_causes(ka, kb)
+    found = causes.gap_causes(ka, kb).causes
     assert found and found[0].id == "legacy-mma", [c.id for c in found]
     gap = (ka.duration_ns - kb.duration_ns) / 1e3  # type: ignore[operator]
     assert abs(found[0].saving_us - gap) <= 0.35 * gap

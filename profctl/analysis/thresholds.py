@@ -1,0 +1,48 @@
+"""Explain's thresholds and ceilings: one table, each with its value and why (issue 47, item 7).
+
+A cause detector or the model of a kernel's time reads a number from here, never inline, so that what profctl
+judges by can be read in one place (``profctl recipes explain`` prints it) and changed with its reason. The
+ncu-verdict thresholds of ``profctl ncu`` (profctl.recipes.THRESHOLDS) are a recipe's, overridable per recipe;
+these are explain's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A number explain judges by: its value and the reason it has that value."""
+
+    name: str
+    value: float
+    reason: str
+
+
+_T = Threshold
+THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
+    _T("noise", 0.03, "a cause saving under this share of the kernel's time (alone, or its part in the named fixes "
+       "together) is noise: ncu's replay spread of one launch is 1-2 %"),
+    _T("masked", 0.5, "a fault whose saving alone is under this share of its part in the named fixes together is "
+       "masked: another fault then binds, and the note says what the two give together"),
+    _T("same_time", 0.03, "two kernels within this share of each other's time take the same time: no gap to split "
+       "(ncu's replay spread of one launch is about 1-2 %)"),
+    _T("shared_degree", 0.8, "a cause B has to at least this fraction of A's degree (excess sectors, stall share, "
+       "warps) is shared by both: it does not explain the gap"),
+    _T("wasted_work", 1.2, "tensor work counted above this multiple of the useful work (the shape's FLOPs, or B's "
+       "for the same result) is work the result does not need: a causal kernel's diagonal blocks cost 1.03-1.1x "
+       "(tests/data/flex: 128-wide blocks at s4096 count 1.03x)"),
+    _T("roof_busy", 0.7, "a pipe under this share of its peak is not at its roof: never 'compute-bound' there (the "
+       "best attention kernels keep the tensor pipe 72-85 % busy)"),
+    _T("comparable_mma", 0.15, "matrix work from instruction counts without a shape in their SASS name is not "
+       "comparable across kernels; with shapes, two kernels within this share do the same work"),
+)}
+
+
+def value(name: str) -> float:
+    """A threshold's value by name (KeyError names the table)."""
+    return THRESHOLDS[name].value
+
+
+__all__ = ["THRESHOLDS", "Threshold", "value"]
