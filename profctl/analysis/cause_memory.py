@@ -111,8 +111,10 @@ def local_memory(ctx: Context) -> Cause | None:
     what = (f"register spills ({spills:.3g} spill requests, {ctx.f.get('registers') or 0:.0f} registers a thread)"
             if spills else f"a per-thread array in local memory (a {stack:.0f}-byte stack frame, no spills: indexed "
                            "at run time)")
-    ev = [f"{what}; local loads/stores take {pct(share)} of the time"
-          + (f" ({sectors:.3g} local sectors against {glob:.3g} global)" if sectors and glob else "")]
+    how = (f"{pct(at_lines)} of the warp samples are at local loads/stores" if at_lines >= by_traffic else
+           f"local sectors are {pct(sectors / (sectors + glob))} of the memory traffic ({sectors:.3g} against "
+           f"{glob:.3g} global) while memory sets {pct(memory_bound(ctx))} of the time")
+    ev = [f"{what}; about {pct(share)} of the time: {how}"]
     ev += [f"{line_where(ln)}: {', '.join(sorted(o for o in ln.present if o.startswith(('LDL', 'STL'))))}, "
            f"{pct(ctx.line_share(ln))} of the warp samples" for ln in top(loc, lambda ln: ln.samples, 2)]
     fix = None
@@ -158,6 +160,8 @@ def l2_dram(ctx: Context) -> list[Cause]:
                f"time, and the kernel re-reads its data: {reuse}"]
         loads = top([ln for ln in ctx.lines if ln.mem.get("sectors")], lambda ln: ln.mem["sectors"], 3)
         out.append(ctx.cause("l2-thrashing", t * dram * (1 - hit / 100) * 0.5, ev2, loads, relieves=_rereads_only(ctx)))
+    if ctx.other is not None:
+        return out  # against B the same bytes are no cause: the roof is each kernel's own verdict
     if dram >= 0.6:
         left = t * max(1 - dram / 0.9, 0.0)
         ev = [f"DRAM at {pct(dram)} of its peak ({(mine or 0) / 1e6:.1f} MB): little is left but moving fewer bytes"]

@@ -26,7 +26,7 @@ from typing import Any
 from profctl.analysis import cause_rules
 from profctl.analysis.cause_catalog import CATALOG, Cause, CauseDef, unit_relief
 from profctl.analysis.floor import Floor, floor_of
-from profctl.analysis.thresholds import THRESHOLDS
+from profctl.analysis.thresholds import THRESHOLDS, value
 from profctl.analysis.time_model import ROOF, Effect, Joint, TimeModel, joint
 
 
@@ -219,6 +219,11 @@ def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> GapC
     shared: list[Cause] = []
     for c in cause_rules.detect(ca, other=cb):
         theirs = on_b.get(c.id)
+        why = same_launch(c, ca, cb)
+        if why:
+            c.evidence.append(why + ": shared, not a cause of the gap")
+            shared.append(c)
+            continue
         if theirs is not None and not c.differential:
             if _same_degree(c, theirs, t, cb.duration_us):
                 c.evidence.append(f"B has it to the same degree ({_degree(theirs, cb.duration_us):.2f} against A's "
@@ -238,10 +243,39 @@ def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> GapC
                 c.evidence.append(f"capped at {eff:.1f} us: B does the same matrix work with its tensor pipe busier, "
                                   "and reaching B's efficiency is all a wait can give back")
                 c.saving_us, c.share = eff, eff / t
-    together = predict(out, floor_of(a), t, gap=gap, other=floor_of(b))
+    fa = floor_of(a)
+    if not out and gap > value("same_time") * t:
+        fallback = cause_rules.latency_bound(ca)
+        if fallback is not None and fa is not None and fa.units:
+            # nothing specific and A waits with no unit busy: B hides the same latency better; at most the gap, and
+            # no further than A's practical best
+            fallback.saving_us = min(gap, max(t - fa.attainable_us, 0.0))
+            fallback.share = fallback.saving_us / t
+            fallback.evidence.append(f"B takes {cb.duration_us:.1f} us for the same work: what hiding the latency "
+                                     "gives back is the gap, at most")
+            out.append(fallback)
+    together = predict(out, fa, t, gap=gap, other=floor_of(b))
     out = [c for c in out if rank_key(c) > 0.01 * max(abs(gap), 1e-9)]
-    out.sort(key=lambda c: -rank_key(c))
+    # causes that each close the whole gap alone are told apart by what their own measure gives beyond it
+    out.sort(key=lambda c: (-round(rank_key(c), 1), -(c.uncapped_us or c.saving_us)))
     return GapCauses(out, shared, together if len(out) > 1 else None)
+
+
+def same_launch(c: Cause, a: Any, b: Any) -> str:
+    """A launch-shape cause B has as much of: B holds no more warps a SM (occupancy) or runs no larger a grid
+    (too few blocks) than A; '' otherwise. The detectors judge B alone only where it is latency-bound, so
+    its configuration is compared here directly."""
+    fa, fb = a.f, b.f
+    if c.id.startswith("occupancy-"):
+        wa, wb = fa.get("theoretical_occupancy"), fb.get("theoretical_occupancy")
+        if wa and wb and wb <= wa * 1.02:
+            return f"B's theoretical occupancy is no higher ({wb:.1f} % against A's {wa:.1f} %)"
+    if c.id == "too-few-blocks":  # (a tail is fixed by a grid of whole waves, larger or smaller: its degree tells)
+        ga, gb = fa.get("grid_size"), fb.get("grid_size")
+        ba, bb = fa.blocks_per_sm, fb.blocks_per_sm
+        if ga and gb and gb <= ga and (not ba or not bb or bb <= ba):
+            return f"B launches no more blocks ({gb:.0f} against A's {ga:.0f})"
+    return ""
 
 
 def _degree(c: Cause, t: float) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from profctl.analysis.figures import Figures, first
@@ -178,7 +178,6 @@ class Floor:
     max_clock_mhz: float | None = None
     missing: tuple[str, ...] = ()
     roofline: Roofline | None = None
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def l2_carries_dram(self) -> bool:

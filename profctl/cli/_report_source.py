@@ -26,7 +26,7 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
     if format not in FORMATS:
         raise UsageError(f"--format {format!r} with --view {view}: choose {', '.join(FORMATS)}")
     if kernel is not None:
-        from profctl.analysis.explanation import pattern_of
+        from profctl.analysis.select import pattern_of
 
         pattern_of(kernel, "--kernel")  # before reading: the reader reads only what it picks in depth
     profiles: list[Any] = []
@@ -47,7 +47,7 @@ def source_view(paths: list[Path], view: str, *, format: str, limit: int, output
 
 
 def _pick(profiles: list[Any], pattern: str, where: str) -> list[Any]:
-    from profctl.analysis.explanation import matching
+    from profctl.analysis.select import matching
 
     return matching(profiles, pattern, where, "--kernel")
 

@@ -40,23 +40,24 @@ def explain(
     check_outputs(("-o", output))
     from profctl import inputs
     from profctl.analysis import explanation
+    from profctl.analysis import select as kernel_select
     from profctl.render import explanation_view
 
     for flag, pattern in (("--kernel/--vs", kernel), ("--kernel/--vs", vs)):
         if pattern is not None:
-            explanation.pattern_of(pattern, flag)
+            kernel_select.pattern_of(pattern, flag)
     # only the kernels --kernel and --vs pick are read in depth (the others by name, for a message naming them)
     pa = inputs.read_profiles(report, root=reports, kernels=[kernel] if report2 is not None or vs is None
                               else [kernel, vs])
-    a, note_a = explanation.select(pa, kernel, report)
+    a, note_a = kernel_select.select(pa, kernel, report)
     if report2 is None and vs is None:
         e = explanation.explain_one(a, explanation.kernel_roofs(a, shape), shape_given=shape is not None)
         e.chosen += [n for n in (note_a,) if n]
     else:
         pb = inputs.read_profiles(report2, root=reports, kernels=[vs or kernel]) if report2 is not None else pa
-        b, note_b = explanation.select(pb, vs or kernel, report2 or report, like=a)
+        b, note_b = kernel_select.select(pb, vs or kernel, report2 or report, like=a)
         if a is b:
-            raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({explanation.describe(a)})")
+            raise UsageError(f"--kernel {kernel!r} and --vs {vs!r} pick the same launch ({kernel_select.describe(a)})")
         roofs = {"a": explanation.kernel_roofs(a, shape), "b": explanation.kernel_roofs(b, shape)}
         e = explanation.explain(a, b, roofs=roofs, shape_given=shape is not None)
         e.chosen += [n for n in (note_a, note_b) if n]

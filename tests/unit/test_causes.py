@@ -13,7 +13,7 @@ import pytest
 
 from profctl.analysis import causes
 from profctl.analysis.cause_catalog import CATALOG
-from profctl.analysis.explanation import select
+from profctl.analysis.select import select
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")

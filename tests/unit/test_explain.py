@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from profctl.analysis import explanation
+from profctl.analysis import select as kernel_select
 from profctl.errors import NothingMatched
 from profctl.readers.ncu_profiles import read_profiles
 from profctl.schema.profile import KernelProfile
@@ -21,8 +22,8 @@ PAIR = Path(__file__).resolve().parents[1] / "data" / "planted" / "attn_pair.ncu
 @cache
 def pair() -> tuple[KernelProfile, KernelProfile]:
     ps = read_profiles(PAIR)
-    a, _ = explanation.select(ps, "_fwd_kernel", "pair")
-    b, _ = explanation.select(ps, "cudnn", "pair")
+    a, _ = kernel_select.select(ps, "_fwd_kernel", "pair")
+    b, _ = kernel_select.select(ps, "cudnn", "pair")
     return a, b
 
 
@@ -72,4 +73,4 @@ def test_roofs_from_the_shape() -> None:
 def test_a_regex_that_matches_nothing_names_the_kernels() -> None:
     ps = read_profiles(PAIR)
     with pytest.raises(NothingMatched, match=r"'flash_fwd' matches no kernel in pair; its kernels: _fwd_kernel"):
-        explanation.select(ps, "flash_fwd", "pair")
+        kernel_select.select(ps, "flash_fwd", "pair")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from profctl.analysis import causes
-from profctl.analysis.explanation import select
+from profctl.analysis.select import select
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from profctl.analysis.explanation import explain, select
+from profctl.analysis.explanation import explain
 from profctl.analysis.figures import matrix_flops
+from profctl.analysis.select import select
 
 pytest.importorskip("ncu_report")
 

@@ -12,8 +12,9 @@ import pytest
 
 from profctl.analysis import causes
 from profctl.analysis.cause_catalog import unit_relief
-from profctl.analysis.explanation import explain, explain_one, select
+from profctl.analysis.explanation import explain, explain_one
 from profctl.analysis.floor import floor_of, tensor_flops
+from profctl.analysis.select import select
 from profctl.errors import UsageError
 from profctl.schema.profile import KernelProfile, PcSample
 

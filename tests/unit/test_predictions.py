@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from profctl import predictions
 from profctl.analysis.causes import diagnose_one
-from profctl.analysis.explanation import select
+from profctl.analysis.select import select
 from profctl.cli import app
 
 pytest.importorskip("ncu_report")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from profctl.analysis.causes import diagnose_one
-from profctl.analysis.explanation import kernel_roofs, select
+from profctl.analysis.explanation import kernel_roofs
+from profctl.analysis.select import select
 from profctl.schema.profile import KernelProfile
 
 pytest.importorskip("ncu_report")
