@@ -158,6 +158,29 @@ step_explain_live() {  # issue 43: the floor, the bounds and the kernel choice l
   cp -r $R "$D/runs" 2>/dev/null; find "$D/runs" -name '*.ncu-rep' -size +3M -delete 2>/dev/null
   pack explain_live
 }
+step_explain_masks() {  # issue 47: matrix work in one unit, live: flex, cuDNN and profctl's Triton forward, causal
+  # s8192 h16 d128, under the explain recipe and --recipe full; explain's pairs on both (text and JSON, the reports
+  # xz'd, into $OUT/explain_masks.tgz). The two recipes must lead with the same cause, and no wasted-work where the
+  # counted work is equal
+  local D="$OUT/explain_masks"
+  mkdir -p "$D"
+  for recipe in explain full; do
+    local R=/tmp/masks_$recipe
+    ( time timeout -s INT "$(lim 200)" $P ncu --recipe $recipe -b flex,sdpa-cudnn,triton -s 8192 --heads 16 -d 128 \
+        --causal --clock-control none --reports $R -f markdown > "$D/ncu_$recipe.md" 2>&1 ) 2>&1 | tail -3
+    tail -3 "$D/ncu_$recipe.md"
+    local i=0
+    for args in "--kernel triton_tem --vs cudnn" "--kernel _fwd_kernel --vs cudnn" "--kernel _fwd_kernel" \
+                "--kernel triton_tem"; do
+      i=$((i + 1))
+      $P explain latest --reports $R $args > "$D/${recipe}_$i.txt" 2>&1; echo "$recipe explain $args: exit $?"
+      $P explain latest --reports $R $args -f json -o "$D/${recipe}_$i.json" > /dev/null 2>&1
+      grep -E "^(verdict|first cause)" "$D/${recipe}_$i.txt" | head -3
+    done
+    for f in $R/*/profile.ncu-rep; do [ -f "$f" ] && xz -6 -c "$f" > "$D/masks_$recipe.ncu-rep.xz"; done
+  done
+  pack explain_masks
+}
 step_explain_unseen() {  # issue 43: explain alone on kernels none of its tests hold (eager's cuBLAS GEMMs and softmax,
   # SDPA's efficient backend), verdicts and first causes into $OUT/explain_unseen.tgz
   local R=/tmp/unseen_runs D="$OUT/explain_unseen"
