@@ -21,7 +21,9 @@ def explain(
     report: str = typer.Argument(..., help="an .ncu-rep (plain, .gz, .xz), a run directory, a run id or 'latest'"),
     report2: str | None = typer.Argument(None, help="a second report: B comes from it (the same kernel before and "
                                                     "after a change)"),
-    kernel: str = typer.Option(..., "--kernel", "-k", help="regex picking kernel A (name, base name or NVTX path)"),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", help="regex picking kernel A (name, base name or NVTX path)"),
+    range_: str | None = typer.Option(None, "--range", help="explain this NVTX/record_function range of an nsys "
+                                                            "export or torch trace instead of a kernel"),
     vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2; "
                                                      "neither: A alone, against its roofs]"),
     shape: str | None = typer.Option(None, "--shape", help="the attention shape for the roofs when the NVTX range "
@@ -32,6 +34,11 @@ def explain(
 ) -> None:
     """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
     (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
+    if range_ is not None:  # a range of a timeline: profctl.cli._ranges (issue 49)
+        from profctl.cli._ranges import explain_range_view
+        return explain_range_view(report, report2, range_, vs=vs, format=format, output=output, reports=reports)
+    if kernel is None:
+        raise UsageError("--kernel (a kernel of an ncu report) or --range (a range of a timeline) is required")
     if explain_view(report, report2, kernel=kernel, vs=vs, format=format, output=output, reports=reports):
         return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._timelines)
     check_format(format, ("table", "markdown", "json"))
