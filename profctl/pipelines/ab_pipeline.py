@@ -4,16 +4,19 @@ variants of each case of the sweep timed in alternating rounds in one workload p
 
 Sequential runs meet clock and thermal drift, and whatever else differs between two processes (a memory
 placement, an autotuner's pick); interleaving puts both variants under the same conditions round by round. Per
-round each variant's iterations; the estimate is the ratio of the medians of all iterations, ``median(B) /
-median(A)``, with a percentile bootstrap that resamples whole rounds for both variants at once
-(profctl.analysis.compare.stats.bootstrap_paired), and the verdict follows the rules every comparison uses
-(profctl.analysis.compare.stats.decide). NVML's SM clock is sampled through the run and
+round each variant's iterations; the round is the unit: each round's ``median(B) / median(A)``, and the estimate
+is the median of those ratios with its distribution-free interval from the rounds' order statistics
+(profctl.analysis.compare.stats.paired_rounds), so a few rounds where the process sat in another mode (a 1.6 ms and
+a 64 ms state of one CPU process) widen the interval and do not decide it; two modes in a variant's iterations are
+said (profctl.analysis.compare.stats.iteration_modes, the check ``compare`` makes), and the verdict follows the
+rules every comparison uses (profctl.analysis.compare.stats.decide). NVML's SM clock is sampled through the run and
 read per round. Run directory: ``manifest.json``, ``events.jsonl`` (the child's events: every round's iteration
 times), ``workload.log``, ``ab.json`` (per case: the rounds with their clocks, and the result).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -27,12 +30,12 @@ from profctl.analysis.compare.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_THRESHOLD,
     MIN_SAMPLES,
-    bootstrap_paired,
     decide,
+    iteration_modes,
+    paired_rounds,
     pct,
     pct_change,
     samples_needed,
-    seed_of,
 )
 from profctl.errors import UsageError, WorkloadFailed
 from profctl.fsutil import atomic_write_json
@@ -182,25 +185,44 @@ def _cases(events: list[dict[str, Any]], sampler: Any) -> list[dict[str, Any]]:
 
 def _report(req: AbRequest, run_dir: Path, cases: list[dict[str, Any]], device: dict[str, Any],
             nm: tuple[str, str]) -> Comparison:
-    cpu = device.get("name") == "cpu"
-    threshold = req.threshold if req.threshold is not None else (CPU_THRESHOLD if cpu else DEFAULT_THRESHOLD)
-    why = "" if req.threshold is not None else ("the default for CPU timings" if cpu else "the default")
-    if req.threshold is None and req.limit is not None and req.limit < threshold:
-        threshold, why = req.limit, "narrowed to --fail-if-slower"
     assert isinstance(req.target, Workload)
+    return judge(run_dir, cases, nm, cpu=device.get("name") == "cpu", iters=req.target.sweep.iters,
+                 threshold=req.threshold, limit=req.limit, confidence=req.confidence)
+
+
+def judge(run_dir: Path, cases: list[dict[str, Any]], nm: tuple[str, str], *, cpu: bool, iters: int | None,
+          threshold: float | None = None, limit: float | None = None,
+          confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+    """The comparison of an A/B's cases (their rounds): one row per case, kind ``ab``. `threshold` None: 2 %, 10 %
+    on a CPU, narrowed to `limit` (``--fail-if-slower``) when that is smaller."""
+    why = ""
+    if threshold is None:
+        threshold, why = (CPU_THRESHOLD, "the default for CPU timings") if cpu else (DEFAULT_THRESHOLD, "the default")
+        if limit is not None and limit < threshold:
+            threshold, why = limit, "narrowed to --fail-if-slower"
     manifest = run_store.Manifest.from_dict(run_store.read_manifest(run_dir))
     sides = [Side(ref=n, kind="ab", path=run_dir, name=n, manifest=manifest, status="complete") for n in nm]
-    rows = [_row(c, nm, threshold=threshold, confidence=req.confidence, resamples=req.resamples) for c in cases]
-    method = (f"interleaved rounds of {req.target.sweep.iters} iterations of A and of B (alternating which goes "
-              f"first): median(B)/median(A) over all iterations, {req.confidence * 100:g}% percentile bootstrap "
-              f"resampling whole rounds for both ({req.resamples} resamples)")
-    return Comparison(base=sides[0], new=sides[1], rows=rows, threshold=threshold, confidence=req.confidence,
+    rows = [_row(c, nm, threshold=threshold, confidence=confidence) for c in cases]
+    method = (f"interleaved rounds of {iters if iters is not None else '?'} iterations of A and of B (alternating "
+              "which goes first), the round as the unit: the median over rounds of each round's median(B)/median(A), "
+              f"with its distribution-free {confidence * 100:g}% interval from the rounds' order statistics")
+    return Comparison(base=sides[0], new=sides[1], rows=rows, threshold=threshold, confidence=confidence,
                       method=method, by="ab", kind="ab", threshold_why=why)
 
 
-def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence: float,
-         resamples: int) -> RowResult:
-    """One case's paired comparison."""
+def report_of(run_dir: Path, *, threshold: float | None = None, limit: float | None = None,
+              confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+    """An A/B run judged again from what it recorded (``ab.json``'s rounds): what benchmarks/run_noise.py uses to
+    judge recorded runs with today's rules."""
+    doc = json.loads((Path(run_dir) / AB_FILE).read_text())
+    cases = list(doc.get("cases") or [])
+    cpu = all((c.get("spec") or {}).get("device") == "cpu" for c in cases) if cases else False
+    return judge(Path(run_dir), cases, (str(doc.get("a")), str(doc.get("b"))), cpu=cpu, iters=None,
+                 threshold=threshold, limit=limit, confidence=confidence)
+
+
+def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence: float) -> RowResult:
+    """One case's paired comparison, the round as the unit."""
     spec = BenchRow.from_dict(c.get("spec") or {})
     case: dict[str, Any] = {"name": "A/B", "backend_base": nm[0], "backend_new": nm[1], "shape": spec.shape_label(),
                             "pass": spec.pass_}
@@ -213,6 +235,9 @@ def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence
     rs = [r for r in c.get("rounds") or [] if r.get("a_ms") and r.get("b_ms")]
     a_all = [x for r in rs for x in r["a_ms"]]
     b_all = [x for r in rs for x in r["b_ms"]]
+    if not rs:
+        rr.notes.append("no round finished")
+        return rr
     rr.base_ms, rr.new_ms = statistics.median(a_all), statistics.median(b_all)
     rr.n_base = rr.n_new = len(rs)
     if len(rs) < MIN_SAMPLES:
@@ -220,13 +245,22 @@ def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence
         rr.verdict = "inconclusive"
         rr.notes.append(f"{len(rs)} rounds; at least {MIN_SAMPLES} needed for an interval")
         return rr
-    rr.ratio, rr.ci_lo, rr.ci_hi = bootstrap_paired([r["a_ms"] for r in rs], [r["b_ms"] for r in rs],
-                                                    confidence=confidence, resamples=resamples,
-                                                    seed=seed_of((nm, case["shape"], case["pass"])))
+    rr.ratio, rr.ci_lo, rr.ci_hi, conf = paired_rounds([r["a_ms"] for r in rs], [r["b_ms"] for r in rs],
+                                                        confidence=confidence)
     rr.verdict, why = decide(rr.ratio, rr.ci_lo, rr.ci_hi, threshold)
+    if conf < confidence - 1e-9:
+        rr.notes.append(f"{len(rs)} rounds: the interval from the smallest to the largest round, {conf * 100:.1f}% "
+                        "confidence")
     if why:
         need = samples_needed(len(rs), rr.ci_lo, rr.ci_hi, threshold)
         rr.notes.append(why + (f"; about --rounds {need} would tell" if need > len(rs) else ""))
+    modes = [g for g in (iteration_modes(a_all, "A's iterations"), iteration_modes(b_all, "B's iterations"))
+             if g is not None]
+    if modes:
+        rr.groups = max(modes, key=lambda g: g.ratio)
+        rr.notes.append(f"{rr.groups.words()}: the process switched modes between rounds; each round's ratio is "
+                        "taken within the round and the median over rounds is the answer, so a few rounds that "
+                        "straddle a switch widen the interval and do not decide it")
     for side, xs in (("A", a_all), ("B", b_all)):
         spread = _iqr(xs)
         if spread > NOISE_IQR:

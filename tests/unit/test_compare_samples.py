@@ -71,17 +71,17 @@ def test_noise_floor_is_half_the_interval() -> None:
     assert stats.noise_floor(0.98, 1.02) == pytest.approx(0.02, abs=1e-3)
 
 
-def test_paired_bootstrap_finds_a_change_through_round_to_round_drift() -> None:
+def test_paired_rounds_find_a_change_through_round_to_round_drift() -> None:
     rng = random.Random(3)
     drift = [1.0 + 0.2 * (r % 5) for r in range(20)]  # the machine changes speed from round to round
     a = [[d * rng.gauss(1.0, 0.01) for _ in range(10)] for d in drift]
     same = [[d * rng.gauss(1.0, 0.01) for _ in range(10)] for d in drift]
     slow = [[1.03 * d * rng.gauss(1.0, 0.01) for _ in range(10)] for d in drift]
-    r, lo, hi = stats.bootstrap_paired(a, same, seed=1)
-    assert lo <= 1.0 <= hi
-    r, lo, hi = stats.bootstrap_paired(a, slow, seed=1)
+    r, lo, hi, conf = stats.paired_rounds(a, same)
+    assert lo <= 1.0 <= hi and conf >= 0.95
+    r, lo, hi, _ = stats.paired_rounds(a, slow)
     assert 1.0 < lo < r < hi and r == pytest.approx(1.03, abs=0.02)
-    assert stats.bootstrap_paired(a, slow, seed=1) == (r, lo, hi)
+    assert stats.paired_rounds(a, slow)[:3] == (r, lo, hi)
 
 
 # ------------------------------------------------------------------------------------------------ summaries

@@ -135,7 +135,8 @@ def test_a_run_whose_iterations_have_two_modes_holds_a_change_smaller_than_the_m
                                      manifest=many[0].manifest, status="complete", rows=list(many[0].rows),
                                      members=many), noise=stats.RunNoise(0.01, "test"))
     assert r.groups is not None and r.groups.what == "base's iterations"
-    assert r.verdict == "inconclusive" and "could be a switch between them" in r.to_dict()["note"]
+    assert r.verdict == "inconclusive" and "the interval holds a switch between them" in r.to_dict()["note"]
+    assert "more runs per side" in r.to_dict()["note"]
 
 
 # ------------------------------------------------------------------------------------------------ machine state

@@ -46,6 +46,7 @@ from profctl.analysis.compare.checks import all_cpu
 from profctl.analysis.compare.gate import Gate, case_label, gate, regressions
 from profctl.analysis.compare.rows import CPU_THRESHOLD, Comparison, Floors, RowResult
 from profctl.analysis.compare.stats import (
+    CPU_BENCH_QUIET_RUN_NOISE,
     CPU_BENCH_RUN_NOISE,
     CPU_RUN_NOISE,
     DEFAULT_CONFIDENCE,
@@ -54,6 +55,7 @@ from profctl.analysis.compare.stats import (
     GPU_RUN_NOISE,
     NO_RUN_NOISE,
     RunNoise,
+    quiet_machine,
 )
 from profctl.analysis.compare.summaries import compare_summaries
 from profctl.errors import NotComparable, UsageError
@@ -114,9 +116,14 @@ def default_threshold(base: Side, new: Side) -> tuple[float, str]:
 
 
 def default_noise(base: Side, new: Side) -> RunNoise:
-    """The run-to-run noise assumed where the runs cannot measure it: for CPU timings
-    :data:`CPU_BENCH_RUN_NOISE` (bench rows: whole multi-threaded calls, heavy-tailed between processes) or
-    :data:`CPU_RUN_NOISE` (CPU ops of a summary), else :data:`GPU_RUN_NOISE`."""
+    """The run-to-run noise assumed where the runs cannot measure it: for CPU bench rows
+    :data:`CPU_BENCH_QUIET_RUN_NOISE` when every run of both sides recorded a quiet machine (its threads had their
+    cores, :func:`profctl.analysis.compare.stats.quiet_machine`), else :data:`CPU_BENCH_RUN_NOISE` (whole
+    multi-threaded calls on a busy machine: heavy-tailed between processes); :data:`CPU_RUN_NOISE` for CPU ops of a
+    summary; :data:`GPU_RUN_NOISE` for GPU timings."""
     if all_cpu(base) and all_cpu(new):
-        return CPU_BENCH_RUN_NOISE if base.kind == "bench" else CPU_RUN_NOISE
+        if base.kind != "bench":
+            return CPU_RUN_NOISE
+        machines = [r.manifest.machine or None for side in (base, new) for r in side.runs]
+        return CPU_BENCH_QUIET_RUN_NOISE if quiet_machine(machines) else CPU_BENCH_RUN_NOISE
     return GPU_RUN_NOISE

@@ -13,7 +13,6 @@ from profctl.analysis.compare.stats import (
     RunNoise,
     decide,
     noise_floor,
-    pct_change,
     runs_needed,
     samples_needed,
 )
@@ -108,23 +107,21 @@ def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more:
     (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise).
 
     `groups`: timings that fall in two groups (:func:`profctl.analysis.compare.stats.run_groups`,
-    ``iteration_modes``): a process lands in either, so a change no larger than the groups' ratio could be a
-    switch between them; a faster/slower verdict then needs the whole interval beyond that ratio."""
+    ``iteration_modes``), said in the note. They are already in the interval, where they belong: a run whose
+    iterations have two modes is uncertain by the modes' distance (``across_runs``), and per-run medians in two
+    groups scatter, which the runs' t interval measures; nothing vetoes the verdict afterwards."""
     rr.ratio, rr.ci_lo, rr.ci_hi = est.ratio, est.lo, est.hi
     rr.runs, rr.run_noise, rr.run_noise_measured = est.runs, est.sigma or None, est.measured_sigma
     rr.run_limited = est.run_limited
     rr.groups = groups
     rr.verdict, why = decide(est.ratio, est.lo, est.hi, threshold)
     if groups is not None:
-        g = groups.ratio
-        if (rr.verdict == "slower" and est.lo <= g) or (rr.verdict == "faster" and est.hi >= 1 / g):
-            rr.verdict = "inconclusive"
-            rr.notes.append(f"{groups.words()}: a change this small ({pct_change(est.lo)}..{pct_change(est.hi)}) "
-                            "could be a switch between them; runs on a quieter machine (or OMP_NUM_THREADS=1 on "
-                            "a CPU) would tell")
-            return
-        rr.notes.append(groups.words())
+        rr.notes.append(f"{groups.words()}: the interval holds a switch between them")
     if not why:
+        return
+    if est.modes > 0 and est.modes >= max(est.between, 0.5 * est.within):
+        rr.notes.append(why + "; a run's iterations fell in two modes: more runs per side, or a quieter machine "
+                        "(OMP_NUM_THREADS=1 on a CPU), would tell")
         return
     if est.run_limited:
         k = runs_needed(est, threshold)
@@ -173,8 +170,8 @@ def groups_words(rows: list[RowResult]) -> str | None:
     n = sum(r.groups is not None for r in rows)
     if not n:
         return None
-    return (f"timings in two groups in {n} case(s) (per-run medians, or a run's iterations): judged against the "
-            "ratio between the groups")
+    return (f"timings in two groups in {n} case(s) (per-run medians, or a run's iterations): in the interval of the "
+            "run or side they belong to")
 
 
 @dataclass

@@ -3,8 +3,8 @@ interleaved A/B runs of ``profctl bench --ab`` all use these functions, so one v
 
 * :func:`bootstrap_ratio`: median(new) / median(base) with a percentile bootstrap interval, both sides
   resampled independently (bench iterations, kernel launches, op calls);
-* :func:`bootstrap_paired`: the same ratio for interleaved A/B rounds, resampling whole rounds for both
-  sides at once (paired);
+* :func:`paired_rounds`: interleaved A/B rounds, the round as the unit: the median of the rounds' paired ratios
+  with its distribution-free (sign-test) interval;
 * :func:`decide`: the verdict from a ratio, its interval and the threshold;
 * :func:`noise_floor`: the smallest change a comparison could have seen (half the interval's width);
 * :func:`across_runs`: the ratio over several runs per side (one is allowed), with an interval that holds the noise
@@ -20,6 +20,11 @@ several runs per side ``sigma`` is measured from them (pooled with a measured de
 Medians because a few slow instances (a context switch, a clock ramp) should not move the answer; a bootstrap
 because per-instance times are skewed and a ratio of medians has no handy closed form; a ratio because it reads
 as "+4 %" and is the same for time and TFLOP/s.
+
+The noise a run cannot measure comes from the machine's recorded state for CPU bench rows (:func:`quiet_machine`):
+a quiet machine's processes differ by a few per cent (one run a side catches 2x), a busy one's by a factor (one run a
+side cannot tell). Two modes in one run's iterations widen that run's interval (:func:`mode_spread`), not the
+verdict of the whole comparison.
 """
 
 from __future__ import annotations
@@ -63,13 +68,22 @@ CPU_RUN_NOISE = RunNoise(0.06, "profctl's default for CPU timings, measured with
 #: bench rows of 0.17 ms and more on the H100: the 12 pairs of three runs of one workload differed by 0.8 % RMS
 #: (1.5 % at most), i.e. 0.6 % a run (benchmarks/RESULTS.md, "compare noise")
 GPU_RUN_NOISE = RunNoise(0.006, "profctl's default for GPU timings, measured on the H100 (benchmarks/RESULTS.md)")
-#: CPU bench rows (one attention call, two intra-op threads on the 2-core machine): a process's median lands in one
-#: of two groups, 2.35 or 4.8 ms (issue 39), and under load once 0.29 against 8.0 ms; benchmarks/run_noise.py
-#: --bench measured the per-run scatter (benchmarks/RESULTS.md, "the gate on identical runs"). Heavy-tailed: worth
-#: one degree of freedom, so one run a side cannot fail a 10 % gate short of a many-fold change, and three runs a
-#: side that agree measure their own noise and catch a 1.3x slowdown
-CPU_BENCH_RUN_NOISE = RunNoise(0.20, "profctl's default for CPU bench rows, measured with benchmarks/run_noise.py "
-                                     "--bench", dof=1)
+#: CPU bench rows (one attention call, torch's intra-op threads on the 2-core machine) timed while other work took
+#: cores the threads needed: a process's median lands in one of two groups, 2.35 or 4.8 ms (issue 39), and under load
+#: once 0.29 against 8.0 ms; benchmarks/run_noise.py --bench measured the per-run scatter (benchmarks/RESULTS.md,
+#: "The gate: power and false alarms"). Heavy-tailed: worth one degree of freedom, so one run a side cannot fail a
+#: gate short of a many-fold change, and three runs a side that agree measure their own noise
+CPU_BENCH_RUN_NOISE = RunNoise(0.20, "profctl's default for CPU bench rows timed on a busy machine (or one whose "
+                                     "state was not recorded), measured with benchmarks/run_noise.py --bench", dof=1)
+#: CPU bench rows where every run of both sides had its threads' cores to itself (profctl.machine_state: busy cores of
+#: other work plus torch's threads within the machine's cores, :func:`quiet_machine`): a process's median moves by a
+#: few percent, not by a factor (benchmarks/RESULTS.md, "The gate: power and false alarms"); worth six runs, so one
+#: run a side catches a 2x slowdown and three runs a side that agree catch 1.3x
+CPU_BENCH_QUIET_RUN_NOISE = RunNoise(0.10, "profctl's default for CPU bench rows timed on a quiet machine, measured "
+                                           "with benchmarks/run_noise.py --bench", dof=6)
+#: a machine is quiet for a CPU timing when other work's busy cores and the timing's threads fit in its cores with
+#: this many cores to spare at most missing (a tick of other work is not a load)
+QUIET_SLACK_CORES = 0.5
 NO_RUN_NOISE = RunNoise(0.0, "left out (--run-noise 0): the intervals cover one process's instances only")
 
 
@@ -85,6 +99,7 @@ class Estimate:
     between: float              # log half-width from run-to-run noise
     sigma: float                # the per-run noise used (log scale)
     measured_sigma: float | None  # what the runs themselves showed (None: one run per side)
+    modes: float = 0.0          # log half-width from runs whose iterations fell in two modes (:func:`mode_spread`)
 
     @property
     def run_limited(self) -> bool:
@@ -122,35 +137,6 @@ def bootstrap_ratio(base: Iterable[float], new: Iterable[float], *, confidence: 
     return mb0 / ma0, float(lo), float(hi)
 
 
-def bootstrap_paired(base_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]], *,
-                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = 0) -> tuple[float, float, float]:
-    """(median(new) / median(base), lo, hi) for interleaved A/B rounds: the ratio of the medians of all
-    iterations, with a percentile bootstrap that resamples whole rounds, the same rounds for both sides, so
-    what a round's conditions did to both stays paired. Pooling a round's iterations before taking medians
-    keeps a burst of load (a few slow iterations in one block) from deciding a round."""
-    import numpy as np
-
-    if len(base_rounds) != len(new_rounds) or not base_rounds:
-        raise ValueError("the two sides need the same rounds")
-    a_all = np.concatenate([np.asarray(r, dtype=float) for r in base_rounds])
-    b_all = np.concatenate([np.asarray(r, dtype=float) for r in new_rounds])
-    ma0, mb0 = float(np.median(a_all)), float(np.median(b_all))
-    if a_all.size == 0 or b_all.size == 0 or ma0 <= 0 or mb0 <= 0:
-        raise ValueError("empty sample or non-positive median time")
-    rng = np.random.default_rng(seed)
-    n = len(base_rounds)
-    out = np.empty(resamples)
-    for s in range(resamples):
-        idx = rng.integers(0, n, n)
-        ma = np.median(np.concatenate([base_rounds[i] for i in idx]))
-        mb = np.median(np.concatenate([new_rounds[i] for i in idx]))
-        out[s] = mb / ma
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(out, [alpha, 1.0 - alpha])
-    return mb0 / ma0, float(lo), float(hi)
-
-
 def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *, noise: RunNoise,
                 confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
                 ) -> Estimate:
@@ -181,6 +167,15 @@ def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequenc
     qlo, qhi = (float(v) for v in np.quantile(stat, [alpha, 1.0 - alpha]))
     down, up = max(math.log(ratio / qlo), 0.0), max(math.log(qhi / ratio), 0.0)
     ka, kb = len(a), len(b)
+    # a run whose iterations fall in two modes: its median could have landed in either (another process of it
+    # would put a different share in each), so that run -- and only it -- is uncertain by half the modes' distance
+    mode_a, mode_b = [mode_spread(x) for x in a], [mode_spread(x) for x in b]
+    var_a = [v + m * m for v, m in zip(var_a, mode_a, strict=True)]
+    var_b = [v + m * m for v, m in zip(var_b, mode_b, strict=True)]
+    modes = math.sqrt(sum(m * m for m in mode_a) / ka ** 2 + sum(m * m for m in mode_b) / kb ** 2)
+    if modes > 0:
+        z = _z_quantile(1.0 - alpha)
+        down, up = math.hypot(down, z * modes), math.hypot(up, z * modes)
     dof = (ka - 1) + (kb - 1)
     measured = None
     if dof > 0:
@@ -197,7 +192,75 @@ def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequenc
             between = _t_quantile(1.0 - alpha, dof + prior) * sigma * math.sqrt(1.0 / ka + 1.0 / kb)
     lo = ratio * math.exp(-math.hypot(down, between))
     hi = ratio * math.exp(math.hypot(up, between))
-    return Estimate(ratio, lo, hi, (ka, kb), max(down, up), between, sigma, measured)
+    return Estimate(ratio, lo, hi, (ka, kb), max(down, up), between, sigma, measured,
+                    _z_quantile(1.0 - alpha) * modes)
+
+
+def mode_spread(times: Any) -> float:
+    """Half the log distance between the two modes of one run's iterations (:func:`iteration_modes`), 0 when
+    they have one: how far that run's median could have moved had the process put another share in each mode."""
+    g = iteration_modes([float(x) for x in times])
+    return 0.0 if g is None else math.log(g.ratio) / 2.0
+
+
+def quiet_machine(machines: Sequence[Any]) -> bool:
+    """Whether every run's recorded machine state (profctl.machine_state: ``busy_cores`` of other work over the run,
+    ``torch_threads``, ``cpus``) left its threads their cores: busy cores plus threads within the cores, less
+    :data:`QUIET_SLACK_CORES`. False when any run did not record it (an older run, or one too short to measure)."""
+    if not machines:
+        return False
+    for m in machines:
+        if not isinstance(m, dict):
+            return False
+        busy, cpus = m.get("busy_cores"), m.get("cpus")
+        if not isinstance(busy, (int, float)) or not isinstance(cpus, int) or cpus <= 0:
+            return False
+        threads = m.get("torch_threads")
+        threads = threads if isinstance(threads, int) and threads > 0 else cpus
+        if busy + min(threads, cpus) > cpus + QUIET_SLACK_CORES:
+            return False
+    return True
+
+
+def paired_rounds(base_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]], *,
+                  confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float, float, float]:
+    """(ratio, lo, hi, confidence) for interleaved A/B rounds, the round as the unit: each round's
+    median(new) / median(base) (both under that round's conditions), their median, and the distribution-free
+    interval of that median from the order statistics of the rounds' ratios (the binomial sign-test interval, at
+    least `confidence`; with too few rounds for it, the smallest and largest round, at the confidence that
+    has). A round where one variant's block fell in another mode (a slow state of the process that lasted a while)
+    is one extreme round among many, not the answer: the median and its interval move by one order statistic."""
+    if len(base_rounds) != len(new_rounds) or not base_rounds:
+        raise ValueError("the two sides need the same rounds")
+    d = []
+    for ra, rb in zip(base_rounds, new_rounds, strict=True):
+        if not ra or not rb:
+            raise ValueError("empty round")
+        ma, mb = _med(ra), _med(rb)
+        if ma <= 0 or mb <= 0:
+            raise ValueError("non-positive median time")
+        d.append(math.log(mb / ma))
+    d.sort()
+    n = len(d)
+    alpha = 1.0 - confidence
+    # largest k with P(X < k) <= alpha/2 for X ~ Binomial(n, 1/2): the interval [d_(k), d_(n-k+1)] (1-based)
+    k, cdf, term = 0, 0.0, 0.5 ** n
+    for j in range(n):
+        if cdf + term > alpha / 2:
+            break
+        cdf += term
+        k = j + 1
+        term *= (n - j) / (j + 1)
+    if k == 0:
+        k, cdf = 1, 0.5 ** n
+    mid = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+    return math.exp(mid), math.exp(d[k - 1]), math.exp(d[n - k]), 1.0 - 2.0 * cdf
+
+
+def _med(xs: Sequence[float]) -> float:
+    ys = sorted(float(x) for x in xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
 
 
 def _boot_log_medians(runs: Sequence[Any], rng: Any, resamples: int) -> tuple[Any, list[float]]:
@@ -395,7 +458,8 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"±{x * 100:.1f}%"
 
 
-__all__ = ["CPU_BENCH_RUN_NOISE", "CPU_RUN_NOISE", "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD",
-           "GPU_RUN_NOISE", "GROUP_RATIO", "MIN_SAMPLES", "NO_RUN_NOISE", "PRIOR_RUNS", "Estimate", "Groups",
-           "RunNoise", "across_runs", "bootstrap_paired", "bootstrap_ratio", "decide", "iteration_modes",
-           "noise_floor", "pct", "pct_change", "run_groups", "runs_needed", "samples_needed", "seed_of"]
+__all__ = ["CPU_BENCH_QUIET_RUN_NOISE", "CPU_BENCH_RUN_NOISE", "CPU_RUN_NOISE", "DEFAULT_CONFIDENCE",
+           "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "GPU_RUN_NOISE", "GROUP_RATIO", "MIN_SAMPLES", "NO_RUN_NOISE",
+           "PRIOR_RUNS", "QUIET_SLACK_CORES", "Estimate", "Groups", "RunNoise", "across_runs",
+           "bootstrap_ratio", "decide", "iteration_modes", "mode_spread", "noise_floor", "paired_rounds", "pct",
+           "pct_change", "quiet_machine", "run_groups", "runs_needed", "samples_needed", "seed_of"]

@@ -288,6 +288,55 @@ def summary_checks(base: Side, new: Side, warnings: list[str]) -> list[str]:
     return reasons
 
 
+def _shape_keys(side: Side) -> set[str]:
+    """The attention shapes a side's profctl NVTX ranges name (``backend[b1,sq1024,...]``)."""
+    out: set[str] = set()
+    for run in side.runs:
+        for r in _summary(run).ranges:
+            key = nvtx.parse_range(r.name)
+            if key is not None and key.shape_key:
+                out.add(key.shape_key)
+    return out
+
+
+def _launch_grids(side: Side) -> dict[str, set[tuple[int, ...]]]:
+    """match key -> the launch grids its kernels ran with (nsys summaries keep them, ``extra.launch_configs``)."""
+    out: dict[str, set[tuple[int, ...]]] = {}
+    for run in side.runs:
+        for k in timed_rows(_summary(run)):
+            for c in k.extra.get("launch_configs") or []:
+                g = c.get("grid") if isinstance(c, dict) else None
+                if isinstance(g, list) and g:
+                    out.setdefault(match_key(k.name), set()).add(tuple(int(x) for x in g))
+    return out
+
+
+#: the kernels in common (with launch grids on both sides) that ran other grids, past this share: other problems
+GRID_MISMATCH_SHARE = 0.5
+
+
+def shape_checks(base: Side, new: Side, bi: dict[tuple[str, str], list[_Entry]],
+                 ni: dict[tuple[str, str], list[_Entry]], common: list[tuple[str, str]]) -> list[str]:
+    """Reasons two captures timed different problems (as bench runs of different shapes are refused): the shapes
+    their profctl NVTX ranges name do not meet, or most kernels in common ran other launch grids (a kernel's grid
+    follows its problem's size: a code change moves one kernel's grid, another shape moves nearly all)."""
+    sb, sn = _shape_keys(base), _shape_keys(new)
+    if sb and sn and not sb & sn:
+        return [f"other shapes: {values_text(sb)} vs {values_text(sn)}"]
+    gb, gn = _launch_grids(base), _launch_grids(new)
+    keys = sorted({k[0] for k in common if gb.get(k[0]) and gn.get(k[0])})
+    apart = [k for k in keys if not gb[k] & gn[k]]
+    if len(keys) >= 2 and len(apart) > GRID_MISMATCH_SHARE * len(keys):
+        name = next(v[0].short for kk, v in bi.items() if kk[0] == apart[0])[:60]
+
+        def grid(gs: set[tuple[int, ...]]) -> str:
+            return ",".join("x".join(map(str, g)) for g in sorted(gs)[:2]) + (",..." if len(gs) > 2 else "")
+
+        return [f"{len(apart)} of the {len(keys)} kernels in common ran other launch grids (e.g. {name} "
+                f"{grid(gb[apart[0]])} vs {grid(gn[apart[0]])}): other shapes or problem sizes"]
+    return []
+
+
 def compare_summaries(base: Side, new: Side, *, threshold: float, confidence: float, resamples: int, force: bool,
                        warnings: list[str], floors: Floors, noise: RunNoise) -> Comparison:
     reasons = summary_checks(base, new, warnings)
@@ -301,6 +350,7 @@ def compare_summaries(base: Side, new: Side, *, threshold: float, confidence: fl
             warnings.append(said)
     if not common:
         raise NotComparable(f"not comparable: no kernel in common (base: {_names(bi)}; new: {_names(ni)})")
+    reasons += shape_checks(base, new, bi, ni, common)
     if reasons and not force:
         raise NotComparable("not comparable: " + "; ".join(reasons) + " (--force to compare anyway)")
     only_b, only_n = len(bi) - len(common), len(ni) - len(common)
