@@ -19,6 +19,7 @@ the kernels it keeps. The thresholds are in :data:`THRESHOLDS`, each with its re
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import statistics
 from collections import defaultdict
@@ -302,7 +303,7 @@ def _instance(host: _Host, tl: Timeline, inst: Span, range_tids: set[int], acc: 
     for gap in _gaps(w0, w1, busy_all):
         _classify(host, tl, own, gap, acc)
     launches = sorted(o.call.start for o in own if o.call is not None and LAUNCH_CALL.search(o.call.name))
-    acc.launch_steps += [b - a for a, b in zip(launches, launches[1:]) if 0 < b - a <= th("launch_gap_ns")]
+    acc.launch_steps += [b - a for a, b in itertools.pairwise(launches) if 0 < b - a <= th("launch_gap_ns")]
 
 
 # ------------------------------------------------------------------------------------------------ the causes

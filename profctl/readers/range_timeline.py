@@ -170,7 +170,7 @@ _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "g
 
 
 def _ns(v: Any) -> int:
-    return int(round(float(v) * 1000.0))
+    return round(float(v) * 1000.0)
 
 
 def _read_torch(p: Path, want: set[str] | None) -> Timeline:

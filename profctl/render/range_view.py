@@ -44,7 +44,8 @@ def to_text(e: RangeExplanation) -> str:
                      f"{_us(e.floor_ns)})")
     lines += ["", "kernels (the range's own GPU operations):"]
     for name, count, total in e.kernels[:8]:
-        lines.append(f"  {total / max(e.time_ns, 1):5.1%}  {_us(total):>11}  x{count:<6} {name if name.startswith("[") else short_name(name, 70)}")
+        shown = name if name.startswith("[") else short_name(name, 70)
+        lines.append(f"  {total / max(e.time_ns, 1):5.1%}  {_us(total):>11}  x{count:<6} {shown}")
     if e.launch_cost_ns:
         lines.append(f"host time per launch (median, measured): {_us(e.launch_cost_ns)}")
     lines += [f"note: {n}" for n in e.notes]
