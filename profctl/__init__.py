@@ -110,4 +110,13 @@ def read(path: str | Path, *, by_range: bool = False) -> Summary:
     return inputs.read(path, by_range=by_range)
 
 
-__all__ = ["__version__", "bench", "ncu", "nsys", "read", "torch", "workload"]
+def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: str | Path | None = None) -> Any:
+    """Why range `name` of an nsys SQLite export or torch.profiler trace (or a run directory holding one) takes
+    its time: a profctl.analysis.range_explain.RangeExplanation (``.verdict``, ``.causes``, ``.to_dict()``), or
+    with `vs` (a second range) or `path2` (the same range in a second report) a RangePair (what made B faster)."""
+    from profctl.cli._ranges import explain_range as _explain_range
+
+    return _explain_range(str(path), name, vs=vs, report2=str(path2) if path2 is not None else None)
+
+
+__all__ = ["__version__", "bench", "explain_range", "ncu", "nsys", "read", "torch", "workload"]
