@@ -307,3 +307,15 @@ def test_no_kernel_in_common_lists_names_with_an_ellipsis(tmp_path: Path) -> Non
                                  str(data / "pairs" / "pairs_cuda_exec.ncu-rep.xz")])
     assert r.exit_code == 6
     assert "more)" in r.output and "no kernel in common" in r.output
+
+
+def test_captures_of_other_shapes_are_refused_exit_6(runner: CliRunner, data_file: Any, shared_fixture: Any) -> None:
+    """Issue 48: two unrelated nsys captures (b4 s2048 causal against b1 s1024 fwd+bwd) were compared kernel by
+    kernel ('faster' -97.7 %, exit 0); refused like bench runs of other shapes, one line, exit 6; --force compares."""
+    a, b = shared_fixture("attn.sqlite"), data_file("nsys_profctl_fwdbwd.sqlite")
+    r = runner.invoke(app, ["compare", str(a), str(b)])
+    assert r.exit_code == 6, r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert "not comparable" in line and "other launch grids" in line and "--force" in line
+    r = runner.invoke(app, ["compare", str(a), str(b), "--force", "-f", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["forced"]
