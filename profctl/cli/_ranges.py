@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from profctl.cli._output import check_format, check_outputs, emit
 from profctl.errors import BadReport, UsageError
 
 TIMELINE_KINDS = ("nsys-sqlite", "torch-trace")
@@ -51,7 +52,6 @@ def explain_range(report: str, name: str, *, vs: str | None = None, report2: str
 def explain_range_view(report: str, report2: str | None, name: str, *, vs: str | None, format: str,
                        output: Path | None, reports: Path | None) -> None:
     from profctl.analysis.range_explain import RangePair
-    from profctl.cli._output import check_format, check_outputs, emit
     from profctl.render import range_view
 
     check_format(format, ("table", "markdown", "json"))

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
+from profctl.cli._ranges import explain_range_view
 from profctl.cli._timelines import explain_view
 from profctl.errors import UsageError
 from profctl.render.tables import console_fitted, fitted_console
@@ -35,7 +36,6 @@ def explain(
     """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
     (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
     if range_ is not None:  # a range of a timeline: profctl.cli._ranges (issue 49)
-        from profctl.cli._ranges import explain_range_view
         return explain_range_view(report, report2, range_, vs=vs, format=format, output=output, reports=reports)
     if kernel is None:
         raise UsageError("--kernel (a kernel of an ncu report) or --range (a range of a timeline) is required")
