@@ -93,3 +93,27 @@ def attn_1_3x(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
     n = max(1, round(q.shape[-2] * SLOWER))
     attn(q[..., :n, :], k, v, **kw)
     return out
+
+
+def _planted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, extra: float, kw: dict[str, Any]) -> torch.Tensor:
+    """`attn` and then `extra` more of the same work (the attention of that share of the queries again, whole
+    attentions first): a slowdown of about 1 + extra on any device."""
+    out = attn(q, k, v, **kw)
+    whole, part = int(extra), extra - int(extra)
+    for _ in range(whole):
+        attn(q, k, v, **kw)
+    if part > 0:
+        attn(q[..., :max(1, round(q.shape[-2] * part)), :], k, v, **kw)
+    return out
+
+
+def attn_1_1x(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+              scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+    """A planted 1.1x: `attn` and 10 % of the queries again (benchmarks/run_noise.py --bench)."""
+    return _planted(q, k, v, 0.10, {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa})
+
+
+def attn_2x(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+            scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+    """A planted 2x: the attention twice (benchmarks/run_noise.py --bench)."""
+    return _planted(q, k, v, 1.0, {"is_causal": is_causal, "scale": scale, "enable_gqa": enable_gqa})

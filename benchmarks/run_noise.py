@@ -7,16 +7,18 @@ CPU cores busy with spinning processes while it runs (`--load 2`), as a shared C
 
     python benchmarks/run_noise.py --runs 8 [--load 2] [--store DIR] [--out results.json]
 
-`--bench` measures the gate itself on CPU bench runs (issue 39): at each load level (`--loads 0,1,2`: that many
-spinning processes it starts and stops itself), `--pairs` P times three runs a side of one unchanged workload
-(`profctl bench --device cpu -b benchmarks/gate_ab_functions.py:attn`, a `file.py:fn` of PyTorch SDPA; both sides
-the same), interleaved, and three runs of the same workload doing 1.3x the work (`attn_1_3x`). It counts how often
-`profctl compare BASE1,BASE2,BASE3 NEW1,NEW2,NEW3 --fail-if-slower 10%` fails on identical runs (false alarms;
-the target is none), how often one run a side does (each pair's three 1-vs-1 pairs), and how often the planted
-1.3x is caught (3 vs 3: `slower` and the gate fails); and the per-run scatter of the medians (the sigma of
-compare's run-level noise model for CPU bench rows, profctl.analysis.compare.stats.CPU_BENCH_RUN_NOISE).
+`--bench` measures the gate itself on CPU runs, its false alarms and its power (issues 39 and 48): at each load level
+(`--loads 0,1,2`: that many spinning processes it starts and stops itself), `--pairs` P times three `profctl bench
+--device cpu -b benchmarks/gate_ab_functions.py:attn --label attn` processes (PyTorch SDPA), three more of the same
+code (identical), and three of each planted slowdown (`--planted 1.1,1.3,2`: `attn_1_1x`, `attn_1_3x`, `attn_2x`,
+the attention and 10 %, 30 % or 100 % of it again), interleaved; then one `profctl bench --ab attn,X` for X the same
+code and each planted variant. Each comparison is judged by today's code with `--fail-if-slower 5%` (`--limit`):
+three runs a side, one run a side (each pair's three 1-vs-1 pairs; also counted apart where both runs recorded a
+quiet machine), and the `--ab` run judged again from its rounds. Every run records the machine's busy cores of other
+work (profctl.machine_state), and the table gives them per level. The recording is written to `--out` after every
+pair; `--reanalyse` judges it again (no new runs).
 
-    python benchmarks/run_noise.py --bench --pairs 20 --loads 0,1,2 [--iters 20] [--threads 1] [--out r.json]
+    python benchmarks/run_noise.py --bench --pairs 20 --loads 0,1,2 [--planted 1.1,1.3,2] [--out r.json]
     python benchmarks/run_noise.py --bench --reanalyse r.json     # the same runs judged again (no new runs)
 """
 
@@ -66,96 +68,176 @@ def op_medians(run: Path) -> dict[str, float]:
 
 
 FNS = ROOT / "benchmarks" / "gate_ab_functions.py"
+#: the planted variants of `attn` (benchmarks/gate_ab_functions.py) by their slowdown
+PLANTED = {"1.1": "attn_1_1x", "1.3": "attn_1_3x", "2": "attn_2x"}
 
 
-def bench_run(store: Path, fn: str, iters: int, threads: int | None = None) -> str:
-    """One `profctl bench` process of `gate_ab_functions.py:fn` on the CPU, labelled `attn` so the base and the
-    planted variant pair (`threads`: OMP_NUM_THREADS for it; None: torch's default); its run directory."""
-    import os
-
-    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+def _new_dir(store: Path, argv: list[str], env: dict[str, str]) -> str:
     before = set(store.iterdir()) if store.exists() else set()
-    subprocess.run([sys.executable, "-m", "profctl", "bench", "--device", "cpu", "-b", f"{FNS}:{fn}", "--label",
-                    "attn", "--baseline", "none", "-s", "256,512", "--heads", "4", "--iters", str(iters), "-q",
-                    "--reports", str(store)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=600, env=env)
+    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900, env=env)
     (new,) = set(store.iterdir()) - before
     return str(new)
 
 
-def record_bench(store: Path, loads: list[int], pairs: int, iters: int, threads: int | None = None
-                 ) -> dict[str, Any]:
-    """Per load level, `pairs` x (3 base, 3 new, 3 planted) runs, interleaved base, new, slow, base, ..."""
-    plan: dict[str, Any] = {"iters": iters, "pairs": pairs, "threads": threads, "levels": {}}
+def _env(threads: int | None) -> dict[str, str]:
+    import os
+
+    return {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+
+
+def bench_run(store: Path, fn: str, iters: int, threads: int | None = None, seqlens: str = "512") -> str:
+    """One `profctl bench` process of `gate_ab_functions.py:fn` on the CPU, labelled `attn` so the base and the
+    planted variant pair (`threads`: OMP_NUM_THREADS for it; None: torch's default); its run directory."""
+    return _new_dir(store, [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "-b", f"{FNS}:{fn}",
+                            "--label", "attn", "--baseline", "none", "-s", seqlens, "--heads", "4", "--iters",
+                            str(iters), "-q", "--reports", str(store)], _env(threads))
+
+
+def ab_run(store: Path, fn_b: str, iters: int, rounds: int, threads: int | None = None, seqlens: str = "512") -> str:
+    """One `profctl bench --ab attn,fn_b` process (interleaved rounds); its run directory."""
+    return _new_dir(store, [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "--ab",
+                            f"{FNS}:attn,{FNS}:{fn_b}", "-s", seqlens, "--heads", "4", "--iters", str(iters),
+                            "--rounds", str(rounds), "-q", "--reports", str(store)], _env(threads))
+
+
+def record_bench(store: Path, loads: list[int], pairs: int, iters: int, threads: int | None = None, *,
+                 planted: list[str], ab_rounds: int = 20, ab_iters: int = 5, out: Path | None = None,
+                 seqlens: str = "512") -> dict[str, Any]:
+    """Per load level (that many spinning processes), `pairs` times: three bench runs each of `attn` (base),
+    `attn` again (same) and every planted variant, interleaved base, same, planted..., base, ...; then one
+    `--ab` run of `attn` against `attn_same` and against every planted variant (`ab_rounds` rounds of `ab_iters`).
+    Written to `out` after every pair, so a cut-short recording keeps what it has."""
+    plan: dict[str, Any] = {"iters": iters, "pairs": pairs, "threads": threads, "seqlens": seqlens,
+                            "planted": planted, "ab_rounds": ab_rounds, "ab_iters": ab_iters, "levels": {}}
+    roles = [("base", "attn"), ("same", "attn"), *((p, PLANTED[p]) for p in planted)]
     for load in loads:
         procs = [mp.Process(target=_spin, args=(time.time() + 7200,)) for _ in range(load)]
         for pr in procs:
             pr.start()
         try:
-            level = []
+            level: list[dict[str, Any]] = []
+            plan["levels"][str(load)] = level
             for i in range(pairs):
-                runs: dict[str, list[str]] = {"base": [], "new": [], "slow": []}
+                runs: dict[str, list[str]] = {role: [] for role, _ in roles}
                 for _ in range(3):
-                    for role, fn in (("base", "attn"), ("new", "attn"), ("slow", "attn_1_3x")):
-                        runs[role].append(bench_run(store, fn, iters, threads))
-                level.append(runs)
+                    for role, fn in roles:
+                        runs[role].append(bench_run(store, fn, iters, threads, seqlens))
+                ab = {"same": ab_run(store, "attn_same", ab_iters, ab_rounds, threads, seqlens)}
+                for p in planted:
+                    ab[p] = ab_run(store, PLANTED[p], ab_iters, ab_rounds, threads, seqlens)
+                level.append({"bench": runs, "ab": ab})
                 print(f"load {load}: pair {i + 1}/{pairs} recorded", file=sys.stderr, flush=True)
+                if out is not None:
+                    out.write_text(json.dumps({"plan": plan}, indent=1))
         finally:
             for pr in procs:
                 pr.terminate()
                 pr.join()
-        plan["levels"][str(load)] = level
     return plan
 
 
-def _gate(base: list[str], new: list[str]) -> tuple[int, list[str]]:
-    """(1 when `--fail-if-slower 10%` fails, else 0; each row's verdict) for runs as `profctl compare` reads them."""
+def _gate(base: list[str], new: list[str], limit: float) -> tuple[int, list[str]]:
+    """(1 when `--fail-if-slower limit` fails, else 0; each row's verdict) for runs as `profctl compare` reads
+    them; a pair `compare` refuses (exit 6) counts as passing, with the verdict 'refused'."""
     from profctl import inputs
     from profctl.analysis.compare import compare_runs, gate
+    from profctl.errors import NotComparable
 
-    cmp = compare_runs(inputs.load_sides(",".join(base)), inputs.load_sides(",".join(new)), limit=0.10)
-    return gate(cmp, 0.10).exit_code, [r.verdict for r in cmp.rows]
+    try:
+        cmp = compare_runs(inputs.load_sides(",".join(base)), inputs.load_sides(",".join(new)), limit=limit)
+    except NotComparable:
+        return 0, ["refused"]
+    return gate(cmp, limit).exit_code, [r.verdict for r in cmp.rows]
 
 
-def analyse_bench(plan: dict[str, Any]) -> dict[str, Any]:
-    """False alarms (identical runs, 3 vs 3 and 1 vs 1), catches of the planted 1.3x (3 vs 3, 1 vs 1), the
-    per-run medians' scatter and the machine's busy cores, per load level."""
+def _ab_gate(run: str, limit: float) -> tuple[int, list[str], list[float]]:
+    """An `--ab` run judged again by today's code (its rounds from ab.json): (gate exit, verdicts, ratios)."""
+    from profctl.analysis.compare import gate
+    from profctl.pipelines import ab_pipeline
+
+    cmp = ab_pipeline.report_of(Path(run), limit=limit)
+    return gate(cmp, limit).exit_code, [r.verdict for r in cmp.rows], [r.ratio for r in cmp.rows if r.ratio]
+
+
+def _busy(runs: list[str]) -> list[float]:
     from profctl import machine_state, run_store
 
+    out = []
+    for r in runs:
+        b = machine_state.busy_of(run_store.read_manifest(r).get("machine"))
+        if b is not None:
+            out.append(b)
+    return out
+
+
+def _quiet(runs: list[str]) -> bool:
+    """Whether every run recorded a quiet machine (profctl.analysis.compare.stats.quiet_machine)."""
+    from profctl import run_store
+    from profctl.analysis.compare.stats import quiet_machine
+
+    return quiet_machine([run_store.read_manifest(r).get("machine") for r in runs])
+
+
+def _medians(run: str) -> dict[Any, float]:
+    return {x["seqlen_q"]: x["median_ms"] for x in json.loads((Path(run) / "bench.json").read_text())
+            if x.get("median_ms")}
+
+
+def _span(xs: list[float]) -> list[float] | None:
+    return [min(xs), statistics.median(xs), max(xs)] if xs else None
+
+
+def analyse_bench(plan: dict[str, Any], limit: float = 0.05) -> dict[str, Any]:
+    """Per load level and comparison (identical 'same', or a planted slowdown), how often the gate fails
+    (`--fail-if-slower limit`): three runs a side, one run a side (each pair's three 1-vs-1 pairs) and `--ab`;
+    with the machine's busy cores of other work and the planted / base ratio of single runs' medians."""
     out: dict[str, Any] = {}
     for load, level in plan["levels"].items():
-        fa3 = fa1 = catch3 = catch1 = n1 = 0
-        verdicts: dict[str, int] = {}
-        logs: dict[str, list[float]] = {}
+        cells: dict[str, dict[str, Any]] = {}
         busy: list[float] = []
-        ratios: list[float] = []
-        for runs in level:
-            code, vs = _gate(runs["base"], runs["new"])
-            fa3 += code
-            for v in vs:
-                verdicts[v] = verdicts.get(v, 0) + 1
-            code, vs = _gate(runs["base"], runs["slow"])
-            catch3 += code == 1 and "slower" in vs
-            for b, n, s in zip(runs["base"], runs["new"], runs["slow"], strict=True):
-                n1 += 1
-                fa1 += _gate([b], [n])[0]
-                catch1 += _gate([b], [s])[0]
-            for r in runs["base"] + runs["new"]:
-                for row in json.loads((Path(r) / "bench.json").read_text()):
-                    logs.setdefault(str(row["seqlen_q"]), []).append(math.log(row["median_ms"]))
-                b_ = machine_state.busy_of(run_store.read_manifest(r).get("machine"))
-                if b_ is not None:
-                    busy.append(b_)
-            for rb, rs in zip(runs["base"], runs["slow"], strict=True):
-                mb = {x["seqlen_q"]: x["median_ms"] for x in json.loads((Path(rb) / "bench.json").read_text())}
-                for x in json.loads((Path(rs) / "bench.json").read_text()):
-                    ratios.append(x["median_ms"] / mb[x["seqlen_q"]])
-        out[load] = {"pairs": len(level), "false_alarms_3v3": fa3, "false_alarms_1v1": fa1, "pairs_1v1": n1,
-                     "caught_3v3": catch3, "caught_1v1": catch1, "verdicts_identical_3v3": verdicts,
-                     "sigma_per_run": {s: statistics.stdev(x) for s, x in logs.items() if len(x) > 1},
-                     "busy_cores": [min(busy), statistics.median(busy), max(busy)] if busy else None,
-                     "planted_ratio": [min(ratios), statistics.median(ratios), max(ratios)] if ratios else None}
+        for pair in level:
+            # a recording of issue 39's --bench: base, new (the same code), slow (1.3x), no --ab
+            runs = pair["bench"] if "bench" in pair else {"base": pair["base"], "same": pair["new"],
+                                                          "1.3": pair["slow"]}
+            busy += _busy([r for rs in runs.values() for r in rs] + list(pair.get("ab", {}).values()))
+            for role in runs:
+                if role == "base":
+                    continue
+                c = cells.setdefault(role, {"pairs": 0, "fail_3v3": 0, "fail_1v1": 0, "pairs_1v1": 0,
+                                            "fail_ab": 0, "pairs_ab": 0, "verdicts_3v3": {}, "verdicts_ab": {},
+                                            "ratio_1v1": [], "ratio_ab": []})
+                c["pairs"] += 1
+                code, vs = _gate(runs["base"], runs[role], limit)
+                c["fail_3v3"] += code
+                for v in vs:
+                    c["verdicts_3v3"][v] = c["verdicts_3v3"].get(v, 0) + 1
+                c.setdefault("quiet_1v1", 0)
+                c.setdefault("fail_quiet_1v1", 0)
+                for b, n in zip(runs["base"], runs[role], strict=True):
+                    c["pairs_1v1"] += 1
+                    code = _gate([b], [n], limit)[0]
+                    c["fail_1v1"] += code
+                    if _quiet([b, n]):
+                        c["quiet_1v1"] += 1
+                        c["fail_quiet_1v1"] += code
+                    mb = _medians(b)
+                    c["ratio_1v1"] += [m / mb[k] for k, m in _medians(n).items() if k in mb]
+                ab = pair.get("ab", {}).get(role)
+                if ab is not None and (Path(ab) / "ab.json").exists():
+                    code, vs, ratios = _ab_gate(ab, limit)
+                    c["pairs_ab"] += 1
+                    c["fail_ab"] += code
+                    c["ratio_ab"] += ratios
+                    for v in vs:
+                        c["verdicts_ab"][v] = c["verdicts_ab"].get(v, 0) + 1
+        for c in cells.values():
+            c["ratio_1v1"], c["ratio_ab"] = _span(c["ratio_1v1"]), _span(c["ratio_ab"])
+        out[load] = {"pairs": len(level), "busy_cores": _span(busy), "cells": cells}
     return out
+
+
+def _fmt(span: list[float] | None) -> str:
+    return "-" if span is None else f"{span[0]:.2f}, {span[1]:.2f}, {span[2]:.2f}"
 
 
 def main_bench(a: argparse.Namespace) -> int:
@@ -163,15 +245,20 @@ def main_bench(a: argparse.Namespace) -> int:
         plan = json.loads(a.reanalyse.read_text())["plan"]
     else:
         store = a.store or Path(tempfile.mkdtemp(prefix="gate-noise-"))
-        plan = record_bench(store, [int(x) for x in a.loads.split(",")], a.pairs, a.iters, a.threads)
-    res = analyse_bench(plan)
+        plan = record_bench(store, [int(x) for x in a.loads.split(",")], a.pairs, a.iters, a.threads,
+                            planted=[p for p in a.planted.split(",") if p], ab_rounds=a.rounds, ab_iters=a.ab_iters,
+                            out=a.out, seqlens=a.seqlens)
+    res = analyse_bench(plan, a.limit / 100)
+    print(f"--fail-if-slower {a.limit:g}%")
+    print("| spinners | busy cores of other work (min, median, max) | comparison | gate fails, 3 vs 3 | 1 vs 1 "
+          "| 1 vs 1, both runs quiet | --ab | new / base, single runs' medians (min, median, max) | --ab ratios |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for load, r in res.items():
-        sig = ", ".join(f"s{k} {100 * v:.1f} %" for k, v in r["sigma_per_run"].items())
-        print(f"load {load}: {r['pairs']} pairs of 3 runs a side: false alarms {r['false_alarms_3v3']}/{r['pairs']} "
-              f"(3 vs 3), {r['false_alarms_1v1']}/{r['pairs_1v1']} (1 vs 1); planted 1.3x caught "
-              f"{r['caught_3v3']}/{r['pairs']} (3 vs 3), {r['caught_1v1']}/{r['pairs_1v1']} (1 vs 1); "
-              f"identical 3 vs 3 rows {r['verdicts_identical_3v3']}; per-run sigma {sig}; busy cores of other work "
-              f"{r['busy_cores']}; planted/base medians {r['planted_ratio']}")
+        for role, c in r["cells"].items():
+            what = "identical" if role == "same" else f"planted {role}x"
+            print(f"| {load} | {_fmt(r['busy_cores'])} | {what} | {c['fail_3v3']} of {c['pairs']} | "
+                  f"{c['fail_1v1']} of {c['pairs_1v1']} | {c['fail_quiet_1v1']} of {c['quiet_1v1']} | "
+                  f"{c['fail_ab']} of {c['pairs_ab']} | {_fmt(c['ratio_1v1'])} | {_fmt(c['ratio_ab'])} |")
     if a.out:
         a.out.write_text(json.dumps({"plan": plan, "results": res}, indent=1))
     return 0
@@ -190,6 +277,11 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None,
                    help="--bench: OMP_NUM_THREADS for the bench processes (default: torch's own, 2 on 2 cores)")
     p.add_argument("--reanalyse", type=Path, default=None, help="--bench: judge the runs of an earlier --out again")
+    p.add_argument("--planted", default="1.1,1.3,2", help="--bench: planted slowdowns (of 1.1, 1.3, 2)")
+    p.add_argument("--rounds", type=int, default=20, help="--bench: --rounds of each --ab run")
+    p.add_argument("--ab-iters", type=int, default=5, help="--bench: --iters of each --ab run")
+    p.add_argument("--seqlens", default="512", help="--bench: -s of every run")
+    p.add_argument("--limit", type=float, default=5.0, help="--bench: the gate, --fail-if-slower in percent")
     a = p.parse_args()
     if a.bench:
         return main_bench(a)

@@ -35,9 +35,9 @@ def compare(
                                     help="summaries: a kernel or op with fewer instances is not judged"),
     run_noise: str | None = typer.Option(None, "--run-noise",
                                          help="how much one run's median moves between processes of an unchanged "
-                                              "program (e.g. 3%; 0 leaves it out) [default: 20% for CPU bench rows, "
-                                              "6% for CPU ops, 0.6% for GPU timings; several runs per side "
-                                              "measure it too]"),
+                                              "program (e.g. 3%; 0 leaves it out) [default: CPU bench rows 10% "
+                                              "when every run recorded a quiet machine, else 20%; 6% for CPU ops, "
+                                              "0.6% for GPU timings; several runs per side measure it too]"),
     confidence: float = typer.Option(0.95, "--confidence", help="confidence level of the intervals"),
     resamples: int = typer.Option(4000, "--resamples", help="bootstrap resamples per case"),
     by: str = typer.Option("label", "--by", help="pair bench rows by 'label' (else backend) or by 'backend'"),
