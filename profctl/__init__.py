@@ -8,6 +8,11 @@ Python API (mirrors the CLI; heavy modules load on first use)::
     s = profctl.read("report.sqlite")      # any nsys/ncu/torch report, or a run directory -> Summary
     s.kernels_df()
     res = profctl.nsys(backend="sdpa-flash", seqlen=2048)        # also ncu(recipe=...), torch(...)
+    e = profctl.explain("report.ncu-rep", kernel="_fwd", vs="cudnn")  # .causes_df(), .to_dict() as -f json
+    c = profctl.compare("base-run", "new-run")                       # also ab(a, b, ...), proton(...), timeline(f)
+
+In a notebook every result displays itself (verdict first) and long calls show one line of progress
+(docs/python-api.md).
 
 Every profiling call is a pipeline ``run(Request) -> Result`` (profctl.pipelines); these functions build the
 request from workload options (lists or scalars, named as on the command line, ``pass_`` for --pass).
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from profctl._version import __version__
 
 if TYPE_CHECKING:
+    from profctl.api import AbCompareResult, CompareResult, ExplainResult, TimelineResult
     from profctl.pipelines.bench_pipeline import BenchResult
     from profctl.pipelines.ncu_pipeline import NcuResult
     from profctl.pipelines.nsys_pipeline import NsysResult
@@ -62,15 +68,22 @@ _REQUEST = ("reports", "timeout_s", "executor")
 
 
 def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, label: str | None = None,
-          point_timeout_s: float = 900.0, executor: Any = None, **options: Any) -> BenchResult:
+          point_timeout_s: float = 900.0, executor: Any = None, progress: Any = None, **options: Any) -> BenchResult:
     """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas). `executor`: where
-    (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md)."""
+    (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md).
+    `progress`: a callable given each Progress, True for one line that rewrites itself (the default in a
+    notebook), False for none."""
+    from profctl import api
     from profctl.pipelines import bench_pipeline
 
     kw = _split({"executor": executor}, ("executor",))
-    return bench_pipeline.run(bench_pipeline.BenchRequest(target=workload(**options), baseline=baseline,
-                                                          reports=Path(reports) if reports else None, label=label,
-                                                          point_timeout_s=point_timeout_s, **kw))
+    on = api.progress_callback(progress, "bench")
+    res = bench_pipeline.run(bench_pipeline.BenchRequest(target=workload(**options), baseline=baseline,
+                                                         reports=Path(reports) if reports else None, label=label,
+                                                         point_timeout_s=point_timeout_s, **kw), on_progress=on)
+    if isinstance(on, api.notebook_view.LineProgress):
+        on.close()
+    return api.displayed(res)  # type: ignore[no-any-return]
 
 
 def nsys(**options: Any) -> NsysResult:
@@ -83,15 +96,20 @@ def nsys(**options: Any) -> NsysResult:
     return nsys_pipeline.run(nsys_pipeline.NsysRequest(target=workload(**options), **kw))
 
 
-def ncu(recipe: str = "tensor-core", **options: Any) -> NcuResult:
+def ncu(recipe: str = "tensor-core", progress: Any = None, **options: Any) -> NcuResult:
     """Profile like `profctl ncu --recipe RECIPE` (options: the workload's, plus kernel, launch_count,
-    clock_control, ...). One measured iteration unless ``iters`` is given."""
-    from profctl import recipes
+    clock_control, ...). One measured iteration unless ``iters`` is given. `progress` as for :func:`bench`."""
+    from profctl import api, recipes
     from profctl.pipelines import ncu_pipeline
 
     kw = _split(options, ("kernel", "launch_count", "replay_mode", "clock_control", "cache_control", *_REQUEST))
     options.setdefault("iters", 1)
-    return ncu_pipeline.run(ncu_pipeline.NcuRequest(target=workload(**options), recipe=recipes.get(recipe), **kw))
+    on = api.progress_callback(progress, "ncu")
+    res = ncu_pipeline.run(ncu_pipeline.NcuRequest(target=workload(**options), recipe=recipes.get(recipe), **kw),
+                           on_progress=on)
+    if isinstance(on, api.notebook_view.LineProgress):
+        on.close()
+    return res
 
 
 def torch(**options: Any) -> TorchResult:
@@ -105,9 +123,9 @@ def torch(**options: Any) -> TorchResult:
 def read(path: str | Path, *, by_range: bool = False) -> Summary:
     """Read any report profctl knows (nsys, ncu, torch.profiler, summary JSON), a run directory or a run id
     into a Summary."""
-    from profctl import inputs
+    from profctl import api, inputs
 
-    return inputs.read(path, by_range=by_range)
+    return api.displayed(inputs.read(path, by_range=by_range))  # type: ignore[no-any-return]
 
 
 def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: str | Path | None = None) -> Any:
@@ -119,4 +137,46 @@ def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: 
     return _explain_range(str(path), name, vs=vs, report2=str(path2) if path2 is not None else None)
 
 
-__all__ = ["__version__", "bench", "explain_range", "ncu", "nsys", "read", "torch", "workload"]
+def explain(report: str | Path, report2: str | Path | None = None, *, kernel: str, vs: str | None = None,
+            shape: str | None = None, reports: str | Path | None = None) -> ExplainResult:
+    """Like `profctl explain REPORT [REPORT2] --kernel A [--vs B] [--shape S]`: the causes of A's time (or of its
+    gap to B) ranked by saving. ``.to_dict()`` is the command's ``-f json``; ``.causes_df()``, ``.floor_df()``,
+    ``.lines_df()``; errors are profctl.errors' (UsageError, BadReport, NothingMatched)."""
+    from profctl import api
+
+    return api.explain(report, report2, kernel=kernel, vs=vs, shape=shape, reports=reports)
+
+
+def compare(base: str | Path, new: str | Path, **options: Any) -> CompareResult:
+    """Like `profctl compare BASE NEW` (threshold, fail_if_slower, run_noise, min_total_ms, ...):
+    per case the change with its interval and verdict; ``.gate(limit)`` is --fail-if-slower's verdict."""
+    from profctl import api
+
+    return api.compare(base, new, **options)
+
+
+def ab(a: Any, b: Any, **options: Any) -> AbCompareResult:
+    """Like `profctl bench --ab A,B`: two backends or attention functions (names, ``file.py:fn``, callables)
+    interleaved round by round in one process; workload options as for :func:`bench`, plus rounds, threshold."""
+    from profctl import api
+
+    return api.ab(a, b, **options)
+
+
+def proton(**options: Any) -> TimelineResult:
+    """Like `profctl proton`: warp timelines inside Triton kernels (profctl's Triton forward, or
+    ``program=["python", "x.py"]``); a CUDA GPU and Triton's Proton needed."""
+    from profctl import api
+
+    return api.proton(**options)
+
+
+def timeline(path: str | Path, *, cta: int | None = None) -> TimelineResult:
+    """A recorded Proton trace or tree (or a run of profctl proton) as `profctl report TRACE` reads it."""
+    from profctl import api
+
+    return api.timeline(path, cta=cta)
+
+
+__all__ = ["__version__", "ab", "bench", "compare", "explain", "explain_range", "ncu", "nsys", "proton", "read",
+           "timeline", "torch", "workload"]

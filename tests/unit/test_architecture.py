@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"profctl.tools", "profctl.readers"},
     {"profctl.inputs", "profctl.analysis"},
     {"profctl.pipelines", "profctl.render"},
-    {"profctl.cli", "profctl", "profctl.__main__", "profctl.mcp_server", "profctl.mcp_answers"},
+    {"profctl.cli", "profctl", "profctl.__main__", "profctl.mcp_server", "profctl.mcp_answers", "profctl.api"},
 ]
 #: (importer, imported) pairs forbidden even within the order above
 FORBIDDEN = {("profctl.readers", "profctl.tools"), ("profctl.pipelines", "profctl.render"),
