@@ -242,6 +242,36 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
 )}
 
 
+class Evidence(str):
+    """One piece of a cause's evidence: the sentence (it is a ``str``, so it prints and joins as one), and as data
+    the metric it rests on (ncu's name where there is one), its value and unit, and what it was judged by (a
+    threshold and how it compares, or B's value in a pair). The table, Markdown, JSON, MCP answers and the notebook
+    display render from the same items (issue 51)."""
+
+    metric: str | None
+    value: float | None
+    unit: str
+    threshold: float | None
+    judged: str
+
+    def __new__(cls, sentence: str, metric: str | None = None, value: float | None = None, unit: str = "",
+                threshold: float | None = None, judged: str = "") -> Evidence:
+        obj = super().__new__(cls, sentence)
+        obj.metric, obj.value, obj.unit, obj.threshold, obj.judged = metric, value, unit, threshold, judged
+        return obj
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sentence": str(self), "metric": self.metric, "value": self.value, "unit": self.unit or None,
+                "threshold": self.threshold, "judged": self.judged or None}
+
+
+def evidence_item(x: str) -> dict[str, Any]:
+    """An evidence entry as data: its fields where it is an :class:`Evidence`, else the sentence alone."""
+    if isinstance(x, Evidence):
+        return x.to_dict()
+    return {"sentence": str(x), "metric": None, "value": None, "unit": None, "threshold": None, "judged": None}
+
+
 @dataclass
 class Cause:
     """One cause in one kernel (or of a gap between two): where, how much it would save, and why we think so."""
@@ -301,7 +331,8 @@ class Cause:
         ncu's estimate, the catalog's model, a note)."""
         return {"id": self.id, "title": self.title,
                 "lines": [{"file": f, "line": n} for f, n in self.lines],
-                "saving_us": round(self.saving_us, 3), "evidence": list(self.evidence), "fix": self.fix,
+                "saving_us": round(self.saving_us, 3), "evidence": [str(x) for x in self.evidence],
+                "evidence_items": [evidence_item(x) for x in self.evidence], "fix": self.fix,
                 "ncu_saving_us": None if self.ncu_us is None else round(self.ncu_us, 3), "ncu_rule": self.ncu_rule,
                 "model": self.definition.saving, "attention": self.definition.attention or None,
                 "note": self.note or None,
@@ -322,4 +353,4 @@ def unit_relief(c: Cause) -> dict[str, float]:
     return dict(c.relieves) if c.relieves is not None else dict(RELIEVES.get(c.id, {}))
 
 
-__all__ = ["CATALOG", "RELIEVES", "Cause", "CauseDef", "unit_relief"]
+__all__ = ["CATALOG", "RELIEVES", "Cause", "CauseDef", "Evidence", "evidence_item", "unit_relief"]

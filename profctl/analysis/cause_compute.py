@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_catalog import Cause, Evidence
 from profctl.analysis.cause_context import (
     HMMA_RATE_ON_HOPPER,
     MATMUL_TEXT,
@@ -81,8 +81,11 @@ def mma_paths(ctx: Context) -> list[Cause]:
             (ctx.cc is None or ctx.cc >= (7, 0)):
         r = _fma_over_tensor(ctx)
         saving = t * max(fma, ffma) * (1 - r)
-        ev = [f"the FMA pipe is {pct(fma)} busy and FFMA is {pct(ffma)} of the instructions while the tensor pipe "
-              f"is idle ({pct(tensor)})", f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
+        ev: list[str] = [Evidence(f"the FMA pipe is {pct(fma)} busy and FFMA is {pct(ffma)} of the instructions while "
+                                  f"the tensor pipe is idle ({pct(tensor)})",
+                                  "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", round(fma, 4),
+                                  "fraction", 0.4, ">="),
+                         f"FP32 FMA rate is {r:.2f}x the tensor cores' on this GPU (TF32)"]
         ev += [f"{line_where(ln)}: {ln.text[:80]}" for ln in matmul_text[:1]]
         relieves = {"fma": 0.0, "issue": 0.0}
         if not ctx.has_lines and ctx.cc is not None and ctx.cc >= (9, 0):
@@ -119,7 +122,9 @@ def mma_paths(ctx: Context) -> list[Cause]:
         what = (f"{ctx.f.hmma:.3g} HMMA (mma.sync) instructions and no wgmma" if by_mix else
                 "no wgmma instruction (sm__inst_executed_pipe_tensor_op_gmma = 0) while the tensor pipe works: "
                 "its matrix work is warp-level mma.sync")
-        ev = [f"{what} on a compute capability {ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {pct(tensor)} busy",
+        ev = [Evidence(f"{what} on a compute capability {ctx.cc[0]}.{ctx.cc[1]} GPU; the tensor pipe is {pct(tensor)} "
+                       "busy", "smsp__inst_executed (HMMA) / sm__inst_executed_pipe_tensor_op_gmma.sum", ctx.f.hmma,
+                       "warp instructions", None, "HMMA > 0 and no wgmma"),
               f"mma.sync's rate is {r:.2f}x wgmma's here; at {whose} {pct(eff)} tensor efficiency the same work "
               f"takes {t * tensor * r / eff:.1f} us{serial}"]
         out.append(ctx.cause("legacy-mma", t - new, ev, top(mma_lines, lambda ln: ln.samples, 2)))
@@ -193,7 +198,7 @@ def _compute_bound(ctx: Context) -> Cause | None:
     pipes_ = {k: v for k, v in ctx.f.units().items() if "pipe" in k and not k.startswith(("XU", "LSU"))}
     name = max(pipes_, key=lambda k: pipes_[k]) if pipes_ else ""
     val = pipes_.get(name, 0.0)
-    if val >= 75:
+    if val >= 100 * value("roof_busy"):
         left = t * max(1 - val / 95, 0.0)
         ev = [f"the {name} is {val:.0f}% busy: the kernel is at its compute roof; only less work on it helps"]
         roof = _tensor_roof_us(ctx) if name.startswith("tensor") else None
@@ -236,8 +241,9 @@ def wasted_work(ctx: Context) -> Cause | None:
     if o is not None:
         theirs, how_b = matrix_flops(o.p)
         if mine and theirs and mine > limit * theirs:
-            ev = [f"A does {mine / 1e12:.3g} TFLOP of matrix work, B {theirs / 1e12:.3g} ({mine / theirs:.2f}x) for "
-                  f"the same result ({_how(how)}; B {_how(how_b)})"]
+            ev: list[str] = [Evidence(f"A does {mine / 1e12:.3g} TFLOP of matrix work, B {theirs / 1e12:.3g} "
+                                      f"({mine / theirs:.2f}x) for the same result ({_how(how)}; B {_how(how_b)})",
+                                      "sm__ops_path_tensor_op_*.sum", mine, "FLOP", theirs * limit, "> B x")]
             return _wasted(ctx, theirs / mine, ev, "tensor")
         if (mine and theirs) or ctx.util("tensor_pct") >= 0.05 or o.f.tensor_ops or o.util("tensor_pct") >= 0.1:
             return None  # the same matrix work (or B does it on the tensor cores: no-tensor-cores, not this)
@@ -254,8 +260,9 @@ def wasted_work(ctx: Context) -> Cause | None:
     useful = need.work if need is not None else None
     if not mine or not useful or mine <= limit * useful:
         return None
-    ev = [f"{mine / 1e12:.3g} TFLOP of matrix work counted ({_how(how)}) where the shape's result needs "
-          f"{useful / 1e12:.3g} ({mine / useful:.2f}x): the kernel computes blocks its mask hides, recomputes, or pads"]
+    ev = [Evidence(f"{mine / 1e12:.3g} TFLOP of matrix work counted ({_how(how)}) where the shape's result needs "
+                   f"{useful / 1e12:.3g} ({mine / useful:.2f}x): the kernel computes blocks its mask hides, "
+                   "recomputes, or pads", "sm__ops_path_tensor_op_*.sum", mine, "FLOP", useful * limit, "> useful x")]
     return _wasted(ctx, useful / mine, ev, "tensor")
 
 

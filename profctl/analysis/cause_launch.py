@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_catalog import Cause, Evidence
 from profctl.analysis.cause_context import (
     Context,
     pct,
@@ -39,8 +39,9 @@ def tail_effect(ctx: Context) -> Cause | None:
     idle = 1 - busy if busy is not None else by_waves
     if idle < 0.1 or (by_waves == 0.0 and busy is not None and busy > 0.85):
         return None
-    ev = [f"SMs busy {pct(busy)} of the time: some finish their blocks early and wait for the last ones"
-          if busy is not None else "SM busy time not collected"]
+    ev: list[str] = [Evidence(f"SMs busy {pct(busy)} of the time: some finish their blocks early and wait for the last "
+                              "ones", "sm__cycles_active.avg / sm__cycles_elapsed.avg", round(busy, 4), "fraction",
+                              0.9, "<") if busy is not None else "SM busy time not collected"]
     per = ctx.f.blocks_per_sm
     if by_waves and waves and full:
         ev.append(f"{grid:.0f} blocks, {full:.0f} per wave ({sms:.0f} SMs x {per:.0f}): {waves:.2f} waves run as "
@@ -71,9 +72,11 @@ def too_few_blocks(ctx: Context) -> Cause | None:
     if speedup <= 1.05:
         return None
     saving = (ctx.duration_us or 0) * (1 - 1 / speedup)
-    ev = [f"{grid:.0f} blocks where the GPU runs {full:.0f} at once ({sms:.0f} SMs x {ctx.f.blocks_per_sm:.0f}): "
-          + (f"{sms - grid:.0f} SMs idle" if grid < sms else "the SMs hold a fraction of the warps they could"),
-          f"SMs busy {pct(ctx.f.sm_busy)} of the time" if ctx.f.sm_busy is not None else f"{pct(used)} of SMs used"]
+    idle = f"{sms - grid:.0f} SMs idle" if grid < sms else "the SMs hold a fraction of the warps they could"
+    ev: list[str] = [
+        Evidence(f"{grid:.0f} blocks where the GPU runs {full:.0f} at once ({sms:.0f} SMs x "
+                 f"{ctx.f.blocks_per_sm:.0f}): {idle}", "launch__grid_size", grid, "blocks", round(0.9 * full, 1), "<"),
+        f"SMs busy {pct(ctx.f.sm_busy)} of the time" if ctx.f.sm_busy is not None else f"{pct(used)} of SMs used"]
     if device_units:
         ev.append(f"the device-wide units (DRAM, L2) are {pct(device_units)} busy: room for {headroom:.1f}x more")
     fix = (f"launch at least {full:.0f} blocks (SMs x blocks per SM): split each block's loop over more blocks "
@@ -129,7 +132,10 @@ def occupancy(ctx: Context) -> Cause | None:
         return None
     hidden = min(1.0, 1.2 * (1 - ctx.share("selected", "not_selected")))
     saving = (ctx.duration_us or 0) * (1 - 1 / speedup) * hidden
-    ev = [f"{ctx.f.occupancy_limiter()}: {now:.0f} warps a SM of {max_warps:.0f}; without that limit {then:.0f}",
+    ev: list[str] = [
+        Evidence(f"{ctx.f.occupancy_limiter()}: {now:.0f} warps a SM of {max_warps:.0f}; without that limit {then:.0f}",
+                 "sm__maximum_warps_per_active_cycle_pct / launch__occupancy_limit_*", now, "warps per SM",
+                 round(then / 1.15, 1), "<"),
           f"latency-bound: the busiest unit is {pct(busiest)} busy, issue slots {pct(issue)}"
           + (f", {eligible:.2f} eligible warps per scheduler" if eligible is not None else "")]
     fix = None

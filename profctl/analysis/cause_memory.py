@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_catalog import Cause, Evidence
 from profctl.analysis.cause_context import (
     MEMORY_WAITS,
     Context,
@@ -62,8 +62,10 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
         return None
     bad = top(glob, extra, floor=0.1 * excess)
     m = memory_bound(ctx)
-    ev = [f"{pct(excess / total)} of the global sectors moved are beyond what coalesced accesses would move; "
-          f"memory sets {pct(m)} of the time"]
+    ev: list[str] = [Evidence(f"{pct(excess / total)} of the global sectors moved are beyond what coalesced accesses "
+                              f"would move; memory sets {pct(m)} of the time",
+                              "memory_l2_theoretical_sectors_global_excess / l1tex__t_sectors (global)",
+                              round(excess / total, 4), "fraction", 0.25, ">=")]
     for ln in bad[:2]:
         f = ln.mem["sectors"] / max(ln.mem.get("sectors_ideal", 0.0), 1.0)
         per = ln.mem["sectors"] / ln.mem["requests"] if ln.mem.get("requests") else None
@@ -83,8 +85,10 @@ def smem_bank_conflict(ctx: Context) -> Cause | None:
     waits = sum(ctx.line_share(ln, "mio_throttle", "short_scoreboard", "lg_throttle") + ctx.line_share(ln)
                 for ln in bad) / 2
     m = min(max(ctx.util("l1_pct"), waits, ctx.share("mio_throttle", "short_scoreboard")), 1.0)
-    ev = [f"{pct(excess / total)} of the shared-memory wavefronts are bank-conflict replays; the shared-memory "
-          f"pipe (L1) is {pct(ctx.util('l1_pct'))} busy"]
+    ev: list[str] = [Evidence(f"{pct(excess / total)} of the shared-memory wavefronts are bank-conflict replays; the "
+                              f"shared-memory pipe (L1) is {pct(ctx.util('l1_pct'))} busy",
+                              "smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared (excess over ideal)",
+                              round(excess / total, 4), "fraction", 0.2, ">=")]
     for ln in bad[:2]:
         ways = ln.mem["wavefronts"] / max(ln.mem.get("wavefronts_ideal", 0.0), 1.0)
         ev.append(f"{line_where(ln)}: {ways:.1f}-way conflicts ({ln.mem['wavefronts']:.3g} wavefronts for an ideal "
@@ -112,9 +116,11 @@ def local_memory(ctx: Context) -> Cause | None:
             if spills else f"a per-thread array in local memory (a {stack:.0f}-byte stack frame, no spills: indexed "
                            "at run time)")
     how = (f"{pct(at_lines)} of the warp samples are at local loads/stores" if at_lines >= by_traffic else
-           f"local sectors are {pct(sectors / (sectors + glob))} of the memory traffic ({sectors:.3g} against "
+           f"local sectors are {pct(sectors / (sectors + (glob or 0.0)))} of the memory traffic ({sectors:.3g} against "
            f"{glob:.3g} global) while memory sets {pct(memory_bound(ctx))} of the time")
-    ev = [f"{what}; about {pct(share)} of the time: {how}"]
+    ev: list[str] = [Evidence(f"{what}; about {pct(share)} of the time: {how}",
+                              "smsp__pcsamp (LDL/STL) / l1tex__t_sectors_pipe_lsu_mem_local", round(share, 4),
+                              "fraction of the time", 0.05, ">=")]
     ev += [f"{line_where(ln)}: {', '.join(sorted(o for o in ln.present if o.startswith(('LDL', 'STL'))))}, "
            f"{pct(ctx.line_share(ln))} of the warp samples" for ln in top(loc, lambda ln: ln.samples, 2)]
     fix = None

@@ -3,7 +3,7 @@ latency with nothing to hide it."""
 
 from __future__ import annotations
 
-from profctl.analysis.cause_catalog import Cause
+from profctl.analysis.cause_catalog import Cause, Evidence
 from profctl.analysis.cause_context import (
     Context,
     Line,
@@ -47,8 +47,11 @@ def _mma_wait(ctx: Context) -> Cause | None:
     t = ctx.duration_us or 0.0
     regs = ctx.f.get("registers") or 0
     warps = ctx.f.get("warps_per_scheduler")
-    ev = [f"{pct(share)} of the warp time waits on the warpgroup's own wgmma results (WARPGROUP.DEPBAR / arrive) "
-          f"with {warps or 0:.2f} warps per scheduler to cover it; the tensor pipe is {pct(tensor)} busy"]
+    ev: list[str] = [Evidence(f"{pct(share)} of the warp time waits on the warpgroup's own wgmma results "
+                              f"(WARPGROUP.DEPBAR / arrive) with {warps or 0:.2f} warps per scheduler to cover it; the "
+                              f"tensor pipe is {pct(tensor)} busy",
+                              "smsp__pcsamp_warps_issue_stalled_barrier (at WARPGROUP) + _warpgroup_arrive",
+                              round(share, 4), "fraction of warp time", 0.15, ">=")]
     note = ""
     if regs >= 160:
         ev.append(f"{regs:.0f} registers a thread: no room for a second score tile (in-warpgroup pipelining)")
@@ -97,10 +100,24 @@ def same_mma_efficiency_gap(ctx: Context) -> float | None:
     return (ctx.duration_us or 0.0) * (1 - ua / ub)
 
 
+def sync_staged(ctx: Context) -> bool:
+    """Matrix work whose operand tiles are staged through registers with no asynchronous copy (LDG, then STS, then a
+    block barrier before the MMA reads shared memory; no cp.async, no TMA): Triton's num_stages=1 on Hopper. The
+    barrier then waits for the slowest warp's loads: its wait is the loads', which a prefetch hides."""
+    f = ctx.f
+    if not f.opcodes or f.opcode_count("LDGSTS", "UTMALDG", "UBLKCP"):
+        return False
+    return bool(f.opcode_count("LDG") and f.opcode_count("STS") and f.opcode_count("BAR") and (f.gmma or f.hmma))
+
+
 def load_wait_share(ctx: Context) -> tuple[float, float, float, list[Line]]:
-    """(all, long scoreboard, async-copy barriers) shares of warp time waiting for loads, and the lines."""
+    """(all, long scoreboard, barriers waiting for loads) shares of warp time waiting for loads, and the lines: the
+    async-copy barriers, and where tiles are staged synchronously (:func:`sync_staged`) the block barriers too."""
     long_sb = ctx.share("long_scoreboard")  # an mbarrier (TMA) wait at SYNCS shows here too
     sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    if sync_staged(ctx):
+        bar, bars = _barrier_share(ctx)
+        sync, sync_lines = sync + bar, sync_lines + bars[:1]
     hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard")],
                  key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2] + sync_lines[:1]
     return long_sb + sync, long_sb, sync, hot
@@ -122,8 +139,12 @@ def _load_wait(ctx: Context) -> Cause | None:
     if grid and full and grid < 0.9 * full and not ctx.f.persistent():
         return None  # idle SMs, not late loads
     t = ctx.duration_us or 0.0
-    ev = [f"{pct(wait)} of the warp time waits for loads (long scoreboard {pct(long_sb)}, async-copy barriers "
-          f"{pct(sync)}) while the busiest unit is {pct(busiest)} busy: the loads are issued too late to hide",
+    ev: list[str] = [
+        Evidence(f"{pct(wait)} of the warp time waits for loads (long scoreboard {pct(long_sb)}, barriers waiting "
+                 f"on them {pct(sync)}) while the busiest unit is {pct(busiest)} busy: the loads are issued too late "
+                 "to hide",
+                 "smsp__pcsamp_warps_issue_stalled_long_scoreboard (+ barrier at SYNCS/DEPBAR)", round(wait, 4),
+                 "fraction of warp time", 0.2, ">="),
           "the loads are coalesced and no SM is idle: prefetching, not the access pattern, is what is missing"]
     o = ctx.other
     if o is not None and o.duration_us and o.total:
@@ -158,13 +179,15 @@ def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:
 
 
 def _barriers(ctx: Context) -> Cause | None:
-    if not ctx.total:
-        return None
+    if not ctx.total or sync_staged(ctx):
+        return None  # (tiles staged synchronously: the barrier waits for the loads, loads-not-pipelined names it)
     share, lines = _barrier_share(ctx)
     queue = ctx.share("mio_throttle") if ctx.f.opcode_share("LDS", "STS") else 0.0  # the tree's small smem ops
     t = ctx.duration_us or 0.0
-    ev = [f"{pct(share)} of the warp time waits at block-wide barriers (__syncthreads)"
-          + (f", {pct(queue)} more queues shared-memory accesses between them" if queue >= 0.05 else "")]
+    ev: list[str] = [Evidence(f"{pct(share)} of the warp time waits at block-wide barriers (__syncthreads)"
+                              + (f", {pct(queue)} more queues shared-memory accesses between them" if queue >= 0.05
+                                 else ""), "smsp__pcsamp_warps_issue_stalled_barrier (at BAR)", round(share, 4),
+                              "fraction of warp time", 0.15, ">=")]
     bars, grid = ctx.f.opcode_count("BAR"), ctx.f.get("grid_size")
     if bars and grid:
         ev.append(f"{bars:.3g} barrier instructions executed ({bars / grid:.1f} per block, counted per warp)")
@@ -202,9 +225,11 @@ def _atomics(ctx: Context) -> Cause | None:
     if share < 0.15:
         return None
     n = ctx.f.atomics
-    ev = [f"{n:.3g} atomic/reduction requests, one per element: {pct(share)} of the warp time is at them or waits "
-          "behind them" + (" while L2 and DRAM are nearly idle (the atomics to one address serialize)"
-                           if idle_mem else "")]
+    ev: list[str] = [Evidence(f"{n:.3g} atomic/reduction requests, one per element: {pct(share)} of the warp time is "
+                              "at them or waits behind them" + (" while L2 and DRAM are nearly idle (the atomics to "
+                                                                "one address serialize)" if idle_mem else ""),
+                              "smsp__pcsamp (ATOM/RED) + stalled_drain", round(share, 4), "fraction of warp time",
+                              0.15, ">=")]
     if ctx.f.get("l2_atomic_pct") is not None:
         ev.append(f"L2 atomic unit {pct(ctx.util('l2_atomic_pct'))} busy")
     return ctx.cause("atomic-contention", (ctx.duration_us or 0) * share * (1 - 1 / 32), ev,

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from profctl.analysis.thresholds import THRESHOLDS as EXPLAIN_THRESHOLDS
 from profctl.recipes import THRESHOLDS, Recipe
 from profctl.render.tables import console, markdown
 from profctl.render.tables import to_csv as rows_csv
@@ -54,7 +55,15 @@ def _sections(r: Recipe, want_cc: tuple[int, int] | None) -> dict[str, list[dict
     th = [{"threshold": k, "value": f"{v:g}", "meaning": THRESHOLDS[k][1]} for k, v in r.all_thresholds().items()]
     hints = [{"when": h.when, "cc": h.cc.text or "all", "say": h.say} for h in r.hints
              if want_cc is None or h.cc.matches(want_cc)]
-    return {"Metrics": metrics, "Also collects": collect, "Thresholds": th, "Hints": hints}
+    return {"Metrics": metrics, "Also collects": collect, "Thresholds": th, "Explain thresholds": explain_rows(r),
+            "Hints": hints}
+
+
+def explain_rows(r: Recipe) -> list[dict[str, str]]:
+    """explain's own thresholds and ceilings (profctl.analysis.thresholds), shown with the recipe explain reads."""
+    if r.name != "explain":
+        return []
+    return [{"threshold": t.name, "value": f"{t.value:g}", "meaning": t.reason} for t in EXPLAIN_THRESHOLDS.values()]
 
 
 def to_json(r: Recipe, want_cc: tuple[int, int] | None) -> str:
@@ -88,6 +97,9 @@ def to_text(r: Recipe, want_cc: tuple[int, int] | None, cc_text: str | None) -> 
         lines.append(f"Also collects: {c['collect']}")
     lines += ["", "Diagnosis thresholds:"]
     lines += [f"  {t['threshold']} = {t['value']}: {t['meaning']}" for t in parts["Thresholds"]]
+    if parts["Explain thresholds"]:
+        lines += ["", "Explain thresholds (profctl.analysis.thresholds: what profctl explain judges by):"]
+        lines += [f"  {t['threshold']} = {t['value']}: {t['meaning']}" for t in parts["Explain thresholds"]]
     if parts["Hints"]:
         lines += ["", "Hints (said when the condition holds):"]
         lines += [f"  when {h['when']} [cc {h['cc']}]:\n      {h['say']}" for h in parts["Hints"]]
@@ -116,5 +128,6 @@ def to_dict(r: Recipe, cc: tuple[int, int] | None) -> dict[str, Any]:
         "set": r.set_name,
         "import_source": r.import_source,
         "thresholds": r.all_thresholds(),
+        "explain_thresholds": {t["threshold"]: float(t["value"]) for t in explain_rows(r)},
         "hints": [{"when": h.when, "cc": h.cc.text, "say": h.say, "line": h.line} for h in r.hints],
     }
