@@ -35,6 +35,19 @@ def parse_docs(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _without_empty(docs: tuple[int, ...], seqlen: int) -> str:
+    """What --docs says without its empty documents, when the rest fill the sequence ('' when they do not)."""
+    rest = tuple(n for n in docs if n > 0)
+    if sum(rest) != seqlen:
+        return ""
+    them = "them" if len(docs) - len(rest) > 1 else "it"
+    return f" (without {them}: --docs {docs_text(rest) if len(rest) > 1 else 'none'})"
+
+
 def doc_lengths(docs: tuple[int, ...], seqlen: int) -> list[int]:
     """The lengths of the documents packed into a sequence of `seqlen` tokens: ``(n,)`` is n documents as equal as
     can be (the first ``seqlen % n`` one token longer), two or more numbers are the lengths themselves; ``()`` is
@@ -47,7 +60,14 @@ def doc_lengths(docs: tuple[int, ...], seqlen: int) -> list[int]:
             raise ValueError(f"{n} documents cannot be packed into {seqlen} tokens (each needs at least one)")
         base, extra = divmod(seqlen, n)
         return [base + (i < extra) for i in range(n)]
-    if any(n <= 0 for n in docs) or sum(docs) != seqlen:
+    empty = [i + 1 for i, n in enumerate(docs) if n <= 0]
+    if empty:  # the fault is the empty document, whatever the sum
+        names = [_ordinal(i) for i in empty]
+        which = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise ValueError(f"document lengths {docs_text(docs)}: the {which} document"
+                         f"{'s are' if len(names) > 1 else ' is'} empty (0 tokens); each needs at least one token"
+                         + _without_empty(docs, seqlen))
+    if sum(docs) != seqlen:
         raise ValueError(f"document lengths {docs_text(docs)} add up to {sum(docs)}, not the sequence's {seqlen} "
                          "tokens")
     return list(docs)

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 VENV=$(bash scripts/setup-venv.sh | tail -n 1)
 P="$VENV/bin/profctl"
 echo "== profctl doctor"; "$P" doctor || true
-echo "== profctl bench (defaults for this machine)"; "$P" bench -f markdown -o reports/quickstart-bench.md
+echo "== profctl bench (defaults for this machine; the rows also in reports/quickstart-bench.md)"
+"$P" bench -f markdown -o reports/quickstart-bench.md && cat reports/quickstart-bench.md
 echo "== profctl torch (torch.profiler, measured iterations only)"
 "$P" torch --seqlen 512 --iters 3 || echo "(profctl torch failed; see above)"
 echo "== profctl bench --model (a whole model step with the attention backend inside: train and decode)"

@@ -94,8 +94,10 @@ def bench(
     bench_pipeline.check(req)
     check_reports(reports)
     to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)
+    to_file = output is not None and str(output) != "-"  # (the old spellings --json FILE... kept their table)
     res = _run(bench_pipeline, req, show=not quiet and not to_stdout)
-    _report(res, outputs, requested, show=not quiet and not to_stdout, strict=strict)
+    # the rows went where -o said: standard output gets no table then, standard error the notes (what ran, where)
+    _report(res, outputs, requested, show=not quiet and not to_stdout and not to_file, strict=strict)
 
 
 def _run(pipeline: Any, req: Any, *, show: bool) -> Any:
@@ -130,9 +132,9 @@ def _report(res: Any, outputs: list[tuple[str, str, Path | None]], requested: li
             note(f"{kind}: {line}")
     for line in bench_view.failure_lines(res):
         if not show or len(line) > 80:  # the table cuts a reason: the whole of it, once
-            note(f"failed: {line}")
+            note(f"failed: {line}", fit=True)
     for line in bench_view.what_ran(res, requested):
-        note(line)
+        note(line, fit=True)
     note(f"run: {res.run_dir}")
     if res.interrupted:
         kept = f"{len(res.rows)} finished row(s) were kept in" if res.rows else "no point had finished; the run is"

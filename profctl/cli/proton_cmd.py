@@ -28,7 +28,7 @@ from profctl.cli._common import (
     workload_options,
 )
 from profctl.cli._timelines import render
-from profctl.errors import UsageError
+from profctl.errors import UnsupportedShape, UsageError
 
 _FORMATS = ("table", "markdown", "json", "html")
 
@@ -92,7 +92,11 @@ def proton(
                          "kernels have no version without them")
     if not program and not given("backend"):
         wl = wl.with_backends(["triton"])  # the one built-in backend with scopes
-    validate_workload(wl)
+    try:
+        validate_workload(wl)
+    except UnsupportedShape:  # no point can run here: without a GPU, proton's own reason (what else to do), not
+        proton_pipeline.check_gpu(target_of(wl, program))  # the backend's (a CPU mode proton then refuses)
+        raise
     check_reports(reports)
     req = proton_pipeline.ProtonRequest(target=target_of(wl, program), options=opts, overhead_iters=overhead, cta=cta,
                                         reports=reports, timeout_s=timeout, command=command_line())

@@ -96,7 +96,7 @@ def run(req: ProtonRequest, on_progress: Callable[[dict[str, Any]], None] | None
         raise UsageError(f"--overhead must be >= 0 launches, got {req.overhead_iters}")
     with req.executor.session() as ex:
         target = ex.ask(req.target.resolve)
-        _check_gpu(target)
+        check_gpu(target)
         if not isinstance(target, ProtonTarget):
             raise UsageError("profctl proton records Triton kernels: profctl's Triton forward (--backend triton) or "
                              f"your own program (-- python SCRIPT.py), not the {target.kind} workload")
@@ -131,7 +131,8 @@ def _argvs(target: ProtonTarget, req: ProtonRequest) -> list[list[str]]:
     return [target.proton_argv(Path("x"), Path("x.jsonl"), req.options, i) for i in cases]
 
 
-def _check_gpu(target: Target) -> None:
+def check_gpu(target: Target) -> None:
+    """UsageError when nothing here can record: a target on the CPU, or no usable CUDA GPU."""
     if target.runs_on_cpu() or not cuda_usable():
         raise UsageError("profctl proton records on a GPU (Proton's instrumentation backend runs kernels there), and "
                          "no CUDA GPU is usable here; to read a trace recorded elsewhere: profctl report "

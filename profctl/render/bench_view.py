@@ -116,9 +116,10 @@ def not_run(res: BenchResult) -> dict[str, tuple[int, str]]:
             for b, rs in by.items() if all(r.status == "unsupported" for r in rs)}
 
 
-def _first_clause(reason: str, width: int = 90) -> str:
-    reason = reason.split(": ModuleNotFoundError")[0].split(": ImportError")[0]
-    return reason if len(reason) <= width else reason[: width - 1] + "…"
+def _first_clause(reason: str) -> str:
+    """A reason without the exception chain an import left on it; never cut (its end is often the fix: a line
+    under the table is wrapped to the terminal, not shortened)."""
+    return reason.split(": ModuleNotFoundError")[0].split(": ImportError")[0]
 
 
 def what_ran(res: BenchResult, requested: list[str]) -> list[str]:
@@ -202,8 +203,8 @@ def to_console(res: BenchResult, con: Any = None) -> None:
             style = "red"
         t.add_row(*(escape(str(r[c])) for c in cols), style=style)
     con.print(t)
-    if fit.note():
-        con.print(escape(f"  {fit.note()}"), soft_wrap=True, style="dim")
+    for line in fit.note_lines():
+        con.print(escape(line), soft_wrap=True, style="dim")
     for w in warning_lines(res):
         con.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     for kind, line in problem_lines(res):

@@ -22,7 +22,7 @@ from profctl.render.tables import (
 from profctl.schema import RangeRow, Summary
 
 __all__ = ["AUTOGRAD_MARK", "FORMATS", "autograd_note", "cpu_op_rows", "fmt_ns", "html_section", "kernel_rows",
-           "range_rows", "rich_table", "to_console", "to_csv", "to_html", "to_json", "to_markdown"]
+           "range_rows", "rich_table", "shorten_ranges", "to_console", "to_csv", "to_html", "to_json", "to_markdown"]
 
 
 def kernel_rows(s: Summary, limit: int | None = None) -> list[dict[str, Any]]:
@@ -134,10 +134,37 @@ def to_markdown(s: Summary, limit: int | None = None) -> str:
     return out
 
 
+#: a kernel table's range paths longer than this hold their cases' keys once, under the table (a key is 40-odd
+#: characters, and every row of a case repeats it)
+RANGE_MAX = 40
+#: a case's key inside a range path: ``eager[b1,sq512,...,bhsd]/measure/eager.fwd``
+_CASE_KEY = re.compile(r"\[([^\[\]]{8,})\]")
+
+
+def shorten_ranges(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows whose long range paths show each case's key as a mark, the lines that say what each mark stands
+    for): ``eager[…]/measure/eager.fwd`` and ``[…] in a range: b1,sq512,...`` for one case, ``[c1]``, ``[c2]``
+    for several. Rows whose ranges are short enough come back as they are, with no line."""
+    ranges = [str(r.get("range") or "") for r in rows]
+    keys = list(dict.fromkeys(k for x in ranges for k in _CASE_KEY.findall(x)))
+    if not keys or max(len(x) for x in ranges) <= RANGE_MAX:
+        return rows, []
+    marks = {k: "…" if len(keys) == 1 else f"c{i}" for i, k in enumerate(keys, 1)}
+    out = [{**r, "range": _CASE_KEY.sub(lambda m: f"[{marks[m.group(1)]}]", x)} if x else r
+           for r, x in zip(rows, ranges, strict=True)]
+    return out, [f"[{m}] in a range: {k}" for k, m in marks.items()]
+
+
 def to_console(s: Summary, con: Any = None, limit: int | None = None) -> None:
     title, (krows, more), (rrows, rmore) = _tables(s, limit)
     con = con or console()
+    krows, legend = shorten_ranges(krows)
     print_table(con, f"{title} — {sources_line(s)}", krows, more=more)
+    if legend:
+        from rich.markup import escape
+
+        for line in legend:
+            con.print(escape(f"  {line}"), soft_wrap=True, style="dim")
     if rrows:
         print_table(con, "NVTX ranges", rrows, more=rmore)
         if why := autograd_note(s, rrows):

@@ -13,6 +13,7 @@ import csv
 import io
 import os
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,10 @@ def elide_rows(rows: list[dict[str, Any]], width: int = NAME_WIDTH) -> tuple[lis
 #: name): what is said elsewhere (tool, an empty range), spreads beside their median, rates beside their times
 LOW_VALUE = ("tool", "range", "domain", "style", "noise floor", "SM MHz", "of roof", "% peak", "base TFLOP/s",
              "new TFLOP/s", "TFLOP/s change", "command", "duration", "label", "points", "min", "max", "med", "class",
-             "GPU ops", "peak mem", "case", "pass", "TFLOP/s", "CI", "kind")
+             "GPU ops", "peak mem", "case", "pass", "TFLOP/s", "CI", "kind", "time from")
+#: columns whose cells stay on one line up to WORD_MAX characters, words and all (an attention shape read in
+#: pieces down a column is no longer read as one)
+WHOLE_COLUMNS = ("shape",)
 #: a cell this short stays on one line (a date, a GPU's name, a status)
 SHORT = 20
 #: the longest word kept whole (a longer one, a path, may fold)
@@ -132,6 +136,16 @@ class Fit:
         return (f"(not shown in {self.width} columns: {', '.join(self.dropped)}; a wider terminal or -f markdown "
                 "shows them)")
 
+    def note_lines(self) -> list[str]:
+        """note() as the lines said under the table, two spaces in, each within the terminal's width (wrapped at
+        words, never cut)."""
+        if not self.dropped:
+            return []
+        glued = Fit(self.width, self.widths, tuple(c.replace(" ", "\u00a0") for c in self.dropped))  # a name whole
+        lines = textwrap.wrap(str(glued.note()), width=max(20, self.width or 10**6), break_long_words=False,
+                              break_on_hyphens=False, initial_indent="  ", subsequent_indent="   ")
+        return [ln.replace("\u00a0", " ") for ln in lines]
+
 
 def _cells(rows: list[dict[str, Any]], c: str) -> list[str]:
     return [str(r.get(c, "")) for r in rows]
@@ -142,10 +156,20 @@ def _whole(cell: str) -> bool:
     return len(cell) <= SHORT or not any(ch.isspace() for ch in cell) or bool(_NUMBER.match(cell.strip()))
 
 
-def _min_width(rows: list[dict[str, Any]], c: str) -> int:
+def _lines_width(cell: str, lines: int) -> int:
+    """The narrowest width that lays `cell` on `lines` lines, wrapped at words (WORD_MAX at most)."""
+    w = max([len(x) for x in cell.split()] or [1])
+    while w < min(len(cell), WORD_MAX) and len(textwrap.wrap(cell, w, break_long_words=False)) > lines:
+        w += 1
+    return min(w, WORD_MAX)
+
+
+def _min_width(rows: list[dict[str, Any]], c: str, lines: int = 0) -> int:
     """The narrowest column `c` can be: a number never wraps or is cut, nor does a word of the header or a cell
-    (up to WORD_MAX), nor a short cell."""
+    (up to WORD_MAX), nor a short cell; a cell of WHOLE_COLUMNS on at most `lines` lines (0: as any text)."""
     need = [len(w) for w in c.split()] or [1]
+    if c in WHOLE_COLUMNS and lines:
+        need += [_lines_width(cell, lines) for cell in _cells(rows, c)]
     for cell in _cells(rows, c):
         if _NUMBER.match(cell.strip()):
             need.append(len(cell))
@@ -160,25 +184,40 @@ def fit_columns(rows: list[dict[str, Any]], width: int | None, drop: tuple[str, 
     """Which columns of `rows` a terminal `width` columns wide shows, and how wide each is, so that numbers never
     wrap or are cut and words are not split: long names are elided (down to NAME_MIN), then columns are left out,
     empty ones first, then those in `drop`, then from the right (never the first column or a name), and the room
-    left goes to names and text. None for `width`: no fitting (a pipe or a file gets whole lines)."""
-    cols = columns(rows)
+    left goes to names and text; a shape stays on one line, or two, where that leaves out no more columns (but
+    empty and low-value ones) than letting it wrap would. None for `width`: no fitting (a pipe or a file gets
+    whole lines)."""
     if width is None or not rows:
         return Fit()
+    if not any(c in WHOLE_COLUMNS for c in columns(rows)):
+        return _fit(rows, width, drop, 0)
+    fits = [_fit(rows, width, drop, lines) for lines in (1, 2, 0)]
+    cheap = set(_empty(rows)) | set(drop)  # leaving out an empty or a low-value column costs little
+    return next(f for f in fits if set(f.dropped) - cheap <= set(fits[-1].dropped))
+
+
+def _empty(rows: list[dict[str, Any]]) -> list[str]:
+    return [c for c in columns(rows) if all(x.strip() in ("", "-") for x in _cells(rows, c))]
+
+
+def _fit(rows: list[dict[str, Any]], width: int, drop: tuple[str, ...], lines: int) -> Fit:
+    cols = columns(rows)
     names = [c for c in cols if c in NAME_COLUMNS]
     elided, _ = elide_rows(rows)
     natural = {c: max([len(c), *(len(x) for x in _cells(elided, c))]) for c in cols}
-    least = {c: min(natural[c], NAME_MIN) if c in names else _min_width(rows, c) for c in cols}
+    least = {c: min(natural[c], NAME_MIN) if c in names else _min_width(rows, c, lines) for c in cols}
 
     def need(keep: list[str], sizes: dict[str, int]) -> int:  # rich's heavy box: a bar and a space each side
         return sum(sizes[c] for c in keep) + 3 * len(keep) + 1
 
     if need(cols, natural) <= width:
         return Fit(width=width, widths=dict.fromkeys(cols))
-    empty = [c for c in cols if all(x.strip() in ("", "-") for x in _cells(rows, c))]
+    empty = _empty(rows)
+    named = [c for c in names if c not in empty]  # a name column with no name in it goes first, as empty ones do
     rest = [c for c in reversed(cols) if c not in drop]
-    key = None if names else cols[0]  # the row's name: its kernel, else the first column (a run, a range)
+    key = None if named else cols[0]  # the row's name: its kernel, else the first column (a run, a range)
     order = [c for c in dict.fromkeys([*empty, *[d for d in drop if d in cols], *rest])
-             if c != key and c not in names]
+             if c != key and c not in named]
     keep, gone = list(cols), []
     while need(keep, least) > width and order:
         gone.append(order.pop(0))
@@ -243,8 +282,8 @@ def print_table(con: Any, title: str, rows: list[dict[str, Any]], *, more: int =
     fit = fit_columns(rows, terminal_width(con))
     shown, notes = elide_rows(rows, fit.name_width)
     con.print(rich_table(title, shown, fit))
-    if fit.note():
-        con.print(escape(f"  {fit.note()}"), soft_wrap=True, style="dim")
+    for line in fit.note_lines():
+        con.print(escape(line), soft_wrap=True, style="dim")
     for n in notes:
         con.print(escape(f"  {n}"), soft_wrap=True, style="dim")
     if more > 0:

@@ -27,9 +27,11 @@ def _one_error(output: str) -> str:
 def test_no_gpu_here_is_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["proton", "-b", "triton", "-s", "256", "--dtype", "bf16", "--reports",
                                  str(tmp_path)])
-    # refused up front as every command refuses a sweep no point of which can run here (UnsupportedShape, exit 1)
-    assert r.exit_code == 1
-    assert "no point can run: triton runs on CUDA" in _one_error(r.output)
+    # refused up front, in proton's words (what it needs, what to do instead), not the backend's: Triton's CPU
+    # interpreter would time the kernel, and proton would then refuse it (issue 48.3)
+    assert r.exit_code == 2
+    line = _one_error(r.output)
+    assert "records on a GPU" in line and "profctl report" in line and "TRITON_INTERPRET" not in line, line
     assert not any(tmp_path.iterdir())  # no run directory for a run that cannot happen
 
 

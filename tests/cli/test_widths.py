@@ -87,7 +87,8 @@ def test_words_are_not_split_and_left_out_columns_are_said(width: int) -> None:
     assert "verdict" in fit.widths and "note" in fit.widths and "time change" in fit.widths
     words = {w for ln in table_lines(out) for c in re.split("[│┃]", ln) for w in c.split()}
     assert set(NOTE.split()) <= words, out  # every word of the note whole on some line
-    assert fit.dropped and f"not shown in {width} columns: {', '.join(fit.dropped)}" in out
+    assert fit.dropped and f"not shown in {width} columns: {', '.join(fit.dropped)}" in " ".join(out.split())
+    assert all(len(ln) <= width for ln in out.splitlines()), out  # the note under the table too (issue 48.3)
     assert "noise floor" in fit.dropped  # low-value columns go first
     assert "case" in fit.widths or width == 80
 
