@@ -65,8 +65,11 @@ def close_the_loop(e: Any, report: str, report2: str | None, reports: Path | Non
     a, b = e.a, e.b
     da = e.diagnoses.get("a") or diagnose_one(a)  # the diagnosis printed is the one kept
     kept = predictions.load(root, a, run_dir(report))
-    _, why = predictions.keep(root, a, da, run_dir(report))
+    path, why = predictions.keep(root, a, da, run_dir(report))
     notes = [why] if why else []
+    if path is not None:
+        notes.append(f"A's prediction is kept in {path} (explain BEFORE AFTER sets it against what a change realized; "
+                     "the tally per cause is profctl's track record)")
     if same_kernel and b is not None and a.duration_ns and b.duration_ns:
         db = e.diagnoses.get("b") or diagnose_one(b, e.roofs.get("b"), e.floors.get("b"))
         _, why_b = predictions.keep(root, b, db, run_dir(report2))
@@ -99,3 +102,17 @@ def shape_key(text: str) -> str:
     except ValueError as e:
         raise UsageError(f"--shape {text!r}: {e}") from None
     return key
+
+
+def kernel_names(report: str, reports: Path | None) -> str:
+    """The kernels of an ncu report by name, for the message that asks for --kernel ('' when it is not one)."""
+    from profctl import inputs
+    from profctl.errors import ProfctlError
+
+    try:
+        ps = inputs.read_profiles(report, root=reports, kernels=["(?!)"])  # names only: no kernel read in depth
+    except ProfctlError:
+        return ""
+    names = list(dict.fromkeys(p.base_name for p in ps))
+    more = f", ... ({len(names) - 12} more)" if len(names) > 12 else ""
+    return ", ".join(names[:12]) + more

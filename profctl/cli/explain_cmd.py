@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
-from profctl.cli._explain_build import build, shape_key
+from profctl.cli._explain_build import build, kernel_names, shape_key
 from profctl.cli._ranges import explain_range_view
 from profctl.cli._timelines import explain_view
 from profctl.errors import UsageError
@@ -22,7 +22,8 @@ def explain(
     report: str = typer.Argument(..., help="an .ncu-rep (plain, .gz, .xz), a run directory, a run id or 'latest'"),
     report2: str | None = typer.Argument(None, help="a second report: B comes from it (the same kernel before and "
                                                     "after a change)"),
-    kernel: str | None = typer.Option(None, "--kernel", "-k", help="regex picking kernel A (name, base name or NVTX path)"),
+    kernel: str | None = typer.Option(None, "--kernel", "-k",
+                                      help="regex picking kernel A (name, base name or NVTX path)"),
     range_: str | None = typer.Option(None, "--range", help="explain this NVTX/record_function range of an nsys "
                                                             "export or torch trace instead of a kernel"),
     vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2; "
@@ -38,7 +39,9 @@ def explain(
     if range_ is not None:  # a range of a timeline: profctl.cli._ranges (issue 49)
         return explain_range_view(report, report2, range_, vs=vs, format=format, output=output, reports=reports)
     if kernel is None:
-        raise UsageError("--kernel (a kernel of an ncu report) or --range (a range of a timeline) is required")
+        names = kernel_names(report, reports)
+        raise UsageError("--kernel (a kernel of an ncu report) or --range (a range of a timeline) is required"
+                         + (f"; the kernels of {report}: {names}" if names else ""))
     if explain_view(report, report2, kernel=kernel, vs=vs, format=format, output=output, reports=reports):
         return  # two Proton timelines: which scope grew, which overlap was lost (profctl.cli._timelines)
     check_format(format, ("table", "markdown", "json"))

@@ -249,3 +249,32 @@ def test_the_stall_advice_withholds_in_warpgroup_pipelining_above_160_registers(
 
     for text in (AT_OPCODE[("barrier", "WARPGROUP.DEPBAR")], REASONS["warpgroup_arrive"].fix):
         assert "ping-pong" in text and "160 registers" in text
+
+
+def test_the_verdict_is_the_first_line_after_the_kernel_names_in_both_modes(tmp_path: Path) -> None:
+    """Issue 47 item 5: a pair's verdict ("A is N us slower than B; most of it is X") and one kernel's come right
+    after the A/B lines, before the premises; the JSON has one verdict (the floor's dict none of its own)."""
+    fixes = str(Path(__file__).resolve().parents[1] / "data" / "fixes" / "fixes_attn.ncu-rep.xz")
+    for args, start in (((fixes, "-k", r"attn_num_stages\.a$", "--vs", r"attn_num_stages\.b$"),
+                         "verdict: A is 327.8 us slower than B"),
+                        ((PAIR, "-k", "_fwd_kernel"), "verdict: the tensor pipe sets the floor")):
+        code, out, err = run("explain", *args, "--reports", str(tmp_path))
+        assert code == 0, err
+        lines = [ln for ln in out.splitlines() if not ln.startswith("  ")]
+        first = next(i for i, ln in enumerate(lines) if not ln.startswith(("A: ", "B: ")))
+        assert lines[first].startswith(start), lines[:4]
+    code, out, _ = run("explain", fixes, "-k", r"attn_num_stages\.a$", "--vs", r"attn_num_stages\.b$", "-f", "json",
+                       "--reports", str(tmp_path))
+    doc = json.loads(out)
+    assert doc["verdict"].startswith("A is") and "loads-not-pipelined" in doc["verdict"]
+    assert doc["causes"][0]["id"] == "loads-not-pipelined"  # not occupancy-registers, which B has to the same degree
+    assert all("verdict" not in (f or {}) for f in doc["floor"].values())
+
+
+def test_explain_without_a_kernel_names_the_kernels_and_says_where_the_prediction_is_kept(tmp_path: Path) -> None:
+    code, _, err = run("explain", CUDA, "--reports", str(tmp_path))
+    assert code == 2 and "--kernel" in err and "gather_strided" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run("explain", CUDA, "-k", "gather_strided", "--reports", str(tmp_path))
+    assert code == 0, err
+    kept = list((tmp_path / "predictions").glob("*.json"))
+    assert len(kept) == 1 and kept[0].name in re.sub(r"\s+", "", out)
