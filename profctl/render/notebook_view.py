@@ -17,6 +17,8 @@ from typing import Any
 
 from profctl.render.tables import columns
 
+#: units of each kernel's floor drawn (the busiest)
+FLOOR_UNITS = 4
 #: scoped to the display's own box (a notebook's page has its own styles)
 CSS = """<style>
 .pn{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:13px;color:#222;
@@ -69,14 +71,16 @@ def _listed(title: str, lines: list[str]) -> str:
     return f"<details><summary>{_e(title)} ({len(lines)})</summary><ul>{items}</ul></details>"
 
 
-def bar(saving: float, total: float | None, floor: float | None) -> str:
-    """A track as long as the kernel's time: the saving in red at its end, the floor as a blue mark."""
+def bar(saving: float, total: float | None, floor: float | None, *, part: bool = False) -> str:
+    """A track as long as the kernel's time: the saving in red at its end (`part`: a part of the time, from the
+    start, in blue), the floor as a blue mark."""
     if not total or total <= 0:
         return ""
     s = max(0.0, min(saving / total, 1.0))
     mark = f'<b style="left:{100 * min(floor / total, 1.0):.1f}%" title="the floor: {floor:,.1f} us"></b>' \
         if floor else ""
-    return (f'<div class="bar" title="{saving:,.1f} us of {total:,.1f} us"><i style="left:{100 * (1 - s):.1f}%;'
+    at = "left:0;background:#7fa7d9" if part else f"left:{100 * (1 - s):.1f}%"
+    return (f'<div class="bar" title="{saving:,.1f} us of {total:,.1f} us"><i style="{at};'
             f'width:{100 * s:.1f}%"></i>{mark}</div>')
 
 
@@ -105,7 +109,10 @@ def _where(lines: list[dict[str, Any]]) -> str:
     return ", ".join(f"{Path(str(x.get('file'))).name}:{x.get('line')}" for x in lines[:3])
 
 
-def cause_html(i: int, c: dict[str, Any], total: float | None, floor: float | None, out_of: str) -> str:
+def cause_html(i: int, c: dict[str, Any], total: float | None, floor: float | None, out_of: str,
+               a_us: float | None = None) -> str:
+    """One cause: where, what fixing it saves (a share of `total`, `out_of`), its bar against A's time `a_us` with
+    the floor marked, the evidence, the fix."""
     saving = float(c.get("saving_us") or 0.0)
     share = f" ({100 * saving / total:.0f} % of {out_of})" if total else ""
     fixed = f"; fixed, about {c['fixed_us']:,.1f} us" if c.get("fixed_us") is not None else ""
@@ -114,7 +121,7 @@ def cause_html(i: int, c: dict[str, Any], total: float | None, floor: float | No
         if c.get("ncu_saving_us") is not None else ""
     items = c.get("evidence_items") or [{"sentence": s} for s in c.get("evidence") or []]
     return (f'<div class="cause"><b>{i}. {_e(c.get("id"))}</b>: {_e(c.get("title"))}{where}<br>'
-            f"saves about {saving:,.1f} us{share}{fixed}{ncu}{bar(saving, total, floor)}"
+            f"saves about {saving:,.1f} us{share}{fixed}{ncu}{bar(saving, a_us or total, floor)}"
             f"{evidence_html(items)}<div><b>fix</b>: {_e(c.get('fix'))}</div></div>")
 
 
@@ -136,10 +143,10 @@ def explanation_html(d: dict[str, Any]) -> str:
               ("A's own causes (out of A's time)", d.get("a_own")), ("B's own causes", d.get("b_causes"))]
     for title, cs in groups:
         if cs:
-            tot = a_us if title != "causes" else total
+            tot = total if title == "causes" else a_us
             parts.append(f"<h3>{_e(title)}</h3>")
-            parts += [cause_html(i, c, tot, floor if tot == a_us else None, out_of if title == "causes"
-                                 else "A's time") for i, c in enumerate(cs, 1)]
+            parts += [cause_html(i, c, tot, floor, out_of if title == "causes" else "A's time", a_us)
+                      for i, c in enumerate(cs, 1)]
     if not d.get("causes"):
         parts.append('<p class="muted">no cause named</p>')
     parts += [floor_html(d), lines_html(d), side_by_side_html(d), _listed("notes", d.get("notes") or [])]
@@ -162,13 +169,16 @@ def floor_html(d: dict[str, Any]) -> str:
     rows = floor_rows(d)
     if not rows:
         return ""
-    out = ["<h3>the floor: each unit's least time</h3><table><tr><th>kernel</th><th>unit</th><th>% of peak</th>"
-           "<th>floor us</th><th>against the kernel's time</th></tr>"]
-    for r in rows:
+    out = ["<h3>the floor: each unit's least time (the busiest units; floor_df has them all)</h3><table><tr>"
+           "<th>kernel</th><th>unit</th><th>% of peak</th><th>floor us</th><th>against the kernel's time</th></tr>"]
+    shown = [r for who in dict.fromkeys(r["kernel"] for r in rows)
+             for r in sorted((x for x in rows if x["kernel"] == who),
+                             key=lambda x: -(x["floor_us"] or 0))[:FLOOR_UNITS]]
+    for r in shown:
         b = " (binds)" if r["binding"] else ""
         out.append(f"<tr><td>{_e(r['kernel'])}</td><td>{_e(r['label'])}{b}</td><td>{_num(r['pct_of_peak'])}</td>"
-                   f"<td>{_num(r['floor_us'])}</td><td>{bar(r['attainable_us'] or 0, r['duration_us'], None)}"
-                   "</td></tr>")
+                   f"<td>{_num(r['floor_us'])}</td>"
+                   f"<td>{bar(r['attainable_us'] or 0, r['duration_us'], None, part=True)}</td></tr>")
     return "".join(out) + "</table>"
 
 

@@ -76,11 +76,16 @@ def test_the_displays_lead_with_the_verdict_and_draw_the_causes(executed: Any) -
 
 
 def _overflow_page(pages: list[str], path: Path) -> Path:
-    """The notebook's HTML outputs on one page 1280 px wide, whose title becomes the page's scroll width."""
-    body = "".join(f'<div class="out">{h}</div>' for h in pages)
+    """The notebook's HTML outputs on one page 1280 px wide, each in an output box as Jupyter draws it (its
+    `.jp-OutputArea-output` scrolls what is wider than the cell: a wide pandas frame); the title becomes the
+    page's scroll width, its window's width and the number of profctl displays wider than their box (which
+    must need no scrolling at all)."""
+    body = "".join(f'<div class="out" style="overflow-x:auto">{h}</div>' for h in pages)
     path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>-</title>"
                     "<style>body{margin:0;padding:0 8px}</style></head><body>" + body +
-                    "<script>document.title='W'+document.documentElement.scrollWidth+'/'+window.innerWidth"
+                    "<script>var wide=0;document.querySelectorAll('.out').forEach(function(d){"
+                    "if(d.querySelector('.pn')&&d.scrollWidth>d.clientWidth){wide++}});"
+                    "document.title='W'+document.documentElement.scrollWidth+'/'+window.innerWidth+'/'+wide"
                     "</script></body></html>", encoding="utf-8")
     return path
 
@@ -97,10 +102,11 @@ def test_the_html_has_no_horizontal_overflow_at_1280px(executed: Any, tmp_path: 
     page = _overflow_page(pages, tmp_path / "nb.html")
     r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={WIDTH},2000",
                         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    m = re.search(r"<title>W(\d+)/(\d+)</title>", r.stdout)
+    m = re.search(r"<title>W(\d+)/(\d+)/(\d+)</title>", r.stdout)
     assert m, r.stderr[-2000:]
-    scroll, inner = int(m.group(1)), int(m.group(2))
+    scroll, inner, wide = int(m.group(1)), int(m.group(2)), int(m.group(3))
     assert scroll <= inner <= WIDTH, f"the page scrolls sideways: {scroll} px wide in a {inner} px window"
+    assert wide == 0, f"{wide} of profctl's displays are wider than a {WIDTH} px notebook cell"
 
 
 def test_the_notebook_is_committed_without_outputs() -> None:
