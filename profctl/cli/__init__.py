@@ -8,7 +8,7 @@ import importlib
 import typer
 
 from profctl import __version__
-from profctl.cli._common import ProfctlCommand
+from profctl.cli._command import ProfctlCommand
 
 app = typer.Typer(
     name="profctl",

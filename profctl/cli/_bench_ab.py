@@ -9,17 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profctl.cli._common import (
-    check_outputs,
-    check_reports,
-    command_line,
-    conflict,
-    emit,
-    given,
-    note,
-    percent,
-    warn,
-)
+from profctl.cli._command import command_line, conflict, given, percent
+from profctl.cli._messages import note, warn
+from profctl.cli._output import check_outputs, check_reports, emit
 from profctl.cli.compare_cmd import slower_limit
 from profctl.errors import ProfctlError, SpecError, UsageError
 from profctl.render.tables import console, print_table, text_console

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from profctl.cli._common import emit, warn
+from profctl.cli._messages import warn
+from profctl.cli._output import emit
 from profctl.errors import UsageError
 from profctl.render.tables import markdown, rich_table, to_csv
 

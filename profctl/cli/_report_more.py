@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from profctl.cli._common import check_outputs, conflict, emit, given, note, typed_flags
+from profctl.cli._command import conflict, given, typed_flags
+from profctl.cli._messages import note
+from profctl.cli._output import check_outputs, emit
 from profctl.errors import NothingMatched, UsageError
 from profctl.fsutil import atomic_open
 from profctl.render.tables import text_console

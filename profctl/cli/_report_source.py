@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profctl.cli._common import emit, note
+from profctl.cli._messages import note
+from profctl.cli._output import emit
 from profctl.errors import BadReport, UsageError
 from profctl.render.tables import console, text_console
 

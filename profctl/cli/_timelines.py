@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from profctl.cli._common import check_outputs, conflict, emit, given, note, typed_flags, warn
+from profctl.cli._command import conflict, given, typed_flags
+from profctl.cli._messages import note, warn
+from profctl.cli._output import check_outputs, emit
 from profctl.errors import BadReport, UsageError
 from profctl.fsutil import atomic_open
 from profctl.render.tables import console, text_console

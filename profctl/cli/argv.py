@@ -5,7 +5,7 @@ an option given twice with different values, or with its own negation, is an err
 
 All of it is one pure function, ``read(tokens, table)``, over a :class:`Table` of the command's options (which take
 a value, which are flags, which take a comma list, their other spellings, the hidden old ones). No click here:
-``_common.ProfctlCommand`` builds each command's table from its typer options and the declarations below, and hands
+``_command.ProfctlCommand`` builds each command's table from its typer options and the declarations below, and hands
 click the rewritten tokens; tests/unit/test_cli_argv.py tests this module with tables written by hand.
 """
 

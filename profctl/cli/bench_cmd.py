@@ -9,20 +9,12 @@ from typing import Any
 import typer
 
 from profctl.cli import _bench_ab
-from profctl.cli._common import (
-    REPORTS_HELP,
-    check_format,
-    check_outputs,
-    check_reports,
-    command_line,
-    emit,
-    guard,
-    note,
-    validate_workload,
-    warn,
-    workload_options,
-)
+from profctl.cli._command import command_line
 from profctl.cli._executors import executor_options
+from profctl.cli._guard import guard
+from profctl.cli._messages import note, warn
+from profctl.cli._output import check_format, check_outputs, check_reports, emit
+from profctl.cli._workload_options import REPORTS_HELP, validate_workload, workload_options
 from profctl.errors import ProfctlError, UsageError
 from profctl.render.tables import console
 

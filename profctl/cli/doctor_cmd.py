@@ -7,7 +7,8 @@ import json
 
 import typer
 
-from profctl.cli._common import check_format, guard
+from profctl.cli._guard import guard
+from profctl.cli._output import check_format
 from profctl.errors import ProfctlError
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import typer
 
 from profctl import cli
-from profctl.cli._common import REPORTS_HELP, guard, percent
+from profctl.cli._command import percent
+from profctl.cli._guard import guard
+from profctl.cli._workload_options import REPORTS_HELP
 from profctl.errors import ToolNotFound, UsageError
 
 

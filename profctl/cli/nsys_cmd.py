@@ -8,26 +8,12 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import (
-    PROGRAM_HELP,
-    REPORTS_HELP,
-    RF_NVTX_HELP,
-    check_format,
-    check_limit,
-    check_reports,
-    command_line,
-    conflict,
-    emit_summary,
-    given,
-    guard,
-    program_failed,
-    target_of,
-    typed_flags,
-    validate_workload,
-    with_range_hint,
-    workload_options,
-)
+from profctl.cli._command import command_line, conflict, given, typed_flags
 from profctl.cli._executors import executor_options
+from profctl.cli._guard import guard
+from profctl.cli._output import check_format, check_limit, check_reports, emit_summary
+from profctl.cli._program import PROGRAM_HELP, RF_NVTX_HELP, program_failed, target_of, with_range_hint
+from profctl.cli._workload_options import REPORTS_HELP, validate_workload, workload_options
 from profctl.errors import NothingMatched
 from profctl.render.tables import console
 

@@ -10,24 +10,13 @@ from typing import Any
 
 import typer
 
-from profctl.cli._common import (
-    PROGRAM_HELP,
-    REPORTS_HELP,
-    check_format,
-    check_limit,
-    check_outputs,
-    check_reports,
-    command_line,
-    given,
-    guard,
-    note,
-    program_failed,
-    target_of,
-    validate_workload,
-    warn,
-    workload_options,
-)
+from profctl.cli._command import command_line, given
+from profctl.cli._guard import guard
+from profctl.cli._messages import note, warn
+from profctl.cli._output import check_format, check_limit, check_outputs, check_reports
+from profctl.cli._program import PROGRAM_HELP, program_failed, target_of
 from profctl.cli._timelines import render
+from profctl.cli._workload_options import REPORTS_HELP, validate_workload, workload_options
 from profctl.errors import UnsupportedShape, UsageError
 
 _FORMATS = ("table", "markdown", "json", "html")

@@ -9,24 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import (
-    REPORTS_HELP,
-    check_format,
-    check_limit,
-    check_outputs,
-    conflict,
-    emit,
-    emit_summary,
-    given,
-    guard,
-    note,
-    typed_flags,
-    warn,
-)
+from profctl.cli._command import conflict, given, typed_flags
 from profctl.cli._executors import by_gpu_option
+from profctl.cli._guard import guard
+from profctl.cli._messages import note, warn
+from profctl.cli._output import check_format, check_limit, check_outputs, emit, emit_summary
 from profctl.cli._report_more import TABLE_HELP, other_view
 from profctl.cli._report_source import source_view
 from profctl.cli._timelines import timelines_first
+from profctl.cli._workload_options import REPORTS_HELP
 from profctl.errors import UsageError
 from profctl.render.tables import console, display_path, markdown, print_table, text_console
 

@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from profctl.cli._common import REPORTS_HELP, check_format, check_limit, check_outputs, conflict, emit, guard, note
+from profctl.cli._command import conflict
+from profctl.cli._guard import guard
+from profctl.cli._messages import note
+from profctl.cli._output import check_format, check_limit, check_outputs, emit
+from profctl.cli._workload_options import REPORTS_HELP
 from profctl.errors import BadReport, UsageError
 from profctl.fsutil import current_umask
 from profctl.render.tables import FORMATS, console, markdown, print_table, to_csv

@@ -325,7 +325,7 @@ print(calls)
 
 
 def test_record_function_nvtx_runs_the_program_in_the_wrapper(tmp_path: Path) -> None:
-    from profctl.cli._common import with_range_hint
+    from profctl.cli._program import with_range_hint
     from profctl.errors import NothingMatched
     from profctl.pipelines.targets import Program
 

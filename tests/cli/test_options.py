@@ -17,7 +17,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from profctl.cli import app, argv
-from profctl.cli._common import MODEL_OPTIONS, WORKLOAD_OPTIONS
+from profctl.cli._workload_options import MODEL_OPTIONS, WORKLOAD_OPTIONS
 from profctl.cli.argv import OLD_SPELLINGS
 from tests.conftest import DATA, ROOT
 
