@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from profctl import nvml
+
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
 #: busy cores of other work that differ by at least this many cores (or a quarter of the cores, if more) make two
@@ -105,7 +107,6 @@ def cpu_frequency(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
 def gpu_processes() -> list[dict[str, Any]] | None:
     """Other processes on the GPUs (compute and graphics), from NVML: pid, GPU index, memory used (MiB); None
     without NVML or a GPU."""
-    from profctl import nvml
 
     out: list[dict[str, Any]] = []
     with nvml.session() as nv:

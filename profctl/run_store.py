@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import importlib.util
 import json
 import os
 import platform
@@ -40,6 +41,7 @@ from profctl import machine_state, proc
 from profctl._version import __version__
 from profctl.errors import BadReport, CannotStartRun, ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, why
+from profctl.nvml import THROTTLE_REASONS
 from profctl.schema.bench import bench_rows
 
 MANIFEST = "manifest.json"
@@ -425,7 +427,6 @@ def torch_cuda_version() -> str | None:
     if mod is not None:
         return getattr(getattr(mod, "version", None), "cuda", None)
     try:
-        import importlib.util
 
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
@@ -469,7 +470,6 @@ def _nvml_info(index: int = 0) -> dict[str, Any]:
             except Exception:
                 pass
         try:
-            from profctl.nvml import THROTTLE_REASONS
 
             get = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
                 nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import re
 import threading
 import time
@@ -18,12 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from profctl import nvml, nvtx, proc, run_store
+from profctl import inputs, nvml, nvtx, proc, run_store
+from profctl.analysis.diagnose import backend_of, diagnose
+from profctl.analysis.select import range_names
 from profctl.errors import NothingMatched, ProfctlError, RecipeError, ToolFailed, UsageError
 from profctl.fsutil import atomic_write_text
 from profctl.pipelines.base import NcuTarget, Request, Result
 from profctl.pipelines.executors import PartContext, PartOutcome, gather, part_records
 from profctl.pipelines.targets import Model, Workload
+from profctl.readers.ncu_profiles import read_with_summary
 from profctl.recipes import Recipe
 from profctl.schema import Summary, concat
 from profctl.tools import ncu as tool
@@ -40,7 +44,6 @@ READING = ("profctl.inputs", "profctl.analysis.diagnose", "profctl.analysis.sele
 def prefetch(modules: Sequence[str]) -> None:
     """Import `modules` in a daemon thread (the import system's per-module locks make a later import of one of
     them wait for it, never import it twice)."""
-    import importlib
 
     def load() -> None:
         for m in modules:
@@ -390,8 +393,6 @@ def _follow_progress(log: Path, ctx: PartContext, phases: dict[str, float] | Non
 def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> str:
     """What the program launched, from a cheap pass (one metric, the first launches, no filter): the NVTX
     ranges and kernel names a filter could have matched."""
-    from profctl import inputs
-    from profctl.analysis.select import range_names
 
     opts = tool.ProfileOptions(metrics=("gpu__time_duration.sum",), nvtx_include=(), launch_count=100,
                                clock_control=req.clock_control)
@@ -412,8 +413,6 @@ def _seen(ctx: PartContext, req: NcuRequest, target: NcuTarget, exe: Path) -> st
 def _read(ctx: PartContext, req: NcuRequest, target: NcuTarget, res: proc.ProcResult, cc: tuple[int, int],
           argv: list[str], filters: list[str], ncu_wall: float) -> NcuPart:
     """The part's report read back and checked (every metric present, every case of the part profiled)."""
-    from profctl import inputs
-    from profctl.readers.ncu_profiles import read_with_summary
 
     report, log, rec = ctx.workdir / "profile.ncu-rep", ctx.workdir / "ncu.log", req.recipe
     warnings: list[str] = []
@@ -453,7 +452,6 @@ def _combine(req: NcuRequest, target: NcuTarget, run_dir: Path, outs: list[PartO
              t0: float, *, parallel: bool, interrupted: bool, advice: str | None = None,
              phases: Sequence[dict[str, Any]] = (), t0_wall: float | None = None) -> NcuResult:
     """The run's result from its parts, diagnosed; summary.json in the run directory and the manifest's end."""
-    from profctl.analysis.diagnose import diagnose
 
     ok = [o for o in outs if o.error is None and o.value and o.dir is not None]
     if not ok:
@@ -574,7 +572,6 @@ def _check_metrics(summary: Summary, metrics: tuple[str, ...], rec: Recipe, run_
 
 def _check_launches(launches: list[dict[str, Any]], rows: list[dict[str, Any]], specs: Sequence[Any]) -> list[str]:
     """Every launch must sit in a measured range of a requested case; say which case profiled nothing."""
-    from profctl.analysis.diagnose import backend_of
 
     if not launches:
         raise NothingMatched("ncu wrote a report with no launch in it")

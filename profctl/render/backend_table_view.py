@@ -21,7 +21,8 @@ from profctl.analysis.backend_table import (
 )
 from profctl.analysis.crosstool import CrossToolView, is_dedup_note
 from profctl.render.backend_table_plots import all_plots, roofline_rows
-from profctl.render.html import page
+from profctl.render.html import img, note_list, page
+from profctl.render.html import table as html_table
 from profctl.render.plots import BACKEND_ORDER
 from profctl.render.tables import console, display_path, kernel_cell, limited, markdown
 from profctl.render.tables import print_table as table
@@ -255,7 +256,6 @@ def to_html(c: BackendTable, view: CrossToolView, *, title: str | None = None, k
 def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | None = 200) -> list[str]:
     """The comparison's part of a page: notes, plots, the backend table, the baseline's breakdown, the joined
     kernels, the sources and the peak figures' source."""
-    from profctl.render.html import img, note_list, table
 
     plots = all_plots(c)
     parts: list[str] = []
@@ -276,7 +276,7 @@ def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | N
         parts.append(f'<figure id="plot-{pid}">{img(png, ptitle)}<figcaption>{_html.escape(cap)}</figcaption>'
                      "</figure>")
     if c.roofline and any(pid == "roofline" for pid, _, _ in plots):
-        parts += ['<h3 id="roofline-points">Roofline points</h3>', table(roofline_rows(c), cls="roofline")]
+        parts += ['<h3 id="roofline-points">Roofline points</h3>', html_table(roofline_rows(c), cls="roofline")]
     rows = display_rows(c)
     classes = [("base" if r.backend == c.baseline else "") + (" fail" if r.status != "ok" else "") for r in c.rows]
     parts += ['<h2 id="backends">Backends</h2>',
@@ -286,24 +286,24 @@ def html_sections(c: BackendTable, view: CrossToolView, *, kernel_limit: int | N
               f"launch-bound when the launch gap is over {LAUNCH_BOUND_GAP:.0%} (the kernels are not what limits "
               f"the iteration), else tensor, DRAM or SM when that figure reaches {BOUND_PCT:.0f}% of peak, else "
               "latency.</p>",
-              table(rows, cls="backends", row_class=classes)]
+              html_table(rows, cls="backends", row_class=classes)]
     br = breakdown_rows(c)
     if br:
         parts += [f'<h2 id="breakdown">{_html.escape(str(c.baseline))}: time by kernel class</h2>',
-                  table(br, cls="breakdown")]
+                  html_table(br, cls="breakdown")]
     if view.kernels:
         kr = kernel_rows(view, kernel_limit)
         more = len(view.kernels) - len(kr)
         parts += ['<h2 id="kernels">Kernels, joined across tools</h2>',
                   "<p class=\"meta\">per-iteration time per tool; match: exact (same name), loose (same up to a "
                   "lambda signature), base (same base name, nearest duration), only (one tool saw it)</p>",
-                  table(kr, cls="kernels")]
+                  html_table(kr, cls="kernels")]
         if more > 0:
             parts.append(f"<p><em>{more} more kernel rows left out (use --limit 0 for all)</em></p>")
     if view.sources:
         srows = [{"tool": s.get("tool"), "version": s.get("version") or "", "path": display_path(s.get("path")),
                   "kernels placed / rows": s.get("kernels_placed")} for s in view.sources]
-        parts += ['<h2 id="sources">Sources</h2>', table(srows, cls="sources")]
+        parts += ['<h2 id="sources">Sources</h2>', html_table(srows, cls="sources")]
     if c.peak.source:
         parts.append(f'<p class="meta">Peak figures: {_html.escape(c.peak.source)}'
                      + (f"; measured: {_html.escape(c.peak.measured_source)}" if c.peak.measured_source else "")

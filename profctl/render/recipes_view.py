@@ -30,9 +30,8 @@ def list_to_markdown(rows: list[dict[str, str]]) -> str:
 
 
 def list_to_csv(rows: list[dict[str, str]]) -> str:
-    from profctl.render.tables import to_csv
 
-    return to_csv(rows)
+    return rows_csv(rows)
 
 
 def list_to_console(rows: list[dict[str, str]], title: str, con: Any = None) -> None:

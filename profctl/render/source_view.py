@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html as _html
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,6 @@ def _stalls_cell(h: HotLine, n: int = 2) -> str:
 def _first_sentence(text: str, width: int = 160) -> str:
     """The sentence of an ncu finding that says what it found: ncu often opens with a definition ("A wave of thread
     blocks is defined as ..."), so the first sentence with a number in it, else the first."""
-    import re
 
     sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", text) if x.strip()]
     if not sentences:
