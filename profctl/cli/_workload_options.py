@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -87,6 +89,62 @@ _ATTENTION_ONLY = {"seqlen_q": "--seqlen-q", "seqlen_kv": "--seqlen-kv", "heads"
                    "causal": "--causal", "pass_": "--pass", "layout": "--layout", "flush_l2": "--flush-l2",
                    "window": "--window", "docs": "--docs"}
 _MODEL_ONLY = {"layers": "--layers", "mode": "--mode"}
+#: the type of one item of each comma-list option, for a typed client (the MCP server's schema: a list of these);
+#: the other options are typed by their annotation. With WORKLOAD_OPTIONS and MODEL_OPTIONS, the one definition
+#: of the workload options that the CLI and profctl.mcp_server share.
+ITEM_TYPES: dict[str, type] = {
+    "backend": str, "batch": int, "seqlen": int, "seqlen_q": int, "seqlen_kv": int, "heads": int, "kv_heads": int,
+    "head_dim": int, "dtype": str, "causal": bool, "window": str, "docs": str, "pass_": str, "layout": str,
+    "model": str, "layers": int, "mode": str,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TypedOption:
+    """One workload option as a typed client sees it: its parameter name, the CLI's flags (``--nvtx/--no-nvtx``
+    for a switch), the type of one item (``many``: a list that sweeps, the CLI's comma list), the CLI's default
+    and its help, said for a list rather than a comma list."""
+
+    name: str
+    flags: tuple[str, ...]
+    item: type
+    many: bool
+    default: Any
+    help: str
+
+    @property
+    def flag(self) -> str:
+        """The long flag a command line uses (the first one)."""
+        return next(f for f in self.flags if f.startswith("--"))
+
+    def argv(self, value: Any) -> list[str]:
+        """This option set to `value` on a command line, as one word (``--seqlen=-5`` is a value, never an
+        option); a list is the CLI's comma list; a switch is its on or off flag."""
+        if self.item is bool and not self.many:
+            on, _, off = self.flag.partition("/")
+            return [on if value else off]
+        if self.many:
+            value = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in value)
+        return [f"{self.flag}={value}"]
+
+
+def typed_options(*, exclude: tuple[str, ...] = ()) -> list[TypedOption]:
+    """Every workload and model option, in --help order, typed for a client that sends lists and numbers."""
+    out = []
+    for name, ann, opt in WORKLOAD_OPTIONS + MODEL_OPTIONS:
+        if name in exclude:
+            continue
+        many = name in ITEM_TYPES
+        item = ITEM_TYPES.get(name) or next(t for t in (bool, int, float, str) if t is ann or t in
+                                            getattr(ann, "__args__", ()))
+        text = str(opt.help)
+        if many:  # the CLI's "comma list" is a list here
+            text = re.sub(r"\ba comma list\b|^comma list\b", "a list", text)
+        default = opt.default if opt.default is not None else None
+        if not many and default is not None and "[default:" not in text:
+            text += f" [default: {str(default).lower() if isinstance(default, bool) else default}]"
+        out.append(TypedOption(name, tuple(opt.param_decls), item, many, default, text))
+    return out
 
 
 def build_workload(kw: dict[str, Any]) -> Any:

@@ -53,12 +53,23 @@ def call(tool: str, args: dict[str, Any]) -> Calls:
 
 
 def answer_of(res: Any) -> dict[str, Any]:
-    """The structured answer, checked to be the text's JSON too, with the summary leading the text."""
+    """The structured answer, with the summary leading the text and the text within the budget, saying where the
+    whole data is, not repeating it; the data shown is the whole data when it fits (else said: paged, elided)."""
     a = res.structured_content
     text = res.content[0].text
     assert text.startswith(a["summary"]), text[:200]
-    assert json.loads(text[len(a["summary"]):]) == a
+    assert len(text) <= 8000 and len(json.dumps(a, separators=(",", ":"))) <= 8000
+    if a["full"]:
+        assert a["full"]["path"] in text
+        whole = json.loads(Path(a["full"]["path"]).read_text())
+        if a["ok"] and not a["paged"] and not a["elided"]:
+            assert a["data"] == (whole if a["tool"] != "runs" else a["data"])
     return dict(a)
+
+
+def full_of(a: dict[str, Any]) -> Any:
+    """The whole of an answer's data: the CLI's JSON, kept in the call's run directory (`full.path`)."""
+    return json.loads(Path(a["full"]["path"]).read_text())
 
 
 def cli_json(argv: list[str], cwd: Path) -> Any:
@@ -105,16 +116,16 @@ def test_explain_and_report_equal_the_cli_and_page_long_lists(tmp_path: Path) ->
     ex_res, rep_res = session(store, calls, "--page-rows", "0")
     ex = answer_of(ex_res)
     lines = ex["summary"].splitlines()
-    assert lines[0] == ex["data"]["verdict"]  # the verdict first, then the first cause with its line and saving
+    assert lines[0] == full_of(ex)["verdict"]  # the verdict first, then the first cause with its line and saving
     assert lines[1].startswith("first cause: sfu-bound") and "planted_triton.py:33" in lines[1] and "saves" in lines[1]
     assert "% of its practical best" in lines[2] and "left" in lines[2]
-    assert ex["data"] == cli_json(argv_of(ex), tmp_path)
-    assert ex["stop"]["floors"][0]["pct_of_floor"] == ex["data"]["floor"]["a"]["pct_of_attainable"]
+    assert full_of(ex) == cli_json(argv_of(ex), tmp_path)
+    assert ex["stop"]["floors"][0]["pct_of_floor"] == full_of(ex)["floor"]["a"]["pct_of_attainable"]
     assert ex["stop"]["stop"] is False  # a cause still removes work from it
     assert run_store.load_run(ex["record"]).kind == "mcp-explain"
     whole = [answer_of(r) for r in rep_res]
-    assert whole[0]["data"] == cli_json(argv_of(whole[0]), tmp_path)
-    assert whole[0]["paged"] == [] and whole[0]["summary"].startswith("37 kernel(s); the most time: ")
+    assert full_of(whole[0]) == cli_json(argv_of(whole[0]), tmp_path)
+    assert whole[0]["summary"].startswith("37 kernel(s); the most time: ")  # page rows 0: whole, if it fits
 
     def paged(a: dict[str, Any]) -> list[str]:
         return [k["kernel_id"] for k in a["data"]["kernels"]]
@@ -123,13 +134,14 @@ def test_explain_and_report_equal_the_cli_and_page_long_lists(tmp_path: Path) ->
     assert [p["page"] for a in small for p in a["paged"] if p["path"] == "kernels"] == [1, 2, 3]
     assert small[0]["paged"][0] == {"path": "kernels", "page": 1, "pages": 3, "rows": 37, "size": 15,
                                     "next": "page=2"}
-    assert "kernels page 1 of 3 (37 rows)" in small[0]["summary"]
-    assert [k for a in small[:3] for k in paged(a)] == paged(whole[0])
+    assert "kernels page 1 of 3 (37 rows, next: page=2)" in small[0]["summary"]
+    assert [k for a in small[:3] for k in paged(a)] == [k["kernel_id"] for k in full_of(whole[0])["kernels"]]
     assert small[3]["exit_code"] == 2 and "page 4" in small[3]["error"]  # past the last page: said, not empty
 
 
 async def _pages(s: ClientSession, path: Path) -> list[Any]:
-    return [await s.call_tool("report", {"paths": [str(path)], "page": n}) for n in (1, 2, 3, 4)]
+    return [await s.call_tool("report", {"paths": [str(path)], "page": n, "fields": ["kernels.kernel_id"]})
+            for n in (1, 2, 3, 4)]
 
 
 FUNCTIONS = '''
@@ -153,7 +165,7 @@ def test_ab_of_two_functions_says_the_verdict_and_whether_to_stop(tmp_path: Path
     a = answer_of(session(tmp_path / "reports", call("ab", {"a": f"{fns}:attn_a", "b": f"{fns}:attn_twice",
                                                             "workload": w, "rounds": 7})))
     assert a["ok"], a["summary"]
-    row = a["data"]["result"]["rows"][0]
+    row = full_of(a)["result"]["rows"][0]
     assert row["verdict"] in ("slower", "inconclusive", "unchanged", "faster")
     first = a["summary"].splitlines()[0]
     assert first.startswith(f"{fns}:attn_twice vs {fns}:attn_a, b1 s256 h2 d32 fp32 fwd: ") and row["verdict"] in first
@@ -161,7 +173,7 @@ def test_ab_of_two_functions_says_the_verdict_and_whether_to_stop(tmp_path: Path
     assert a["stop"]["last_change_beyond_noise"] == (row["verdict"] in ("faster", "slower"))
     assert a["stop"]["floors"] == []  # a CPU has no roof: the verdict alone says whether a change was measurable
     cli = cli_json(argv_of(a), tmp_path)
-    assert sorted(cli) == sorted(a["data"]) and sorted(cli["result"]["rows"][0]) == sorted(row)
+    assert sorted(cli) == sorted(full_of(a)) and sorted(cli["result"]["rows"][0]) == sorted(row)
     assert run_store.load_run(a["run"]).kind == "ab"
 
 
