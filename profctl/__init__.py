@@ -83,7 +83,7 @@ def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, 
                                                          point_timeout_s=point_timeout_s, **kw), on_progress=on)
     if isinstance(on, api.notebook_view.LineProgress):
         on.close()
-    return api.displayed(res)  # type: ignore[no-any-return]
+    return api.displayed(res)
 
 
 def nsys(**options: Any) -> NsysResult:
@@ -125,7 +125,7 @@ def read(path: str | Path, *, by_range: bool = False) -> Summary:
     into a Summary."""
     from profctl import api, inputs
 
-    return api.displayed(inputs.read(path, by_range=by_range))  # type: ignore[no-any-return]
+    return api.displayed(inputs.read(path, by_range=by_range))
 
 
 def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: str | Path | None = None) -> Any:

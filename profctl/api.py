@@ -412,8 +412,8 @@ def proton(*, progress: bool | Callable[[Any], None] | None = None, **options: A
     from profctl.pipelines.targets import Program
     from profctl.tools.proton import ProtonOptions, parse_ctas
 
-    popts = {k: options.pop(k) for k in ("buffer", "buffer_size", "warps", "granularity", "clock", "time_shift",
-                                         "data") if k in options}
+    names = ("buffer", "buffer_size", "warps", "granularity", "clock", "time_shift", "data")
+    popts: dict[str, Any] = {k: options.pop(k) for k in names if k in options}
     if "ctas" in options:  # a number of CTAs, or "all"
         popts["ctas"] = parse_ctas(str(options.pop("ctas")))
     req_kw = {k: options.pop(k) for k in ("overhead_iters", "cta", "timeout_s") if k in options}

@@ -190,7 +190,7 @@ def line_rows(d: dict[str, Any], top: int = 5) -> list[dict[str, Any]]:
         side = d.get(who) or {}
         for x in (side.get("lines") or [])[:top]:
             stalls = x.get("stalls") or {}
-            worst = max(stalls, key=stalls.get) if stalls else None
+            worst = max(stalls.items(), key=lambda kv: kv[1])[0] if stalls else None
             out.append({"kernel": who.upper(), "file": x.get("file"), "line": x.get("line"),
                         "share": x.get("share"), "samples": x.get("samples"), "top_stall": worst,
                         "source": x.get("text")})
