@@ -29,6 +29,9 @@ def mcp(
                                                               "before it is refused"),
     page_rows: int = typer.Option(25, "--page-rows", help="rows per page of a long list in an answer (0: whole)"),
     stop_at: str = typer.Option("90%", "--stop-at", help="the % of its floor at which an answer says stop"),
+    budget: int = typer.Option(8000, "--budget", help="characters an answer may take, its text and its structured "
+                                                      "content each (the data paged and cut to fit; the whole of it "
+                                                      "is a file in the call's run directory)"),
 ) -> None:
     """Serve profctl's commands to an MCP client over stdio (the `agent` extra installs the SDK): bench, ab, ncu,
     explain, report, compare, runs, show; each call time-limited, one GPU job at a time, kept in the run store."""
@@ -37,6 +40,8 @@ def mcp(
             raise UsageError(f"{flag} must be positive, got {v:g}")
     if memory_limit is not None and memory_limit <= 0:
         raise UsageError(f"--memory-limit must be positive, got {memory_limit:g}")
+    if budget < 2000:
+        raise UsageError(f"--budget must be at least 2000 characters, got {budget}")
     if page_rows < 0:
         raise UsageError(f"--page-rows must be >= 0, got {page_rows}")
     stop_pct = percent(stop_at, "--stop-at") * 100
@@ -46,7 +51,7 @@ def mcp(
 
     root = run_store.reports_root(reports).resolve()
     cfg = mcp_server.Config(reports=root, time_limit_s=timeout, memory_limit_gib=memory_limit,
-                            lock_wait_s=lock_wait, page_rows=page_rows, stop_pct=stop_pct)
+                            lock_wait_s=lock_wait, page_rows=page_rows, stop_pct=stop_pct, budget=budget)
     mcp_server.serve(cfg, run_cli)
 
 

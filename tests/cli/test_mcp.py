@@ -183,10 +183,18 @@ def test_a_bad_input_is_refused_in_one_line_with_its_exit_meaning(tmp_path: Path
     async def calls(s: ClientSession) -> Any:
         return (await s.call_tool("bench", {"workload": CPU | {"seqlen": [0]}}),
                 await s.call_tool("bench", {"workload": CPU | {"backends": ["sdpa-math,eager"]}}),
-                await s.call_tool("explain", {"report": str(PLANTED), "kernel": "no_such_kernel"}))
+                await s.call_tool("explain", {"report": str(PLANTED), "kernel": "no_such_kernel"}),
+                await s.call_tool("bench", {"workload": CPU | {"seqlen": [-5]}}),
+                await s.call_tool("bench", {"workload": CPU, "baselin": "none"}),
+                await s.call_tool("explain", {"report": str(PLANTED)}))
 
     results = session(store, calls)
-    bad_value, comma, nothing = (answer_of(r) for r in results)
+    bad_value, comma, nothing, negative, mistyped, missing = (answer_of(r) for r in results)
+    assert negative["exit_code"] == 2 and "--seqlen must be a positive integer, got -5" in negative["error"]
+    assert mistyped["exit_code"] == 2 and mistyped["error"].startswith("bench: baselin: not an input of bench "
+                                                                       "(did you mean baseline?)")
+    assert missing["exit_code"] == 2 and missing["error"] == "explain: kernel: a required input is missing"
+    assert all("pydantic" not in r.content[0].text for r in results)
     assert all(r.is_error for r in results)
     assert bad_value["exit_code"] == 2 and bad_value["exit_meaning"].startswith("bad arguments")
     assert "\n" not in bad_value["error"] and "seqlen" in bad_value["error"]
