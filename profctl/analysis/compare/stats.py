@@ -141,15 +141,17 @@ def bootstrap_ratio(base: Iterable[float], new: Iterable[float], *, confidence: 
 
 
 def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *, noise: RunNoise,
-                confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
-                ) -> Estimate:
+                confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                modes: bool = False) -> Estimate:
     """The ratio of the two sides' geometric means of per-run medians, with an interval of two parts added in
     quadrature on the log scale: the percentile bootstrap over each run's instances (what one process's noise
     allows), and ``t x sigma_b x sqrt(1/k_base + 1/k_new)`` for the noise between runs, where ``sigma_b`` pools
     what the runs show (their medians' scatter on each side, less what instance noise explains) with `noise`'s
     default counted as ``noise.dof`` degrees of freedom, and ``t`` has the runs' and the default's degrees of
     freedom together (few runs and a heavy-tailed default: a wide interval). One run per side: ``sigma_b`` is the
-    default alone. With
+    default alone. With `modes` (repeats of one call: bench iterations) a run whose iterations fall in two modes
+    is uncertain by half their distance too (:func:`mode_spread`); a summary's instances of one kernel name can be
+    different calls, whose mixture is the program's, so there it is off. With
     ``noise.sigma == 0`` and one run per side this is :func:`bootstrap_ratio`'s interval."""
     import numpy as np
 
@@ -172,13 +174,14 @@ def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequenc
     ka, kb = len(a), len(b)
     # a run whose iterations fall in two modes: its median could have landed in either (another process of it
     # would put a different share in each), so that run -- and only it -- is uncertain by half the modes' distance
-    mode_a, mode_b = [mode_spread(x) for x in a], [mode_spread(x) for x in b]
+    spread = mode_spread if modes else (lambda _: 0.0)
+    mode_a, mode_b = [spread(x) for x in a], [spread(x) for x in b]
     var_a = [v + m * m for v, m in zip(var_a, mode_a, strict=True)]
     var_b = [v + m * m for v, m in zip(var_b, mode_b, strict=True)]
-    modes = math.sqrt(sum(m * m for m in mode_a) / ka ** 2 + sum(m * m for m in mode_b) / kb ** 2)
-    if modes > 0:
+    bimodal = math.sqrt(sum(m * m for m in mode_a) / ka ** 2 + sum(m * m for m in mode_b) / kb ** 2)
+    if bimodal > 0:
         z = _z_quantile(1.0 - alpha)
-        down, up = math.hypot(down, z * modes), math.hypot(up, z * modes)
+        down, up = math.hypot(down, z * bimodal), math.hypot(up, z * bimodal)
     dof = (ka - 1) + (kb - 1)
     measured = None
     if dof > 0:
@@ -196,7 +199,7 @@ def across_runs(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequenc
     lo = ratio * math.exp(-math.hypot(down, between))
     hi = ratio * math.exp(math.hypot(up, between))
     return Estimate(ratio, lo, hi, (ka, kb), max(down, up), between, sigma, measured,
-                    _z_quantile(1.0 - alpha) * modes)
+                    _z_quantile(1.0 - alpha) * bimodal)
 
 
 def mode_spread(times: Any) -> float:
