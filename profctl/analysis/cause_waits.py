@@ -12,6 +12,7 @@ from profctl.analysis.cause_context import (
 )
 from profctl.analysis.figures import matrix_flops
 from profctl.analysis.stalls import reason
+from profctl.analysis.thresholds import value
 
 
 def waits(ctx: Context) -> list[Cause]:
@@ -135,37 +136,42 @@ def _load_wait(ctx: Context) -> Cause | None:
         return None
     if not _tiled(ctx):
         return None  # plain dependent loads (a pointer chase) cannot be prefetched: latency-bound, not this
-    grid, full = ctx.f.get("grid_size"), ctx.f.full_wave_blocks
-    if grid and full and grid < 0.9 * full and not ctx.f.persistent():
-        return None  # idle SMs, not late loads
-    t = ctx.duration_us or 0.0
+    t = ctx.duration_us or 0.0  # (idle SMs too: the model composes the two, each binding after the other's fix)
     ev: list[str] = [
         Evidence(f"{pct(wait)} of the warp time waits for loads (long scoreboard {pct(long_sb)}, barriers waiting "
                  f"on them {pct(sync)}) while the busiest unit is {pct(busiest)} busy: the loads are issued too late "
                  "to hide",
                  "smsp__pcsamp_warps_issue_stalled_long_scoreboard (+ barrier at SYNCS/DEPBAR)", round(wait, 4),
                  "fraction of warp time", 0.2, ">="),
-          "the loads are coalesced and no SM is idle: prefetching, not the access pattern, is what is missing"]
+          "the loads are coalesced: prefetching, not the access pattern, is what is missing"]
+    relieves = None
+    if sync_staged(ctx):  # the register round trip goes with the async copy: about half the L1 work
+        left = value("staged_l1_left")
+        relieves = {"l1": left, "lsu": left}
+        ev.append(f"the tiles pass through registers (LDG then STS, no cp.async or TMA): an asynchronous copy also "
+                  f"leaves about {pct(left)} of the L1 work")
     o = ctx.other
     if o is not None and o.duration_us and o.total:
         theirs = load_wait_share(o)[0]
         excess = t * wait - o.duration_us * theirs
         saving = min(excess, t * (1 - busiest))
+        share = excess / t if t else 0.0  # uncapped: the model sets it against the units
         if wait < theirs + 0.05 or saving <= 0:
             return None
         eff = same_mma_efficiency_gap(ctx)
         if eff is not None and excess > 0.3 * (t - o.duration_us) and eff > saving:
-            saving = eff  # the same MMA work at B's tensor efficiency: what the late loads cost
+            saving, share = eff, eff / t  # the same MMA work at B's tensor efficiency: what the late loads cost
             ev.append(f"B does the same matrix work with its tensor pipe {pct(o.util('tensor_pct'))} busy against "
                       f"A's {pct(ctx.util('tensor_pct'))}: fed in time, A would take {t - eff:.1f} us")
         ev.append(f"B waits {pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {pct(theirs)} "
                   f"against A's {t:.1f} us x {pct(wait)})")
-        c = ctx.cause("loads-not-pipelined", saving, ev, hot)
+        c = ctx.cause("loads-not-pipelined", saving, ev, hot, share=share, degree=wait - theirs, relieves=relieves)
         c.differential = True
         return c
-    if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= 0.5:
-        return None  # a busy memory system is bandwidth, not latency: prefetching would not help
-    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, share=wait, degree=wait)
+    if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= value("late_loads_memory"):
+        return None  # a memory system near its roof is bandwidth, not latency: prefetching would not help
+    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, share=wait, degree=wait,
+                     relieves=relieves)
 
 
 def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:

@@ -161,8 +161,6 @@ def diagnose_one(p: Any, roofs: Any = None, floor: Floor | None = None) -> Kerne
                 fallback.evidence.append(f"the {fl.binding.label}'s practical best is {fl.attainable_us:.1f} us: "
                                          "hiding the latency could give back at most the rest")
             found.append(fallback)
-    if together is not None and len([c for c in found if c.id in together.marginal]) < 2:
-        together = None  # one fault: together is alone
     return KernelCauses(fl, found, slack, together)
 
 

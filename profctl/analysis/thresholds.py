@@ -33,6 +33,14 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
     _T("wasted_work", 1.2, "tensor work counted above this multiple of the useful work (the shape's FLOPs, or B's "
        "for the same result) is work the result does not need: a causal kernel's diagonal blocks cost 1.03-1.1x "
        "(tests/data/flex: 128-wide blocks at s4096 count 1.03x)"),
+    _T("staged_l1_left", 0.5, "tiles staged through registers (LDG, STS) pass the L1 twice where an async copy "
+       "(cp.async, TMA) passes it once: pipelining them leaves about half the L1 work (tests/data/ladders gemm_order: "
+       "the L1's work went from 2107 to 1097 us at its peak with num_stages 1 -> 3)"),
+    _T("late_loads_memory", 0.7, "loads are late, not bandwidth-bound, while L2 and DRAM stay under this share of "
+       "their peak (the practical ceilings are 90 %); with two faults the model, not this gate, says which binds"),
+    _T("thrash_dram", 0.25, "a kernel re-reading its operands with a low L2 hit rate thrashes even while another "
+       "fault keeps DRAM under its roof: DRAM this busy is enough to name it (tests/data/ladders gemm_order: 30 % "
+       "busy with unpipelined loads, 84 % once they were pipelined)"),
     _T("roof_busy", 0.75, "a pipe at or above this share of its peak is at its compute roof (compute-bound, alone); "
        "under it never: the best attention kernels keep the tensor pipe 72-85 % busy, and a pipe 44 % busy is not "
        "the limit (issue 47)"),

@@ -1,6 +1,6 @@
-"""Left for two command modules that still import through it (compare_cmd, explain_cmd): the names below live in
+"""Left for the command module that still imports through it (compare_cmd): the names below live in
 modules of one idea each, and new code imports them from there (`_workload_options`, `_command`, `_messages`,
-`_guard`, `_output`). Goes once those two import from the real modules."""
+`_guard`, `_output`). Goes once it imports from the real modules."""
 
 from __future__ import annotations
 

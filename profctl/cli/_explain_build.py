@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profctl.errors import UsageError
+from profctl.errors import ProfctlError, UsageError
 
 
 def build(report: str, kernel: str, *, vs: str | None = None, report2: str | None = None, shape: str | None = None,
@@ -107,7 +107,6 @@ def shape_key(text: str) -> str:
 def kernel_names(report: str, reports: Path | None) -> str:
     """The kernels of an ncu report by name, for the message that asks for --kernel ('' when it is not one)."""
     from profctl import inputs
-    from profctl.errors import ProfctlError
 
     try:
         ps = inputs.read_profiles(report, root=reports, kernels=["(?!)"])  # names only: no kernel read in depth

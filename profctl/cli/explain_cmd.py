@@ -9,10 +9,12 @@ from pathlib import Path
 
 import typer
 
-from profctl.cli._common import REPORTS_HELP, check_format, check_outputs, emit, guard
 from profctl.cli._explain_build import build, kernel_names, shape_key
+from profctl.cli._guard import guard
+from profctl.cli._output import check_format, check_outputs, emit
 from profctl.cli._ranges import explain_range_view
 from profctl.cli._timelines import explain_view
+from profctl.cli._workload_options import REPORTS_HELP
 from profctl.errors import UsageError
 from profctl.render.tables import console_fitted, fitted_console
 
