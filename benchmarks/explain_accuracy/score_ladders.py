@@ -8,7 +8,8 @@ Three criteria, each within 35 % (WITHIN) of a saving measured outside ncu (medi
   (b) each single-fix rung alone: its remaining fault first, that cause's saving within 35 % of what fixing it gained
       (time(rung) - time(clean)).
   (c) each pair, a rung --vs the rung with one more fault fixed: the removed fault first, its saving within 35 % of
-      the measured gap (time(a) - time(b)).
+      the measured gap (time(a) - time(b)); a pair measured within 3 % (NO_GAP) has no gap to split: right when
+      explain says the two take the same time and names no cause of a gap.
 A fault counts as named where the cause id is the fault's catalog id or one of its `alt` ids (manifest). Explain's
 savings are of the kernel as ncu ran it (its clock may differ); each is scaled by time(A outside ncu) / ncu's
 duration of A before it is judged, as score_fixes.py does.
@@ -34,6 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 WITHIN = 0.35
+#: a pair whose measured gap is under this share of A's time has no gap to split (issue 47 item 4: "two kernels
+#: within their run-to-run spread ... say so first"): the right answer is explain's same_time, not a cause
+NO_GAP = 0.03
 
 
 def _default_profctl() -> list[str]:
@@ -140,10 +144,13 @@ def judge(q: dict[str, Any], js: dict[str, Any]) -> dict[str, Any]:
         pred = next((s * k for c, s in causes if c in _names(f)), None)  # the expected fault's saving, wherever
         row.update(first=first[0], first_us=round(first[1] * k, 1), named=named,
                    predicted_us=None if pred is None else round(pred, 1))
+        row["within"] = _within(pred, q["truth_us"])  # wherever it is ranked; "ok" asks both
         if q["crit"] == "c":
             row["gap_ncu_us"] = js.get("gap_us")
             row["same_time"] = js.get("same_time")
-        row["within"] = _within(pred, q["truth_us"])  # wherever it is ranked; "ok" asks both
+            if abs(q["truth_us"]) < NO_GAP * q["time_a_us"]:  # no gap to split: said so, and no cause of a gap
+                row["no_gap"] = True
+                row["named"] = row["within"] = bool(js.get("same_time")) and not js.get("causes")
     row["ok"] = bool(row["named"] and row["within"])
     return row
 
