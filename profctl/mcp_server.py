@@ -353,7 +353,7 @@ def make_server(cfg: Config, worker: Worker) -> Any:
 
     from profctl._version import __version__
 
-    class ProfctlServer(MCPServer):  # type: ignore[misc]
+    class ProfctlServer(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             tools = {t.name: t for t in self._tool_manager.list_tools()}
             if name not in tools:
