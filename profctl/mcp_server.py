@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from profctl import run_store
-from profctl.cli._workload_options import typed_options
 from profctl.errors import ProfctlError, UsageError
 from profctl.fsutil import atomic_write_json, atomic_write_text
 from profctl.mcp_answers import DEFAULT_BUDGET, EXIT_MEANING, Outcome, answer, text_of
@@ -54,6 +53,9 @@ class Config:
     page_rows: int = 25
     stop_pct: float = 90.0
     budget: int = DEFAULT_BUDGET
+    #: the workload options the MCP workload takes: the CLI's one definition (profctl.cli._workload_options), less
+    #: --memory-limit (the tools' memory_limit_gib), passed in by profctl.cli.mcp_cmd (this module imports no CLI)
+    workload: tuple[Any, ...] = ()
 
 
 class Busy(ProfctlError):
@@ -206,15 +208,11 @@ def items(name: str, values: Sequence[Any] | None) -> str | None:
 
 #: the MCP input's name of a CLI workload option where it differs (lists named in the plural)
 MCP_NAME = {"backend": "backends", "pass_": "passes"}
-#: the workload options the MCP workload takes: the CLI's, less --memory-limit (the tools' memory_limit_gib)
-WORKLOAD = typed_options(exclude=("memory_limit",))
-
-
-def workload_argv(w: dict[str, Any], memory_limit_gib: float | None) -> list[str]:
+def workload_argv(w: dict[str, Any], memory_limit_gib: float | None, options: Sequence[Any]) -> list[str]:
     """The CLI's workload options for the typed inputs `w` (None, and device auto: the CLI's default), in the
     CLI's order, each one word (``--seqlen=-5``: a value the CLI checks, never an option)."""
     argv: list[str] = []
-    for o in WORKLOAD:
+    for o in options:
         name = MCP_NAME.get(o.name, o.name)
         v = w.get(name)
         if v is None or (o.name == "device" and v == "auto"):
@@ -426,13 +424,13 @@ FIELDS_DOC = ("only these fields of the data, keys joined by '.' through lists (
               "\"kernels.metrics.gpu__time_duration.sum\"]): what an answer cut (elided) is one call away")
 
 
-def workload_model() -> Any:
+def workload_model(options: Sequence[Any]) -> Any:
     """The workload input: every CLI workload option (profctl.cli._workload_options, the one definition), typed
     (a CLI comma list is a list: it sweeps), with the CLI's help; left out, the CLI's default."""
     from pydantic import ConfigDict, Field, create_model
 
     fields: dict[str, Any] = {}
-    for o in WORKLOAD:
+    for o in options:
         typ: Any = list[o.item] if o.many else o.item  # type: ignore[name-defined]
         fields[MCP_NAME.get(o.name, o.name)] = (typ | None, Field(None, description=f"{o.help} (the CLI's {o.flag})"))
     model = create_model("Workload", __config__=ConfigDict(extra="forbid"), **fields)
@@ -444,9 +442,10 @@ def register(server: Any, svc: Service) -> None:
     """Every tool, with typed inputs (the SDK makes their schemas from these signatures)."""
     from pydantic import Field
 
-    wl = workload_model()
+    wl = workload_model(svc.cfg.workload)
     _timing_tools(server, svc, wl, Field)
     _ncu_tool(server, svc, wl, Field)
+    _explain_tool(server, svc, Field)
     _reading_tools(server, svc, Field)
 
 
@@ -470,7 +469,7 @@ def _timing_tools(server: Any, svc: Service, workload_model: Any, field: Any) ->
         """Time backends or your functions over shapes (profctl bench -f json): per point the time, TFLOP/s, and
         the % of its speed-of-light roof with what is left (on a GPU, for a known shape)."""
         def build() -> list[str]:
-            argv = ["bench", *workload_argv(workload.model_dump(), svc.memory(memory_limit_gib))]
+            argv = ["bench", *workload_argv(workload.model_dump(), svc.memory(memory_limit_gib), svc.cfg.workload)]
             return argv + ([f"--baseline={baseline}"] if baseline else []) + [
                 f"--timeout={svc.limit(time_limit_s):g}", "-f", "json"]
         return await svc.answer("bench", build, {"workload": workload.model_dump(exclude_none=True),
@@ -492,7 +491,8 @@ def _timing_tools(server: Any, svc: Service, workload_model: Any, field: Any) ->
         and whether to stop."""
         def build() -> list[str]:
             pair = items("a, b", [a, b]) or ""
-            argv = ["bench", f"--ab={pair}", *workload_argv(workload.model_dump(), svc.memory(memory_limit_gib))]
+            argv = ["bench", f"--ab={pair}",
+                    *workload_argv(workload.model_dump(), svc.memory(memory_limit_gib), svc.cfg.workload)]
             argv += [f"--rounds={rounds}"] if rounds is not None else []
             argv += [f"--threshold={threshold_pct:g}%"] if threshold_pct is not None else []
             return [*argv, f"--timeout={svc.limit(time_limit_s):g}", "-f", "json"]
@@ -533,7 +533,7 @@ def _ncu_tool(server: Any, svc: Service, workload_model: Any, field: Any) -> Non
                 raise UsageError("give workload or program, not both")
             argv = ["ncu", f"--recipe={recipe}"]
             if workload is not None:
-                argv += workload_argv(workload.model_dump(), svc.memory(memory_limit_gib))
+                argv += workload_argv(workload.model_dump(), svc.memory(memory_limit_gib), svc.cfg.workload)
             argv += [f"--kernel={kernel}"] if kernel else []
             argv += [f"--launch-count={launch_count}"] if launch_count is not None else []
             argv += [f"--clock-control={clock_control}"] if clock_control else []
@@ -554,27 +554,6 @@ def _reading_tools(server: Any, svc: Service, field: Any) -> None:
     root = svc.cfg.reports
     page_t = Annotated[int, field(1, description=PAGE_DOC)]
     fields_t = Annotated[list[str] | None, field(None, description=FIELDS_DOC)]
-    ref = "an .ncu-rep (plain, .gz, .xz), a run directory, a run id or 'latest'"
-
-    async def explain(report: Annotated[str, field(description=f"kernel A's report: {ref}")],
-                      kernel: Annotated[str, field(description="regex picking kernel A (its name, base name or "
-                                                   "NVTX path); `report` lists the kernels")],
-                      report2: Annotated[str | None, field(None, description="a second report: B comes from it "
-                                                           "(the same kernel before and after a change)")] = None,
-                      vs: Annotated[str | None, field(None, description="regex picking kernel B (default: kernel's, "
-                                                      "in report2; neither: A alone, against its roofs)")] = None,
-                      shape: Annotated[str | None, field(None, description="the attention shape for the roofs when "
-                                                         "the NVTX range does not say it, e.g. "
-                                                         "b1,s4096,h32,d128,bf16[,causal]")] = None,
-                      page: page_t = 1, fields: fields_t = None) -> CallToolResult:
-        """Why kernel A is slow (or slower than B), causes first: the verdict, each cause with its lines, evidence,
-        fix and the time fixing it saves, the floor and what is left (profctl explain -f json)."""
-        def build() -> list[str]:
-            argv = ["explain", *resolve_refs([report, *([report2] if report2 else [])], root, "report")]
-            argv += [f"--kernel={kernel}"] + ([f"--vs={vs}"] if vs else []) + ([f"--shape={shape}"] if shape else [])
-            return [*argv, "-f", "json"]
-        return await svc.answer("explain", build, {"report": report, "kernel": kernel, "report2": report2,
-                                                   "vs": vs, "shape": shape}, page_no=page, fields=fields)
 
     async def report(paths: Annotated[list[str], field(description="reports (nsys .nsys-rep/.sqlite, ncu .ncu-rep, "
                                                        "torch.profiler or Proton traces, bench JSON; plain, .gz or "
@@ -630,5 +609,50 @@ def _reading_tools(server: Any, svc: Service, field: Any) -> None:
         return await svc.answer("show", lambda: ["show", *resolve_refs([run], root, "run"), "-f", "json"],
                                 {"run": run}, page_no=page, fields=fields)
 
-    for fn in (explain, report, compare, runs, show):
+    for fn in (report, compare, runs, show):
         server.add_tool(fn)
+
+
+def _explain_tool(server: Any, svc: Service, field: Any) -> None:
+    """explain: a kernel of an ncu report (alone or against B), or a range of an nsys or torch.profiler timeline."""
+    from typing import Annotated
+
+    from mcp.types import CallToolResult
+
+    root = svc.cfg.reports
+    ref = "an .ncu-rep (plain, .gz, .xz), a run directory, a run id or 'latest'"
+
+    async def explain(report: Annotated[str, field(description=f"kernel A's report: {ref}; with range, an nsys "
+                                                   "export (.sqlite) or a torch.profiler trace")],
+                      kernel: Annotated[str | None, field(None, description="regex picking kernel A (its name, base "
+                                                          "name or NVTX path); `report` lists the kernels")] = None,
+                      range: Annotated[str | None, field(None, description="instead of a kernel: the NVTX or "
+                                                         "record_function range of a timeline to explain (why the "
+                                                         "range is slow when its kernels are fast)")] = None,
+                      report2: Annotated[str | None, field(None, description="a second report: B comes from it "
+                                                           "(the same kernel or range before and after a change)")]
+                      = None,
+                      vs: Annotated[str | None, field(None, description="regex picking kernel B, or the range B "
+                                                      "(default: kernel's, in report2; neither: A alone, against "
+                                                      "its roofs)")] = None,
+                      shape: Annotated[str | None, field(None, description="the attention shape for the roofs when "
+                                                         "the NVTX range does not say it, e.g. "
+                                                         "b1,s4096,h32,d128,bf16[,causal]")] = None,
+                      page: Annotated[int, field(1, description=PAGE_DOC)] = 1,
+                      fields: Annotated[list[str] | None, field(None, description=FIELDS_DOC)] = None
+                      ) -> CallToolResult:
+        """Why kernel A is slow (or slower than B), causes first: the verdict, each cause with its lines, evidence,
+        fix and the time fixing it saves alone and with the others, the floor and what is left; or, with range, why
+        a range of a timeline is slow: GPU-bound, host-bound, sync-bound or launch-bound, and what each fix saves
+        (profctl explain -f json)."""
+        def build() -> list[str]:
+            argv = ["explain", *resolve_refs([report, *([report2] if report2 else [])], root, "report")]
+            argv += [f"--kernel={kernel}"] if kernel else []
+            argv += [f"--range={range}"] if range else []
+            argv += ([f"--vs={vs}"] if vs else []) + ([f"--shape={shape}"] if shape else [])
+            return [*argv, "-f", "json"]
+        return await svc.answer("explain", build, {"report": report, "kernel": kernel, "range": range,
+                                                   "report2": report2, "vs": vs, "shape": shape},
+                                page_no=page, fields=fields)
+
+    server.add_tool(explain)

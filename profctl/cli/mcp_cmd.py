@@ -13,7 +13,7 @@ import typer
 from profctl import cli
 from profctl.cli._command import percent
 from profctl.cli._guard import guard
-from profctl.cli._workload_options import REPORTS_HELP
+from profctl.cli._workload_options import REPORTS_HELP, typed_options
 from profctl.errors import ToolNotFound, UsageError
 
 
@@ -51,7 +51,8 @@ def mcp(
 
     root = run_store.reports_root(reports).resolve()
     cfg = mcp_server.Config(reports=root, time_limit_s=timeout, memory_limit_gib=memory_limit,
-                            lock_wait_s=lock_wait, page_rows=page_rows, stop_pct=stop_pct, budget=budget)
+                            lock_wait_s=lock_wait, page_rows=page_rows, stop_pct=stop_pct, budget=budget,
+                            workload=tuple(typed_options(exclude=("memory_limit",))))
     mcp_server.serve(cfg, run_cli)
 
 

@@ -23,9 +23,12 @@ pytest.importorskip("mcp")
 import anyio  # after the skip: anyio comes with the SDK
 
 from profctl import mcp_answers, mcp_server
+from profctl.cli._workload_options import typed_options
 from profctl.mcp_answers import Outcome
 
 BUDGET = getattr(mcp_answers, "DEFAULT_BUDGET", 8000)
+#: what profctl mcp passes the server: the CLI's workload options, less --memory-limit
+WORKLOAD = tuple(typed_options(exclude=("memory_limit",)))
 
 
 def cli_json(*argv: str) -> Any:
@@ -127,14 +130,14 @@ def test_explain_without_floor_counters_says_what_is_missing_not_zero(tmp_path: 
 
 
 def test_a_negative_seqlen_reaches_profctls_own_check() -> None:
-    argv = mcp_server.workload_argv({"seqlen": [-5], "backends": ["sdpa-math"]}, None)
+    argv = mcp_server.workload_argv({"seqlen": [-5], "backends": ["sdpa-math"]}, None, WORKLOAD)
     assert "--seqlen=-5" in argv
     r = CliRunner().invoke(app, ["bench", "--device", "cpu", *argv, "-f", "json"])
     assert r.exit_code == 2 and "seqlen" in r.output and "comma list" not in r.output
 
 
 def _server() -> Any:
-    return mcp_server.make_server(mcp_server.Config(reports=Path("/nonexistent")), _sleepy)
+    return mcp_server.make_server(mcp_server.Config(reports=Path("/nonexistent"), workload=WORKLOAD), _sleepy)
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -199,3 +202,14 @@ def test_concurrent_timing_calls_take_turns_and_say_they_waited(tmp_path: Path) 
     spans = sorted((a["data"][0]["t0"], a["data"][0]["t1"]) for a in got)
     assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans)), spans  # one at a time
     assert sum("waited" in a["summary"] for a in got) >= 2
+
+
+def test_explain_takes_a_range_of_a_timeline_and_answers_within_the_budget(tmp_path: Path) -> None:
+    """Issue 49 item 3: the range explain from the MCP server (the same tool, `range` for `kernel`)."""
+    tools = {t.name: t for t in anyio.run(_server().list_tools)}
+    props = tools["explain"].input_schema["properties"]
+    assert props["range"].get("description") and "kernel" not in tools["explain"].input_schema.get("required", [])
+    data = cli_json("explain", str(DATA / "ranges" / "ranges.sqlite.xz"), "--range", "planted/item_sync")
+    a, text = answer_of("explain", data, tmp_path)
+    assert text.splitlines()[0] == data["verdict"] == "sync-bound"
+    assert max(sizes(a, text)) <= BUDGET
