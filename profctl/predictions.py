@@ -35,7 +35,7 @@ SCHEMA = "profctl.prediction/1"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PredictionOutcome:
     """One cause of BEFORE set against the change: predicted and, where attributable, realized saving (us)."""
 
     cause: str
@@ -97,7 +97,7 @@ def load(root: Path, p: Any, run_dir: Path | None = None) -> dict[str, Any] | No
 
 
 def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after_diagnosis: Any
-               ) -> tuple[list[Outcome], list[str]]:
+               ) -> tuple[list[PredictionOutcome], list[str]]:
     """BEFORE's predicted causes against the change: which went away or shrank, and what it realized."""
     realized = before_us - after_us
     now = {c.id: c.saving_us for c in [*after_diagnosis.causes, *after_diagnosis.slack]}
@@ -120,14 +120,14 @@ def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after_di
     if len(changed) == 1 or float(changed[0][0]["saving_us"]) >= DOMINANT * rest:
         # one cause changed, or one whose predicted saving dwarfs the others': the change is its
         c, went = changed[0]
-        o = Outcome(c["id"], went, float(c["saving_us"]), realized)
+        o = PredictionOutcome(c["id"], went, float(c["saving_us"]), realized)
         verdict = ("within 35 %" if o.within else "off by more than 35 %") if o.within is not None else \
             "the change saved nothing"
         also = (" (also gone: " + ", ".join(f"{x['id']} ({x['saving_us']:,.1f} us predicted)" for x, _ in
                                             changed[1:]) + ", too small to matter)") if len(changed) > 1 else ""
         return [o], [f"{head}; {c['id']} {went}: predicted to save {o.predicted_us:,.1f} us, realized "
                      f"{realized:,.1f} us ({verdict}){also}"]
-    outs = [Outcome(c["id"], went, float(c["saving_us"]), None) for c, went in changed]
+    outs = [PredictionOutcome(c["id"], went, float(c["saving_us"]), None) for c, went in changed]
     names = ", ".join(f"{o.cause} ({o.went}, predicted {o.predicted_us:,.1f} us)" for o in outs)
     return outs, [f"{head}; several causes changed together: {names}. Their savings overlap, so the change is not "
                   "split between them and none is tallied"]
@@ -145,7 +145,7 @@ def _read_tally(root: Path) -> dict[str, Any]:
         return {}
 
 
-def add(root: Path, device: str | None, outcomes: list[Outcome], key: str) -> str | None:
+def add(root: Path, device: str | None, outcomes: list[PredictionOutcome], key: str) -> str | None:
     """Count the attributable outcomes under `device` and cause id; the same before/after pair (`key`) counts once.
     None, or why the tally could not be written."""
     from profctl.fsutil import atomic_write_json
@@ -224,5 +224,5 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "kernel"
 
 
-__all__ = ["SCHEMA", "WITHIN", "Outcome", "add", "close_loop", "in_comparison", "keep", "kept_for", "load",
+__all__ = ["SCHEMA", "WITHIN", "PredictionOutcome", "add", "close_loop", "in_comparison", "keep", "kept_for", "load",
            "prediction", "tally_path", "track_record", "where"]
