@@ -181,6 +181,11 @@ step_explain_masks() {  # issue 47: matrix work in one unit, live: flex, cuDNN a
   done
   pack explain_masks
 }
+step_api_gpu() {  # issue 51: the Python API's GPU paths: the notebook's GPU cell (bench, ncu, explain of a user's
+  # function), profctl.ab and profctl.proton (benchmarks/api_gpu.py; needs the ncu-report wheel carried in .gpu/whl)
+  timeout -s INT "$(lim 300)" python3 benchmarks/api_gpu.py /tmp/api-reports > "$OUT/api_gpu.txt" 2>&1
+  echo "api_gpu: exit $?"; grep -E "^== " "$OUT/api_gpu.txt"
+}
 step_explain_unseen() {  # issue 43: explain alone on kernels none of its tests hold (eager's cuBLAS GEMMs and softmax,
   # SDPA's efficient backend), verdicts and first causes into $OUT/explain_unseen.tgz
   local R=/tmp/unseen_runs D="$OUT/explain_unseen"
