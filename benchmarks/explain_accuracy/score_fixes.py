@@ -24,9 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 WITHIN = 0.35
-#: the binding unit of a kernel at its roof -> the catalog's roof cause its verdict stands for
-_ROOF_IDS = {"dram": "dram-bound", "l2": "dram-bound", "tensor": "compute-bound", "fma": "compute-bound",
-             "alu": "compute-bound", "fp64": "compute-bound", "xu": "sfu-bound"}
 
 
 def _launches(profiles: list[Any], rng: str) -> list[Any]:
@@ -82,8 +79,7 @@ def score(data: Path) -> dict[str, Any]:
             row["predicted_scaled_us"] = round(row["predicted_us"] * scale, 1)
         # advised: the first cause is the one the change addresses, or, at a roof, the verdict names it ("nothing to
         # fix but moving fewer bytes: fuse passes" for a fusion)
-        fl = d.floor
-        roof = _ROOF_IDS.get(fl.binding.key) if fl is not None and fl.at_roof and fl.binding is not None else None
+        roof = d.roof_cause()
         row["advised"] = bool(first and first.id in wanted) or bool(not first and roof in wanted)
         row["within"] = bool(real > 0 and abs(row["predicted_scaled_us"] - real) <= WITHIN * real)
         fixes.append(row)

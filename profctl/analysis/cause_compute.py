@@ -245,13 +245,14 @@ def wasted_work(ctx: Context) -> Cause | None:
                                       f"({mine / theirs:.2f}x) for the same result ({_how(how)}; B {_how(how_b)})",
                                       "sm__ops_path_tensor_op_*.sum", mine, "FLOP", theirs * limit, "> B x")]
             return _wasted(ctx, theirs / mine, ev, "tensor")
-        if (mine and theirs) or ctx.util("tensor_pct") >= 0.05 or o.f.tensor_ops or o.util("tensor_pct") >= 0.1:
+        if (mine and theirs) or ctx.util("tensor_pct") >= value("tensor_idle") or o.f.tensor_ops or \
+                o.util("tensor_pct") >= value("tensor_used"):
             return None  # the same matrix work (or B does it on the tensor cores: no-tensor-cores, not this)
         tpa = (ctx.f.get("threads_per_inst") or 32.0) / 32.0
         tpb = (o.f.get("threads_per_inst") or 32.0) / 32.0
         fa = ctx.f.opcode_count("FFMA", "FMUL", "FADD") * tpa
         fb = o.f.opcode_count("FFMA", "FMUL", "FADD") * tpb
-        if fa and fb and fa > limit * fb and ctx.util("fma_pct") >= 0.2:
+        if fa and fb and fa > limit * fb and ctx.util("fma_pct") >= value("fma_busy"):
             ev = [f"A issues {fa:.3g} FP32 thread instructions, B {fb:.3g} ({fa / fb:.2f}x) for the same result; the "
                   f"FMA pipe is {pct(ctx.util('fma_pct'))} busy in A"]
             return _wasted(ctx, fb / fa, ev, "fma", share=ctx.util("fma_pct") * (1 - fb / fa))

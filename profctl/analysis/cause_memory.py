@@ -161,7 +161,8 @@ def l2_dram(ctx: Context) -> list[Cause]:
     # orders its own tiles, and one report cannot tell its DRAM reads from the compulsory ones (cuBLAS's P x V of an
     # eager attention streams its 1 GB P once at the DRAM roof, with a 15 % hit rate: tests/data/unseen)
     reuse = _reuse(ctx) if ctx.has_lines else ""
-    if dram >= value("thrash_dram") and hit is not None and hit < 60 and memory_bound(ctx) >= 0.6 and \
+    if dram >= value("thrash_dram") and hit is not None and hit < value("thrash_hit_pct") and \
+            memory_bound(ctx) >= value("memory_share") and \
             not _excess_traffic(ctx) and reuse:
         ev2 = [f"L2 hit rate {hit:.0f}% with DRAM at {pct(dram)} and memory setting {pct(memory_bound(ctx))} of the "
                f"time, and the kernel re-reads its data: {reuse}"]

@@ -168,7 +168,8 @@ def _load_wait(ctx: Context) -> Cause | None:
         c = ctx.cause("loads-not-pipelined", saving, ev, hot, share=share, degree=wait - theirs, relieves=relieves)
         c.differential = True
         return c
-    if wait < 0.2 or busiest >= 0.7 or max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= value("late_loads_memory"):
+    if wait < value("late_loads_wait") or busiest >= value("late_loads_busy") or \
+            max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= value("late_loads_memory"):
         return None  # a memory system near its roof is bandwidth, not latency: prefetching would not help
     return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, share=wait, degree=wait,
                      relieves=relieves)
@@ -191,8 +192,9 @@ def _barriers(ctx: Context) -> Cause | None:
     queue = ctx.share("mio_throttle") if ctx.f.opcode_share("LDS", "STS") else 0.0  # the tree's small smem ops
     t = ctx.duration_us or 0.0
     ev: list[str] = [Evidence(f"{pct(share)} of the warp time waits at block-wide barriers (__syncthreads)"
-                              + (f", {pct(queue)} more queues shared-memory accesses between them" if queue >= 0.05
-                                 else ""), "smsp__pcsamp_warps_issue_stalled_barrier (at BAR)", round(share, 4),
+                              + (f", {pct(queue)} more queues shared-memory accesses between them"
+                                 if queue >= value("said_share") else ""),
+                              "smsp__pcsamp_warps_issue_stalled_barrier (at BAR)", round(share, 4),
                               "fraction of warp time", 0.15, ">=")]
     bars, grid = ctx.f.opcode_count("BAR"), ctx.f.get("grid_size")
     if bars and grid:

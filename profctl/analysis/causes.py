@@ -29,6 +29,10 @@ from profctl.analysis.floor import Floor, floor_of
 from profctl.analysis.thresholds import THRESHOLDS, value
 from profctl.analysis.time_model import ROOF, Effect, Joint, TimeModel, joint
 
+#: the binding unit of a kernel at its roof -> the catalog's roof cause its verdict stands for
+_ROOF_CAUSE = {"dram": "dram-bound", "l2": "dram-bound", "tensor": "compute-bound", "fma": "compute-bound",
+               "alu": "compute-bound", "fp64": "compute-bound", "xu": "sfu-bound"}
+
 
 @dataclass
 class KernelCauses:
@@ -45,6 +49,14 @@ class KernelCauses:
     def healthy(self) -> bool:
         """At the roof of its binding unit with no cause that removes work from that unit."""
         return bool(self.floor is not None and self.floor.at_roof and not self.causes)
+
+    def roof_cause(self) -> str | None:
+        """At a roof: the catalog's cause the verdict stands for (dram-bound, compute-bound, sfu-bound), which
+        the accuracy scorers count as advice ("nothing to fix but moving fewer bytes: fuse passes")."""
+        fl = self.floor
+        if fl is None or not fl.at_roof or fl.binding is None:
+            return None
+        return _ROOF_CAUSE.get(fl.binding.key)
 
     def verdict(self) -> str | None:
         if self.floor is None or not self.floor.units:
@@ -253,7 +265,7 @@ def gap_causes(a: Any, b: Any, roofs_a: Any = None, roofs_b: Any = None) -> GapC
                                      "gives back is the gap, at most")
             out.append(fallback)
     together = predict(out, fa, t, gap=gap, other=floor_of(b))
-    out = [c for c in out if rank_key(c) > 0.01 * max(abs(gap), 1e-9)]
+    out = [c for c in out if rank_key(c) > value("gap_noise") * max(abs(gap), 1e-9)]
     # causes that each close the whole gap alone are told apart by what their own measure gives beyond it
     out.sort(key=lambda c: (-round(rank_key(c), 1), -(c.uncapped_us or c.saving_us)))
     return GapCauses(out, shared, together if len(out) > 1 else None)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profctl.analysis.figures import Figures, first
+from profctl.analysis.thresholds import value
 
 #: a kernel within this fraction of its attainable time on its binding unit is at the roof
 AT_ROOF = 0.85
@@ -256,7 +257,7 @@ class Floor:
             return None
         at_max = self.floor_at_max_clock_us()
         then = (f"at the max clock it would be {at_max:.1f} us, not {self.floor_us:.1f} us"
-                if at_max < 0.99 * self.floor_us else
+                if at_max < value("clock_moves_floor") * self.floor_us else
                 f"its binding unit ({self.binding.label if self.binding else '?'}) runs on its own clock, so the "
                 "SM clock does not move its floor")
         return (f"the kernel ran at {self.clock_mhz:.0f} MHz, {100 * r:.0f} % of the GPU's {self.max_clock_mhz:.0f} "

@@ -41,6 +41,21 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
     _T("thrash_dram", 0.25, "a kernel re-reading its operands with a low L2 hit rate thrashes even while another "
        "fault keeps DRAM under its roof: DRAM this busy is enough to name it (tests/data/ladders gemm_order: 30 % "
        "busy with unpipelined loads, 84 % once they were pipelined)"),
+    _T("tensor_idle", 0.05, "a tensor pipe under this share of its peak does no matrix work to speak of (an FP32 "
+       "kernel's stray MMAs)"),
+    _T("tensor_used", 0.1, "B's tensor pipe at this share of its peak does its matrix work there: more FP32 work "
+       "in A is no-tensor-cores, not wasted work"),
+    _T("fma_busy", 0.2, "an FMA pipe at least this busy is where more FP32 instructions than B's cost time"),
+    _T("thrash_hit_pct", 60.0, "an L2 hit rate (%) under this, with operands re-read, is thrashing (a GEMM whose tiles "
+       "reuse their operands from L2 hits 80-90 %: tests/data/ladders gemm_order, grouped order)"),
+    _T("memory_share", 0.6, "memory sets at least this share of the time: its traffic is what the kernel waits on"),
+    _T("late_loads_wait", 0.2, "warps waiting this share of their time for loads are worth prefetching for"),
+    _T("late_loads_busy", 0.7, "a pipe or issue slots this busy bound the kernel: waiting loads are then not its "
+       "limit"),
+    _T("said_share", 0.05, "a share of the warp time worth saying in the evidence"),
+    _T("gap_noise", 0.01, "a cause saving under this share of a pair's gap is not one of its causes"),
+    _T("clock_moves_floor", 0.99, "a floor at the max clock under this share of the floor at the clock the kernel "
+       "ran is worth saying (an L2- or DRAM-bound floor does not move with the SM clock)"),
     _T("roof_busy", 0.75, "a pipe at or above this share of its peak is at its compute roof (compute-bound, alone); "
        "under it never: the best attention kernels keep the tensor pipe 72-85 % busy, and a pipe 44 % busy is not "
        "the limit (issue 47)"),

@@ -40,11 +40,6 @@ def _pair(p: dict[str, Any]) -> tuple[KernelProfile, KernelProfile]:
     return a, b
 
 
-#: the binding unit of a kernel at its roof -> the catalog's roof cause its verdict stands for
-_ROOF_IDS = {"dram": "dram-bound", "l2": "dram-bound", "tensor": "compute-bound", "fma": "compute-bound",
-             "alu": "compute-bound", "fp64": "compute-bound", "xu": "sfu-bound"}
-
-
 @cache
 def _score(pid: str) -> dict[str, Any]:
     p = next(x for x in SCORED if x["id"] == pid)
@@ -53,8 +48,7 @@ def _score(pid: str) -> dict[str, Any]:
     d = causes.diagnose_one(a)
     # alone: the first two causes, or the roof the verdict names first (a three-pass softmax at the DRAM roof:
     # "nothing to fix but moving fewer bytes")
-    fl = d.floor
-    roof = _ROOF_IDS.get(fl.binding.key) if fl is not None and fl.at_roof and fl.binding is not None else None
+    roof = d.roof_cause()
     alone = [c.id for c in d.causes[:2]] + ([roof] if roof else [])
     first = found[0] if found else None
     gap = p["time_a_us"] - p["time_b_us"]
