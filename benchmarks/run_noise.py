@@ -20,6 +20,12 @@ pair; `--reanalyse` judges it again (no new runs).
 
     python benchmarks/run_noise.py --bench --pairs 20 --loads 0,1,2 [--planted 1.1,1.3,2] [--out r.json]
     python benchmarks/run_noise.py --bench --reanalyse r.json     # the same runs judged again (no new runs)
+
+On a many-core machine, benchmarks/gate_slices.sh runs the pairs side by side on 2-CPU slices (`--slices 0-1,2-3,...`:
+each process and the level's spinners pinned to its slice, a machine of its own; `--deadline S` stops starting
+pairs after S seconds; `--interleave` spreads every level's pairs over the run, `--planted-ab` sets the --ab runs'
+planted variants apart, `--record-only` judges nothing). `--quantile Q` judges with each run's Q quantile instead
+of its median (the low-quantile candidate of issue 48).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,15 +75,24 @@ def op_medians(run: Path) -> dict[str, float]:
 
 
 FNS = ROOT / "benchmarks" / "gate_ab_functions.py"
+#: a spinning process for a busy core, as `python -c` (it runs until terminated)
+SPIN = "while True:\n    pass"
 #: the planted variants of `attn` (benchmarks/gate_ab_functions.py) by their slowdown
 PLANTED = {"1.1": "attn_1_1x", "1.3": "attn_1_3x", "2": "attn_2x"}
 
 
-def _new_dir(store: Path, argv: list[str], env: dict[str, str]) -> str:
+def _new_dir(store: Path, argv: list[str], env: dict[str, str], cpus: list[int] | None = None) -> str:
+    """Run `argv` (pinned to `cpus` with taskset, when given) and return the run directory it added to `store`."""
     before = set(store.iterdir()) if store.exists() else set()
-    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900, env=env)
-    (new,) = set(store.iterdir()) - before
-    return str(new)
+    if cpus:
+        argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
+    done = subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=900, env=env)
+    new = set(store.iterdir()) - before if store.exists() else set()
+    if len(new) != 1:
+        raise RuntimeError(f"{' '.join(argv)} (exit {done.returncode}) made {len(new)} run directories: "
+                           + (done.stderr or "")[-600:])
+    return str(new.pop())
 
 
 def _env(threads: int | None) -> dict[str, str]:
@@ -85,55 +101,131 @@ def _env(threads: int | None) -> dict[str, str]:
     return {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
 
 
-def bench_run(store: Path, fn: str, iters: int, threads: int | None = None, seqlens: str = "512") -> str:
+def bench_run(store: Path, fn: str, iters: int, threads: int | None = None, seqlens: str = "512",
+              cpus: list[int] | None = None) -> str:
     """One `profctl bench` process of `gate_ab_functions.py:fn` on the CPU, labelled `attn` so the base and the
     planted variant pair (`threads`: OMP_NUM_THREADS for it; None: torch's default); its run directory."""
     return _new_dir(store, [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "-b", f"{FNS}:{fn}",
                             "--label", "attn", "--baseline", "none", "-s", seqlens, "--heads", "4", "--iters",
-                            str(iters), "-q", "--reports", str(store)], _env(threads))
+                            str(iters), "-q", "--reports", str(store)], _env(threads), cpus)
 
 
-def ab_run(store: Path, fn_b: str, iters: int, rounds: int, threads: int | None = None, seqlens: str = "512") -> str:
+def ab_run(store: Path, fn_b: str, iters: int, rounds: int, threads: int | None = None, seqlens: str = "512",
+           cpus: list[int] | None = None) -> str:
     """One `profctl bench --ab attn,fn_b` process (interleaved rounds); its run directory."""
     return _new_dir(store, [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "--ab",
                             f"{FNS}:attn,{FNS}:{fn_b}", "-s", seqlens, "--heads", "4", "--iters", str(iters),
-                            "--rounds", str(rounds), "-q", "--reports", str(store)], _env(threads))
+                            "--rounds", str(rounds), "-q", "--reports", str(store)], _env(threads), cpus)
 
 
-def record_bench(store: Path, loads: list[int], pairs: int, iters: int, threads: int | None = None, *,
+def record_bench(store: Path, loads: list[int], pairs: int | list[int], iters: int, threads: int | None = None, *,
                  planted: list[str], ab_rounds: int = 20, ab_iters: int = 5, out: Path | None = None,
-                 seqlens: str = "512") -> dict[str, Any]:
+                 seqlens: str = "512", slices: list[list[int]] | None = None,
+                 deadline: float | None = None, planted_ab: list[str] | None = None,
+                 interleave: bool = False) -> dict[str, Any]:
     """Per load level (that many spinning processes), `pairs` times: three bench runs each of `attn` (base),
     `attn` again (same) and every planted variant, interleaved base, same, planted..., base, ...; then one
     `--ab` run of `attn` against `attn_same` and against every planted variant (`ab_rounds` rounds of `ab_iters`).
-    Written to `out` after every pair, so a cut-short recording keeps what it has."""
+    Written to `out` after every pair, so a cut-short recording keeps what it has.
+
+    With `slices` (lists of CPU numbers) each slice is a machine of its own: the pairs are shared out among them
+    and run side by side, every process and the level's spinners pinned to the slice (taskset,
+    sched_setaffinity), each slice's runs in a store of its own; a pair records its slice. With `deadline` (a
+    time.time()) a pair still running then is dropped and no new one starts; with `interleave` the levels' pairs
+    are taken in turn, each level's spread over the whole run (a deadline then cuts every level by the same share),
+    else level by level.
+    `planted_ab`: the planted variants of the `--ab` runs, when not `planted`'s."""
+    planted_ab = planted if planted_ab is None else planted_ab
     plan: dict[str, Any] = {"iters": iters, "pairs": pairs, "threads": threads, "seqlens": seqlens,
-                            "planted": planted, "ab_rounds": ab_rounds, "ab_iters": ab_iters, "levels": {}}
+                            "planted": planted, "planted_ab": planted_ab, "ab_rounds": ab_rounds,
+                            "ab_iters": ab_iters, "levels": {}, "slices": slices}
     roles = [("base", "attn"), ("same", "attn"), *((p, PLANTED[p]) for p in planted)]
+    jobs = job_order(loads, pairs, interleave)
+    total = len(jobs)
     for load in loads:
-        procs = [mp.Process(target=_spin, args=(time.time() + 7200,)) for _ in range(load)]
-        for pr in procs:
-            pr.start()
+        plan["levels"][str(load)] = []
+    lock = threading.Lock()
+
+    class Late(Exception):
+        pass
+
+    def one_pair(load: int, i: int, cpus: list[int] | None, where: Path) -> None:
+        # spinners as processes of their own (subprocess closes inherited descriptors: a fork from this thread
+        # while another thread's subprocess.run waits on its exec pipe would hold that pipe open)
+        pin = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+        procs = [subprocess.Popen([*pin, sys.executable, "-c", SPIN]) for _ in range(load)]
+        t0 = time.time()
         try:
-            level: list[dict[str, Any]] = []
-            plan["levels"][str(load)] = level
-            for i in range(pairs):
-                runs: dict[str, list[str]] = {role: [] for role, _ in roles}
-                for _ in range(3):
-                    for role, fn in roles:
-                        runs[role].append(bench_run(store, fn, iters, threads, seqlens))
-                ab = {"same": ab_run(store, "attn_same", ab_iters, ab_rounds, threads, seqlens)}
-                for p in planted:
-                    ab[p] = ab_run(store, PLANTED[p], ab_iters, ab_rounds, threads, seqlens)
-                level.append({"bench": runs, "ab": ab})
-                print(f"load {load}: pair {i + 1}/{pairs} recorded", file=sys.stderr, flush=True)
-                if out is not None:
-                    out.write_text(json.dumps({"plan": plan}, indent=1))
+            def go(run: Any, *args: Any) -> str:
+                if deadline is not None and time.time() > deadline:
+                    raise Late
+                return str(run(where, *args, threads, seqlens, cpus))
+
+            runs: dict[str, list[str]] = {role: [] for role, _ in roles}
+            for _ in range(3):
+                for role, fn in roles:
+                    runs[role].append(go(bench_run, fn, iters))
+            ab = {"same": go(ab_run, "attn_same", ab_iters, ab_rounds)}
+            for p in planted_ab:
+                ab[p] = go(ab_run, PLANTED[p], ab_iters, ab_rounds)
         finally:
             for pr in procs:
                 pr.terminate()
-                pr.join()
+                pr.wait()
+        with lock:
+            plan["levels"][str(load)].append({"bench": runs, "ab": ab, "slice": cpus,
+                                              "seconds": round(time.time() - t0, 1)})
+            done = sum(map(len, plan["levels"].values()))
+            print(f"load {load}: pair {i + 1} recorded (slice {cpus}, {done} of {total})",
+                  file=sys.stderr, flush=True)
+            if out is not None:
+                out.write_text(json.dumps({"plan": plan}, indent=1))
+
+    def worker(cpus: list[int] | None, where: Path) -> None:
+        while True:
+            with lock:
+                if not jobs:
+                    return
+                load, i = jobs.pop(0)
+            try:
+                one_pair(load, i, cpus, where)
+            except Late:
+                print(f"load {load}: pair {i + 1} dropped at the deadline (slice {cpus})", file=sys.stderr)
+                return
+
+    if not slices:
+        worker(None, store)
+    else:
+        threads_ = [threading.Thread(target=worker, args=(cpus, store / f"slice{k}")) for k, cpus in
+                    enumerate(slices)]
+        for t in threads_:
+            t.start()
+        for t in threads_:
+            t.join()
     return plan
+
+
+def job_order(loads: list[int], pairs: int | list[int], interleave: bool = False) -> list[tuple[int, int]]:
+    """(load level, pair index) in the order they run: level by level, or with `interleave` each level's pairs
+    spread over the whole run (level 0 of 20 pairs and level 2 of 5: 0, 2, 0, 0, 0, 2, ...), so a deadline cuts
+    every level by the same share."""
+    per_load = pairs if isinstance(pairs, list) else [pairs] * len(loads)
+    jobs = [(load, i) for load, k in zip(loads, per_load, strict=True) for i in range(k)]
+    if interleave:
+        jobs.sort(key=lambda j: (j[1] / per_load[loads.index(j[0])], loads.index(j[0])))
+    return jobs
+
+
+def parse_slices(text: str) -> list[list[int]]:
+    """'0-1,2-3' or '0+8,1+9' -> [[0, 1], [2, 3]]: each comma-separated item a slice, a range or '+'-joined CPUs."""
+    out = []
+    for item in text.split(","):
+        if "-" in item:
+            a, b = item.split("-")
+            out.append(list(range(int(a), int(b) + 1)))
+        else:
+            out.append([int(x) for x in item.split("+")])
+    return out
 
 
 def _gate(base: list[str], new: list[str], limit: float) -> tuple[int, list[str]]:
@@ -200,20 +292,24 @@ def analyse_bench(plan: dict[str, Any], limit: float = 0.05) -> dict[str, Any]:
             runs = pair["bench"] if "bench" in pair else {"base": pair["base"], "same": pair["new"],
                                                           "1.3": pair["slow"]}
             busy += _busy([r for rs in runs.values() for r in rs] + list(pair.get("ab", {}).values()))
-            for role in runs:
-                if role == "base":
-                    continue
+            roles = [r for r in runs if r != "base"] + [r for r in pair.get("ab", {}) if r not in runs]
+            for role in roles:
                 c = cells.setdefault(role, {"pairs": 0, "fail_3v3": 0, "fail_1v1": 0, "pairs_1v1": 0,
                                             "fail_ab": 0, "pairs_ab": 0, "verdicts_3v3": {}, "verdicts_ab": {},
-                                            "ratio_1v1": [], "ratio_ab": []})
-                c["pairs"] += 1
-                code, vs = _gate(runs["base"], runs[role], limit)
-                c["fail_3v3"] += code
-                for v in vs:
-                    c["verdicts_3v3"][v] = c["verdicts_3v3"].get(v, 0) + 1
-                c.setdefault("quiet_1v1", 0)
-                c.setdefault("fail_quiet_1v1", 0)
-                for b, n in zip(runs["base"], runs[role], strict=True):
+                                            "ratio_1v1": [], "ratio_ab": [], "quiet_3v3": 0, "fail_quiet_3v3": 0,
+                                            "quiet_1v1": 0, "fail_quiet_1v1": 0})
+                for key in ("quiet_3v3", "fail_quiet_3v3", "quiet_1v1", "fail_quiet_1v1"):
+                    c.setdefault(key, 0)  # a recording judged before these were counted
+                if role in runs:
+                    c["pairs"] += 1
+                    code, vs = _gate(runs["base"], runs[role], limit)
+                    c["fail_3v3"] += code
+                    if _quiet(runs["base"] + runs[role]):
+                        c["quiet_3v3"] += 1
+                        c["fail_quiet_3v3"] += code
+                    for v in vs:
+                        c["verdicts_3v3"][v] = c["verdicts_3v3"].get(v, 0) + 1
+                for b, n in zip(runs["base"], runs.get(role, []), strict=False):
                     c["pairs_1v1"] += 1
                     code = _gate([b], [n], limit)[0]
                     c["fail_1v1"] += code
@@ -242,22 +338,40 @@ def _fmt(span: list[float] | None) -> str:
 
 def main_bench(a: argparse.Namespace) -> int:
     if a.reanalyse:
-        plan = json.loads(a.reanalyse.read_text())["plan"]
+        plans = [json.loads(f.read_text())["plan"] for f in a.reanalyse]
+        plan = {**plans[0], "levels": {}}
+        for pl in plans:  # several recordings: their pairs pooled per level
+            for load, level in pl["levels"].items():
+                plan["levels"].setdefault(load, []).extend(level)
     else:
         store = a.store or Path(tempfile.mkdtemp(prefix="gate-noise-"))
-        plan = record_bench(store, [int(x) for x in a.loads.split(",")], a.pairs, a.iters, a.threads,
+        pairs = [int(x) for x in str(a.pairs).split(",")]
+        plan = record_bench(store, [int(x) for x in a.loads.split(",")], pairs[0] if len(pairs) == 1 else pairs,
+                            a.iters, a.threads,
                             planted=[p for p in a.planted.split(",") if p], ab_rounds=a.rounds, ab_iters=a.ab_iters,
-                            out=a.out, seqlens=a.seqlens)
+                            out=a.out, seqlens=a.seqlens,
+                            slices=parse_slices(a.slices) if a.slices else None,
+                            deadline=time.time() + a.deadline if a.deadline else None,
+                            planted_ab=[p for p in a.planted_ab.split(",") if p] if a.planted_ab is not None
+                            else None, interleave=a.interleave)
+    if a.record_only:
+        return 0
+    if a.quantile is not None:  # judge with another per-run value (the candidate measured against the median)
+        from profctl.analysis.compare import stats
+
+        stats.BENCH_RUN_QUANTILE = a.quantile
     res = analyse_bench(plan, a.limit / 100)
     print(f"--fail-if-slower {a.limit:g}%")
-    print("| spinners | busy cores of other work (min, median, max) | comparison | gate fails, 3 vs 3 | 1 vs 1 "
-          "| 1 vs 1, both runs quiet | --ab | new / base, single runs' medians (min, median, max) | --ab ratios |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| spinners | busy cores of other work (min, median, max) | comparison | gate fails, 3 vs 3 | 3 vs 3, all "
+          "quiet | 1 vs 1 | 1 vs 1, both runs quiet | --ab | new / base, single runs' medians (min, median, max) | "
+          "--ab ratios |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for load, r in res.items():
         for role, c in r["cells"].items():
             what = "identical" if role == "same" else f"planted {role}x"
             print(f"| {load} | {_fmt(r['busy_cores'])} | {what} | {c['fail_3v3']} of {c['pairs']} | "
-                  f"{c['fail_1v1']} of {c['pairs_1v1']} | {c['fail_quiet_1v1']} of {c['quiet_1v1']} | "
+                  f"{c['fail_quiet_3v3']} of {c['quiet_3v3']} | {c['fail_1v1']} of {c['pairs_1v1']} | "
+                  f"{c['fail_quiet_1v1']} of {c['quiet_1v1']} | "
                   f"{c['fail_ab']} of {c['pairs_ab']} | {_fmt(c['ratio_1v1'])} | {_fmt(c['ratio_ab'])} |")
     if a.out:
         a.out.write_text(json.dumps({"plan": plan, "results": res}, indent=1))
@@ -271,16 +385,30 @@ def main() -> int:
     p.add_argument("--store", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--bench", action="store_true", help="the gate's false alarms and catches on CPU bench runs")
-    p.add_argument("--pairs", type=int, default=20, help="--bench: pairs of 3 runs a side per load level")
+    p.add_argument("--pairs", default="20",
+                   help="--bench: pairs of 3 runs a side per load level (one number, or one per level: 20,8)")
     p.add_argument("--loads", default="0,1,2", help="--bench: busy cores (spinning processes) per level")
     p.add_argument("--iters", type=int, default=20, help="--bench: --iters of each bench run")
     p.add_argument("--threads", type=int, default=None,
                    help="--bench: OMP_NUM_THREADS for the bench processes (default: torch's own, 2 on 2 cores)")
-    p.add_argument("--reanalyse", type=Path, default=None, help="--bench: judge the runs of an earlier --out again")
+    p.add_argument("--reanalyse", type=Path, nargs="+", default=None,
+                   help="--bench: judge the runs of earlier --out recordings again (several: pooled per level)")
     p.add_argument("--planted", default="1.1,1.3,2", help="--bench: planted slowdowns (of 1.1, 1.3, 2)")
+    p.add_argument("--planted-ab", default=None,
+                   help="--bench: planted slowdowns of the --ab runs (default: --planted)")
+    p.add_argument("--interleave", action="store_true",
+                   help="--bench: take the levels' pairs in turn (a --deadline then cuts every level alike)")
     p.add_argument("--rounds", type=int, default=20, help="--bench: --rounds of each --ab run")
     p.add_argument("--ab-iters", type=int, default=5, help="--bench: --iters of each --ab run")
     p.add_argument("--seqlens", default="512", help="--bench: -s of every run")
+    p.add_argument("--slices", default=None,
+                   help="--bench: CPU slices run side by side as machines of their own, e.g. 0-1,2-3,4-5")
+    p.add_argument("--record-only", action="store_true", help="--bench: record the runs, judge nothing")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="--bench: seconds from now after which no pair starts and a running one is dropped")
+    p.add_argument("--quantile", type=float, default=None,
+                   help="--bench: judge bench runs by this quantile of each run's iterations, not the median "
+                        "(profctl.analysis.compare.stats.BENCH_RUN_QUANTILE)")
     p.add_argument("--limit", type=float, default=5.0, help="--bench: the gate, --fail-if-slower in percent")
     a = p.parse_args()
     if a.bench:

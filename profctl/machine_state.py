@@ -23,7 +23,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +52,43 @@ def loadavg(proc: Path = PROC) -> list[float] | None:
         return None
 
 
-def cpu_jiffies(proc: Path = PROC) -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot, from the first line of /proc/stat (idle and iowait are
-    not busy; guest time is already in user time)."""
+def cpu_jiffies(proc: Path = PROC, cpus: Collection[int] | None = None) -> tuple[int, int] | None:
+    """(busy, total) clock ticks since boot of all CPUs (the first line of /proc/stat), or with `cpus` of those
+    CPUs only (their ``cpuN`` lines: a process pinned to some CPUs, by ``taskset`` or a cpuset, is slowed by other
+    work on them, not by work on the rest); idle and iowait are not busy; guest time is already in user time.
+    The first line when a CPU of `cpus` has no line."""
     try:
-        first = (proc / "stat").read_text().split("\n", 1)[0].split()
+        lines = (proc / "stat").read_text().splitlines()
     except OSError:
         return None
-    if not first or first[0] != "cpu":
-        return None
+    rows = [line.split() for line in lines if line.startswith("cpu")]
+    if cpus is not None:
+        want = {f"cpu{c}" for c in cpus}
+        mine = [r for r in rows if r[0] in want]
+        if want and len(mine) == len(want):
+            sums = [_ticks(r) for r in mine]
+            if all(x is not None for x in sums):
+                return sum(x[0] for x in sums if x), sum(x[1] for x in sums if x)
+    first = rows[0] if rows and rows[0][0] == "cpu" else None
+    return None if first is None else _ticks(first)
+
+
+def _ticks(fields: Sequence[str]) -> tuple[int, int] | None:
+    """(busy, total) of one /proc/stat cpu line's fields (the name first)."""
     try:
-        v = [int(x) for x in first[1:9]]
+        v = [int(x) for x in fields[1:9]]
     except ValueError:
         return None
     idle = v[3] + (v[4] if len(v) > 4 else 0)
     return sum(v) - idle, sum(v)
+
+
+def affinity() -> list[int] | None:
+    """The CPUs this process may run on, by number (None where the platform does not say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None
 
 
 def procs_running(proc: Path = PROC) -> int | None:
@@ -152,22 +174,26 @@ def at_start(*, gpu: bool = True) -> dict[str, Any]:
         procs = gpu_processes()
         if procs is not None:
             out["gpu_processes"] = procs
-    jf = cpu_jiffies()
+    mask = affinity()
+    jf = cpu_jiffies(cpus=mask)
     if jf is not None:
-        out["_counters"] = {"busy": jf[0], "total": jf[1], "own_cpu_s": own_cpu_s(), "t": time.time()}
+        out["_counters"] = {"busy": jf[0], "total": jf[1], "own_cpu_s": own_cpu_s(), "t": time.time(),
+                            "cpu_ids": mask}
     return out
 
 
 def over_run(start: Mapping[str, Any]) -> dict[str, Any]:
-    """What other work did while the run ran: ``busy_cores`` (CPU time used by every process but this one and the
-    children it waited for, over the wall time: 1.0 is one core kept busy by something else) and the load
+    """What other work did while the run ran: ``busy_cores`` (CPU time used on the CPUs the run may use by every
+    process but this one and the children it waited for, over the wall time: 1.0 is one core kept busy by
+    something else; a run pinned to 2 of 16 CPUs counts the work on those 2) and the load
     average at the end. A child not yet waited for (a warm worker) counts as other work. {} without counters."""
     out: dict[str, Any] = {}
     la = loadavg()
     if la is not None:
         out["loadavg_end"] = la
     c = start.get("_counters") if isinstance(start, Mapping) else None
-    jf = cpu_jiffies()
+    ids = c.get("cpu_ids") if isinstance(c, Mapping) else None
+    jf = cpu_jiffies(cpus=ids if isinstance(ids, list) else None)
     if not isinstance(c, Mapping) or jf is None:
         return out
     try:

@@ -170,6 +170,12 @@ def test_the_machine_state_is_read_from_proc_and_measured_over_a_run(tmp_path: P
     assert machine_state.loadavg(tmp_path) == [0.52, 0.31, 0.20]
     assert machine_state.cpu_jiffies(tmp_path) == (9148 + 2976 + 38 + 77, 9148 + 2976 + 50422 + 218 + 38 + 77)
     assert machine_state.procs_running(tmp_path) == 3
+    # pinned to some CPUs (taskset, a cpuset): their own lines, not the whole machine's
+    (tmp_path / "stat").write_text("cpu  900 0 100 1000 0 0 0 0 0 0\ncpu0 800 0 0 200 0 0 0 0\n"
+                                   "cpu1 100 0 100 800 0 0 0 0\nprocs_running 3\n")
+    assert machine_state.cpu_jiffies(tmp_path, cpus=[1]) == (200, 1000)
+    assert machine_state.cpu_jiffies(tmp_path, cpus=[0, 1]) == machine_state.cpu_jiffies(tmp_path) == (1000, 2000)
+    assert machine_state.cpu_jiffies(tmp_path, cpus=[7]) == (1000, 2000)  # no line for it: the whole machine
     assert machine_state.loadavg(tmp_path / "nope") is None and machine_state.cpu_jiffies(tmp_path / "nope") is None
     start = machine_state.at_start(gpu=False)
     assert start["cpus"] >= 1

@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from profctl.analysis.compare import stats
 from profctl.analysis.compare.checks import env_checks, machine_checks, side_checks, values_text
 from profctl.analysis.compare.rows import (
     CASE_FIELDS,
@@ -169,7 +170,8 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
     fewest = min(len(t) for t in (*tb, *tn))
     if fewest >= MIN_SAMPLES:
         est = across_runs(tb, tn, noise=noise, confidence=confidence, resamples=resamples,
-                          seed=seed_of((name, case["shape"], case["pass"])), modes=True)
+                          seed=seed_of((name, case["shape"], case["pass"])), modes=True,
+                          quantile=stats.BENCH_RUN_QUANTILE)
         judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters", groups=_groups(tb, tn))
         rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
         rr.base_tflops, rr.new_tflops = _scaled_tflops(ok_b[0], rr.base_ms), _scaled_tflops(ok_n[0], rr.new_ms)
