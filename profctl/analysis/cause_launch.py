@@ -48,6 +48,13 @@ def tail_effect(ctx: Context) -> Cause | None:
                   f"{math.ceil(waves - 1e-9)}, the last one {pct(waves - math.floor(waves))} full")
         fix = (f"give the grid a whole number of waves ({full * math.floor(waves):.0f} blocks, now {grid:.0f}): a "
                "little more work per block, or more, smaller blocks so the last wave is fuller")
+    elif ctx.f.persistent() or grid % sms == 0:  # no block more on some SMs: the blocks' work is unequal
+        what = ("a persistent grid: each block loops over its share of the tiles" if ctx.f.persistent()
+                else "whole waves")
+        ev.append(f"{grid:.0f} blocks on {sms:.0f} SMs, {what}; no SM gets more blocks than another, so the blocks' "
+                  "work is unequal: some SMs run out of work while others still have tiles")
+        fix = ("give every block the same work: deal the tiles out so each block's total is equal (longest first, in "
+               "turn across the blocks), or let blocks take the next tile from a shared counter as they finish")
     else:
         extra = grid - sms * math.floor(grid / sms)
         ev.append(f"{grid:.0f} blocks on {sms:.0f} SMs: {extra:.0f} SM(s) get one block more than the others, and a "

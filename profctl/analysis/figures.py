@@ -76,7 +76,9 @@ FIGURES: dict[str, Figure] = {f.key: f for f in (
     _f("cpi", "cycles per issued instruction", "", "smsp__average_warp_latency_per_inst_issued.ratio"),
     _f("threads_per_inst", "threads per instruction", "of 32", "smsp__thread_inst_executed_per_inst_executed.ratio"),
     _f("cycles_active", "SM active cycles", "", "sm__cycles_active.avg"),
-    _f("cycles_elapsed", "SM elapsed cycles", "", "sm__cycles_elapsed.avg"),
+    # ncu's "Elapsed Cycles" (gpc__cycles_elapsed.max, SpeedOfLight) where sm__cycles_elapsed was not collected: the
+    # explain recipe has only the former, and without it no SM-idle share (tails, imbalanced persistent grids) is seen
+    _f("cycles_elapsed", "SM elapsed cycles", "", "sm__cycles_elapsed.avg", "gpc__cycles_elapsed.max"),
     _f("l1_bytes", "L1/shared traffic", "bytes", "l1tex__t_bytes.sum"),
     _f("l2_bytes", "L2 traffic", "bytes", "lts__t_bytes.sum"),
     _f("l2_sectors_tex", "L2 sectors requested by the SMs", "", "lts__t_sectors_srcunit_tex.sum"),
