@@ -667,6 +667,27 @@ PY
   tar -cJf "$OUT/session2.tar.xz" -C /tmp o2
 }
 
+# ------------------------------------------------------------------------------------------------ issue 50
+step_ladder() {  # the Triton forward's candidate changes timed beside cuDNN (FA4 too where carried), then one ncu run
+  # (explain recipe) of the NCU candidates (benchmarks/triton_ladder.py; LADDER_SHAPES picks the timed shapes)
+  local i
+  for i in 0 1 2 3 4 5 6 7; do
+    timeout "$(lim 150)" python3 benchmarks/triton_ladder.py warm --part $i/8 > "$OUT/ladder_warm$i.log" 2>&1 &
+  done
+  wait; cat "$OUT"/ladder_warm*.log | grep -v Warning | tail -8; rm -f "$OUT"/ladder_warm*.log
+  at "ladder: time"
+  timeout "$(lim 240)" python3 benchmarks/triton_ladder.py time ${LADDER_SHAPES:+--shapes $LADDER_SHAPES} \
+    --out "$OUT/ladder_time.json" > /dev/null 2> "$OUT/ladder_time.log"; echo "time exit $?"
+  at "ladder: ncu"
+  if [ "${LADDER_NCU:-1}" = 1 ]; then
+    timeout "$(lim 240)" $P ncu --recipe explain --range ladder@measure --clock-control none --reports /tmp/ladder-runs \
+      -f json -- python3 benchmarks/triton_ladder.py ncu > "$OUT/ladder_ncu.json" 2> "$OUT/ladder_ncu.log"
+    echo "ncu exit $?"; tail -3 "$OUT/ladder_ncu.log"
+    local rep; rep=$(ls /tmp/ladder-runs/*/*.ncu-rep 2>/dev/null | tail -1)
+    [ -n "$rep" ] && xz -T0 -c "$rep" > "$OUT/ladder.ncu-rep.xz"
+  fi
+}
+
 # ------------------------------------------------------------------------------------------------ run the steps
 for s in "$@"; do
   fn="step_${s//-/_}"

@@ -60,9 +60,11 @@ def main() -> int:
          "sm_scale_log2", "fp8e4nv", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 1, 1)), {}))
     for fn, label, pointers, scalar, desc, variants, more in kinds:
         params = list(inspect.signature(fn.fn).parameters)
+        defaults = {n: q.default for n, q in inspect.signature(fn.fn).parameters.items()
+                    if q.default is not inspect.Parameter.empty}
         for tma, causal, pipe in variants:
             sig: dict[str, str] = {}
-            cst: dict[str, object] = {}
+            cst: dict[str, object] = dict(defaults)  # the constexprs a launch leaves at their defaults
             for p in params:
                 if p in pointers:
                     sig[p] = "*" + pointers[p]

@@ -72,6 +72,17 @@ CASES: dict[str, dict[str, Any]] = {
     "fp32-d32-full-lazy-scale3": _case(1, 2, 2, 40, 90, 32, "fp32", False, scale=3.0,
                                        cfg={"fwd": [16, 16, 4, 2, False, False, True]}),
     "bf16-d64-causal-lazy": _case(1, 2, 2, 45, 45, 64, "bf16", True, cfg={"fwd": [16, 16, 4, 2, True, False, True]}),
+    # a persistent grid (KernelConfig.persist: programs per SM, each looping over tiles; 4 "SMs" on the CPU), fewer
+    # programs than tiles so every program takes several, causal longest first
+    "bf16-d64-causal-persistent-gqa": _case(1, 4, 2, 37, 45, 64, "bf16", True,
+                                            cfg={"fwd": [16, 16, 4, 2, True, False, False, 2]}),
+    "fp32-d32-full-persistent-b2": _case(2, 4, 2, 33, 40, 32, "fp32", False,
+                                         cfg={"fwd": [16, 16, 4, 2, False, False, False, 1]}),
+    "bf16-d64-bottomright-persistent": _case(1, 2, 2, 45, 20, 64, "bf16", True, align="bottom-right",
+                                             cfg={"fwd": [16, 16, 4, 2, True, False, False, 3]}),
+    # the Gluon forward asked for where it cannot run (no Hopper GPU here): the Triton kernel, same results
+    "bf16-d64-causal-gluon-falls-back": _case(1, 2, 2, 40, 40, 64, "bf16", True,
+                                              cfg={"fwd": [16, 16, 4, 2, True, False, False, 0, False, True]}),
 }
 #: Cases that must FAIL the tolerance: the checks can catch a wrong scale and a wrong causal alignment.
 BROKEN: dict[str, dict[str, Any]] = {

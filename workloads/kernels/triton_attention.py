@@ -61,6 +61,7 @@ import torch
 
 from profctl.spec import dtype_refusal
 
+from . import gluon_attention
 from . import triton_kernels as kernels
 from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
 from .triton_kernels import INTERPRET, triton
@@ -93,10 +94,20 @@ class KernelConfig:
     #: 16-bit forward: rescale the running max (and acc, l) only when a row's max grew by more than 2^8 in a
     #: block (FlashAttention-4's conditional rescaling; the change profctl proton's timeline pointed to)
     lazy: bool = False
+    #: 16-bit forward: a persistent grid of this many programs per SM, each looping over the tiles (causal: the
+    #: longest first); 0: one program per tile
+    persist: int = 0
+    #: 16-bit forward: Triton's automatic warp specialization of the unmasked key loop (``tl.range(...,
+    #: warp_specialize=True)``)
+    ws: bool = False
+    #: 16-bit forward on Hopper: the Gluon kernel (workloads/kernels/gluon_attention.py: asynchronous wgmma, the
+    #: softmax of one key block under the P·V of the one before) where it takes the inputs, else this config
+    gluon: bool = False
 
     def __str__(self) -> str:
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
-                f"{'-pipe' if self.pipe else ''}{'-lazy' if self.lazy else ''}")
+                f"{'-pipe' if self.pipe else ''}{'-lazy' if self.lazy else ''}"
+                f"{f'-p{self.persist}' if self.persist else ''}{'-ws' if self.ws else ''}{'-gl' if self.gluon else ''}")
 
 
 #: The forward's launch arguments that turn its Proton scopes on (load_q, load_k, load_v, qk, softmax, pv,
@@ -140,8 +151,8 @@ def use_configs(**cfgs: KernelConfig) -> Iterator[None]:
 
 
 def _seq_bucket(n: int) -> int:
-    """Coarse sequence-length class for choosing configs: <=256, <=1024, longer."""
-    return 256 if n <= 256 else 1024 if n <= 1024 else 4096
+    """Coarse sequence-length class for choosing configs: <=256, <=1024, <=4096, longer."""
+    return 256 if n <= 256 else 1024 if n <= 1024 else 4096 if n <= 4096 else 8192
 
 
 #: bf16/fp16 launch configs measured on an H100 (triton 3.6, b1 h32 s4096; benchmarks/triton_attention_notes.md):
@@ -168,6 +179,12 @@ _TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
     ("dq", 128, True): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
     ("dq", 256, False): [KernelConfig(64, 32, 8, 2, tma=False)],
     ("dq", 256, True): [KernelConfig(64, 32, 8, 2, tma=False)],
+}
+#: Past 4096 tokens, where they measured faster than _TABLE's (kernel, head_dim class, causal, bucket): the causal
+#: d128 forward at b1 h16 s8192 with 128x128 tiles and 8 warps: 482-492 TFLOP/s against 459-472 for 64x64, four runs on
+#: an H200 (issue 50, tests/data/ladder50/time_*.json); equal at s4096, slower at b16 s1024, so only here.
+_LONG: dict[tuple[str, int, bool, int], list[KernelConfig]] = {
+    ("fwd", 128, True, 8192): [KernelConfig(128, 128, 8, 3), KernelConfig(64, 64, 4, 3)],
 }
 #: FP8 forward configs (head_dim class, causal) -> default first, as measured on an H200 (triton 3.6, b1 h32
 #: s4096; benchmarks/fp8_attention.py, RESULTS.md "FP8 attention"): 64x128 with 4 warps came first in all four
@@ -205,7 +222,7 @@ def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bu
     dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
     if bucket <= 256 and dclass <= 128:
         return [_SHORT[kernel]]
-    return _TABLE[(kernel, dclass, causal)]
+    return _LONG.get((kernel, dclass, causal, bucket)) or _TABLE[(kernel, dclass, causal)]
 
 
 def _autotune_enabled() -> bool:
@@ -221,12 +238,15 @@ def parse_configs(text: str) -> dict[str, KernelConfig]:
     """``fwd=m128n64w8s3[-ptr],...`` -> {kernel: KernelConfig}; ValueError names the part it cannot read."""
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?", part)
+        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?(?:-p(\d))?(-ws)?(-gl)?",
+                         part)
         if not m:
             raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr]"
-                             "[-pipe][-lazy] (KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
+                             "[-pipe][-lazy][-p<programs per SM>][-ws][-gl] (KERNEL: fwd, dkdv or dq), "
+                             "e.g. fwd=m64n64w4s3")
         out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]),
-                                 lazy=bool(m[8]))
+                                 lazy=bool(m[8]), persist=int(m[9] or 0), ws=bool(m[10]),
+                                 gluon=bool(m[11]))
     return out
 
 
@@ -345,20 +365,28 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
     tma_ok = _tma_ok(head_dim, q, k, v)
 
     def launch(cfg: KernelConfig) -> None:
-        grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        tiles = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        persist = cfg.persist and not _SCOPED
+        grid = (min(tiles[0] * tiles[1], cfg.persist * _num_sms(q.device)), 1) if persist else tiles
         tma = cfg.tma and tma_ok
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
                  if tma else (None, None, None))
         kernels._fwd_kernel[grid](
             q, k, v, o, lse, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-            heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
+            heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, batch * heads,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
             PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_SCOPED,
+            **({"PERSIST": True} if persist else {}), **({"WS": True} if cfg.ws and not cfg.pipe else {}),
             **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe and not window else {}),
             **({"WINDOW": window} if window else {}))
 
-    launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
+    cfg = _pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch)
+    if cfg.gluon and not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window,
+                                                                 cfg.block_m, cfg.block_n) is None:
+        return gluon_attention.forward(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_m, cfg.block_n,
+                                       cfg.num_warps, cfg.num_stages)
+    launch(cfg)
     return o, lse
 
 

@@ -143,48 +143,70 @@ if triton is not None:
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
                       DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr = False,
-                      LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0):
+                      LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0, WS: tl.constexpr = False):
         """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask, WINDOW's and the key-tail bound.
         SCOPES: each step in a Proton scope (load_k, load_v, qk, softmax, pv). LAZY (unmasked blocks, a
-        positive scale): rescale only when a row's max grew by more than 2^8."""
+        positive scale): rescale only when a row's max grew by more than 2^8. WS: Triton's automatic warp
+        specialization of the loop (producer warps for the loads)."""
+        if WS:
+            for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=True):
+                acc, l_i, m_i = _fwd_key_step(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
+                                              stride_vd, KD, VD, b32, kh32, start_n, offs_m, offs_d, seqlen_kv,
+                                              diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, CAUSAL,
+                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW)
+        else:
+            for start_n in range(lo, hi, BLOCK_N):
+                acc, l_i, m_i = _fwd_key_step(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
+                                              stride_vd, KD, VD, b32, kh32, start_n, offs_m, offs_d, seqlen_kv,
+                                              diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, CAUSAL,
+                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW)
+        return acc, l_i, m_i
+
+    @triton.jit
+    def _fwd_key_step(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                      KD, VD, b32, kh32, start_n, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
+                      BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                      MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
+                      DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr, LAZY: tl.constexpr,
+                      WINDOW: tl.constexpr):
+        """One key block of :func:`_fwd_key_loop`."""
         offs_n0 = tl.arange(0, BLOCK_N)
-        for start_n in range(lo, hi, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            offs_n = start_n + offs_n0
-            _scope_in("load_k", SCOPES)
-            k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            _scope_out("load_k", SCOPES)
-            _scope_in("load_v", SCOPES)
-            v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-            _scope_out("load_v", SCOPES)
-            _scope_in("qk", SCOPES)
-            s = _mma(q, tl.trans(k), None, DOT_PREC)
-            _scope_out("qk", SCOPES)
-            _scope_in("softmax", SCOPES)
-            if LAZY:
-                # FlashAttention-4's conditional rescaling: the running max moves (and acc, l are rescaled) only
-                # when some row's max grew by more than 2^8 in this block; otherwise P is taken against the
-                # stale max (values up to 256: exact in the final normalization, which uses the same max), and
-                # the softmax does not touch acc, so the previous block's P @ V need not finish before it.
-                m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-                if tl.max(m_new - m_i, 0) > 8.0:
-                    alpha = tl.exp2(m_i - m_new)
-                    acc = acc * alpha[:, None]
-                    l_i = l_i * alpha
-                    m_i = m_new
-                p = tl.exp2(s * qk_scale - m_i[:, None])
-                l_i = l_i + tl.sum(p, 1)
-                m_new = m_i
-            else:
-                p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                                   MASKED, CAUSAL, SCALE_POS, WINDOW=WINDOW)
-            _scope_out("softmax", SCOPES)
-            _scope_in("pv", SCOPES)
-            acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
-            _scope_out("pv", SCOPES)
-            m_i = m_new
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + offs_n0
+        _scope_in("load_k", SCOPES)
+        k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                       offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+        _scope_out("load_k", SCOPES)
+        _scope_in("load_v", SCOPES)
+        v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                       offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
+        _scope_out("load_v", SCOPES)
+        _scope_in("qk", SCOPES)
+        s = _mma(q, tl.trans(k), None, DOT_PREC)
+        _scope_out("qk", SCOPES)
+        _scope_in("softmax", SCOPES)
+        if LAZY:
+            # FlashAttention-4's conditional rescaling: the running max moves (and acc, l are rescaled) only
+            # when some row's max grew by more than 2^8 in this block; otherwise P is taken against the
+            # stale max (values up to 256: exact in the final normalization, which uses the same max), and
+            # the softmax does not touch acc, so the previous block's P @ V need not finish before it.
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            if tl.max(m_new - m_i, 0) > 8.0:
+                alpha = tl.exp2(m_i - m_new)
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+            p = tl.exp2(s * qk_scale - m_i[:, None])
+            l_i = l_i + tl.sum(p, 1)
+            m_new = m_i
+        else:
+            p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
+                                               MASKED, CAUSAL, SCALE_POS, WINDOW=WINDOW)
+        _scope_out("softmax", SCOPES)
+        _scope_in("pv", SCOPES)
+        acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
+        _scope_out("pv", SCOPES)
+        m_i = m_new
         return acc, l_i, m_i
 
     @triton.jit
@@ -252,16 +274,55 @@ if triton is not None:
                     stride_kb, stride_kh, stride_kn, stride_kd,
                     stride_vb, stride_vh, stride_vn, stride_vd,
                     stride_ob, stride_oh, stride_om, stride_od,
-                    heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
+                    heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale, n_bh,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
                     DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False,
-                    SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0):
-        if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the tail of the launch)
-            pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+                    SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0,
+                    PERSIST: tl.constexpr = False, WS: tl.constexpr = False):
+        """One program per (query block, batch x head); PERSIST: a grid of a few programs per SM, each taking every
+        grid-th tile, longest first across all heads when REVERSE (causal). Measured on the H200 (RESULTS.md, issue
+        50): slower than one program per tile at every shape; `profctl explain` names DRAM (the programs running at
+        once read every head's K and V); going head by head instead left SMs idle (busy 66 %: tail-effect)."""
+        if PERSIST:
+            n_m = tl.cdiv(seqlen_q, BLOCK_M)
+            for tile in range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
+                if REVERSE:  # the longest query blocks of every head first
+                    pid_m = n_m - 1 - tile // n_bh
+                    pid_bh = tile % n_bh
+                else:  # one head's query blocks together: its K and V stay in L2
+                    pid_m = tile % n_m
+                    pid_bh = tile // n_m
+                _fwd_tile(pid_m, pid_bh, Q, K, V, Out, LSE, QD, KD, VD,
+                          stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+                          stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om, stride_od,
+                          heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
+                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, SCALE_POS, DOT_PREC, TMA, PIPE, SCOPES, LAZY,
+                          WINDOW, WS)
         else:
-            pid_m = tl.program_id(0)
-        pid_bh = tl.program_id(1)
+            if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the launch's tail)
+                pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+            else:
+                pid_m = tl.program_id(0)
+            _fwd_tile(pid_m, tl.program_id(1), Q, K, V, Out, LSE, QD, KD, VD,
+                      stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+                      stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om, stride_od,
+                      heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
+                      HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, SCALE_POS, DOT_PREC, TMA, PIPE, SCOPES, LAZY,
+                      WINDOW, WS)
+
+    @triton.jit
+    def _fwd_tile(pid_m, pid_bh, Q, K, V, Out, LSE, QD, KD, VD,
+                  stride_qb, stride_qh, stride_qm, stride_qd,
+                  stride_kb, stride_kh, stride_kn, stride_kd,
+                  stride_vb, stride_vh, stride_vn, stride_vd,
+                  stride_ob, stride_oh, stride_om, stride_od,
+                  heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
+                  PIPE: tl.constexpr, SCOPES: tl.constexpr, LAZY: tl.constexpr, WINDOW: tl.constexpr,
+                  WS: tl.constexpr):
+        """The forward of one query block of one (batch, head)."""
         b32 = pid_bh // heads
         h32 = pid_bh % heads
         kh32 = h32 // group
@@ -308,7 +369,7 @@ if triton is not None:
             acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                           stride_vd, KD, VD, b32, kh32, lo, full, offs_m, offs_d, seqlen_kv, diag_off,
                                           qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC,
-                                          TMA, SCOPES, LAZY)
+                                          TMA, SCOPES, LAZY, WS=WS)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                       KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                                       BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA, SCOPES,

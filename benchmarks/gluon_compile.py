@@ -1,0 +1,78 @@
+"""Compile profctl's Gluon forward (workloads/kernels/gluon_attention.py) offline for sm_90, without a GPU: that it
+compiles, its registers, spills and shared memory per launch variant (Triton's own ptxas). Run it with the Triton the
+GPU machine has (3.6), e.g. from a venv with `pip install triton==3.6.0` put first on the path:
+
+    PYTHONPATH=/tmp/t36/lib/python3.11/site-packages python benchmarks/gluon_compile.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+#: (head dim, BLOCK_M, BLOCK_N, warps, stages): the launch variants compiled
+TILES = ((128, 128, 128, 8, 3), (128, 64, 64, 4, 3), (128, 128, 64, 8, 3), (64, 128, 128, 8, 4), (64, 64, 64, 4, 4))
+
+
+def main() -> int:
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="gluon-compile-"))
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    from workloads.kernels import gluon_attention as ga
+
+    if ga.IMPORT_ERROR:
+        print("no Gluon:", ga.IMPORT_ERROR)
+        return 1
+    print("triton", triton.__version__)
+    fn = ga._gl_fwd_kernel
+    for d, bm, bn, warps, stages in TILES:
+        for causal in (False, True):
+            def desc(rows: int, d: int = d) -> str:
+                x = torch.empty(4 * 128, d, dtype=torch.bfloat16)
+                lay = ga.gl.NVMMASharedLayout.get_default_for([rows, d], ga.gl.bfloat16)
+                return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), [rows, d], lay))
+            sig = {"q_desc": desc(bm), "k_desc": desc(bn), "v_desc": desc(bn), "o_desc": desc(bm), "LSE": "*fp32",
+                   "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32", "group": "i32", "diag_off": "i32",
+                   "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+                   "STAGES": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
+            cst = {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
+                   "num_warps": warps}
+            src = GluonASTSource(fn=fn, signature=sig, constexprs=cst)
+            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            regs, spills = _ptxas_stats(c.asm["ptx"])
+            print(f"d{d} m{bm}n{bn}w{warps}s{stages} causal={int(causal)} shared={c.metadata.shared} "
+                  f"registers={regs} spill_bytes={spills} "
+                  f"wgmma={c.asm['ptx'].count('wgmma.mma_async')} waits={c.asm['ptx'].count('wgmma.wait_group')}")
+    return 0
+
+
+def _ptxas_stats(ptx: str) -> tuple[str, str]:
+    """Registers and spill bytes from Triton's ptxas (-v) on the PTX."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    path = get_ptxas(90).path
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        r = subprocess.run([path, "-v", "--gpu-name=sm_90a", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                           capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    regs = re.search(r"Used (\d+) registers", out)
+    spill = re.search(r"(\d+) bytes spill stores", out)
+    return (regs[1] if regs else "?"), (spill[1] if spill else out[-300:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

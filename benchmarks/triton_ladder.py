@@ -1,0 +1,207 @@
+"""Issue 50's ladder: profctl's Triton forward under candidate changes, timed beside cuDNN (and FA4 where it is
+installed) at the issue's shapes, and the same candidates launched once each inside NVTX ranges for one ncu run, so
+that `profctl explain` can set each step's predicted saving against the realized one.
+
+    python3 benchmarks/triton_ladder.py time [--shapes s4096,s4096c,...] [--out ladder.json]
+    python3 benchmarks/triton_ladder.py warm                 # compile every candidate (fills Triton's cache)
+    profctl ncu --recipe explain --range ladder@measure --clock-control none -- \\
+        python3 benchmarks/triton_ladder.py ncu              # one launch of each candidate in ladder@measure/SHAPE/CFG
+
+Timing: triton.testing.do_bench medians (L2 flushed between calls), each output checked against SDPA's math on
+float64 inputs of the same values (the max absolute error is printed beside the time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: name -> (batch, heads, seqlen, head_dim, causal): the shapes of issue 50, item 1
+SHAPES: dict[str, tuple[int, int, int, int, bool]] = {
+    "s4096": (1, 32, 4096, 128, False),
+    "s4096c": (1, 32, 4096, 128, True),
+    "s8192c": (1, 16, 8192, 128, True),
+    "b16s1024": (16, 32, 1024, 128, False),
+    "b16s1024c": (16, 32, 1024, 128, True),
+    "d64": (1, 32, 4096, 64, False),
+    "d64c": (1, 32, 4096, 64, True),
+}
+_NONCAUSAL = ("m128n128w8s3", "m64n64w4s3", "m128n128w8s3-gl", "m64n64w4s3-gl", "m128n64w8s3-gl")
+_CAUSAL = ("m64n64w4s3", "m128n128w8s3", "m64n64w4s3-gl", "m128n128w8s3-gl", "m128n64w8s3-gl")
+_D64 = ("m128n64w8s3", "m64n64w4s3-ptr", "m128n128w8s4-gl", "m64n64w4s4-gl", "m64n64w4s3-gl")
+#: earlier rounds also timed (their results: tests/data/ladder50/time_*.json): "m128n128w8s3-p1", "m128n64w8s3",
+#: "m128n64w8s3-p1", "m64n64w4s3-p2", "m128n128w8s2", "m128n128w8s3-ws", "m64n64w4s4-p2", "m128n64w8s3-ptr-p1"
+#: the candidates timed per shape (the shape's default config is always timed too, as "default")
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "s4096": _NONCAUSAL, "s4096c": _CAUSAL, "s8192c": _CAUSAL, "b16s1024": _NONCAUSAL, "b16s1024c": _CAUSAL,
+    "d64": _D64, "d64c": _D64,
+}
+#: the candidates launched for the ncu run (shape -> configs)
+NCU: dict[str, tuple[str, ...]] = {
+    "s8192c": ("m64n64w4s3", "m128n128w8s3", "m64n64w4s3-gl", "m128n128w8s3-gl"),
+    "s4096": ("m128n128w8s3", "m64n64w4s3", "m128n128w8s3-gl", "m64n64w4s3-gl"),
+    "b16s1024": ("m128n128w8s3", "m64n64w4s3-gl"),
+}
+
+
+def _inputs(shape: tuple[int, int, int, int, bool]) -> tuple[Any, Any, Any]:
+    import torch
+
+    b, h, s, d, _ = shape
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    return q, k, v
+
+
+def _calls(q: Any, k: Any, v: Any, causal: bool, configs: tuple[str, ...], others: dict[str, Any],
+           default: bool) -> list[tuple[str, Any]]:
+    """(label, fn()) for the default config (if asked), each named config, and each other backend."""
+    from profctl.workloads.kernels import triton_attention as ta
+
+    def triton(cfg: Any) -> Any:
+        def call() -> Any:
+            if cfg is None:
+                return ta.attention(q, k, v, is_causal=causal)
+            with ta.use_configs(fwd=cfg):
+                return ta.attention(q, k, v, is_causal=causal)
+        return call
+
+    def other(fn: Any) -> Any:
+        return lambda: fn(q, k, v, causal)
+
+    out = [("default", triton(None))] if default else []
+    out += [(c, triton(ta.parse_configs(f"fwd={c}")["fwd"])) for c in configs]
+    return out + [(name, other(fn)) for name, fn in others.items()]
+
+
+def _flops(shape: tuple[int, int, int, int, bool]) -> float:
+    b, h, s, d, causal = shape
+    return 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+
+def _reference(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """SDPA's math backend on the first (batch, head) pair in float64: the accuracy check of every candidate."""
+    import torch
+    import torch.nn.functional as F
+
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q[:1, :2].double(), k[:1, :2].double(), v[:1, :2].double(),
+                                              is_causal=causal)
+
+
+def _others() -> dict[str, Any]:
+    """cuDNN through SDPA, and FA4 where flash_attn.cute imports: name -> fn(q, k, v, causal)."""
+    import torch
+    import torch.nn.functional as F
+
+    def cudnn(q: Any, k: Any, v: Any, causal: bool) -> Any:
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    out: dict[str, Any] = {"cudnn": cudnn}
+    try:
+        from flash_attn.cute import flash_attn_func
+
+        def fa4(q: Any, k: Any, v: Any, causal: bool) -> Any:
+            o = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
+            return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
+
+        out["fa4"] = fa4
+    except Exception as e:  # not installed on this machine: said in the output
+        print(f"fa4 not timed: {type(e).__name__}: {e}"[:200], file=sys.stderr)
+    return out
+
+
+def time_all(shapes: list[str], out: Path | None) -> dict[str, Any]:
+    import torch
+    from triton.testing import do_bench
+
+
+    res: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "shapes": {}}
+    others = _others()
+    for name in shapes:
+        shape = SHAPES[name]
+        q, k, v = _inputs(shape)
+        ref = _reference(q, k, v, shape[4])
+        row: dict[str, Any] = {}
+        runs = _calls(q, k, v, shape[4], CANDIDATES[name], others, default=True)
+        for label, fn in runs:
+            try:
+                o = fn()
+                err = float((o[:1, :2].double() - ref).abs().max())
+                ms = do_bench(fn, warmup=25, rep=150, return_mode="median")
+                row[label] = {"ms": ms, "tflops": _flops(shape) / (ms * 1e-3) / 1e12, "max_abs_err": err}
+            except Exception as e:  # over the shared-memory or register budget, or not supported here
+                row[label] = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
+            print(name, label, row[label], file=sys.stderr, flush=True)
+        keys = ("batch", "heads", "seqlen", "head_dim", "causal")
+        res["shapes"][name] = {"shape": dict(zip(keys, shape, strict=True)), "runs": row}
+        if out:
+            out.write_text(json.dumps(res, indent=1))
+    return res
+
+
+def warm(part: int, parts: int) -> None:
+    """Compile every candidate once at a small size of each shape's head dim and mask (fills Triton's disk cache, so
+    the timed and profiled runs compile nothing); `parts` processes each take every `parts`-th candidate."""
+    import torch
+
+    from profctl.workloads.kernels import triton_attention as ta
+
+    todo = sorted({(SHAPES[n][3], SHAPES[n][4], c) for n, cs in {**CANDIDATES, **NCU}.items() for c in cs})
+    for d, causal, cfg_name in todo[part::parts]:
+        q, k, v = (torch.randn(1, 2, 512, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        try:
+            with ta.use_configs(fwd=ta.parse_configs(f"fwd={cfg_name}")["fwd"]):
+                ta.attention(q, k, v, is_causal=causal)
+        except Exception as e:
+            print("warm", d, causal, cfg_name, type(e).__name__, str(e)[:120], file=sys.stderr)
+    torch.cuda.synchronize()
+
+
+def ncu_launches() -> None:
+    """One launch of each NCU candidate (and cuDNN's) per shape inside ladder@measure/SHAPE/CFG, after a warm call
+    outside the range."""
+    import nvtx
+    import torch
+
+
+    cudnn = _others()["cudnn"]
+    for name, names in NCU.items():
+        shape = SHAPES[name]
+        q, k, v = _inputs(shape)
+        for label, call in _calls(q, k, v, shape[4], names, {"cudnn": cudnn}, default=False):
+            call()
+            torch.cuda.synchronize()
+            with nvtx.annotate("measure", domain="ladder"), nvtx.annotate(name, domain="ladder"), \
+                    nvtx.annotate(label, domain="ladder"):
+                call()
+                torch.cuda.synchronize()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("time", "warm", "ncu"))
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--part", default="0/1", help="warm: this process's part, I/N")
+    a = ap.parse_args()
+    if a.mode == "time":
+        res = time_all([s for s in a.shapes.split(",") if s], a.out)
+        print(json.dumps(res, indent=1))
+    elif a.mode == "warm":
+        i, n = map(int, a.part.split("/"))
+        warm(i, n)
+    else:
+        ncu_launches()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
