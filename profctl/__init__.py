@@ -128,13 +128,17 @@ def read(path: str | Path, *, by_range: bool = False) -> Summary:
     return api.displayed(inputs.read(path, by_range=by_range))
 
 
-def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: str | Path | None = None) -> Any:
+def explain_range(path: str | Path, name: str, *, vs: str | None = None, path2: str | Path | None = None,
+                  ncu: str | Path | None = None) -> Any:
     """Why range `name` of an nsys SQLite export or torch.profiler trace (or a run directory holding one) takes
     its time: a profctl.analysis.range_explain.RangeExplanation (``.verdict``, ``.causes``, ``.to_dict()``), or
-    with `vs` (a second range) or `path2` (the same range in a second report) a RangePair (what made B faster)."""
+    with `vs` (a second range) or `path2` (the same range in a second report) a RangePair (what made B faster).
+    `ncu`: an ncu report of the same program (else the store's ncu run of it, if any): each kernel's verdict and
+    floor (``.kernel_floors``), the range's floor from them."""
     from profctl.cli._ranges import explain_range as _explain_range
 
-    return _explain_range(str(path), name, vs=vs, report2=str(path2) if path2 is not None else None)
+    return _explain_range(str(path), name, vs=vs, report2=str(path2) if path2 is not None else None,
+                          ncu=str(ncu) if ncu is not None else None)
 
 
 def explain(report: str | Path, report2: str | Path | None = None, *, kernel: str, vs: str | None = None,

@@ -638,6 +638,8 @@ def _explain_tool(server: Any, svc: Service, field: Any) -> None:
                       shape: Annotated[str | None, field(None, description="the attention shape for the roofs when "
                                                          "the NVTX range does not say it, e.g. "
                                                          "b1,s4096,h32,d128,bf16[,causal]")] = None,
+                      ncu: Annotated[str | None, field(None, description="with range: an ncu report of the same "
+                                                       "program: each kernel's verdict and floor")] = None,
                       page: Annotated[int, field(1, description=PAGE_DOC)] = 1,
                       fields: Annotated[list[str] | None, field(None, description=FIELDS_DOC)] = None
                       ) -> CallToolResult:
@@ -649,10 +651,11 @@ def _explain_tool(server: Any, svc: Service, field: Any) -> None:
             argv = ["explain", *resolve_refs([report, *([report2] if report2 else [])], root, "report")]
             argv += [f"--kernel={kernel}"] if kernel else []
             argv += [f"--range={range}"] if range else []
+            argv += [f"--ncu={resolve_refs([ncu], root, 'ncu')[0]}"] if ncu else []
             argv += ([f"--vs={vs}"] if vs else []) + ([f"--shape={shape}"] if shape else [])
             return [*argv, "-f", "json"]
         return await svc.answer("explain", build, {"report": report, "kernel": kernel, "range": range,
-                                                   "report2": report2, "vs": vs, "shape": shape},
+                                                   "report2": report2, "vs": vs, "shape": shape, "ncu": ncu},
                                 page_no=page, fields=fields)
 
     server.add_tool(explain)

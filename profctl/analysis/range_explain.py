@@ -54,6 +54,12 @@ THRESHOLDS: dict[str, Threshold] = {
                                          "the next launch: many of them make a range launch-bound"),
     "graph_node_ns": Threshold(250, "in a CUDA graph, consecutive kernel nodes start about 0.2-0.3 us apart on "
                                     "Hopper (40 kernels of 0.93 us replayed in 46 us on the H200 here)"),
+    "ncu_time_ratio": Threshold(3.0, "an ncu launch of the same kernel (where launch configurations are not "
+                                      "recorded) stands for the range's launches when their times differ by at "
+                                      "most 3x: ncu replays with cold caches and small kernels take up to 2.2x "
+                                      "longer there (0.9 us under nsys, 2.0 us under ncu here), while another "
+                                      "problem size of the same GEMM kernel differs by 3.5x or more (24, 88 and "
+                                      "336 us in tests/data/ranges)"),
     "frame_cover": Threshold(0.5, "the Python frame named for a gap is the innermost one covering at least half "
                                   "of the host time before the next launch"),
 }
@@ -101,6 +107,11 @@ class RangeExplanation:
     floor_ns: float = 0.0
     all_fixed_ns: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: kernel launches per (name, launch configuration), for matching an ncu report's launches (range_kernels)
+    configs: list[tuple[str, tuple[int, int] | None, int, float]] = field(default_factory=list)
+    #: each kernel's own verdict and floor from an ncu report of the same program (range_kernels.attach)
+    kernel_floors: list[dict[str, Any]] = field(default_factory=list)
+    ncu_report: str | None = None
 
     @property
     def busy_share(self) -> float:
@@ -113,6 +124,7 @@ class RangeExplanation:
                 "verdict": self.verdict, "idle_by": self.idle_by, "launch_cost_ns": self.launch_cost_ns,
                 "floor_ns": self.floor_ns, "all_fixed_ns": self.all_fixed_ns, "notes": self.notes,
                 "kernels": [{"name": n, "count": c, "total_ns": t} for n, c, t in self.kernels],
+                "ncu_report": self.ncu_report, "kernel_floors": self.kernel_floors,
                 "causes": [vars(c) | {"where": [{"at": w, "ns": t} for w, t in c.where]} for c in self.causes],
                 "thresholds": {k: {"value": v.value, "reason": v.reason} for k, v in THRESHOLDS.items()}}
 
@@ -203,14 +215,16 @@ def _union(ivs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _own_ops(tl: Timeline, inst: Span, range_tids: set[int]) -> list[GpuOp]:
-    """The operations launched on the range's thread inside it, or meanwhile by a thread pushing no range."""
+def _own_ops(tl: Timeline, inst: Span, open_on: dict[int, list[Span]]) -> list[GpuOp]:
+    """The operations launched on the range's thread inside it, or meanwhile by another thread with no range of
+    its own open at the launch (autograd's backward thread, which may push a range of its own elsewhere, such as
+    cuBLAS's ``cublasCreate`` on its first call)."""
     out = []
     for o in tl.ops:
         c = o.call
         if c is None or c.start < inst.start or c.start > inst.end:
             continue
-        if c.tid == inst.tid or c.tid not in range_tids:
+        if c.tid == inst.tid or not any(r.start <= c.start <= r.end for r in open_on.get(c.tid, ())):
             out.append(o)
     return out
 
@@ -292,8 +306,8 @@ def _classify(host: _Host, tl: Timeline, own: list[GpuOp], gap: tuple[int, int],
     acc.where[kind][where] += g1 - g0
 
 
-def _instance(host: _Host, tl: Timeline, inst: Span, range_tids: set[int], acc: _Acc) -> None:
-    own = sorted(_own_ops(tl, inst, range_tids), key=lambda o: o.start)
+def _instance(host: _Host, tl: Timeline, inst: Span, open_on: dict[int, list[Span]], acc: _Acc) -> None:
+    own = sorted(_own_ops(tl, inst, open_on), key=lambda o: o.start)
     w0 = inst.start
     w1 = max([inst.end] + [o.end for o in own])
     busy_all = _union([(max(o.start, w0), min(o.end, w1)) for o in tl.ops if o.end > w0 and o.start < w1])
@@ -377,6 +391,14 @@ def _extra_cause(acc: _Acc, busy_share: float, gpu_bound: bool) -> Cause | None:
     return Cause("extra", _TITLE["extra"], t, t * factor, _FIX["extra"], ev, _ranked(by))
 
 
+def _configs(ops: list[GpuOp]) -> list[tuple[str, tuple[int, int] | None, int, float]]:
+    by: dict[tuple[str, tuple[int, int] | None], list[int]] = defaultdict(list)
+    for o in ops:
+        if o.kind == "kernel":
+            by[(o.name, o.config)].append(o.dur)
+    return sorted(((n, c, len(d), float(sum(d))) for (n, c), d in by.items()), key=lambda x: -x[3])
+
+
 def _kernels(ops: list[GpuOp]) -> list[tuple[str, int, float]]:
     by: dict[str, list[int]] = defaultdict(list)
     for o in ops:
@@ -388,15 +410,19 @@ def explain(tl: Timeline, query: str) -> RangeExplanation:
     """The explanation of the range `query` means (:func:`match_name`) in `tl`, over all its instances."""
     name = match_name(tl.range_names(), query)
     insts = [r for r in tl.ranges if r.name == name]
-    range_tids = {r.tid for r in tl.ranges}
+    open_on: dict[int, list[Span]] = defaultdict(list)
+    for r in tl.ranges:
+        open_on[r.tid].append(r)
     host = _Host(tl)
     acc = _Acc()
     for inst in insts:
-        _instance(host, tl, inst, range_tids, acc)
+        _instance(host, tl, inst, open_on, acc)
     ex = RangeExplanation(name, tl.source, tl.path, len(insts), acc.time, acc.busy, acc.time - acc.busy,
                           float(sum(o.dur for o in acc.ops)), len(acc.ops), "GPU-bound")
     ex.idle_by = {k: v for k, v in acc.idle.items() if v > 0}
     ex.kernels = _kernels(acc.ops)
+    ex.configs = _configs(acc.ops)
+    ex.notes += tl.notes
     ex.launch_cost_ns = statistics.median(acc.launch_steps) if acc.launch_steps else 0.0
     if not acc.ops:
         ex.verdict = "no GPU work"

@@ -28,6 +28,9 @@ def explain(
                                       help="regex picking kernel A (name, base name or NVTX path)"),
     range_: str | None = typer.Option(None, "--range", help="explain this NVTX/record_function range of an nsys "
                                                             "export or torch trace instead of a kernel"),
+    ncu: str | None = typer.Option(None, "--ncu", help="with --range: an ncu report of the same program (a file, "
+                                                       "run directory or run id): each kernel's verdict and floor "
+                                                       "[default: the store's latest ncu run of the same program]"),
     vs: str | None = typer.Option(None, "--vs", help="regex picking kernel B [default: --kernel's, in REPORT2; "
                                                      "neither: A alone, against its roofs]"),
     shape: str | None = typer.Option(None, "--shape", help="the attention shape for the roofs when the NVTX range "
@@ -39,7 +42,11 @@ def explain(
     """What makes kernel A slow, or slower than kernel B: the causes ranked by the time fixing each would save
     (with the lines, the evidence and the fix), then the mechanisms (side by side, the gap in parts)."""
     if range_ is not None:  # a range of a timeline: profctl.cli._ranges (issue 49)
-        return explain_range_view(report, report2, range_, vs=vs, format=format, output=output, reports=reports)
+        return explain_range_view(report, report2, range_, vs=vs, ncu=ncu, format=format, output=output,
+                                  reports=reports)
+    if ncu is not None:
+        raise UsageError("--ncu goes with --range (the kernels of a range against an ncu report of the same "
+                         "program); for a kernel, give the ncu report itself as REPORT")
     if kernel is None:
         names = kernel_names(report, reports)
         raise UsageError("--kernel (a kernel of an ncu report) or --range (a range of a timeline) is required"

@@ -53,6 +53,7 @@ class RangeInstance:
     proj_end: int | None = None
     ops: int = 0
     streams: frozenset[int] = field(default_factory=frozenset)
+    busy: int = 0  # the union of its GPU operations' intervals (overlaps merged, gaps left out)
     level: int = 0
     children: int = 0
 
@@ -504,8 +505,26 @@ class NsysExport:
                 r = out[int(rid)]
                 r.proj_start, r.proj_end, r.ops = int(ps), int(pe), int(nops)
                 r.streams = frozenset(int(x) for x in str(streams).split(",") if x) if streams else frozenset()
+            self._busy(out, win)
         _hierarchy([r for r in out.values() if r.proj_start is not None])
         return list(out.values())
+
+    def _busy(self, out: dict[int, RangeInstance], win: str) -> None:
+        """Each projected range's GPU-busy time: its operations' intervals merged, one pass in start order."""
+        rid0, end, busy = None, 0, 0
+        for rid, gs, ge in self.q(
+                "SELECT n.rid, l.gs, l.ge FROM rng AS n JOIN launches AS l ON l.tid = n.tid AND l.rs >= n.start "
+                f'AND l.rs <= n."end" AND l.re <= n."end" {win} ORDER BY n.rid, l.gs'):
+            if rid != rid0:
+                if rid0 is not None:
+                    out[int(rid0)].busy = busy
+                rid0, end, busy = rid, 0, 0
+            gs, ge = max(int(gs), end), int(ge)
+            if ge > gs:
+                busy += ge - gs
+                end = ge
+        if rid0 is not None:
+            out[int(rid0)].busy = busy
 
     def nvtx_ranges(self, event_types: Sequence[int]) -> Iterator[tuple[Any, ...]]:
         """(thread, start, end, event type, domain id, text) of every NVTX event of `event_types` with a start

@@ -18,7 +18,7 @@ from profctl.errors import BadReport
 from profctl.kernels import classify, short_name
 from profctl.readers import _nsys_paths
 from profctl.readers._nsys_schema import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, TRACE_OPTION
-from profctl.schema import KernelRow, RangeRow, Source, Summary, durations_stats, warn
+from profctl.schema import KernelRow, RangeRow, Source, Summary, busy_fields, durations_stats, warn
 from profctl.schema.samples import first_starts, in_order, sample_fields
 
 if TYPE_CHECKING:
@@ -164,6 +164,8 @@ def range_rows(insts: list[RangeInstance]) -> list[RangeRow]:
             "avg_level": (sum(r.level for r in proj) / n) if n else None,
             "avg_children": (sum(r.children for r in proj) / n) if n else None,
             "nsys_name": f"{dom}:{text}",
+            **busy_fields(float(sum(r.busy for r in rs)),
+                          float(sum(max(r.end, r.proj_end or r.end) - r.start for r in rs))),
         }
         out.append(RangeRow(name=text, domain=dom or None, style=style, count=len(rs),
                             range_total_ns=float(sum(r.end - r.start for r in rs)),

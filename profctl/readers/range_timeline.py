@@ -22,7 +22,7 @@ from profctl.kernels import readable
 from profctl.readers import _torch_stream as stream
 from profctl.readers._compressed import DAMAGED, plain_copy, read_head
 from profctl.readers._nsys_export import NsysExport
-from profctl.readers._nsys_schema import KERNEL, MEMCPY, MEMSET, NVTX, RANGE_EVENTS, RUNTIME, SQLITE_MAGIC
+from profctl.readers._nsys_schema import KERNEL, MEMCPY, MEMSET, NVTX, RANGE_EVENTS, RUNTIME, SQLITE_MAGIC, STRINGS
 
 
 @dataclass(slots=True)
@@ -47,6 +47,7 @@ class GpuOp:
     stream: int
     corr: int = -1
     call: Span | None = None
+    config: tuple[int, int] | None = None  # (threads blocks in the grid, threads per block) of a kernel, if known
 
     @property
     def dur(self) -> int:
@@ -66,6 +67,7 @@ class Timeline:
     cpu_ops: list[Span] = field(default_factory=list)
     frames: list[Span] = field(default_factory=list)
     threads: dict[int, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the file lacks that the explanation would name
 
     def range_names(self) -> list[str]:
         return sorted({r.name for r in self.ranges})
@@ -88,6 +90,13 @@ def read(path: str | Path, names: Iterable[str] | None = None) -> Timeline:
 
 
 # ------------------------------------------------------------------------------------------------ nsys
+#: checked on the H200 with nsys 2025.3.1 (tests/data/ranges/ranges_pysample.sqlite.xz): with
+#: --python-sampling=true the export holds the Python functions' names in StringIds but no table refers to them
+PY_SAMPLES_NOT_EXPORTED = (
+    "nsys sampled Python backtraces (--python-sampling), but its SQLite export holds no Python sample (nsys "
+    "2025.3: the frames are only in the .nsys-rep's GUI), so host time is named by the launch it preceded; "
+    "torch.profiler with with_stack=True names the Python frame that cost it")
+
 def _windows(ranges: list[Span], want: set[str] | None) -> list[tuple[int, int]]:
     """The chosen ranges' [start, end], merged."""
     out: list[tuple[int, int]] = []
@@ -119,6 +128,8 @@ def _read_nsys(p: Path, want: set[str] | None) -> Timeline:
             if ex.schema.has(RUNTIME):
                 _nsys_calls(ex, tl, wins)
             _nsys_ops(ex, tl, wins)
+            if ex.q(f"SELECT 1 FROM {STRINGS} WHERE value LIKE 'Python backtrace sampling%' LIMIT 1").fetchone():
+                tl.notes.append(PY_SAMPLES_NOT_EXPORTED)
     except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
         raise BadReport(f"{p}: damaged SQLite file ({str(e)[:200]})") from None
     _finish(tl)
@@ -145,11 +156,12 @@ def _nsys_ops(ex: NsysExport, tl: Timeline, wins: list[tuple[int, int]]) -> None
         if not s.has(t):
             continue
         name = s.col(t, "demangledName") if t == KERNEL else (s.col(t, "copyKind") if t == MEMCPY else "NULL")
+        cfg = ", ".join(s.col(t, c) if t == KERNEL else "NULL" for c in _CONFIG)
         ext = [(lo, 2 * last - lo) for lo, _ in wins[:1]] if wins else []
         cond = _within(s.col(t, "start"), s.col(t, "end"), ext)
-        for gs, ge, stream_id, corr, nm in ex.q(
+        for gs, ge, stream_id, corr, nm, *dims in ex.q(
                 f'SELECT {s.col(t, "start")}, {s.col(t, "end")}, {s.col(t, "streamId")}, '
-                f'{s.col(t, "correlationId")}, {name} FROM {t} WHERE {cond}'):
+                f'{s.col(t, "correlationId")}, {name}, {cfg} FROM {t} WHERE {cond}'):
             if not (isinstance(gs, int) and isinstance(ge, int)) or ge < gs:
                 continue
             c = int(corr) if isinstance(corr, int) else -1
@@ -161,7 +173,19 @@ def _nsys_ops(ex: NsysExport, tl: Timeline, wins: list[tuple[int, int]]) -> None
                 label = f"[memcpy {labels.get(int(nm), nm) if isinstance(nm, int) else nm}]"
             else:
                 label = "[memset]"
-            tl.ops.append(GpuOp(label, kind, gs, ge, int(stream_id or 0), c))
+            tl.ops.append(GpuOp(label, kind, gs, ge, int(stream_id or 0), c, config=_config(dims[:3], dims[3:])))
+
+
+_CONFIG = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+
+
+def _config(grid: Any, block: Any) -> tuple[int, int] | None:
+    """(blocks in the grid, threads per block), as ncu's launch__grid_size and launch__block_size; None unless
+    every dimension is a positive integer."""
+    dims = [*(grid or ()), *(block or ())]
+    if len(dims) != 6 or not all(isinstance(d, int) and d > 0 for d in dims):
+        return None
+    return dims[0] * dims[1] * dims[2], dims[3] * dims[4] * dims[5]
 
 
 # ------------------------------------------------------------------------------------------------ torch
@@ -223,7 +247,8 @@ def _torch_event(tl: Timeline, ev: Any) -> None:
     elif cat in _GPU_KINDS:
         kind = _GPU_KINDS[str(cat)]
         label = name if kind == "kernel" else f"[{name}]"
-        tl.ops.append(GpuOp(label, kind, s, e, int(args.get("stream", tid) or 0), corr))
+        tl.ops.append(GpuOp(label, kind, s, e, int(args.get("stream", tid) or 0), corr,
+                            config=_config(args.get("grid"), args.get("block")) if kind == "kernel" else None))
 
 
 def _finish(tl: Timeline) -> None:

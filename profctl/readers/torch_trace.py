@@ -39,7 +39,7 @@ from profctl.kernels import classify, short_name
 from profctl.readers import _torch_stream as stream
 from profctl.readers._torch_attribute import BWD_PREFIX, STEP_PREFIX, Attribution, KernelGroup
 from profctl.readers._torch_collect import Category, Trace
-from profctl.schema import CpuOpRow, KernelRow, RangeRow, Source, Summary, durations_stats
+from profctl.schema import CpuOpRow, KernelRow, RangeRow, Source, Summary, busy_fields, durations_stats
 from profctl.schema.samples import first_starts, in_order, sample_fields
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -220,20 +220,24 @@ def _range_rows(a: Attribution, inst_iv: dict[int, list[tuple[float, float]]]) -
     for name, insts in inst_by_name.items():
         proj = 0.0  # as nsys' nvtx_gpu_proj_sum: first op's start to last op's end, per instance
         busy = 0.0  # the same ops with overlaps merged and gaps left out
+        span = 0.0  # the range's time: its start to its end or its last op's end, whichever is later
         ops = 0
         for x in insts:
             ivs = inst_iv.get(x)
+            end = iv.start[x] + iv.dur[x]
             if ivs:
                 ops += len(ivs)
                 proj += max(e for _, e in ivs) - min(s for s, _ in ivs)
                 busy += _union_us(ivs)
+                end = max(end, max(e for _, e in ivs))
+            span += end - iv.start[x]
         seen = sorted({a.path_names[nest.path[x]] for x in insts if nest.path[x] > 0})
         ranges.append(RangeRow(
             name=name, domain=None, style="push_pop", count=len(insts),
             range_total_ns=sum(iv.dur[x] for x in insts) * 1000.0,
             gpu_proj_total_ns=proj * 1000.0 if gpu else None, gpu_ops=ops if gpu else None,
             extra={"paths": seen[:20], "threads": len({iv.thread[x] for x in insts}),
-                   "gpu_busy_ns": busy * 1000.0 if gpu else None}))
+                   **busy_fields(busy * 1000.0 if gpu else None, span * 1000.0)}))
     ranges.sort(key=lambda r: r.name)
     return ranges
 

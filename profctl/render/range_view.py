@@ -40,12 +40,18 @@ def to_text(e: RangeExplanation) -> str:
         lines += [f"   where: {w} ({_us(t)})" for w, t in c.where[:4]]
         lines.append(f"   fix: {c.fix}")
     if e.causes:
-        lines.append(f"all fixed: about {_us(e.all_fixed_ns)} (bounded below by the kernels kept, "
-                     f"{_us(e.floor_ns)})")
+        below = "the kernels' floors plus what stays serial" if e.kernel_floors else "the kernels kept"
+        lines.append(f"all fixed: about {_us(e.all_fixed_ns)} (bounded below by {below}, {_us(e.floor_ns)})")
     lines += ["", "kernels (the range's own GPU operations):"]
     for name, count, total in e.kernels[:8]:
         shown = name if name.startswith("[") else short_name(name, 70)
         lines.append(f"  {total / max(e.time_ns, 1):5.1%}  {_us(total):>11}  x{count:<6} {shown}")
+    if e.kernel_floors:
+        lines += ["", f"each kernel against its floor ({e.ncu_report}):"]
+        for r in e.kernel_floors[:10]:
+            what = (f"floor {r['floor_share']:.0%} of its time; {r['verdict']}" if r.get("matched")
+                    and r.get("floor_share") is not None else (r.get("verdict") or r.get("why") or ""))
+            lines.append(f"  {r['share']:5.1%}  {short_name(r['name'], 60)}: {what}")
     if e.launch_cost_ns:
         lines.append(f"host time per launch (median, measured): {_us(e.launch_cost_ns)}")
     lines += [f"note: {n}" for n in e.notes]

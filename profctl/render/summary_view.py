@@ -78,8 +78,14 @@ def range_rows(s: Summary) -> list[dict[str, Any]]:
             "range": r.name, "domain": r.domain or "", "style": r.style, "count": r.count,
             "range time": fmt_ns(r.range_total_ns), "GPU projected": proj,
             "GPU ops": r.gpu_ops if r.gpu_ops is not None else "-",
+            "GPU busy": _share(r.extra.get("gpu_busy_share")),
         })
     return rows
+
+
+def _share(x: Any) -> str:
+    """The GPU-busy share of a range (``extra.gpu_busy_share``): '-' where the reader could not tell."""
+    return f"{100 * x:.0f} %" if isinstance(x, (int, float)) else "-"
 
 
 def autograd_note(s: Summary, rows: list[dict[str, Any]]) -> str | None:

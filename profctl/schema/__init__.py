@@ -316,7 +316,18 @@ def durations_stats(durations_ns: Sequence[float]) -> dict[str, float]:
             "std_ns": var ** 0.5}
 
 
+def busy_fields(busy_ns: float | None, span_ns: float) -> dict[str, float | None]:
+    """A range row's GPU-busy fields (``extra``): the union of its instances' own GPU operations (kernels, memcpy,
+    memset; overlaps merged, gaps left out), the range's time they are a share of (per instance from its start to
+    its end or its last operation's end, whichever is later), and the share; None where the tool cannot tell."""
+    if busy_ns is None:
+        return {"gpu_busy_ns": None, "gpu_span_ns": span_ns, "gpu_busy_share": None}
+    return {"gpu_busy_ns": busy_ns, "gpu_span_ns": span_ns,
+            "gpu_busy_share": min(busy_ns / span_ns, 1.0) if span_ns > 0 else None}
+
+
 __all__ = [
-    "KERNEL_CLASSES", "SCHEMA_ID", "CpuOpRow", "KernelRow", "RangeRow", "Source", "Summary", "concat",
-    "durations_stats", "validate", "warn",
+    "KERNEL_CLASSES", "SCHEMA_ID", "CpuOpRow", "KernelRow", "RangeRow", "Source", "Summary", "busy_fields",
+    "concat", "durations_stats", "validate", "warn",
 ]
+
