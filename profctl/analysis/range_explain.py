@@ -362,14 +362,20 @@ def _idle_causes(acc: _Acc, n_inst: int, launch_cost: float, room: float) -> lis
             ev += [f"host code after the wait: {w} ({_us(x)})" for w, x in _ranked(acc.where["sync-after"], 3)]
         elif kind == "launch":
             saving = t - n * th("graph_node_ns")
+            said = (f"the host takes {_us(launch_cost)} per launch here (measured)" if launch_cost else
+                    "no two launches here came close enough to measure the host's cost per launch")
             ev = [f"{len(kernels)} kernels, median {_us(med)} each; {n} gaps of {_us(t / max(n, 1))} on average "
-                  f"between them; the host takes {_us(launch_cost)} per launch here (measured)",
+                  f"between them; {said}",
                   f"a CUDA graph replays them about {_us(th('graph_node_ns'))} apart: saves {_us(max(saving, 0))}; "
                   "fusing them into one kernel saves at least as much"]
         else:
-            saving = t - n * launch_cost
-            ev = [f"{n} gaps, {_us(t / max(n, 1))} each on average, longer than a launch's host cost "
-                  f"({_us(launch_cost)} measured here)"]
+            # unmeasured (no two launches within launch_gap_ns): each gap keeps the most an eager launch costs
+            cost = launch_cost or th("launch_gap_ns")
+            saving = t - n * cost
+            ev = [f"{n} gaps, {_us(t / max(n, 1))} each on average, longer than a launch's host cost " +
+                  (f"({_us(launch_cost)} measured here)" if launch_cost else
+                   f"(not measured here: no two launches came within {_us(th('launch_gap_ns'))}; each gap keeps "
+                   f"{_us(cost)}, the most an eager launch costs)")]
         out.append(Cause(kind, _TITLE[kind], t, max(0.0, min(saving, room)), _FIX[kind], ev,
                          _ranked(acc.where[kind])))
     return out

@@ -60,3 +60,15 @@ def test_nsys_python_sampling_export_says_it_holds_no_frames() -> None:
     plain = range_explain.explain(range_timeline.read(ranges / "ranges.sqlite.xz", ["planted/python_overhead"]),
                                   "planted/python_overhead")
     assert not any("Python sample" in n for n in plain.notes)
+
+
+def test_unmeasured_launch_cost_is_said_not_printed_as_zero() -> None:
+    # nvtx_mixed's forward range has three launches, none within a launch's cost of another: nothing to measure
+    f = DATA / "nvtx_mixed_nsys.sqlite.gz"
+    e = range_explain.explain(range_timeline.read(f, names=["attnbench:forward"]), "attnbench:forward")
+    assert e.launch_cost_ns == 0 and e.causes
+    ev = " ".join(x for c in e.causes for x in c.evidence)
+    assert "0.0 us measured" not in ev and "not measured here" in ev
+    gap = range_explain.th("launch_gap_ns")
+    lead = next(c for c in e.causes if c.id == "lead")
+    assert lead.saving_ns == pytest.approx(lead.time_ns - gap)
