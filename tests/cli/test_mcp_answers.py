@@ -213,3 +213,10 @@ def test_explain_takes_a_range_of_a_timeline_and_answers_within_the_budget(tmp_p
     a, text = answer_of("explain", data, tmp_path)
     assert text.splitlines()[0] == data["verdict"] == "sync-bound"
     assert max(sizes(a, text)) <= BUDGET
+    # with an ncu report of the same program: each kernel's verdict and floor, still within the budget
+    assert props["ncu"].get("description")
+    data = cli_json("explain", str(DATA / "ranges" / "ranges.sqlite.xz"), "--range", "planted/item_sync", "--ncu",
+                    str(DATA / "ranges" / "ranges_ncu.ncu-rep.xz"))
+    assert any(k["matched"] for k in data["kernel_floors"])
+    a, text = answer_of("explain", data, tmp_path)
+    assert max(sizes(a, text)) <= BUDGET
