@@ -151,11 +151,12 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
     _C("mma-not-overlapped", "warpgroup MMA not overlapped with other work",
        "warps waiting on their own asynchronous wgmma results (WARPGROUP.DEPBAR / warpgroup arrive) for a large "
        "share of the time, with the tensor pipe well below its peak",
-       "let two warpgroups take turns (ping-pong: one's softmax under the other's MMA, as FlashAttention-3 and "
-       "cuDNN do) or warp-specialize producers and consumers; pipelining within one warpgroup needs a second "
-       "score tile in registers and only pays where there is register headroom",
-       "the wait's share of the time, less what the extra tile would cost: withheld where registers leave no room "
-       "for it", "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",), effect=WAIT),
+       "let two warpgroups take turns, ordered (ping-pong: one's softmax under the other's MMA, as FlashAttention-3 "
+       "and cuDNN do, with a producer warp on TMA); overlap inside one warpgroup, or between blocks that are not "
+       "ordered, was measured not to pay: the softmax's own latency then binds",
+       "the time to reach B's tensor-pipe efficiency for the same matrix work (else a ping-pong kernel's): what the "
+       "ordered overlap gives, not what removing the wait alone would",
+       "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",), effect=WAIT),
     _C("loads-not-pipelined", "loads not pipelined with compute",
        "warps waiting for their loads (long scoreboard, or an async-copy barrier) in the main loop while neither "
        "the memory system nor any pipe is busy: loads are issued just before their use",

@@ -53,13 +53,14 @@ def _mma_wait(ctx: Context) -> Cause | None:
                               f"tensor pipe is {pct(tensor)} busy",
                               "smsp__pcsamp_warps_issue_stalled_barrier (at WARPGROUP) + _warpgroup_arrive",
                               round(share, 4), "fraction of warp time", 0.15, ">=")]
-    note = ""
-    if regs >= 160:
+    if regs >= value("pipelining_regs"):
         ev.append(f"{regs:.0f} registers a thread: no room for a second score tile (in-warpgroup pipelining)")
-        note = ("in-warpgroup pipelining (the next tile's Q K^T before this tile's softmax) is not advised here: it "
-                "needs a second score tile in registers, and profctl's own Triton forward got 28 % slower with it "
-                "(benchmarks/RESULTS.md); two warpgroups taking turns (ping-pong / warp specialization: FA3, cuDNN, "
-                "Triton's warp_specialize where the target supports it) need no extra tile")
+    # measured, not assumed: both overlaps inside one warpgroup were tried on profctl's own forward (issue 50)
+    note = ("overlap inside one warpgroup is not advised: the next tile's Q K^T before this tile's softmax made "
+            "profctl's Triton forward 28 % slower (a second score tile), and the softmax under the previous P V "
+            "(Gluon, 138 registers, room to spare) halved the wgmma waits and saved 1 %: the softmax's own dependency "
+            "chain then binds (benchmarks/RESULTS.md, issue 50). Two warpgroups ordered to take turns (ping-pong, a "
+            "producer warp on TMA: FA3, cuDNN) keep the tensor pipe fed while one does its softmax")
     o = ctx.other
     if o is not None and o.duration_us:
         theirs = o.util("tensor_pct")

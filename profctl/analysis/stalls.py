@@ -57,9 +57,8 @@ REASONS: dict[str, StallReason] = {r.key: r for r in (
        "close to the compute roof"),
     _R("warpgroup_arrive", "warpgroup arrive",
        "waiting for asynchronous warpgroup MMAs (wgmma) to finish (wgmma.wait_group / warpgroup arrive)",
-       "keep more wgmma in flight before waiting; let two warpgroups take turns (ping-pong, as FlashAttention-3 and "
-       "cuDNN do); pipelining within one warpgroup needs a second score tile in registers and is not advised above "
-       "about 160 registers a thread (docs/diagnosis.md)"),
+       "keep more wgmma in flight before waiting; let two warpgroups take turns, ordered (ping-pong, as "
+       "FlashAttention-3 and cuDNN do); overlap inside one warpgroup was measured not to pay (docs/diagnosis.md)"),
     _R("gmma", "GMMA", "waiting on the warpgroup MMA (wgmma) unit", "as for warpgroup arrive"),
     _R("dispatch_stall", "dispatch stall", "the dispatcher could not issue the selected instruction",
        "rarely actionable; look at pipe conflicts in the hot instructions"),
@@ -85,9 +84,9 @@ REASONS: dict[str, StallReason] = {r.key: r for r in (
 AT_OPCODE: dict[tuple[str, str], str] = {
     ("barrier", "WARPGROUP.DEPBAR"): "waiting for the warpgroup's asynchronous MMAs (wgmma) to finish: the matrix "
                                      "multiply is not overlapped with other work; let two warpgroups take turns "
-                                     "(ping-pong, as FlashAttention-3 and cuDNN do); issuing the next tile's MMA "
-                                     "before this tile's softmax in one warpgroup needs a second score tile in "
-                                     "registers, not advised above about 160 registers a thread",
+                                     "(ping-pong, as FlashAttention-3 and cuDNN do); overlap inside one warpgroup "
+                                     "(the next tile's MMA before this softmax, or the softmax under the previous "
+                                     "P V) was measured not to pay",
     ("barrier", "WARPGROUP.ARRIVE"): "waiting at a warpgroup arrive before wgmma: operands staged in registers",
     ("barrier", "BAR.SYNC"): "a block-wide barrier (__syncthreads): warps wait for the slowest of the block",
     ("barrier", "SYNCS"): "an asynchronous-copy barrier (mbarrier: TMA or cp.async data not arrived yet)",

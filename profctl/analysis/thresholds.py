@@ -26,6 +26,9 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
        "together) is noise: ncu's replay spread of one launch is 1-2 %"),
     _T("masked", 0.5, "a fault whose saving alone is under this share of its part in the named fixes together is "
        "masked: another fault then binds, and the note says what the two give together"),
+    _T("pipelining_regs", 160, "registers a thread at and above which a second score tile (the next tile's Q K^T "
+       "before this tile's softmax) does not fit without spilling or fewer pipeline stages: profctl's Triton forward "
+       "at 190 got 28 % slower with it (benchmarks/RESULTS.md)"),
     _T("same_time", 0.03, "two kernels within this share of each other's time take the same time: no gap to split "
        "(ncu's replay spread of one launch is about 1-2 %)"),
     _T("shared_degree", 0.8, "a cause B has to at least this fraction of A's degree (excess sectors, stall share, "

@@ -45,3 +45,25 @@ def test_the_order_change_reads_as_the_tail_it_made() -> None:
 def test_the_balanced_one_program_per_tile_grid_has_no_tail() -> None:
     d = _explain(str(DATA / "ladder_global_order.ncu-rep.xz"), "-k", "s8192c/m64n64w4s3$")
     assert "tail-effect" not in [c["id"] for c in d["causes"]]
+
+
+def test_overlap_inside_one_warpgroup_is_not_the_advice_even_with_registers_to_spare() -> None:
+    """Step 5b of the ladder: the Gluon forward (softmax under the previous P V, 138 registers) against the Triton
+    kernel at the same tiles takes the same time; explain's advice for the Triton kernel against cuDNN names the
+    ordered overlap of two warpgroups and says the in-warpgroup one was measured not to pay."""
+    rep = str(DATA / "ladder_gluon.ncu-rep.xz")
+    shape = ["--shape", "b1,s4096,h32,d128,bf16"]
+    pair = _explain_shape(rep, "-k", "s4096/m64n64w4s3-gl$", "--vs", "s4096/m64n64w4s3$", *shape)
+    assert pair["same_time"] and pair["verdict"].startswith("A and B take the same time")
+    d = _explain_shape(rep, "-k", "s4096/m64n64w4s3$", "--vs", "s4096/cudnn", *shape)
+    mma = next(c for c in d["causes"] if c["id"] == "mma-not-overlapped")
+    assert "ordered" in mma["fix"] and "register headroom" not in mma["fix"]
+    assert "not advised" in mma["note"] and "saved 1 %" in mma["note"]
+
+
+def _explain_shape(*args: str) -> dict:
+    import json
+
+    r = CliRunner().invoke(app, ["explain", *args, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)

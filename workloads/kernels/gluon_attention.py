@@ -68,6 +68,26 @@ if gluon is not None:
         return s
 
     @gluon.jit
+    def _gl_store(acc, l_i, m_i, o_desc, q_smem, LSE, pid_bh, seqlen_q, offs_m, q_row, row_o: gl.constexpr):
+        """O = acc / l through Q's shared memory and TMA, and the log-sum-exp (log2 domain) for the backward."""
+        seen = l_i > 0.0
+        l_safe = gl.where(seen, l_i, 1.0)
+        o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+        lse = gl.where(seen, m_i + gl.log2(l_safe), float("inf"))  # +inf: the backward's exp2(s - lse) is 0
+        gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, lse)
+        gl.thread_barrier()  # every warpgroup's last wgmma has read Q: its slot takes O
+        q_smem.store(o.to(o_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _gl_invalidate(q_bar, kv_bars, STAGES: gl.constexpr):
+        mbarrier.invalidate(q_bar)
+        for i in gl.static_range(STAGES):
+            mbarrier.invalidate(kv_bars.index(i))
+
+    @gluon.jit
     def _gl_load_kv(k_desc, v_desc, k_smem, v_smem, bars, row, slot, pred):
         bar = bars.index(slot)
         mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes, pred=pred)
@@ -153,19 +173,8 @@ if gluon is not None:
         acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc,))
 
-        seen = l_i > 0.0
-        l_safe = gl.where(seen, l_i, 1.0)
-        o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-        lse = gl.where(seen, m_i + gl.log2(l_safe), float("inf"))  # +inf: the backward's exp2(s - lse) is 0
-        gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, lse)
-        gl.thread_barrier()  # every warpgroup's last wgmma has read Q: its slot takes O
-        q_smem.store(o.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
-        tma.store_wait(pendings=0)
-        mbarrier.invalidate(q_bar)
-        for i in gl.static_range(STAGES):
-            mbarrier.invalidate(kv_bars.index(i))
+        _gl_store(acc, l_i, m_i, o_desc, q_smem, LSE, pid_bh, seqlen_q, offs_m, q_row, row_o)
+        _gl_invalidate(q_bar, kv_bars, STAGES)
 
 
 def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: float, window: int = 0,
