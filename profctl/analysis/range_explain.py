@@ -22,7 +22,7 @@ import bisect
 import itertools
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,8 @@ THRESHOLDS: dict[str, Threshold] = {
                                       "longer there (0.9 us under nsys, 2.0 us under ncu here), while another "
                                       "problem size of the same GEMM kernel differs by 3.5x or more (24, 88 and "
                                       "336 us in tests/data/ranges)"),
+    "min_samples": Threshold(5, "fewer than 5 CPU samples in a cause's gaps say nothing about where the host "
+                                "time went (nsys samples a thread about once a millisecond)"),
     "frame_cover": Threshold(0.5, "the Python frame named for a gap is the innermost one covering at least half "
                                   "of the host time before the next launch"),
 }
@@ -68,6 +70,10 @@ SYNC_CALL = re.compile(r"Synchronize|cudaMemcpy(?!Async)|cuMemcpyDtoH(?!Async)|c
 COPY_KERNEL = re.compile(r"copy|cast|convert|transpose|contiguous", re.I)
 DTOH = re.compile(r"Device-to-Host|DtoH", re.I)
 LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.I)
+#: what a sampled module means for host time (the innermost frame's module, its version suffix dropped)
+MODULE_SAYS = {"python": " (the Python interpreter: Python code)", "libtorch_cpu": " (PyTorch's dispatcher and ops)",
+               "libtorch_python": " (PyTorch's Python bindings)", "libcuda": " (the CUDA driver)",
+               "libcudart": " (the CUDA runtime)", "libToolsInjection": " (nsys's own instrumentation)"}
 VERDICTS = {"sync": "sync-bound", "host": "host-bound", "lead": "host-bound", "launch": "launch-bound"}
 
 
@@ -162,6 +168,9 @@ class _Host:
         self.frame_starts = {t: [f.start for f in fs] for t, fs in self.frames.items()}
         d2h = {id(o.call) for o in tl.ops if o.kind == "memcpy" and o.call is not None and DTOH.search(o.name)}
         self.syncs = [c for c in tl.calls if SYNC_CALL.search(c.name) or id(c) in d2h]
+        self.samples: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for tid, t, mod in tl.samples:
+            self.samples[tid].append((t, mod))
         self.syncs.sort(key=lambda c: c.end)
         self.sync_ends = [c.end for c in self.syncs]
 
@@ -193,6 +202,15 @@ class _Host:
                     continue
                 best = f
         return best.name if best else None
+
+    def sampled(self, tid: int, a: int, b: int) -> list[str]:
+        """The modules of the CPU samples (nsys) taken on `tid` within [a, b]."""
+        xs = self.samples.get(tid)
+        if not xs or b <= a:
+            return []
+        lo = bisect.bisect_left(xs, (a, ""))
+        hi = bisect.bisect_right(xs, (b, "\uffff"))
+        return [m for _, m in xs[lo:hi]]
 
     def cpu_op(self, tid: int, t: int) -> str | None:
         """The outermost CPU op (torch) open at `t` on `tid`."""
@@ -241,6 +259,7 @@ class _Acc:
     ops: list[GpuOp] = field(default_factory=list)
     launch_steps: list[int] = field(default_factory=list)
     sync_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    samples: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
 
 # ------------------------------------------------------------------------------------------------ one instance
@@ -276,6 +295,7 @@ def _classify(host: _Host, tl: Timeline, own: list[GpuOp], gap: tuple[int, int],
         c = own[0].call if own else None
         if c is not None:
             where = host.frame(c.tid, g0, c.start) or where
+            acc.samples[kind].update(host.sampled(c.tid, g0, c.start))
     elif j >= len(own):
         kind, where = "host", "after the last launch (host work at the end of the range)"
     else:
@@ -301,6 +321,7 @@ def _classify(host: _Host, tl: Timeline, own: list[GpuOp], gap: tuple[int, int],
             kind, where = "launch", short_name(nxt.name, 50)
         else:
             kind, where = "host", _where_host(host, tl, nxt, g0)
+            acc.samples[kind].update(host.sampled(c.tid, g0, c.start))
     acc.idle[kind] += g1 - g0
     acc.gaps[kind] += 1
     acc.where[kind][where] += g1 - g0
@@ -345,6 +366,16 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} us" if ns < 1e6 else f"{ns / 1e6:,.2f} ms"
 
 
+def _sampled(c: Counter[str]) -> list[str]:
+    """Where nsys's CPU samples on the launching thread in these gaps were: by module of the sampled frame."""
+    n = sum(c.values())
+    if n < th("min_samples"):
+        return []
+    parts = ", ".join(f"{k / n:.0%} {m}{MODULE_SAYS.get(m.split('.so')[0].rstrip('0123456789.'), '')}"
+                      for m, k in c.most_common(4))
+    return [f"{n} CPU samples (nsys) on the launching thread in these gaps: {parts}"]
+
+
 def _idle_causes(acc: _Acc, n_inst: int, launch_cost: float, room: float) -> list[Cause]:
     out = []
     kernels = [o for o in acc.ops if o.kind == "kernel"]
@@ -376,6 +407,7 @@ def _idle_causes(acc: _Acc, n_inst: int, launch_cost: float, room: float) -> lis
                   (f"({_us(launch_cost)} measured here)" if launch_cost else
                    f"(not measured here: no two launches came within {_us(th('launch_gap_ns'))}; each gap keeps "
                    f"{_us(cost)}, the most an eager launch costs)")]
+            ev += _sampled(acc.samples[kind])
         out.append(Cause(kind, _TITLE[kind], t, max(0.0, min(saving, room)), _FIX[kind], ev,
                          _ranked(acc.where[kind])))
     return out

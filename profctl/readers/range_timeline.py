@@ -68,6 +68,8 @@ class Timeline:
     frames: list[Span] = field(default_factory=list)
     threads: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the file lacks that the explanation would name
+    #: nsys CPU samples (--sample=process-tree|cpu) in the windows: (thread, time, the module of the sampled frame)
+    samples: list[tuple[int, int, str]] = field(default_factory=list)
 
     def range_names(self) -> list[str]:
         return sorted({r.name for r in self.ranges})
@@ -128,6 +130,7 @@ def _read_nsys(p: Path, want: set[str] | None) -> Timeline:
             if ex.schema.has(RUNTIME):
                 _nsys_calls(ex, tl, wins)
             _nsys_ops(ex, tl, wins)
+            _nsys_samples(ex, tl, wins)
             if ex.q(f"SELECT 1 FROM {STRINGS} WHERE value LIKE 'Python backtrace sampling%' LIMIT 1").fetchone():
                 tl.notes.append(PY_SAMPLES_NOT_EXPORTED)
     except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
@@ -186,6 +189,21 @@ def _config(grid: Any, block: Any) -> tuple[int, int] | None:
     if len(dims) != 6 or not all(isinstance(d, int) and d > 0 for d in dims):
         return None
     return dims[0] * dims[1] * dims[2], dims[3] * dims[4] * dims[5]
+
+
+def _nsys_samples(ex: NsysExport, tl: Timeline, wins: list[tuple[int, int]]) -> None:
+    """The CPU samples in the windows with the module of their sampled (innermost) frame."""
+    if not (ex.schema.has("COMPOSITE_EVENTS") and ex.schema.has("SAMPLING_CALLCHAINS")) or not wins:
+        return
+    cond = " OR ".join(f"(e.start BETWEEN {a} AND {b})" for a, b in wins)
+    try:
+        for tid, t, mod in ex.q(
+                "SELECT e.globalTid, e.start, m.value FROM COMPOSITE_EVENTS AS e JOIN SAMPLING_CALLCHAINS AS c "
+                f"ON c.id = e.id AND c.stackDepth = 0 JOIN {STRINGS} AS m ON m.id = c.module WHERE {cond}"):
+            if isinstance(tid, int) and isinstance(t, int):
+                tl.samples.append((tid, t, str(mod).rsplit("/", 1)[-1]))
+    except (sqlite3.DatabaseError, BadReport):  # samples of another layout: the explanation goes without them
+        tl.samples.clear()
 
 
 # ------------------------------------------------------------------------------------------------ torch
@@ -255,6 +273,7 @@ def _finish(tl: Timeline) -> None:
     """Sort everything by start; join each GPU operation to the call that launched it."""
     for xs in (tl.ranges, tl.calls, tl.cpu_ops, tl.frames):
         xs.sort(key=lambda x: (x.start, -x.end))
+    tl.samples.sort(key=lambda x: x[1])
     tl.ops.sort(key=lambda o: o.start)
     by_corr = {c.corr: c for c in tl.calls if c.corr >= 0}
     for o in tl.ops:

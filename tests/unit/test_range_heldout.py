@@ -72,3 +72,19 @@ def test_unmeasured_launch_cost_is_said_not_printed_as_zero() -> None:
     gap = range_explain.th("launch_gap_ns")
     lead = next(c for c in e.causes if c.id == "lead")
     assert lead.saving_ns == pytest.approx(lead.time_ns - gap)
+
+
+def test_nsys_cpu_samples_say_where_the_host_time_went() -> None:
+    # the pysample recording has CPU sampling on (--sample=process-tree): the planted Python overhead's gaps are
+    # sampled mostly in the Python interpreter; an export without CPU samples says nothing of the kind
+    ranges = DATA / "ranges"
+    e = range_explain.explain(range_timeline.read(ranges / "ranges_pysample.sqlite.xz", ["planted/python_overhead"]),
+                              "planted/python_overhead")
+    line = next(x for x in e.causes[0].evidence if "CPU samples (nsys)" in x)
+    n = int(line.split()[0])
+    assert n >= range_explain.th("min_samples")
+    share = int(line.split(": ", 1)[1].split("%")[0])
+    assert share >= 60 and "the Python interpreter" in line.split(",")[0]
+    plain = range_explain.explain(range_timeline.read(ranges / "ranges.sqlite.xz", ["planted/python_overhead"]),
+                                  "planted/python_overhead")
+    assert not any("CPU samples" in x for c in plain.causes for x in c.evidence)
