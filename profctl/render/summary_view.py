@@ -65,20 +65,25 @@ def _backward(name: str) -> bool:
 
 
 def _autograd_thread(s: Summary, r: RangeRow) -> bool:
-    """A backward range projected 0 ns (no GPU op on its thread) while the trace has kernels: autograd's worker
-    thread launched them, and a range is projected onto the GPU only through its own thread's CUDA calls."""
-    return bool(s.kernels) and _backward(r.name) and r.gpu_proj_total_ns == 0 and not r.gpu_ops
+    """A backward range whose kernels autograd's worker thread launched: projected 0 ns (no GPU op on its thread)
+    while the trace has kernels, or with kernels the by-range reading placed under it from that thread. A range is
+    projected onto the GPU (and its busy share taken) only through its own thread's CUDA calls."""
+    if not s.kernels or not _backward(r.name):
+        return False
+    if r.gpu_proj_total_ns == 0 and not r.gpu_ops:
+        return True
+    return any(k.nvtx_range == r.name and (k.extra or {}).get("borrowed_launches") for k in s.kernels)
 
 
 def range_rows(s: Summary) -> list[dict[str, Any]]:
     rows = []
     for r in sorted(s.ranges, key=lambda r: (-(r.gpu_proj_total_ns or 0), r.name)):
-        proj = fmt_ns(r.gpu_proj_total_ns) + (f" {AUTOGRAD_MARK}" if _autograd_thread(s, r) else "")
+        mark = f" {AUTOGRAD_MARK}" if _autograd_thread(s, r) else ""
         rows.append({
             "range": r.name, "domain": r.domain or "", "style": r.style, "count": r.count,
-            "range time": fmt_ns(r.range_total_ns), "GPU projected": proj,
+            "range time": fmt_ns(r.range_total_ns), "GPU projected": fmt_ns(r.gpu_proj_total_ns) + mark,
             "GPU ops": r.gpu_ops if r.gpu_ops is not None else "-",
-            "GPU busy": _share(r.extra.get("gpu_busy_share")),
+            "GPU busy": _share(r.extra.get("gpu_busy_share")) + mark,
         })
     return rows
 
@@ -95,14 +100,16 @@ def autograd_note(s: Summary, rows: list[dict[str, Any]]) -> str | None:
     if not names:
         return None
     leaves = set(names)
-    placed = any(k.nvtx_range and k.nvtx_range.rsplit("/", 1)[-1].split("@", 1)[-1] in leaves for k in s.kernels)
+    placed = any(k.nvtx_range and (k.nvtx_range in leaves or k.nvtx_range.rsplit("/", 1)[-1].split("@", 1)[-1]
+                                   in leaves) for k in s.kernels)
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     where = ("the kernels table lists them under the range" if placed else
              "--by-range places them under the range")
-    return (f"{AUTOGRAD_MARK} {shown}: GPU projected 0 ns because backward kernels are launched by autograd's worker "
-            "thread, not the thread that pushed the range, and a range is projected onto the GPU only through its "
-            f"own thread's CUDA calls; {where} (a launch outside any range on autograd's thread takes the ranges "
-            "open on the thread that called backward())")
+    return (f"{AUTOGRAD_MARK} {shown}: GPU projected and GPU busy leave out the backward kernels: they are launched "
+            "by autograd's worker thread, not the thread that pushed the range, and a range is projected onto the GPU "
+            f"only through its own thread's CUDA calls; {where} (a launch outside any range on autograd's thread "
+            "takes the ranges open on the thread that called backward()); `profctl explain RUN --range NAME` counts "
+            "them")
 
 
 def sources_line(s: Summary) -> str:

@@ -109,3 +109,19 @@ def test_which_ranges_are_marked() -> None:
     assert sorted(_marked(range_rows(s))) == ["loss.backward", "step_bwd"]
     # no kernel in the trace: nothing was launched anywhere, so no thread is to blame
     assert not _marked(range_rows(_summary([_range("loss.backward", 0.0, 0)], kernels=False)))
+
+
+def test_a_backward_range_with_autograd_kernels_placed_under_it_is_marked_in_both_gpu_columns() -> None:
+    """tests/data/ranges: train/backward pushed on the main thread, its GEMMs launched by autograd's thread. Its own
+    thread launched one tiny kernel, so it is not 0 ns, yet its projection and busy share (0 %) leave out the
+    backward's kernels, which the by-range reading places under it: both columns carry the mark, and the note says
+    where the kernels are and that explain --range counts them."""
+    data = Path(__file__).resolve().parents[1] / "data" / "ranges" / "ranges.sqlite.xz"
+    s = readers.read(data, by_range=True)
+    rows = {r["range"]: r for r in range_rows(s)}
+    bwd = rows["train/backward"]
+    assert str(bwd["GPU projected"]).endswith(AUTOGRAD_MARK) and str(bwd["GPU busy"]).endswith(AUTOGRAD_MARK)
+    assert not str(rows["train/forward"]["GPU busy"]).endswith(AUTOGRAD_MARK)
+    note = autograd_note(s, list(rows.values()))
+    assert note and "train/backward" in note and "explain RUN --range NAME" in note
+    assert "the kernels table lists them under the range" in note
