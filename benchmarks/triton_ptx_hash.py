@@ -46,6 +46,7 @@ def main() -> int:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from workloads.kernels import triton_fp8_kernels as fp8_kernels
     from workloads.kernels import triton_kernels as kernels
 
     if extra.get("SCOPES"):
@@ -55,7 +56,7 @@ def main() -> int:
     kinds: tuple[Kind, ...] = (
         (kernels._fwd_kernel, "", {"Q": "bf16", "K": "bf16", "V": "bf16", "Out": "bf16", "LSE": "fp32"},
          "qk_scale", "bf16", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 0)), {"DOT_PREC": "tf32"}),
-        (kernels._fwd_fp8_kernel, "fp8 ", {"Q": "fp8e4nv", "K": "fp8e4nv", "V": "fp8e4nv", "Out": "bf16",
+        (fp8_kernels._fwd_fp8_kernel, "fp8 ", {"Q": "fp8e4nv", "K": "fp8e4nv", "V": "fp8e4nv", "Out": "bf16",
                                            "QS": "fp32", "KS": "fp32", "VS": "fp32"},
          "sm_scale_log2", "fp8e4nv", ((1, 0, 0), (1, 1, 0), (1, 0, 1), (0, 1, 1)), {}))
     for fn, label, pointers, scalar, desc, variants, more in kinds:

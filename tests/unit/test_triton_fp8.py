@@ -5,7 +5,7 @@ What Triton 3.9's CPU interpreter can test: it runs ``float8_e4m3fn`` ``tl.dot``
 which is exact) and casts e4m3 to fp32 exactly, so the FP8 kernel runs here on tiny shapes. Two of its casts are
 not the GPU's: fp32 -> e4m3 truncates the mantissa (and its round-to-nearest mode mishandles the carry), and so
 does fp32 -> bf16. Under the interpreter the kernel therefore rounds P onto the e4m3 grid itself before the cast
-(``triton_kernels._to_e4m3``, checked below bit for bit against torch's cast, which rounds to nearest-even as the
+(``triton_fp8_kernels._to_e4m3``, checked below bit for bit against torch's cast, which rounds to nearest-even as the
 GPU's ``cvt.rn.satfinite`` does), so these tests see the GPU's rounding of P. The bf16 output store still
 truncates here (about 3e-3 in norm), so the kernel is compared with the float64 emulation (workloads/fp8.py
 ``emulate``: the same arithmetic, key block by key block) stored to bf16 either way, truncated or rounded, and
@@ -34,7 +34,7 @@ from profctl.model_spec import ModelSpec
 from profctl.spec import AttentionSpec, dtype_problems, dtype_refusal
 from profctl.workloads import fp8
 from profctl.workloads.attention import TOLERANCE, check_output, dequantized, fp8_inputs, reference, run_case
-from profctl.workloads.kernels import triton_kernels as _kernels
+from profctl.workloads.kernels import triton_fp8_kernels as _kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = TOLERANCE["fp8"]
@@ -340,7 +340,7 @@ def run_kernel_case(case: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def run_rounding_check() -> dict[str, Any]:
-    """The interpreter's P rounding (kernels._to_e4m3) against torch's cast, on 2^16 values in [0, 1]."""
+    """The interpreter's P rounding (triton_fp8_kernels._to_e4m3) against torch's cast, on 2^16 values in [0, 1]."""
     import triton
     import triton.language as tl
 

@@ -62,6 +62,7 @@ import torch
 from profctl.spec import dtype_refusal
 
 from . import gluon_attention
+from . import triton_fp8_kernels as fp8_kernels
 from . import triton_kernels as kernels
 from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
 from .triton_kernels import INTERPRET, triton
@@ -441,7 +442,7 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
         tma = cfg.tma and tma_ok
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim),
                   TensorDescriptor.from_tensor(vt, [1, 1, head_dim, cfg.block_n])) if tma else (None, None, None))
-        LAST_COMPILED["fwd_fp8"] = kernels._fwd_fp8_kernel[grid](
+        LAST_COMPILED["fwd_fp8"] = fp8_kernels._fwd_fp8_kernel[grid](
             q, k, v, o, *descales, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
