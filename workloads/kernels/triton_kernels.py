@@ -98,6 +98,17 @@ if triton is not None:
         return x
 
     @triton.jit
+    def _kv_tile(desc, b32, kh32, start, base, stride_n, stride_d, offs_n, offs_d, seqlen_kv, BLOCK_N: tl.constexpr,
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CHECK_ROWS: tl.constexpr, TMA: tl.constexpr,
+                 NAME: tl.constexpr, SCOPES: tl.constexpr):
+        """A K or V tile of the forward's key loops (rows offs_n, from key `start`), in Proton scope NAME."""
+        _scope_in(NAME, SCOPES)
+        x = _load_tile(desc, b32, kh32, start, base + offs_n[:, None] * stride_n + offs_d[None, :] * stride_d,
+                       offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, CHECK_ROWS, TMA)
+        _scope_out(NAME, SCOPES)
+        return x
+
+    @triton.jit
     def _store_rows(ptrs, x, offs_r, n_rows, offs_d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
         if BLOCK_D == HEAD_DIM:
             tl.store(ptrs, x, mask=offs_r[:, None] < n_rows)
@@ -173,14 +184,10 @@ if triton is not None:
         offs_n0 = tl.arange(0, BLOCK_N)
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_n0
-        _scope_in("load_k", SCOPES)
-        k = _load_tile(KD, b32, kh32, start_n, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                       offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-        _scope_out("load_k", SCOPES)
-        _scope_in("load_v", SCOPES)
-        v = _load_tile(VD, b32, kh32, start_n, v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                       offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA)
-        _scope_out("load_v", SCOPES)
+        k = _kv_tile(KD, b32, kh32, start_n, k_base, stride_kn, stride_kd, offs_n, offs_d, seqlen_kv,
+                     BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA, "load_k", SCOPES)
+        v = _kv_tile(VD, b32, kh32, start_n, v_base, stride_vn, stride_vd, offs_n, offs_d, seqlen_kv,
+                     BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, TMA, "load_v", SCOPES)
         _scope_in("qk", SCOPES)
         s = _mma(q, tl.trans(k), None, DOT_PREC)
         _scope_out("qk", SCOPES)
@@ -232,39 +239,26 @@ if triton is not None:
         `profctl explain` found the plain loop's warps waiting on each wgmma result (WARPGROUP.DEPBAR) at tl.dot."""
         offs_n0 = tl.arange(0, BLOCK_N)
         if lo < hi:
-            offs_n = lo + offs_n0
-            _scope_in("load_k", SCOPES)
-            k = _load_tile(KD, b32, kh32, lo, k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                           offs_n, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-            _scope_out("load_k", SCOPES)
+            k = _kv_tile(KD, b32, kh32, lo, k_base, stride_kn, stride_kd, lo + offs_n0, offs_d, seqlen_kv,
+                         BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA, "load_k", SCOPES)
             _scope_in("qk", SCOPES)
             s = _mma(q, tl.trans(k), None, DOT_PREC)
             _scope_out("qk", SCOPES)
             for start_n in range(lo, hi - BLOCK_N, BLOCK_N):
                 start_n = tl.multiple_of(start_n, BLOCK_N)
                 nxt = start_n + BLOCK_N
-                offs_k = nxt + offs_n0
-                _scope_in("load_k", SCOPES)
-                k = _load_tile(KD, b32, kh32, nxt, k_base + offs_k[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                               offs_k, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-                _scope_out("load_k", SCOPES)
+                k = _kv_tile(KD, b32, kh32, nxt, k_base, stride_kn, stride_kd, nxt + offs_n0, offs_d, seqlen_kv,
+                             BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA, "load_k", SCOPES)
                 _scope_in("qk", SCOPES)
                 s_next = _mma(q, tl.trans(k), None, DOT_PREC)
                 _scope_out("qk", SCOPES)
-                offs_v = start_n + offs_n0
-                _scope_in("load_v", SCOPES)
-                v = _load_tile(VD, b32, kh32, start_n,
-                               v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                               offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-                _scope_out("load_v", SCOPES)
+                v = _kv_tile(VD, b32, kh32, start_n, v_base, stride_vn, stride_vd, start_n + offs_n0, offs_d,
+                             seqlen_kv, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA, "load_v", SCOPES)
                 acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC, SCOPES)
                 s = s_next
             last = hi - BLOCK_N
-            offs_v = last + offs_n0
-            _scope_in("load_v", SCOPES)
-            v = _load_tile(VD, b32, kh32, last, v_base + offs_v[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                           offs_v, seqlen_kv, offs_d, BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA)
-            _scope_out("load_v", SCOPES)
+            v = _kv_tile(VD, b32, kh32, last, v_base, stride_vn, stride_vd, last + offs_n0, offs_d, seqlen_kv,
+                         BLOCK_N, HEAD_DIM, BLOCK_D, False, TMA, "load_v", SCOPES)
             acc, l_i, m_i = _softmax_pv(s, v, acc, l_i, m_i, qk_scale, SCALE_POS, DOT_PREC, SCOPES)
         return acc, l_i, m_i
 
