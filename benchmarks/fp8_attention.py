@@ -48,30 +48,26 @@ from profctl.workloads.kernels import triton_attention as ta  # noqa: E402
 
 #: FP8 launch configs explored per head-dim class, most promising first (the default of
 #: triton_attention._TABLE_FP8 is timed first in any case). "-pipe": the next block's Q K^T issued before this
-#: block's softmax (KernelConfig.pipe). None spills in an offline sm_90 compile (triton 3.9; registers in
-#: benchmarks/fp8_attention_notes.md); 128x128 with 4 warps spills and is left out.
+#: block's softmax (KernelConfig.pipe); "-e1"/"-e2": every other / every exp of the unmasked blocks by a polynomial
+#: on the FMA pipe (KernelConfig.emu: explain's sfu-bound fix). None spills in an offline sm_90 compile (triton 3.9;
+#: registers in benchmarks/fp8_attention_notes.md); 128x128 with 4 warps spills and is left out.
 EXPLORE: dict[int, list[str]] = {
-    128: ["128x128w8s3", "128x128w8s3-pipe", "64x128w4s3-pipe", "128x128w8s2-pipe", "128x64w8s3", "64x128w4s3",
-          "64x64w4s3", "128x128w8s4"],
-    64: ["128x128w8s3", "128x64w8s3", "64x128w4s3", "64x64w4s3", "128x128w8s3-pipe"],
+    128: ["64x128w4s3-e1", "64x128w4s3-e2", "128x128w8s3-pipe-e1", "128x128w8s3", "128x128w8s3-pipe",
+          "64x128w4s3-pipe", "128x128w8s2-pipe", "128x64w8s3", "64x128w4s3", "64x64w4s3", "128x128w8s4"],
+    64: ["64x128w4s3-e1", "64x128w4s3-e2", "128x128w8s3", "128x64w8s3", "64x128w4s3", "64x64w4s3",
+         "128x128w8s3-pipe"],
 }
 SHAPES = {"d128-full": (128, False), "d128-causal": (128, True), "d64-full": (64, False), "d64-causal": (64, True)}
 
 
 def parse_config(text: str) -> ta.KernelConfig:
-    """``128x64w8s3`` or ``m128n64w8s3`` (KernelConfig's own str; then ``-ptr``: pointer loads; ``-pipe``: the
-    pipelined loop) -> KernelConfig."""
+    """``128x64w8s3`` or ``m128n64w8s3`` and KernelConfig's suffixes (``-ptr``: pointer loads; ``-pipe``: the
+    pipelined loop; ``-e1``/``-e2``: exps in part or all on the FMA pipe) -> KernelConfig (ta.parse_configs)."""
     t = text.strip()
-    if t.startswith("m"):
-        t = t[1:].replace("n", "x", 1)
-    pipe = t.endswith("-pipe")
-    t = t.removesuffix("-pipe")
-    tma = not t.endswith("-ptr")
-    t = t.removesuffix("-ptr")
-    m, rest = t.split("x")
-    n, rest = rest.split("w")
-    w, s = rest.split("s")
-    return ta.KernelConfig(int(m), int(n), int(w), int(s), tma=tma, pipe=pipe)
+    if not t.startswith("m"):
+        m, rest = t.split("x", 1)
+        t = f"m{m}n{rest}"
+    return ta.parse_configs(f"fwd={t}")["fwd"]
 
 
 def bench_ms(fn: Callable[[], Any], dry: bool) -> float:
@@ -103,11 +99,11 @@ class Shape:
                                   head_dim=d, dtype="fp8", causal=causal, device="cpu" if dev == "cpu" else "cuda")
         g = torch.Generator(device=dev).manual_seed(0)
         q, k, v = (torch.randn(b, h, s, d, device=dev, generator=g) for _ in range(3))
-        self.bf16 = tuple(x.to(torch.bfloat16) for x in (q, k, v))
+        self.bf16 = (q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16))
         (q8, qd), (k8, kd), (v8, vd) = fp8.quantize(q), fp8.quantize(k), fp8.quantize(v)
         self.raw8 = (q8, k8, v8)
         self.fp8 = ta.prepare(q8, k8, v8)
-        self.kw = {"is_causal": causal, "q_descale": qd, "k_descale": kd, "v_descale": vd}
+        self.kw: dict[str, Any] = {"is_causal": causal, "q_descale": qd, "k_descale": kd, "v_descale": vd}
         self.ref = reference(self.spec, *(fp8.dequantize(x, dsc) for x, dsc in ((q8, qd), (k8, kd), (v8, vd))))
         self.flop = flops.forward_flops(self.spec)
         self.bf16_out: torch.Tensor | None = None  # set by run_bf16
@@ -115,12 +111,13 @@ class Shape:
     def tflops(self, ms: float) -> float:
         return self.flop / (ms * 1e-3) / 1e12 if ms and math.isfinite(ms) else float("nan")
 
-    def call_fp8(self, args: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
-        return ta.attention(*(args or self.fp8), **self.kw)
+    def call_fp8(self, args: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        q, k, v = args or self.fp8
+        return ta.attention(q, k, v, **self.kw)
 
 
 def run_bf16(sh: Shape, dry: bool) -> dict[str, Any]:
-    fn = lambda: ta.attention(*sh.bf16, is_causal=sh.causal)  # noqa: E731
+    fn = lambda: ta.attention(sh.bf16[0], sh.bf16[1], sh.bf16[2], is_causal=sh.causal)  # noqa: E731
     with torch.no_grad():
         o = fn()
         ref = reference(sh.spec.with_(dtype="bf16"), *sh.bf16)

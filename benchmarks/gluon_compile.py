@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,7 +56,60 @@ def main() -> int:
             print(f"d{d} m{bm}n{bn}w{warps}s{stages} causal={int(causal)} shared={c.metadata.shared} "
                   f"registers={regs} spill_bytes={spills} "
                   f"wgmma={c.asm['ptx'].count('wgmma.mma_async')} waits={c.asm['ptx'].count('wgmma.wait_group')}")
+    for d, bn, stages in WS_TILES:
+        for causal in (False, True):
+            def desc2(rows: int, d: int = d) -> str:
+                x = torch.empty(4 * 128, d, dtype=torch.bfloat16)
+                lay = ga.gl.NVMMASharedLayout.get_default_for([rows, d], ga.gl.bfloat16)
+                return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), [rows, d], lay))
+            sig = {"q_desc": desc2(64), "k_desc": desc2(bn), "v_desc": desc2(bn), "o_desc": desc2(64),
+                   "LSE": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32", "group": "i32",
+                   "diag_off": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr",
+                   "STAGES": "constexpr", "CAUSAL": "constexpr", "CONSUMER_REGS": "constexpr",
+                   "PRODUCER_REGS": "constexpr"}
+            cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
+                   "CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]}
+            src = GluonASTSource(fn=ga._gl_ws_fwd_kernel, signature=sig, constexprs=cst)
+            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+            regs, spills = _ptxas_stats(c.asm["ptx"])
+            print(f"ws d{d} n{bn}s{stages} causal={int(causal)} shared={c.metadata.shared} registers={regs} "
+                  f"spill_bytes={spills} setmaxnreg={c.asm['ptx'].count('setmaxnreg')}")
+    _compile_fp8(triton, GPUTarget, GluonASTSource, mangle_type)
     return 0
+
+
+def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: Any) -> None:
+    """The warp-specialized FP8 forward (workloads/kernels/gluon_fp8_attention.py)."""
+    import torch
+
+    from workloads.kernels import gluon_attention as ga
+    from workloads.kernels import gluon_fp8_attention as g8
+
+    def desc(block: list[int], dtype: Any, tdtype: Any) -> str:
+        x = torch.empty(4 * 128, 4 * 128, dtype=tdtype)
+        lay = ga.gl.NVMMASharedLayout.get_default_for(block, dtype)
+        return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), block, lay))
+
+    for d, bn, stages in ((128, 128, 4), (128, 128, 3), (64, 128, 4)):
+        for causal in (False, True):
+            f8, bf = ga.gl.float8e4nv, ga.gl.bfloat16
+            sig = {"q_desc": desc([64, d], f8, torch.float8_e4m3fn), "k_desc": desc([bn, d], f8, torch.float8_e4m3fn),
+                   "vt_desc": desc([d, bn], f8, torch.float8_e4m3fn), "o_desc": desc([64, d], bf, torch.bfloat16),
+                   "QS": "*fp32", "KS": "*fp32", "VS": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32",
+                   "heads": "i32", "group": "i32", "diag_off": "i32", "sm_scale_log2": "fp32",
+                   "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr", "STAGES": "constexpr", "CAUSAL": "constexpr",
+                   "CONSUMER_REGS": "constexpr", "PRODUCER_REGS": "constexpr"}
+            cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
+                   "CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]}
+            src = GluonASTSource(fn=g8._gl_ws_fp8_kernel, signature=sig, constexprs=cst)
+            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+            regs, spills = _ptxas_stats(c.asm["ptx"])
+            print(f"ws fp8 d{d} n{bn}s{stages} causal={int(causal)} shared={c.metadata.shared} registers={regs} "
+                  f"spill_bytes={spills} wgmma={c.asm['ptx'].count('wgmma.mma_async')}")
+
+
+#: (head dim, BLOCK_N, stages) of the warp-specialized forward
+WS_TILES = ((128, 128, 2), (128, 128, 3), (128, 64, 3), (64, 128, 3))
 
 
 def _ptxas_stats(ptx: str) -> tuple[str, str]:

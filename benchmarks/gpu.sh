@@ -251,8 +251,9 @@ PY
   } > "$OUT/bench_change.md"
   grep -E "triton|###" "$OUT/bench_change.md"
 }
-step_fp8() {  # the FP8 forward against bf16, config by config (benchmarks/fp8_attention.py)
-  timeout -s INT "$(lim 170)" python3 benchmarks/fp8_attention.py --out "$OUT" > /tmp/fp8.json 2> "$OUT/fp8_progress.txt"
+step_fp8() {  # the FP8 forward against bf16, config by config (benchmarks/fp8_attention.py; FP8_CONFIGS, FP8_SHAPES)
+  timeout -s INT "$(lim 170)" python3 benchmarks/fp8_attention.py --out "$OUT" ${FP8_CONFIGS:+--configs $FP8_CONFIGS} \
+    ${FP8_SHAPES:+--shapes $FP8_SHAPES} > /tmp/fp8.json 2> "$OUT/fp8_progress.txt"
   tail -25 "$OUT/fp8_progress.txt"
   python3 - <<'PY'
 import json
@@ -668,16 +669,52 @@ PY
 }
 
 # ------------------------------------------------------------------------------------------------ issue 50
+step_ws_smoke() {  # the warp-specialized Gluon forward once, small, under a short timeout (a wrong mbarrier phase hangs)
+  timeout 90 python3 - <<'PY' 2>&1 | grep -v Warning | tail -6
+import math, torch, torch.nn.functional as F
+from profctl.workloads.kernels import gluon_attention as ga
+for causal in (False, True):
+    q, k, v = (torch.randn(1, 2, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o, _ = ga.forward_ws(q, k, v, causal, 0, 1.4426950408889634 / math.sqrt(128), 128, 2)
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    print("ws causal", causal, "max abs err", float((o.double() - ref).abs().max()))
+PY
+  local rc=${PIPESTATUS[0]}; echo "ws-smoke exit $rc"
+  [ "$rc" = 0 ] || { export LADDER_SKIP=-ws-gl; echo "the ladder leaves -ws-gl out"; }
+}
+step_issue50_tests() {  # the forward variants' GPU tests: Gluon (and warp-specialized), FP8 and bf16 with FMA-pipe exps
+  timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
+    tests/gpu/test_gluon_attention_gpu.py tests/unit/test_triton_fp8.py tests/unit/test_triton_attention.py \
+    > "$OUT/gpu_tests_issue50.txt" 2>&1
+  tail -12 "$OUT/gpu_tests_issue50.txt"
+}
+step_issue50_bench() {  # issue 50's shapes in one profctl bench per shape group: triton, cuDNN and FA4 (where carried:
+  # a call with .gpu-fa4 right after one with .gpu), FP8, and the backward beside cuDNN's, rows into $OUT/issue50_*.json
+  local B="--baseline none --warmup 10 --iters 50 -f json" g
+  for g in "-s 4096 --heads 32 --causal false,true" "-s 8192 --heads 16 --causal true" \
+           "--batch 16 -s 1024 --heads 32 --causal false,true" "-s 4096 --heads 32 -d 64 --causal false,true"; do
+    timeout -s INT "$(lim 120)" $P bench -b triton,sdpa-cudnn,fa4 --dtype bf16 $g $B -o "$OUT/issue50_fwd_${g//[^a-z0-9]/}.json" \
+      > /dev/null 2>> "$OUT/issue50_bench.log"; echo "fwd ($g): exit $?"
+  done
+  timeout -s INT "$(lim 90)" $P bench -b triton --dtype fp8 -s 4096 --heads 32 -d 128,64 --causal false,true $B \
+    -o "$OUT/issue50_fp8.json" > /dev/null 2>> "$OUT/issue50_bench.log"; echo "fp8: exit $?"
+  timeout -s INT "$(lim 120)" $P bench -b triton,sdpa-cudnn --dtype bf16 --pass bwd -s 4096 --heads 32 --causal false,true \
+    $B -o "$OUT/issue50_bwd.json" > /dev/null 2>> "$OUT/issue50_bench.log"; echo "bwd: exit $?"
+  tail -3 "$OUT/issue50_bench.log"
+}
 step_ladder() {  # the Triton forward's candidate changes timed beside cuDNN (FA4 too where carried), then one ncu run
-  # (explain recipe) of the NCU candidates (benchmarks/triton_ladder.py; LADDER_SHAPES picks the timed shapes)
+  # (explain recipe) of the NCU candidates (benchmarks/triton_ladder.py; LADDER_SHAPES picks the timed shapes,
+  # LADDER_TIME=0 / LADDER_NCU=0 leave a part out)
   local i
   for i in 0 1 2 3 4 5 6 7; do
     timeout "$(lim 150)" python3 benchmarks/triton_ladder.py warm --part $i/8 > "$OUT/ladder_warm$i.log" 2>&1 &
   done
   wait; cat "$OUT"/ladder_warm*.log | grep -v Warning | tail -8; rm -f "$OUT"/ladder_warm*.log
   at "ladder: time"
-  timeout "$(lim 240)" python3 benchmarks/triton_ladder.py time ${LADDER_SHAPES:+--shapes $LADDER_SHAPES} \
-    --out "$OUT/ladder_time.json" > /dev/null 2> "$OUT/ladder_time.log"; echo "time exit $?"
+  [ "${LADDER_TIME:-1}" = 1 ] && { timeout "$(lim 240)" python3 benchmarks/triton_ladder.py time \
+    ${LADDER_SHAPES:+--shapes $LADDER_SHAPES} --out "$OUT/ladder_time.json" > /dev/null 2> "$OUT/ladder_time.log"
+    echo "time exit $?"; }
   at "ladder: ncu"
   if [ "${LADDER_NCU:-1}" = 1 ]; then
     timeout "$(lim 240)" $P ncu --recipe explain --range ladder@measure --clock-control none --reports /tmp/ladder-runs \

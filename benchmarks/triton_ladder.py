@@ -4,6 +4,7 @@ that `profctl explain` can set each step's predicted saving against the realized
 
     python3 benchmarks/triton_ladder.py time [--shapes s4096,s4096c,...] [--out ladder.json]
     python3 benchmarks/triton_ladder.py warm                 # compile every candidate (fills Triton's cache)
+    python3 benchmarks/triton_ladder.py modes --shapes s4096c --rounds 8   # fresh inputs each round: speed states
     profctl ncu --recipe explain --range ladder@measure --clock-control none -- \\
         python3 benchmarks/triton_ladder.py ncu              # one launch of each candidate in ladder@measure/SHAPE/CFG
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,11 +34,15 @@ SHAPES: dict[str, tuple[int, int, int, int, bool]] = {
     "d64": (1, 32, 4096, 64, False),
     "d64c": (1, 32, 4096, 64, True),
 }
-_NONCAUSAL = ("m128n128w8s3", "m64n64w4s3", "m128n128w8s3-gl", "m64n64w4s3-gl", "m128n64w8s3-gl")
-_CAUSAL = ("m64n64w4s3", "m128n128w8s3", "m64n64w4s3-gl", "m128n128w8s3-gl", "m128n64w8s3-gl")
-_D64 = ("m128n64w8s3", "m64n64w4s3-ptr", "m128n128w8s4-gl", "m64n64w4s4-gl", "m64n64w4s3-gl")
+_WS = ("m128n128w4s2-ws-gl", "m128n128w4s3-ws-gl", "m128n64w4s3-ws-gl")
+#: exps of the unmasked blocks in part (-e1: every other key) or all (-e2) on the FMA pipe (explain's sfu-bound fix)
+_NONCAUSAL = ("m128n128w8s3-e1", "m64n64w4s3-gl", *_WS)
+_CAUSAL = ("m64n64w4s3-e1", "m128n128w8s3", "m128n128w8s3-e1", "m64n64w4s3-gl", *_WS)
+_D64 = ("m128n64w8s3-ptr-e1", "m128n64w8s3-ptr-e2", "m64n64w4s3-ptr", "m64n64w4s3-ptr-e1", "m64n64w4s4-gl",
+        "m128n128w4s3-ws-gl", "m128n64w4s4-ws-gl")
 #: earlier rounds also timed (their results: tests/data/ladder50/time_*.json): "m128n128w8s3-p1", "m128n64w8s3",
-#: "m128n64w8s3-p1", "m64n64w4s3-p2", "m128n128w8s2", "m128n128w8s3-ws", "m64n64w4s4-p2", "m128n64w8s3-ptr-p1"
+#: "m128n64w8s3-p1", "m64n64w4s3-p2", "m128n128w8s2", "m128n128w8s3-ws", "m64n64w4s4-p2", "m128n64w8s3-ptr-p1",
+#: "m128n128w8s3-gl", "m128n64w8s3-gl", "m128n128w8s4-gl", "m64n64w4s3", "m128n128w8s4-gl"
 #: the candidates timed per shape (the shape's default config is always timed too, as "default")
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "s4096": _NONCAUSAL, "s4096c": _CAUSAL, "s8192c": _CAUSAL, "b16s1024": _NONCAUSAL, "b16s1024c": _CAUSAL,
@@ -44,17 +50,22 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 #: the candidates launched for the ncu run (shape -> configs)
 NCU: dict[str, tuple[str, ...]] = {
-    "s8192c": ("m64n64w4s3", "m128n128w8s3", "m64n64w4s3-gl", "m128n128w8s3-gl"),
-    "s4096": ("m128n128w8s3", "m64n64w4s3", "m128n128w8s3-gl", "m64n64w4s3-gl"),
-    "b16s1024": ("m128n128w8s3", "m64n64w4s3-gl"),
+    "s8192c": ("m128n128w4s3-ws-gl",),
+    "s4096": ("m128n128w4s3-ws-gl",),
+    "s4096c": ("m128n128w4s3-ws-gl", "m64n64w4s3"),
+    "b16s1024": ("m128n128w4s3-ws-gl",),
+    "d64": ("m128n64w8s3-ptr",),
 }
+#: the FP8 (e4m3) forward's candidates launched for the ncu run at b1 h32 s4096 d128 (ladder@measure/fp8s4096/CFG):
+#: the Triton default and the warp-specialized Gluon kernel
+NCU_FP8: tuple[str, ...] = ("m64n128w4s3", "m128n128w4s4-ws-gl")
 
 
-def _inputs(shape: tuple[int, int, int, int, bool]) -> tuple[Any, Any, Any]:
+def _inputs(shape: tuple[int, int, int, int, bool], seed: int = 0) -> tuple[Any, Any, Any]:
     import torch
 
     b, h, s, d, _ = shape
-    g = torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
     return q, k, v
 
@@ -76,7 +87,8 @@ def _calls(q: Any, k: Any, v: Any, causal: bool, configs: tuple[str, ...], other
         return lambda: fn(q, k, v, causal)
 
     out = [("default", triton(None))] if default else []
-    out += [(c, triton(ta.parse_configs(f"fwd={c}")["fwd"])) for c in configs]
+    skip = os.environ.get("LADDER_SKIP")  # configs containing this text are left out (gpu.sh ws-smoke sets it)
+    out += [(c, triton(ta.parse_configs(f"fwd={c}")["fwd"])) for c in configs if not (skip and skip in c)]
     return out + [(name, other(fn)) for name, fn in others.items()]
 
 
@@ -147,6 +159,33 @@ def time_all(shapes: list[str], out: Path | None) -> dict[str, Any]:
     return res
 
 
+def modes(shapes: list[str], rounds: int, out: Path | None) -> dict[str, Any]:
+    """Whether a config's time depends on where its buffers land: each round allocates fresh inputs and times the
+    default config, the Triton kernel alone (m64n64w4s3) and cuDNN on them (do_bench medians), so a kernel with two
+    speed states shows both across rounds while the others stay put."""
+    import torch
+    from triton.testing import do_bench
+
+    res: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "rounds": {}}
+    cudnn = _others()["cudnn"]
+    for name in shapes:
+        shape = SHAPES[name]
+        rows = []
+        for r in range(rounds):
+            q, k, v = _inputs(shape, seed=r)
+            row = {}
+            for label, fn in _calls(q, k, v, shape[4], ("m64n64w4s3",), {"cudnn": cudnn}, default=True):
+                ms = do_bench(fn, warmup=10, rep=60, return_mode="median")
+                row[label] = round(_flops(shape) / (ms * 1e-3) / 1e12, 1)
+            rows.append(row)
+            print(name, r, row, file=sys.stderr, flush=True)
+            del q, k, v
+        res["rounds"][name] = rows
+        if out:
+            out.write_text(json.dumps(res, indent=1))
+    return res
+
+
 def warm(part: int, parts: int) -> None:
     """Compile every candidate once at a small size of each shape's head dim and mask (fills Triton's disk cache, so
     the timed and profiled runs compile nothing); `parts` processes each take every `parts`-th candidate."""
@@ -155,11 +194,23 @@ def warm(part: int, parts: int) -> None:
     from profctl.workloads.kernels import triton_attention as ta
 
     todo = sorted({(SHAPES[n][3], SHAPES[n][4], c) for n, cs in {**CANDIDATES, **NCU}.items() for c in cs})
+    todo += [(128, False, "fp8:" + c) for c in NCU_FP8]
+    skip = os.environ.get("LADDER_SKIP")
     for d, causal, cfg_name in todo[part::parts]:
+        if skip and skip in cfg_name:
+            continue
         q, k, v = (torch.randn(1, 2, 512, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        descales: dict[str, Any] = {}
+        if cfg_name.startswith("fp8:"):
+            from profctl.workloads import fp8
+
+            cfg_name = cfg_name[4:]
+            (q, descales["q_descale"]), (k, descales["k_descale"]), (v, descales["v_descale"]) = map(
+                fp8.quantize, (q, k, v))
+            q, k, v = ta.prepare(q, k, v)
         try:
             with ta.use_configs(fwd=ta.parse_configs(f"fwd={cfg_name}")["fwd"]):
-                ta.attention(q, k, v, is_causal=causal)
+                ta.attention(q, k, v, is_causal=causal, **descales)
         except Exception as e:
             print("warm", d, causal, cfg_name, type(e).__name__, str(e)[:120], file=sys.stderr)
     torch.cuda.synchronize()
@@ -183,11 +234,28 @@ def ncu_launches() -> None:
                     nvtx.annotate(label, domain="ladder"):
                 call()
                 torch.cuda.synchronize()
+    from profctl.workloads import fp8
+    from profctl.workloads.kernels import triton_attention as ta
+
+    q, k, v = _inputs(SHAPES["s4096"])
+    (q8, qd), (k8, kd), (v8, vd) = fp8.quantize(q), fp8.quantize(k), fp8.quantize(v)
+    q8, k8, v8 = ta.prepare(q8, k8, v8)  # V K-major, outside the launch (as the workload does)
+    for label in NCU_FP8:
+        def call(label: str = label) -> Any:
+            with ta.use_configs(fwd=ta.parse_configs(f"fwd={label}")["fwd"]):
+                return ta.attention(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd)
+        call()
+        torch.cuda.synchronize()
+        with nvtx.annotate("measure", domain="ladder"), nvtx.annotate("fp8s4096", domain="ladder"), \
+                nvtx.annotate(label, domain="ladder"):
+            call()
+            torch.cuda.synchronize()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("time", "warm", "ncu"))
+    ap.add_argument("mode", choices=("time", "warm", "ncu", "modes"))
+    ap.add_argument("--rounds", type=int, default=8, help="modes: rounds of fresh inputs per shape")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--part", default="0/1", help="warm: this process's part, I/N")
@@ -195,6 +263,8 @@ def main() -> int:
     if a.mode == "time":
         res = time_all([s for s in a.shapes.split(",") if s], a.out)
         print(json.dumps(res, indent=1))
+    elif a.mode == "modes":
+        print(json.dumps(modes([s for s in a.shapes.split(",") if s], a.rounds, a.out), indent=1))
     elif a.mode == "warm":
         i, n = map(int, a.part.split("/"))
         warm(i, n)

@@ -44,7 +44,10 @@ SHAPES = {  # name: (batch, heads, kv heads, seqlen q, seqlen kv, head dim, dtyp
 }
 
 
-TILES = {"m128n128w8": (128, 128, 8), "m64n64w4": (64, 64, 4)}  # two warpgroups a block, or one (two blocks an SM)
+#: two warpgroups a block, one (two blocks an SM), and the warp-specialized kernel (a producer warp, two consumer
+#: warpgroups taking turns)
+TILES = {"m128n128w8": (128, 128, 8, False), "m64n64w4": (64, 64, 4, False), "ws-n128": (128, 128, 4, True),
+         "ws-n64": (128, 64, 4, True)}
 
 
 @pytest.mark.parametrize("tiles", list(TILES))
@@ -60,16 +63,20 @@ def test_gluon_forward_matches_float64(name: str, tiles: str) -> None:
     q = torch.randn(b, h, sq, d, device="cuda", dtype=dt, generator=g)
     k, v = (torch.randn(b, hk, skv, d, device="cuda", dtype=dt, generator=g) for _ in range(2))
     off = skv - sq if br else 0
-    bm, bn, warps = TILES[tiles]
+    bm, bn, warps, ws = TILES[tiles]
     assert ga.unsupported(q, k, v, causal, off, 1 / math.sqrt(d), 0, bm, bn) is None  # it runs the Gluon kernel
     fn = ta.attention_bottom_right if br else ta.attention
-    with ta.use_configs(fwd=ta.KernelConfig(bm, bn, warps, 3, gluon=True)):
+    stages = 2 if ws and bn == 128 and d == 128 else 3
+    with ta.use_configs(fwd=ta.KernelConfig(bm, bn, warps, stages, ws=ws, gluon=True)):
         o = fn(q, k, v, is_causal=causal, enable_gqa=hk != h)
     ref = _reference(q, k, v, causal, off)
     assert bool(torch.isfinite(o).all())
     assert _rel(o, ref) < 5e-3, _rel(o, ref)
     # the log-sum-exp the backward reads, against the Triton kernel's
-    _, lse = ga.forward(q, k, v, causal, off, LOG2 / math.sqrt(d), bm, bn, warps, 3)
+    if ws:
+        _, lse = ga.forward_ws(q, k, v, causal, off, LOG2 / math.sqrt(d), bn, stages)
+    else:
+        _, lse = ga.forward(q, k, v, causal, off, LOG2 / math.sqrt(d), bm, bn, warps, 3)
     with ta.use_configs(fwd=ta.KernelConfig(128, 64, 8, 3)):
         _, lse_ref = ta._forward(q, k, v, causal, off, 1 / math.sqrt(d))
     assert torch.allclose(lse, lse_ref, atol=1e-3, rtol=1e-4)

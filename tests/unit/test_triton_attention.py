@@ -80,9 +80,18 @@ CASES: dict[str, dict[str, Any]] = {
                                          cfg={"fwd": [16, 16, 4, 2, False, False, False, 1]}),
     "bf16-d64-bottomright-persistent": _case(1, 2, 2, 45, 20, 64, "bf16", True, align="bottom-right",
                                              cfg={"fwd": [16, 16, 4, 2, True, False, False, 3]}),
+    # the unmasked blocks' exps by the FMA-pipe polynomial (KernelConfig.emu): every other key, and all of them
+    "bf16-d64-causal-emu1-gqa": _case(1, 4, 2, 45, 45, 64, "bf16", True, cfg={"fwd": {"block_m": 16, "block_n": 16,
+                                                                                      "emu": 1}}),
+    "fp32-d32-full-emu2": _case(1, 2, 2, 40, 70, 32, "fp32", False, cfg={"fwd": {"block_m": 16, "block_n": 16,
+                                                                                 "emu": 2}}),
     # the Gluon forward asked for where it cannot run (no Hopper GPU here): the Triton kernel, same results
     "bf16-d64-causal-gluon-falls-back": _case(1, 2, 2, 40, 40, 64, "bf16", True,
                                               cfg={"fwd": [16, 16, 4, 2, True, False, False, 0, False, True]}),
+    # ... and the warp-specialized one (the d128 default on Hopper), through the case's first Triton config (never
+    # Triton's own warp specialization)
+    "bf16-d128-causal-ws-gluon-falls-back": _case(1, 2, 2, 40, 40, 128, "bf16", True, cfg={"fwd": {
+        "block_m": 128, "block_n": 128, "num_warps": 4, "num_stages": 3, "ws": True, "gluon": True}}),
 }
 #: Cases that must FAIL the tolerance: the checks can catch a wrong scale and a wrong causal alignment.
 BROKEN: dict[str, dict[str, Any]] = {
@@ -147,7 +156,8 @@ def run_case(case: dict[str, Any], seed: int) -> dict[str, Any]:
     run_scale = scale
     if case["wrong_scale"]:
         run_scale = 1.1 * (scale if scale is not None else 1.0 / math.sqrt(d))
-    cfgs = {k_: ta.KernelConfig(*c) for k_, c in (case["cfg"] or {}).items()}
+    cfgs = {k_: ta.KernelConfig(**c) if isinstance(c, dict) else ta.KernelConfig(*c)
+            for k_, c in (case["cfg"] or {}).items()}
     t0 = time.perf_counter()
     with ta.use_configs(**cfgs):
         o = fn(q, k, v, is_causal=case["causal"], scale=run_scale, enable_gqa=h != hk)
@@ -270,9 +280,11 @@ def test_imports_without_triton() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fwd", ["default", "m128n128w8s3-e1", "m64n64w4s3-e2"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_gpu_real_size(causal: bool) -> None:
-    """b2 h8 s1024 d128 bf16 on the GPU: forward and gradients within the bf16 tolerance of float64."""
+def test_gpu_real_size(causal: bool, fwd: str) -> None:
+    """b2 h8 s1024 d128 bf16 on the GPU: forward and gradients within the bf16 tolerance of float64; also with the
+    forward's exps in part or all on the FMA pipe (KernelConfig.emu)."""
     from profctl.workloads.kernels import triton_attention as ta
 
     if ta.INTERPRET:
@@ -282,8 +294,10 @@ def test_gpu_real_size(causal: bool) -> None:
                    for _ in range(4))
     for x in (q, k, v):
         x.requires_grad_()
-    o = ta.attention(q, k, v, is_causal=causal)
-    dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
+    cfgs = {} if fwd == "default" else ta.parse_configs(f"fwd={fwd}")
+    with ta.use_configs(**cfgs):
+        o = ta.attention(q, k, v, is_causal=causal)
+        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
     q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
     s = (q64 @ k64.transpose(-1, -2)) / math.sqrt(128)
     if causal:

@@ -41,16 +41,37 @@ def test_issue50_variants_parse_and_print() -> None:
         ta.parse_configs("fwd=m64n64w4s3-gluon")
 
 
-def test_long_causal_d128_takes_the_tiles_measured_faster_there() -> None:
-    """Past 4096 tokens the causal d128 forward defaults to 128x128 tiles and 8 warps (measured +4 % at s8192 on the
-    H200); up to 4096, and without the mask, it keeps _TABLE's first config."""
+def test_d128_forward_defaults_to_the_warp_specialized_gluon_kernel_with_a_triton_fallback() -> None:
+    """The d128 forward's first config is the warp-specialized Gluon kernel (measured past cuDNN on the H200) past
+    256 tokens without the mask and past 4096 with it (causal up to 4096 it has a slow speed state: the Triton kernel
+    stays first); where Gluon cannot run, the case's first Triton config does (never Triton's own warp
+    specialization, which gave wrong results): 128x128 with 8 warps past 4096 tokens and without the mask."""
     import torch
 
     if ta.INTERPRET:
         pytest.skip("the interpreter picks its own small tiles")
     assert ta._seq_bucket(8192) == 8192 and ta._seq_bucket(4096) == 4096
     pick = ta._candidates
-    assert pick("fwd", 128, torch.bfloat16, True, 8192)[0] == ta.KernelConfig(128, 128, 8, 3)
+    ws_gl = ta.KernelConfig(128, 128, 4, 3, ws=True, gluon=True)
+    for n in (1024, 4096, 8192):
+        assert pick("fwd", 128, torch.bfloat16, False, n)[0] == ws_gl, n
+    assert pick("fwd", 128, torch.bfloat16, True, 8192)[0] == ws_gl
     assert pick("fwd", 128, torch.bfloat16, True, 4096)[0] == ta.KernelConfig(64, 64, 4, 3)
-    assert pick("fwd", 128, torch.bfloat16, False, 8192)[0] == ta._TABLE[("fwd", 128, False)][0]
+    assert ws_gl in pick("fwd", 128, torch.bfloat16, True, 4096)  # timed when tuning is on
+    assert not pick("fwd", 128, torch.bfloat16, True, 256)[0].gluon  # short: 64-row Triton tiles
+    assert not pick("fwd", 64, torch.bfloat16, True, 4096)[0].gluon  # d64: Gluon measured slower causal
+    fallback = ta._triton_fallback
+    assert fallback(128, torch.bfloat16, True, 8192) == ta.KernelConfig(128, 128, 8, 3)
+    assert fallback(128, torch.bfloat16, True, 4096) == ta.KernelConfig(64, 64, 4, 3)
+    assert fallback(128, torch.bfloat16, False, 2048) == ta.KernelConfig(128, 128, 8, 3)
+    assert not any(fallback(128, torch.bfloat16, c, n).ws for c in (False, True) for n in (512, 4096, 8192))
     assert pick("dq", 128, torch.bfloat16, True, 8192)[0] == ta._TABLE[("dq", 128, True)][0]
+
+
+def test_fma_pipe_exps_parse_and_print() -> None:
+    """KernelConfig.emu: -e1 (every other key's exp by the polynomial) and -e2 (all)."""
+    e1 = ta.parse_configs("fwd=m64n128w4s3-e1")["fwd"]
+    assert e1 == ta.KernelConfig(64, 128, 4, 3, emu=1) and str(e1) == "m64n128w4s3-e1"
+    assert ta.parse_configs("fwd=m128n128w4s3-ws-gl-e2")["fwd"].emu == 2
+    with pytest.raises(ValueError, match=r"\[-e<1\|2>\]"):
+        ta.parse_configs("fwd=m64n128w4s3-e3")

@@ -177,6 +177,139 @@ if gluon is not None:
         _gl_invalidate(q_bar, kv_bars, STAGES)
 
 
+    # ----------------------------------------------------------------------------------------------------------
+    # warp-specialized: a producer warp on TMA and two consumer warpgroups (64 query rows each) that take turns
+    # ----------------------------------------------------------------------------------------------------------
+    @gluon.jit
+    def _ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, ready, empty, q_row, kv_row, n_tiles,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+        """Loads Q (both warpgroups' rows) once, then K and V into the ring as slots free up."""
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [q_row + q_desc.block_type.shape[0], 0], q_bar, q_smem.index(1))
+        for j in range(n_tiles):
+            slot = j % STAGES
+            # the consumers free a slot once both have read it (two arrivals a phase)
+            mbarrier.wait(empty.index(slot), ((j // STAGES) & 1) ^ 1, pred=j >= STAGES)
+            bar = ready.index(slot)
+            mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], bar, k_smem.index(slot))
+            tma.async_copy_global_to_shared(v_desc, [kv_row + j * BLOCK_N, 0], bar, v_smem.index(slot))
+
+    @gluon.jit
+    def _ws_consumer(o_desc, LSE, q_smem, k_smem, v_smem, q_bar, ready, empty, turn, pid_bh, start_m, q_row,
+                     seqlen_q, n_tiles, diag_off, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+        """One warpgroup's 64 query rows. It issues its wgmma only in its turn (after the other warpgroup issued
+        its own), so while one warpgroup does its softmax the other's wgmma keep the tensor pipe busy."""
+        ROWS: gl.constexpr = 64
+        dtype: gl.constexpr = o_desc.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        my_start = start_m + WG * ROWS
+        offs_m = my_start + gl.arange(0, ROWS, layout=row_s)
+        offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        m_i = gl.full([ROWS], -1.0e30, gl.float32, layout=row_s)
+        l_i = gl.zeros([ROWS], gl.float32, layout=row_s)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        q = q_smem.index(WG)
+        mbarrier.wait(q_bar, 0)
+
+        # key block 0
+        mbarrier.wait(ready.index(0), 0)
+        mbarrier.wait(turn.index(WG), 0, pred=WG == 1)  # warpgroup 0 goes first
+        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        mbarrier.arrive(turn.index(1 - WG))
+        s = warpgroup_mma_wait(0, deps=(s,))
+        s = _gl_mask(s, 0, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = _gl_softmax(s, m_i, l_i, qk_scale)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        for j in range(1, n_tiles):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            mbarrier.wait(ready.index(slot), (j // STAGES) & 1)
+            # my turn: warpgroup 0's j-th issue waits for warpgroup 1's (j-1)-th, warpgroup 1's j-th for 0's j-th
+            mbarrier.wait(turn.index(WG), (j - 1 + WG) & 1)
+            s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+            mbarrier.arrive(turn.index(1 - WG))
+            s = warpgroup_mma_wait(1, deps=(s,))
+            s = _gl_mask(s, j, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+            p, alpha, l_i, m_i = _gl_softmax(s, m_i, l_i, qk_scale)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+            mbarrier.arrive(empty.index(prev))  # this warpgroup is done with key block j-1
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+        last = (n_tiles - 1) % STAGES
+        acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index(last))
+
+        seen = l_i > 0.0
+        l_safe = gl.where(seen, l_i, 1.0)
+        o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+        lse = gl.where(seen, m_i + gl.log2(l_safe), float("inf"))
+        gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, lse)
+        q.store(o.to(dtype))  # this warpgroup's own Q rows take its O
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row + WG * ROWS, 0], q)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _gl_ws_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seqlen_q, seqlen_kv, heads, group, diag_off,
+                          qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                          CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        BLOCK_M: gl.constexpr = 128  # two warpgroups of 64 rows
+        dtype: gl.constexpr = q_desc.dtype
+        if CAUSAL:  # noqa: SIM108 (constexpr branches) the longest rows first
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)
+        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
+        start_m = pid_m * BLOCK_M
+        q_row = pid_bh * seqlen_q + start_m
+        kv_row = kv_bh * seqlen_kv
+        if CAUSAL:  # noqa: SIM108 (constexpr branches)
+            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
+        else:
+            hi = seqlen_kv
+        n_tiles = gl.cdiv(hi, BLOCK_N)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)
+        for i in gl.static_range(2):
+            mbarrier.init(turn.index(i), count=1)
+
+        wg0: gl.constexpr = 0
+        wg1: gl.constexpr = 1
+        gl.warp_specialize([
+            (_ws_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, ready, empty, turn, pid_bh, start_m, q_row,
+                            seqlen_q, n_tiles, diag_off, qk_scale, wg0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_ws_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, ready, empty, turn, pid_bh, start_m, q_row,
+                            seqlen_q, n_tiles, diag_off, qk_scale, wg1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, ready, empty, q_row, kv_row,
+                            n_tiles, BLOCK_N, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
 def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: float, window: int = 0,
                 block_m: int = TILE, block_n: int = TILE) -> str | None:
     """Why the Gluon forward cannot run these inputs here (None: it can)."""
@@ -225,4 +358,34 @@ def forward(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log2: 
     _gl_fwd_kernel[grid](desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m), lse, seqlen_q,
                          seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_M=block_m,
                          BLOCK_N=block_n, STAGES=stages or STAGES[d], CAUSAL=causal, num_warps=num_warps)
+    return o, lse
+
+
+#: the warp-specialized forward's register split (setmaxnreg): two consumer warpgroups get most of the file, the
+#: producer warp (TMA only) little, as FlashAttention-3 does (240 / 24 there with two consumers and a producer group)
+WS_REGS = (232, 40)
+
+
+def forward_ws(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log2: float, block_n: int = TILE,
+               stages: int | None = None) -> tuple[Any, Any]:
+    """The warp-specialized forward (a producer warp, two consumer warpgroups taking turns) for inputs
+    :func:`unsupported` accepted with 128-row query tiles."""
+    import torch
+
+    batch, heads, seqlen_q, d = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    o = torch.empty_like(q)
+    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
+    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+
+    def desc(x: Any, rows: int) -> Any:
+        x2 = x.view(-1, d)
+        return TensorDescriptor(x2, list(x2.shape), list(x2.stride()), [rows, d],
+                                gl.NVMMASharedLayout.get_default_for([rows, d], gdt))
+
+    grid = (seqlen_q // TILE, batch * heads)
+    _gl_ws_fwd_kernel[grid](desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q, seqlen_kv,
+                            heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_N=block_n,
+                            STAGES=stages or STAGES[d], CAUSAL=causal, CONSUMER_REGS=WS_REGS[0],
+                            PRODUCER_REGS=WS_REGS[1], num_warps=4)
     return o, lse

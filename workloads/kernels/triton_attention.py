@@ -51,10 +51,8 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -62,13 +60,28 @@ import torch
 from profctl.spec import dtype_refusal
 
 from . import gluon_attention
+from . import gluon_fp8_attention as gluon_fp8
 from . import triton_fp8_kernels as fp8_kernels
 from . import triton_kernels as kernels
+from .triton_configs import (  # noqa: F401 (the tables and helpers tests and benchmarks read through this module)
+    _LONG,
+    _SHORT,
+    _SHORT_FP8,
+    _TABLE,
+    _TABLE_FP8,
+    _WS_GL,
+    CONFIG_ENV,
+    E4M3,
+    KernelConfig,
+    _autotune_enabled,
+    _candidates,
+    _seq_bucket,
+    parse_configs,
+)
 from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
 from .triton_kernels import INTERPRET, triton
 
 LOG2E = 1.4426950408889634
-E4M3 = getattr(torch, "float8_e4m3fn", None)  # None on a torch without FP8 dtypes (< 2.1)
 #: the compiled kernel of the last FP8 forward launch, for benchmarks (registers, spills, shared memory)
 LAST_COMPILED: dict[str, Any] = {}
 
@@ -79,38 +92,8 @@ class TritonAttentionUnavailable(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# launch configurations
+# launch configurations: KernelConfig, the tables and parse_configs live in triton_configs; the choice is here
 # ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KernelConfig:
-    """One kernel's tile shape and launch parameters. For the dK/dV kernel block_n is the key block each
-    program owns and block_m the query block it streams; for the others block_m is the owned query block."""
-
-    block_m: int
-    block_n: int
-    num_warps: int = 4
-    num_stages: int = 2
-    tma: bool = True  # load the streamed tiles through TMA descriptors where the inputs allow it (_tma_ok)
-    pipe: bool = False  # forward (16-bit and FP8): issue the next block's Q @ K^T before this block's softmax
-    #: 16-bit forward: rescale the running max (and acc, l) only when a row's max grew by more than 2^8 in a
-    #: block (FlashAttention-4's conditional rescaling; the change profctl proton's timeline pointed to)
-    lazy: bool = False
-    #: 16-bit forward: a persistent grid of this many programs per SM, each looping over the tiles (causal: the
-    #: longest first); 0: one program per tile
-    persist: int = 0
-    #: 16-bit forward: Triton's automatic warp specialization of the unmasked key loop (``tl.range(...,
-    #: warp_specialize=True)``)
-    ws: bool = False
-    #: 16-bit forward on Hopper: the Gluon kernel (workloads/kernels/gluon_attention.py: asynchronous wgmma, the
-    #: softmax of one key block under the P·V of the one before) where it takes the inputs, else this config
-    gluon: bool = False
-
-    def __str__(self) -> str:
-        return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
-                f"{'-pipe' if self.pipe else ''}{'-lazy' if self.lazy else ''}"
-                f"{f'-p{self.persist}' if self.persist else ''}{'-ws' if self.ws else ''}{'-gl' if self.gluon else ''}")
-
-
 #: The forward's launch arguments that turn its Proton scopes on (load_q, load_k, load_v, qk, softmax, pv,
 #: store): empty -- the kernel as benchmarked -- unless inside :func:`scoped`.
 _SCOPED: dict[str, bool] = {}
@@ -149,106 +132,6 @@ def use_configs(**cfgs: KernelConfig) -> Iterator[None]:
     finally:
         _FORCED.clear()
         _FORCED.update(old)
-
-
-def _seq_bucket(n: int) -> int:
-    """Coarse sequence-length class for choosing configs: <=256, <=1024, <=4096, longer."""
-    return 256 if n <= 256 else 1024 if n <= 1024 else 4096 if n <= 4096 else 8192
-
-
-#: bf16/fp16 launch configs measured on an H100 (triton 3.6, b1 h32 s4096; benchmarks/triton_attention_notes.md):
-#: (kernel, head_dim class, causal) -> configs, fastest first. TMA descriptor loads only where they measured
-#: faster (the forward and dK/dV at d128: +8 to +20 %); elsewhere pointer loads, which also skip the host-side
-#: cost of encoding a TMA descriptor at every launch. Short sequences (<= 256) use 64-row tiles so that a small
-#: batch still gives the 132 SMs enough programs.
-_TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
-    ("fwd", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
-    ("fwd", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
-    ("fwd", 128, False): [KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
-    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
-    ("fwd", 256, False): [KernelConfig(64, 64, 8, 2, tma=False)],
-    ("fwd", 256, True): [KernelConfig(64, 64, 8, 2, tma=False)],
-    ("dkdv", 64, False): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
-    ("dkdv", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
-    ("dkdv", 128, False): [KernelConfig(32, 64, 4, 3), KernelConfig(64, 128, 8, 2)],
-    ("dkdv", 128, True): [KernelConfig(32, 64, 4, 3), KernelConfig(64, 128, 8, 2)],
-    ("dkdv", 256, False): [KernelConfig(16, 64, 8, 2, tma=False)],
-    ("dkdv", 256, True): [KernelConfig(16, 64, 8, 2, tma=False)],
-    ("dq", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(64, 64, 4, 3, tma=False)],
-    ("dq", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
-    ("dq", 128, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
-    ("dq", 128, True): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
-    ("dq", 256, False): [KernelConfig(64, 32, 8, 2, tma=False)],
-    ("dq", 256, True): [KernelConfig(64, 32, 8, 2, tma=False)],
-}
-#: Past 4096 tokens, where they measured faster than _TABLE's (kernel, head_dim class, causal, bucket): the causal
-#: d128 forward at b1 h16 s8192 with 128x128 tiles and 8 warps: 482-492 TFLOP/s against 459-472 for 64x64, four runs on
-#: an H200 (issue 50, tests/data/ladder50/time_*.json); equal at s4096, slower at b16 s1024, so only here.
-_LONG: dict[tuple[str, int, bool, int], list[KernelConfig]] = {
-    ("fwd", 128, True, 8192): [KernelConfig(128, 128, 8, 3), KernelConfig(64, 64, 4, 3)],
-}
-#: FP8 forward configs (head_dim class, causal) -> default first, as measured on an H200 (triton 3.6, b1 h32
-#: s4096; benchmarks/fp8_attention.py, RESULTS.md "FP8 attention"): 64x128 with 4 warps came first in all four
-#: cases (d128: 814 TFLOP/s non-causal, 1.44x the bf16 forward; d64: 1.29x). The "pipe" variant (the next Q K^T
-#: issued before this block's softmax) measured slower or equal. No tile is under 32: FP8 dots are 32 deep.
-_PIPE = {"pipe": True}
-_TABLE_FP8: dict[tuple[int, bool], list[KernelConfig]] = {
-    (64, False): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 64, 8, 3)],
-    (64, True): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
-    (128, False): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3, **_PIPE)],
-    (128, True): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
-    (256, False): [KernelConfig(64, 64, 8, 2)],  # pointer loads spill at d256 (offline sm_90 compile), TMA does not
-    (256, True): [KernelConfig(64, 64, 8, 2)],
-}
-_SHORT_FP8 = KernelConfig(64, 64, 4, 3)
-_SHORT = {"fwd": KernelConfig(64, 64, 4, 3, tma=False), "dkdv": KernelConfig(32, 64, 4, 3, tma=False),
-          "dq": KernelConfig(64, 64, 4, 3, tma=False)}
-
-
-def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
-    """A few launch configs per case; the first is the default, the rest are timed once when tuning is on
-    (PROFCTL_TRITON_AUTOTUNE=1). fp32 uses small tiles: its IEEE dots run on the FMA units, not the tensor
-    cores, and hold the operands in registers."""
-    if INTERPRET:  # unequal, small tiles: several blocks and every mask/tail path at test sizes
-        return [KernelConfig(16, 32) if kernel == "dkdv" else KernelConfig(32, 16)]
-    if dtype == E4M3:
-        dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
-        return [_SHORT_FP8] if bucket <= 256 and dclass <= 128 else _TABLE_FP8[(dclass, causal)]
-    if dtype == torch.float32:
-        if head_dim <= 64:
-            return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 32, 4, 2)]
-        if head_dim <= 128:
-            return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 16, 4, 2)]
-        return [KernelConfig(16, 16, 4, 2)]
-    dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
-    if bucket <= 256 and dclass <= 128:
-        return [_SHORT[kernel]]
-    return _LONG.get((kernel, dclass, causal, bucket)) or _TABLE[(kernel, dclass, causal)]
-
-
-def _autotune_enabled() -> bool:
-    return os.environ.get("PROFCTL_TRITON_AUTOTUNE", "0") == "1"
-
-
-#: ``PROFCTL_TRITON_CONFIG="fwd=m64n64w4s3,dq=m128n64w8s3-ptr"``: force launch configs from the environment (for
-#: experiments under a profiler, where the program cannot call :func:`use_configs`)
-CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
-
-
-def parse_configs(text: str) -> dict[str, KernelConfig]:
-    """``fwd=m128n64w8s3[-ptr],...`` -> {kernel: KernelConfig}; ValueError names the part it cannot read."""
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?(?:-p(\d))?(-ws)?(-gl)?",
-                         part)
-        if not m:
-            raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr]"
-                             "[-pipe][-lazy][-p<programs per SM>][-ws][-gl] (KERNEL: fwd, dkdv or dq), "
-                             "e.g. fwd=m64n64w4s3")
-        out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]),
-                                 lazy=bool(m[8]), persist=int(m[9] or 0), ws=bool(m[10]),
-                                 gluon=bool(m[11]))
-    return out
 
 
 def _forced(kernel: str) -> KernelConfig | None:
@@ -364,8 +247,21 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
     block_d = _block_d(head_dim)
 
     tma_ok = _tma_ok(head_dim, q, k, v)
+    seqlen = max(seqlen_q, seqlen_kv)
+    out = [o, lse]
 
     def launch(cfg: KernelConfig) -> None:
+        if cfg.gluon:
+            block_m = 128 if cfg.ws else cfg.block_m  # the warp-specialized kernel: two warpgroups of 64 rows
+            if not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window, block_m,
+                                                           cfg.block_n) is None:
+                out[:] = (gluon_attention.forward_ws(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                                                     cfg.num_stages) if cfg.ws else
+                          gluon_attention.forward(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_m,
+                                                  cfg.block_n, cfg.num_warps, cfg.num_stages))
+                return
+            cfg = _triton_fallback(head_dim, q.dtype, causal, seqlen)
+        out[:] = (o, lse)
         tiles = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
         persist = cfg.persist and not _SCOPED
         grid = (min(tiles[0] * tiles[1], cfg.persist * _num_sms(q.device)), 1) if persist else tiles
@@ -380,15 +276,18 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_SCOPED,
             **({"PERSIST": True} if persist else {}), **({"WS": True} if cfg.ws and not cfg.pipe else {}),
             **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe and not window else {}),
-            **({"WINDOW": window} if window else {}))
+            **({"WINDOW": window} if window else {}),
+            **({"EMU": cfg.emu} if cfg.emu and not cfg.pipe and not cfg.lazy else {}))
 
-    cfg = _pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch)
-    if cfg.gluon and not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window,
-                                                                 cfg.block_m, cfg.block_n) is None:
-        return gluon_attention.forward(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_m, cfg.block_n,
-                                       cfg.num_warps, cfg.num_stages)
-    launch(cfg)
-    return o, lse
+    launch(_pick("fwd", head_dim, q.dtype, causal, seqlen, q.device, launch))
+    return out[0], out[1]
+
+
+def _triton_fallback(head_dim: int, dtype: torch.dtype, causal: bool, seqlen: int) -> KernelConfig:
+    """The Triton config a Gluon config falls back to where the Gluon forward cannot run (another GPU, a shape or
+    option it does not take, Proton scopes): the case's first Triton candidate."""
+    cands = _candidates("fwd", head_dim, dtype, causal, _seq_bucket(seqlen))
+    return next((c for c in cands if not c.gluon), _SHORT["fwd"])
 
 
 def _kmajor(v: torch.Tensor) -> torch.Tensor:
@@ -437,7 +336,18 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
     block_d = max(32, _block_d(head_dim))  # FP8 dots are at least 32 deep
     tma_ok = block_d == head_dim and _tma_ok(head_dim, q, k, vt)
 
+    out = [o]
+    seqlen = max(seqlen_q, seqlen_kv)
+
     def launch(cfg: KernelConfig) -> None:
+        if cfg.gluon:  # the warp-specialized Gluon FP8 forward (gluon_fp8_attention), else the first Triton config
+            if cfg.ws and gluon_fp8.unsupported(q, k, v, causal, diag_off, sm_scale, cfg.block_n) is None:
+                out[0] = gluon_fp8.forward_ws(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                                              cfg.num_stages)
+                return
+            cands = _candidates("fwd", head_dim, q.dtype, causal, _seq_bucket(seqlen))
+            cfg = next((c for c in cands if not c.gluon), _SHORT_FP8)
+        out[0] = o
         grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
         tma = cfg.tma and tma_ok
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim),
@@ -447,10 +357,10 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, TMA=tma, PIPE=cfg.pipe,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            **({"EMU": cfg.emu} if cfg.emu else {}), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
-    launch(_pick("fwd", head_dim, q.dtype, causal, max(seqlen_q, seqlen_kv), q.device, launch))
-    return o
+    launch(_pick("fwd", head_dim, q.dtype, causal, seqlen, q.device, launch))
+    return out[0]
 
 
 def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,

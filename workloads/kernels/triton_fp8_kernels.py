@@ -54,11 +54,11 @@ if triton is not None:
 
     @triton.jit
     def _fp8_block(acc, l_i, m_i, s, vt, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                   MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr):
+                   MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, EMU: tl.constexpr = 0):
         """One key block of the FP8 online softmax: S (fp32, descales folded into qk_scale) to P, P rounded to
         e4m3 for P @ V against the V^T tile; the row sums take the unrounded P."""
         p, acc, l_i, m_new = tk._softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                              MASKED, CAUSAL, SCALE_POS)
+                                              MASKED, CAUSAL, SCALE_POS, EMU=EMU)
         acc = tl.dot(_to_e4m3(p), tl.trans(vt), acc)
         return acc, l_i, m_new
 
@@ -67,7 +67,8 @@ if triton is not None:
                           KD, VD, b32, kh32,
                           lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                           BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                          MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, TMA: tl.constexpr):
+                          MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, TMA: tl.constexpr,
+                          EMU: tl.constexpr = 0):
         """:func:`_fwd_key_loop` with e4m3 operands (:func:`_fp8_block`) over key blocks [lo, hi)."""
         offs_n0 = tl.arange(0, BLOCK_N)
         for start_n in range(lo, hi, BLOCK_N):
@@ -80,14 +81,15 @@ if triton is not None:
                           HEAD_DIM, BLOCK_D, BLOCK_N, MASKED, TMA)
             s = tl.dot(q, tl.trans(k))
             acc, l_i, m_i = _fp8_block(acc, l_i, m_i, s, vt, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                       MASKED, CAUSAL, SCALE_POS)
+                                       MASKED, CAUSAL, SCALE_POS, EMU)
         return acc, l_i, m_i
 
     @triton.jit
     def _fwd_fp8_key_loop_pipe(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                KD, VD, b32, kh32, lo, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                               CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, TMA: tl.constexpr):
+                               CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, TMA: tl.constexpr,
+                               EMU: tl.constexpr = 0):
         """The unmasked key blocks [lo, hi) software-pipelined by hand: Q K^T of the next block is issued before
         the softmax of this one, so its (asynchronous) wgmma runs under that softmax's exponentials (FA3's
         intra-warpgroup overlap). With FP8 the two GEMMs of a block take about as long as its exponentials, so
@@ -109,14 +111,14 @@ if triton is not None:
                                   BLOCK_D, False, TMA)
                 s_next = tl.dot(q, tl.trans(k))
                 acc, l_i, m_i = _fp8_block(acc, l_i, m_i, s, vt, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                           False, CAUSAL, SCALE_POS)
+                                           False, CAUSAL, SCALE_POS, EMU)
                 s = s_next
             last = hi - BLOCK_N
             offs_n = last + offs_n0
             vt = _load_vt(VD, b32, kh32, last, v_base, stride_vn, stride_vd, offs_n, seqlen_kv, offs_d,
                           HEAD_DIM, BLOCK_D, BLOCK_N, False, TMA)
             acc, l_i, m_i = _fp8_block(acc, l_i, m_i, s, vt, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                       False, CAUSAL, SCALE_POS)
+                                       False, CAUSAL, SCALE_POS, EMU)
         return acc, l_i, m_i
 
     @triton.jit
@@ -128,12 +130,13 @@ if triton is not None:
                         heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale_log2,
                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr, TMA: tl.constexpr,
-                        PIPE: tl.constexpr):
+                        PIPE: tl.constexpr, EMU: tl.constexpr = 0):
         """The FP8 (e4m3) forward: :func:`_fwd_kernel`'s structure, with FlashAttention-3's per-tensor descale
         factors (QS, KS, VS: one fp32 each, read here so the host never syncs): q_descale * k_descale is folded
         into the softmax scale, v_descale multiplies the accumulator once at the end. V is read as V^T (VD is a
         descriptor over V^T; the strides are V's own). PIPE: the unmasked blocks go through
-        :func:`_fwd_fp8_key_loop_pipe`. No log-sum-exp is written: there is no FP8 backward."""
+        :func:`_fwd_fp8_key_loop_pipe`. EMU: the unmasked blocks' exps in part (1) or all (2) on the FMA pipe
+        (``tk._exp2``). No log-sum-exp is written: there is no FP8 backward."""
         if REVERSE:  # noqa: SIM108
             pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
         else:
@@ -170,12 +173,12 @@ if triton is not None:
             acc, l_i, m_i = _fwd_fp8_key_loop_pipe(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                                    stride_vd, KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv,
                                                    diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, CAUSAL, SCALE_POS,
-                                                   TMA)
+                                                   TMA, EMU)
         else:
             acc, l_i, m_i = _fwd_fp8_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                               stride_vd, KD, VD, b32, kh32, 0, full, offs_m, offs_d, seqlen_kv,
                                               diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL,
-                                              SCALE_POS, TMA)
+                                              SCALE_POS, TMA, EMU)
         acc, l_i, m_i = _fwd_fp8_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                           stride_vd, KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off,
                                           qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, TMA)

@@ -116,14 +116,41 @@ if triton is not None:
             tl.store(ptrs, x, mask=(offs_r[:, None] < n_rows) & (offs_d[None, :] < HEAD_DIM))
 
     @triton.jit
+    def _exp2_poly(x):
+        """2^x for x <= 0 on the FMA and integer pipes, not the SFU (FlashAttention-4's trick): x = n + f with n
+        rounded to nearest by adding 1.5 * 2^23 (an FADD, not an F2I or FRND on the XU pipe), 2^f for f in
+        [-0.5, 0.5] by a cubic (relative error 7.5e-5: below bf16's and e4m3's rounding of P), and n added to the
+        exponent bits. Below 2^-125 (P that rounds to 0 in e4m3 and bf16 sums) the result is the denormal floor."""
+        x = tl.maximum(x, -125.0)
+        j = x + 12582912.0
+        f = x - (j - 12582912.0)
+        p = ((0.05517165 * f + 0.24261112) * f + 0.69326099) * f + 0.99992807
+        bits = p.to(tl.int32, bitcast=True) + (j.to(tl.int32, bitcast=True) << 23)
+        return bits.to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _exp2(x, EMU: tl.constexpr):
+        """2^x of a [rows, keys] tile: EMU 0 all on the SFU (MUFU.EX2), 2 all by :func:`_exp2_poly`, 1 every other
+        key's by the polynomial, so the SFU and the FMA pipe share the exps (FA4 splits them the same way)."""
+        if EMU == 0:
+            y = tl.exp2(x)
+        elif EMU == 2:
+            y = _exp2_poly(x)
+        else:
+            a, b = tl.split(tl.reshape(x, [x.shape[0], x.shape[1] // 2, 2]))
+            y = tl.reshape(tl.join(tl.exp2(a), _exp2_poly(b)), [x.shape[0], x.shape[1]])
+        return y
+
+    @triton.jit
     def _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
-                      WINDOW: tl.constexpr = 0):
+                      WINDOW: tl.constexpr = 0, EMU: tl.constexpr = 0):
         """One online-softmax step of every forward (bf16 and e4m3, plain and pipelined): scores `s` of a key block
         -> (P, acc and l rescaled to the new running max, that max). MASKED: the key-tail bound and, if CAUSAL,
         the causal mask (offs_m/offs_n/seqlen_kv/diag_off are read only then). SCALE_POS: a positive scale, taken
         after the row max so the subtraction fuses into one FMA. WINDOW > 0 (MASKED only): a sliding window, each row
-        seeing the WINDOW keys up to its diagonal (and the WINDOW - 1 after it without CAUSAL)."""
+        seeing the WINDOW keys up to its diagonal (and the WINDOW - 1 after it without CAUSAL). EMU: the unmasked
+        blocks' exps in part or all on the FMA pipe (:func:`_exp2`)."""
         if MASKED:
             keep = offs_n[None, :] < seqlen_kv
             if CAUSAL:
@@ -137,11 +164,11 @@ if triton is not None:
             p = tl.exp2(s - m_new[:, None])
         elif SCALE_POS:
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.exp2(s * qk_scale - m_new[:, None])
+            p = _exp2(s * qk_scale - m_new[:, None], EMU)
         else:
             s = s * qk_scale
             m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp2(s - m_new[:, None])
+            p = _exp2(s - m_new[:, None], EMU)
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -154,23 +181,24 @@ if triton is not None:
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
                       DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr = False,
-                      LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0, WS: tl.constexpr = False):
+                      LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0, WS: tl.constexpr = False,
+                      EMU: tl.constexpr = 0):
         """Online softmax over key blocks [lo, hi). MASKED: apply the causal mask, WINDOW's and the key-tail bound.
         SCOPES: each step in a Proton scope (load_k, load_v, qk, softmax, pv). LAZY (unmasked blocks, a
         positive scale): rescale only when a row's max grew by more than 2^8. WS: Triton's automatic warp
-        specialization of the loop (producer warps for the loads)."""
+        specialization of the loop (producer warps for the loads). EMU: exps on the FMA pipe (:func:`_exp2`)."""
         if WS:
             for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=True):
                 acc, l_i, m_i = _fwd_key_step(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                               stride_vd, KD, VD, b32, kh32, start_n, offs_m, offs_d, seqlen_kv,
                                               diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, CAUSAL,
-                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW)
+                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW, EMU)
         else:
             for start_n in range(lo, hi, BLOCK_N):
                 acc, l_i, m_i = _fwd_key_step(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                               stride_vd, KD, VD, b32, kh32, start_n, offs_m, offs_d, seqlen_kv,
                                               diag_off, qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, MASKED, CAUSAL,
-                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW)
+                                              SCALE_POS, DOT_PREC, TMA, SCOPES, LAZY, WINDOW, EMU)
         return acc, l_i, m_i
 
     @triton.jit
@@ -179,7 +207,7 @@ if triton is not None:
                       BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                       MASKED: tl.constexpr, CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr,
                       DOT_PREC: tl.constexpr, TMA: tl.constexpr, SCOPES: tl.constexpr, LAZY: tl.constexpr,
-                      WINDOW: tl.constexpr):
+                      WINDOW: tl.constexpr, EMU: tl.constexpr = 0):
         """One key block of :func:`_fwd_key_loop`."""
         offs_n0 = tl.arange(0, BLOCK_N)
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -208,7 +236,7 @@ if triton is not None:
             m_new = m_i
         else:
             p, acc, l_i, m_new = _softmax_step(s, acc, l_i, m_i, offs_m, offs_n, seqlen_kv, diag_off, qk_scale,
-                                               MASKED, CAUSAL, SCALE_POS, WINDOW=WINDOW)
+                                               MASKED, CAUSAL, SCALE_POS, WINDOW=WINDOW, EMU=EMU)
         _scope_out("softmax", SCOPES)
         _scope_in("pv", SCOPES)
         acc = _mma(p.to(v.dtype), v, acc, DOT_PREC)
@@ -273,7 +301,7 @@ if triton is not None:
                     CAUSAL: tl.constexpr, REVERSE: tl.constexpr, SCALE_POS: tl.constexpr,
                     DOT_PREC: tl.constexpr, TMA: tl.constexpr, PIPE: tl.constexpr = False,
                     SCOPES: tl.constexpr = False, LAZY: tl.constexpr = False, WINDOW: tl.constexpr = 0,
-                    PERSIST: tl.constexpr = False, WS: tl.constexpr = False):
+                    PERSIST: tl.constexpr = False, WS: tl.constexpr = False, EMU: tl.constexpr = 0):
         """One program per (query block, batch x head); PERSIST: a grid of a few programs per SM, each taking every
         grid-th tile, longest first across all heads when REVERSE (causal). Measured on the H200 (RESULTS.md, issue
         50): slower than one program per tile at every shape; `profctl explain` names DRAM (the programs running at
@@ -292,7 +320,7 @@ if triton is not None:
                           stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om, stride_od,
                           heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
                           HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, SCALE_POS, DOT_PREC, TMA, PIPE, SCOPES, LAZY,
-                          WINDOW, WS)
+                          WINDOW, WS, EMU)
         else:
             if REVERSE:  # noqa: SIM108 (causal: the longest rows first, so the short ones fill the launch's tail)
                 pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -303,7 +331,7 @@ if triton is not None:
                       stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om, stride_od,
                       heads, group, seqlen_q, seqlen_kv, diag_off, qk_scale,
                       HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, SCALE_POS, DOT_PREC, TMA, PIPE, SCOPES, LAZY,
-                      WINDOW, WS)
+                      WINDOW, WS, EMU)
 
     @triton.jit
     def _fwd_tile(pid_m, pid_bh, Q, K, V, Out, LSE, QD, KD, VD,
@@ -315,7 +343,7 @@ if triton is not None:
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, SCALE_POS: tl.constexpr, DOT_PREC: tl.constexpr, TMA: tl.constexpr,
                   PIPE: tl.constexpr, SCOPES: tl.constexpr, LAZY: tl.constexpr, WINDOW: tl.constexpr,
-                  WS: tl.constexpr):
+                  WS: tl.constexpr, EMU: tl.constexpr):
         """The forward of one query block of one (batch, head)."""
         b32 = pid_bh // heads
         h32 = pid_bh % heads
@@ -363,7 +391,7 @@ if triton is not None:
             acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn,
                                           stride_vd, KD, VD, b32, kh32, lo, full, offs_m, offs_d, seqlen_kv, diag_off,
                                           qk_scale, BLOCK_N, HEAD_DIM, BLOCK_D, False, CAUSAL, SCALE_POS, DOT_PREC,
-                                          TMA, SCOPES, LAZY, WS=WS)
+                                          TMA, SCOPES, LAZY, WS=WS, EMU=EMU)
         acc, l_i, m_i = _fwd_key_loop(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
                                       KD, VD, b32, kh32, full, hi, offs_m, offs_d, seqlen_kv, diag_off, qk_scale,
                                       BLOCK_N, HEAD_DIM, BLOCK_D, True, CAUSAL, SCALE_POS, DOT_PREC, TMA, SCOPES,

@@ -1,0 +1,220 @@
+"""profctl's FP8 (e4m3) attention forward in Gluon for Hopper, warp-specialized: the schedule of
+:func:`gluon_attention.forward_ws` (a producer warp on TMA, two consumer warpgroups of 64 query rows that issue their
+wgmma in turns) with FlashAttention-3's FP8 conventions (per-tensor descales, P rounded to e4m3 for P·V, V read
+K-major), which the Triton FP8 forward (triton_fp8_kernels.py) shares.
+
+Why (issue 50, item 2): `profctl explain` of the Triton FP8 forward alone reads "latency-bound" (no unit busier than
+47 %, the tensor pipe 44 %): its one warpgroup a block waits on each wgmma and then runs its softmax with the tensor
+cores idle. Emulating part of the exps on the FMA pipe (KernelConfig.emu) was measured 15-25 % slower: the SFU is not
+the limit. The bf16 warp-specialized kernel took the same kind of wait from the Triton kernel and passed cuDNN.
+
+FP8 wgmma wants both operands K-major: Q·Kᵀ reads K as stored (head dim contiguous); P·V reads Vᵀ, so V must be
+K-major (:func:`triton_attention.prepare` makes it so; the caller copies it otherwise). P is rounded to e4m3 in
+registers (the A operand, 4 values a 32-bit register). O leaves in bf16 through its own shared tile and TMA.
+
+What it takes (:func:`unsupported` says why not; the caller falls back to the Triton FP8 kernel): a Hopper GPU, Gluon,
+e4m3 inputs, head dim 64 or 128, contiguous (batch, heads, seq, dim) Q and K, a K-major V, sequence lengths that are
+multiples of 128, a positive scale, a causal diagonal offset >= 0 that is a multiple of 128. Tested on the GPU only
+(tests/gpu/test_gluon_attention_gpu.py); compiled offline for sm_90 by benchmarks/gluon_compile.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import gluon_attention as ga
+from .gluon_attention import IMPORT_ERROR, gluon
+
+if gluon is not None:
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    @gluon.jit
+    def _ws8_producer(q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bar, ready, empty, q_row, kv_row, vt_row,
+                      n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+        """Loads Q (both warpgroups' rows) once, then K and Vᵀ tiles into the ring as slots free up."""
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [q_row + q_desc.block_type.shape[0], 0], q_bar, q_smem.index(1))
+        for j in range(n_tiles):
+            slot = j % STAGES
+            mbarrier.wait(empty.index(slot), ((j // STAGES) & 1) ^ 1, pred=j >= STAGES)
+            bar = ready.index(slot)
+            mbarrier.expect(bar, k_desc.block_type.nbytes + vt_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], bar, k_smem.index(slot))
+            tma.async_copy_global_to_shared(vt_desc, [vt_row, j * BLOCK_N], bar, vt_smem.index(slot))
+
+    @gluon.jit
+    def _ws8_consumer(o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row, n_tiles,
+                      diag_off, qk_scale, v_descale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                      BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+        """One warpgroup's 64 query rows, in turns with the other (gluon_attention._ws_consumer's schedule)."""
+        ROWS: gl.constexpr = 64
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 32])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 32])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        my_start = start_m + WG * ROWS
+        offs_m = my_start + gl.arange(0, ROWS, layout=row_s)
+        offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        m_i = gl.full([ROWS], -1.0e30, gl.float32, layout=row_s)
+        l_i = gl.zeros([ROWS], gl.float32, layout=row_s)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        q = q_smem.index(WG)
+        mbarrier.wait(q_bar, 0)
+
+        mbarrier.wait(ready.index(0), 0)
+        mbarrier.wait(turn.index(WG), 0, pred=WG == 1)  # warpgroup 0 goes first
+        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        mbarrier.arrive(turn.index(1 - WG))
+        s = warpgroup_mma_wait(0, deps=(s,))
+        s = ga._gl_mask(s, 0, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+        p_op = gl.convert_layout(p.to(gl.float8e4nv), p_layout)
+
+        for j in range(1, n_tiles):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            mbarrier.wait(ready.index(slot), (j // STAGES) & 1)
+            mbarrier.wait(turn.index(WG), (j - 1 + WG) & 1)
+            s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            acc = warpgroup_mma(p_op, vt_smem.index(prev).permute((1, 0)), acc, is_async=True)
+            mbarrier.arrive(turn.index(1 - WG))
+            s = warpgroup_mma_wait(1, deps=(s,))
+            s = ga._gl_mask(s, j, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+            p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+            # (an 8-bit P cannot be a dependency of the wait in Triton 3.6; ptxas keeps a wgmma's register operand
+            # until its wait_group, and P is rewritten only after this wait)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(empty.index(prev))
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(gl.float8e4nv), p_layout)
+
+        last = (n_tiles - 1) % STAGES
+        acc = warpgroup_mma(p_op, vt_smem.index(last).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index(last))
+
+        l_safe = gl.where(l_i > 0.0, l_i, 1.0)
+        o = acc * gl.expand_dims(gl.convert_layout(v_descale / l_safe, row_o), 1)
+        mine = o_smem.index(WG)
+        mine.store(o.to(gl.bfloat16))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row + WG * ROWS, 0], mine)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _gl_ws_fp8_kernel(q_desc, k_desc, vt_desc, o_desc, QS, KS, VS, seqlen_q, seqlen_kv, heads, group, diag_off,
+                          sm_scale_log2, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                          CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+        BLOCK_M: gl.constexpr = 128  # two warpgroups of 64 rows
+        if CAUSAL:  # noqa: SIM108 (constexpr branches) the longest rows first
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)
+        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
+        start_m = pid_m * BLOCK_M
+        q_row = pid_bh * seqlen_q + start_m
+        if CAUSAL:  # noqa: SIM108 (constexpr branches)
+            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
+        else:
+            hi = seqlen_kv
+        n_tiles = gl.cdiv(hi, BLOCK_N)
+        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
+        v_descale = gl.load(VS)
+
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, 64, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
+        o_smem = gl.allocate_shared_memory(gl.bfloat16, [2, 64, HEAD_DIM], o_desc.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)
+        for i in gl.static_range(2):
+            mbarrier.init(turn.index(i), count=1)
+
+        wg0: gl.constexpr = 0
+        wg1: gl.constexpr = 1
+        gl.warp_specialize([
+            (_ws8_consumer, (o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row,
+                             n_tiles, diag_off, qk_scale, v_descale, wg0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_ws8_consumer, (o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row,
+                             n_tiles, diag_off, qk_scale, v_descale, wg1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_ws8_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bar, ready, empty, q_row,
+                             kv_bh * seqlen_kv, kv_bh * HEAD_DIM, n_tiles, BLOCK_N, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+#: K/V ring slots per head dim (shared memory: Q 16 KiB, O 32 KiB, each slot 2 x BLOCK_N x dim bytes)
+STAGES = {64: 4, 128: 4}
+
+
+def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: float,
+                block_n: int = 128) -> str | None:
+    """Why the FP8 Gluon forward cannot run these inputs here (None: it can); V must already be K-major."""
+    import torch
+
+    if IMPORT_ERROR is not None:
+        return f"no Gluon in this Triton ({IMPORT_ERROR})"
+    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "the FP8 Gluon forward needs a Hopper GPU (sm_90: warpgroup MMA)"
+    e4m3 = getattr(torch, "float8_e4m3fn", None)
+    if not (q.dtype == k.dtype == v.dtype == e4m3):
+        return "the FP8 Gluon forward takes float8_e4m3fn inputs"
+    d = q.shape[-1]
+    if d not in STAGES or k.shape[-1] != d or v.shape[-1] != d:
+        return f"the FP8 Gluon forward takes head dim {' or '.join(map(str, STAGES))}"
+    sp = v.stride(-1)  # V^T's row stride: keys, padded
+    if (not (q.is_contiguous() and k.is_contiguous()) or v.stride(-2) != 1 or sp % 16
+            or v.stride(1) != d * sp or v.stride(0) != v.shape[1] * d * sp):
+        return "the FP8 Gluon forward takes contiguous Q and K and a K-major V (triton_attention.prepare)"
+    if block_n not in (64, 128) or q.shape[2] % 128 or k.shape[2] % block_n:
+        return f"the FP8 Gluon forward takes sequence lengths that are multiples of its tiles (128, {block_n})"
+    if sm_scale <= 0:
+        return "the FP8 Gluon forward takes a positive softmax scale"
+    if causal and (diag_off < 0 or diag_off % 128):
+        return "the FP8 Gluon forward takes a causal diagonal offset >= 0 that is a multiple of 128"
+    return None
+
+
+def forward_ws(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, diag_off: int,
+               sm_scale_log2: float, block_n: int = 128, stages: int | None = None) -> Any:
+    """The warp-specialized FP8 forward for inputs :func:`unsupported` accepted: bf16 output (batch, heads, seq, dim).
+    `descales` are one-element fp32 tensors on q's device (read in the kernel: the host never syncs)."""
+    import torch
+
+    batch, heads, seqlen_q, d = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    o = torch.empty(q.shape, device=q.device, dtype=torch.bfloat16)
+    vt = v.transpose(-1, -2)  # (batch, kv_heads, dim, seqlen) over storage whose rows are padded to 16 keys
+    vt2 = torch.as_strided(vt, (batch * kv_heads * d, seqlen_kv), (vt.stride(-2), 1))
+
+    def desc(x: Any, block: list[int], dtype: Any) -> Any:
+        return TensorDescriptor(x, list(x.shape), list(x.stride()), block,
+                                gl.NVMMASharedLayout.get_default_for(block, dtype))
+
+    grid = (seqlen_q // 128, batch * heads)
+    f8 = gl.float8e4nv
+    _gl_ws_fp8_kernel[grid](desc(q.view(-1, d), [64, d], f8), desc(k.view(-1, d), [block_n, d], f8),
+                            desc(vt2, [d, block_n], f8), desc(o.view(-1, d), [64, d], gl.bfloat16),
+                            *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2,
+                            HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages or STAGES[d], CAUSAL=causal,
+                            CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], num_warps=4)
+    return o
