@@ -669,19 +669,20 @@ PY
 }
 
 # ------------------------------------------------------------------------------------------------ issue 50
-step_ws_smoke() {  # the warp-specialized Gluon forward once, small, under a short timeout (a wrong mbarrier phase hangs)
+step_ws_smoke() {  # the warp-specialized Gluon forwards once, small, under a short timeout (a wrong mbarrier phase hangs)
   timeout 90 python3 - <<'PY' 2>&1 | grep -v Warning | tail -6
 import math, torch, torch.nn.functional as F
-from profctl.workloads.kernels import gluon_attention as ga
+from profctl.workloads.kernels import gluon_attention as ga, gluon_ws_persistent as gp
 for causal in (False, True):
     q, k, v = (torch.randn(1, 2, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    o, _ = ga.forward_ws(q, k, v, causal, 0, 1.4426950408889634 / math.sqrt(128), 128, 2)
-    torch.cuda.synchronize()
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-    print("ws causal", causal, "max abs err", float((o.double() - ref).abs().max()))
+    for name, fwd in (("ws", ga.forward_ws), ("ws-persistent", lambda *a: gp.forward_wsp(*a, sms=3))):
+        o, _ = fwd(q, k, v, causal, 0, 1.4426950408889634 / math.sqrt(128), 128, 3)
+        torch.cuda.synchronize()
+        print(name, "causal", causal, "max abs err", float((o.double() - ref).abs().max()), flush=True)
 PY
   local rc=${PIPESTATUS[0]}; echo "ws-smoke exit $rc"
-  [ "$rc" = 0 ] || { export LADDER_SKIP=-ws-gl; echo "the ladder leaves -ws-gl out"; }
+  [ "$rc" = 0 ] || { export LADDER_SKIP=-p1-ws-gl; echo "the ladder leaves -p1-ws-gl out"; }
 }
 step_issue50_tests() {  # the forward variants' GPU tests: Gluon (and warp-specialized), FP8 and bf16 with FMA-pipe exps
   timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \

@@ -34,15 +34,16 @@ SHAPES: dict[str, tuple[int, int, int, int, bool]] = {
     "d64": (1, 32, 4096, 64, False),
     "d64c": (1, 32, 4096, 64, True),
 }
-_WS = ("m128n128w4s2-ws-gl", "m128n128w4s3-ws-gl", "m128n64w4s3-ws-gl")
+_WS = ("m128n128w4s3-ws-gl", "m128n128w4s3-p1-ws-gl")
 #: exps of the unmasked blocks in part (-e1: every other key) or all (-e2) on the FMA pipe (explain's sfu-bound fix)
-_NONCAUSAL = ("m128n128w8s3-e1", "m64n64w4s3-gl", *_WS)
-_CAUSAL = ("m64n64w4s3-e1", "m128n128w8s3", "m128n128w8s3-e1", "m64n64w4s3-gl", *_WS)
-_D64 = ("m128n64w8s3-ptr-e1", "m128n64w8s3-ptr-e2", "m64n64w4s3-ptr", "m64n64w4s3-ptr-e1", "m64n64w4s4-gl",
-        "m128n128w4s3-ws-gl", "m128n64w4s4-ws-gl")
+_NONCAUSAL = ("m128n128w8s3", *_WS)
+_CAUSAL = ("m64n64w4s3", "m128n128w8s3", *_WS)
+_D64 = ("m128n64w8s3-ptr", "m128n128w4s3-ws-gl", "m128n128w4s4-p1-ws-gl")
 #: earlier rounds also timed (their results: tests/data/ladder50/time_*.json): "m128n128w8s3-p1", "m128n64w8s3",
 #: "m128n64w8s3-p1", "m64n64w4s3-p2", "m128n128w8s2", "m128n128w8s3-ws", "m64n64w4s4-p2", "m128n64w8s3-ptr-p1",
-#: "m128n128w8s3-gl", "m128n64w8s3-gl", "m128n128w8s4-gl", "m64n64w4s3", "m128n128w8s4-gl"
+#: "m128n128w8s3-gl", "m128n64w8s3-gl", "m128n128w8s4-gl", "m64n64w4s3-gl", "m128n128w4s2-ws-gl", "m128n64w4s3-ws-gl",
+#: "m128n128w8s3-e1", "m64n64w4s3-e1", "m128n64w8s3-ptr-e1", "m128n64w8s3-ptr-e2", "m64n64w4s3-ptr-e1",
+#: "m64n64w4s4-gl", "m128n64w4s4-ws-gl"
 #: the candidates timed per shape (the shape's default config is always timed too, as "default")
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "s4096": _NONCAUSAL, "s4096c": _CAUSAL, "s8192c": _CAUSAL, "b16s1024": _NONCAUSAL, "b16s1024c": _CAUSAL,

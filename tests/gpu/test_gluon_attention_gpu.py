@@ -44,10 +44,10 @@ SHAPES = {  # name: (batch, heads, kv heads, seqlen q, seqlen kv, head dim, dtyp
 }
 
 
-#: two warpgroups a block, one (two blocks an SM), and the warp-specialized kernel (a producer warp, two consumer
-#: warpgroups taking turns)
+#: two warpgroups a block, one (two blocks an SM), the warp-specialized kernel (a producer warp, two consumer
+#: warpgroups taking turns), and the same on a persistent grid
 TILES = {"m128n128w8": (128, 128, 8, False), "m64n64w4": (64, 64, 4, False), "ws-n128": (128, 128, 4, True),
-         "ws-n64": (128, 64, 4, True)}
+         "ws-n64": (128, 64, 4, True), "ws-persistent": (128, 128, 4, "persistent")}
 
 
 @pytest.mark.parametrize("tiles", list(TILES))
@@ -56,6 +56,7 @@ def test_gluon_forward_matches_float64(name: str, tiles: str) -> None:
     if not _hopper():
         pytest.skip("the Gluon forward needs a Hopper GPU")
     from profctl.workloads.kernels import gluon_attention as ga
+    from profctl.workloads.kernels import gluon_ws_persistent as gp
     from profctl.workloads.kernels import triton_attention as ta
 
     b, h, hk, sq, skv, d, dt, causal, br = SHAPES[name]
@@ -66,14 +67,18 @@ def test_gluon_forward_matches_float64(name: str, tiles: str) -> None:
     bm, bn, warps, ws = TILES[tiles]
     assert ga.unsupported(q, k, v, causal, off, 1 / math.sqrt(d), 0, bm, bn) is None  # it runs the Gluon kernel
     fn = ta.attention_bottom_right if br else ta.attention
-    stages = 2 if ws and bn == 128 and d == 128 else 3
-    with ta.use_configs(fwd=ta.KernelConfig(bm, bn, warps, stages, ws=ws, gluon=True)):
+    stages = 3
+    persist = int(ws == "persistent")
+    with ta.use_configs(fwd=ta.KernelConfig(bm, bn, warps, stages, ws=bool(ws), gluon=True, persist=persist)):
         o = fn(q, k, v, is_causal=causal, enable_gqa=hk != h)
     ref = _reference(q, k, v, causal, off)
     assert bool(torch.isfinite(o).all())
     assert _rel(o, ref) < 5e-3, _rel(o, ref)
     # the log-sum-exp the backward reads, against the Triton kernel's
-    if ws:
+    if persist:
+        # a grid of 7 blocks: every block takes several tiles (the call above took one an SM)
+        _, lse = gp.forward_wsp(q, k, v, causal, off, LOG2 / math.sqrt(d), bn, stages, sms=7)
+    elif ws:
         _, lse = ga.forward_ws(q, k, v, causal, off, LOG2 / math.sqrt(d), bn, stages)
     else:
         _, lse = ga.forward(q, k, v, causal, off, LOG2 / math.sqrt(d), bm, bn, warps, 3)

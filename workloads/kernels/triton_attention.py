@@ -59,7 +59,7 @@ import torch
 
 from profctl.spec import dtype_refusal
 
-from . import gluon_attention
+from . import gluon_attention, gluon_ws_persistent
 from . import gluon_fp8_attention as gluon_fp8
 from . import triton_fp8_kernels as fp8_kernels
 from . import triton_kernels as kernels
@@ -255,7 +255,9 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             block_m = 128 if cfg.ws else cfg.block_m  # the warp-specialized kernel: two warpgroups of 64 rows
             if not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window, block_m,
                                                            cfg.block_n) is None:
-                out[:] = (gluon_attention.forward_ws(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                out[:] = (gluon_ws_persistent.forward_wsp(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                                                          cfg.num_stages) if cfg.ws and cfg.persist else
+                          gluon_attention.forward_ws(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
                                                      cfg.num_stages) if cfg.ws else
                           gluon_attention.forward(q, k, v, causal, diag_off, sm_scale * LOG2E, cfg.block_m,
                                                   cfg.block_n, cfg.num_warps, cfg.num_stages))
