@@ -253,15 +253,37 @@ if gluon is not None:
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index(last))
 
+        _ws_store(acc, l_i, m_i, q, o_desc, LSE, pid_bh, seqlen_q, offs_m, q_row + WG * ROWS, row_o)
+
+    @gluon.jit
+    def _ws_store(acc, l_i, m_i, q, o_desc, LSE, pid_bh, seqlen_q, offs_m, o_row, row_o: gl.constexpr):
+        """A consumer warpgroup's end of a tile: O = acc / l through its own Q slot and TMA, and its rows'
+        log-sum-exp (log2 domain; +inf for a row that saw no key, so the backward's exp2(s - lse) is 0)."""
         seen = l_i > 0.0
         l_safe = gl.where(seen, l_i, 1.0)
         o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
         lse = gl.where(seen, m_i + gl.log2(l_safe), float("inf"))
         gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, lse)
-        q.store(o.to(dtype))  # this warpgroup's own Q rows take its O
+        q.store(o.to(o_desc.dtype))  # this warpgroup's own Q rows take its O
         fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row + WG * ROWS, 0], q)
+        tma.async_copy_shared_to_global(o_desc, [o_row, 0], q)
         tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _ws_barriers(STAGES: gl.constexpr):
+        """The warp-specialized kernels' mbarriers, initialized: Q landed; per ring slot, K/V landed (one TMA
+        arrival) and slot free (both consumers); and the two consumers' turns."""
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)
+        for i in gl.static_range(2):
+            mbarrier.init(turn.index(i), count=1)
+        return q_bar, ready, empty, turn
 
     @gluon.jit
     def _gl_ws_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seqlen_q, seqlen_kv, heads, group, diag_off,
@@ -287,16 +309,7 @@ if gluon is not None:
         q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=2)
-        for i in gl.static_range(2):
-            mbarrier.init(turn.index(i), count=1)
+        q_bar, ready, empty, turn = _ws_barriers(STAGES)
 
         wg0: gl.constexpr = 0
         wg1: gl.constexpr = 1
@@ -337,22 +350,30 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
     return None
 
 
+def tma_desc(x: Any, block: list[int], dtype: Any) -> Any:
+    """A 2-D TMA descriptor over `x` (rows, columns) with tiles of `block` in the default swizzled layout."""
+    layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+
+
+def outputs(q: Any) -> tuple[Any, Any, Any, Any]:
+    """O like q, the log-sum-exp (batch, heads, seq) in fp32, Gluon's element type of q, and a function
+    (tensor, rows) -> the TMA descriptor over its (batch * heads * seq, dim) rows in tiles of `rows`."""
+    import torch
+
+    d = q.shape[-1]
+    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    return torch.empty_like(q), lse, gdt, lambda x, rows: tma_desc(x.view(-1, d), [rows, d], gdt)
+
+
 def forward(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log2: float, block_m: int = TILE,
             block_n: int = TILE, num_warps: int = NUM_WARPS, stages: int | None = None) -> tuple[Any, Any]:
     """(O, LSE in the log2 domain) for inputs :func:`unsupported` accepted. 64-row query tiles with 4 warps (one
     warpgroup) leave room for two blocks an SM, which then overlap each other."""
-    import torch
-
     batch, heads, seqlen_q, d = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
-    o = torch.empty_like(q)
-    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
-    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(x: Any, rows: int) -> Any:
-        x2 = x.view(-1, d)
-        return TensorDescriptor(x2, list(x2.shape), list(x2.stride()), [rows, d],
-                                gl.NVMMASharedLayout.get_default_for([rows, d], gdt))
+    o, lse, _, desc = outputs(q)
 
     grid = (seqlen_q // block_m, batch * heads)
     _gl_fwd_kernel[grid](desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m), lse, seqlen_q,
@@ -370,18 +391,9 @@ def forward_ws(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log
                stages: int | None = None) -> tuple[Any, Any]:
     """The warp-specialized forward (a producer warp, two consumer warpgroups taking turns) for inputs
     :func:`unsupported` accepted with 128-row query tiles."""
-    import torch
-
     batch, heads, seqlen_q, d = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
-    o = torch.empty_like(q)
-    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
-    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(x: Any, rows: int) -> Any:
-        x2 = x.view(-1, d)
-        return TensorDescriptor(x2, list(x2.shape), list(x2.stride()), [rows, d],
-                                gl.NVMMASharedLayout.get_default_for([rows, d], gdt))
+    o, lse, _, desc = outputs(q)
 
     grid = (seqlen_q // TILE, batch * heads)
     _gl_ws_fwd_kernel[grid](desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q, seqlen_kv,

@@ -34,7 +34,6 @@ if gluon is not None:
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     @gluon.jit
     def _ws8_producer(q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bar, ready, empty, q_row, kv_row, vt_row,
@@ -139,16 +138,7 @@ if gluon is not None:
         k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
         o_smem = gl.allocate_shared_memory(gl.bfloat16, [2, 64, HEAD_DIM], o_desc.layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=2)
-        for i in gl.static_range(2):
-            mbarrier.init(turn.index(i), count=1)
+        q_bar, ready, empty, turn = ga._ws_barriers(STAGES)
 
         wg0: gl.constexpr = 0
         wg1: gl.constexpr = 1
@@ -206,12 +196,9 @@ def forward_ws(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, 
     vt = v.transpose(-1, -2)  # (batch, kv_heads, dim, seqlen) over storage whose rows are padded to 16 keys
     vt2 = torch.as_strided(vt, (batch * kv_heads * d, seqlen_kv), (vt.stride(-2), 1))
 
-    def desc(x: Any, block: list[int], dtype: Any) -> Any:
-        return TensorDescriptor(x, list(x.shape), list(x.stride()), block,
-                                gl.NVMMASharedLayout.get_default_for(block, dtype))
-
     grid = (seqlen_q // 128, batch * heads)
     f8 = gl.float8e4nv
+    desc = ga.tma_desc
     _gl_ws_fp8_kernel[grid](desc(q.view(-1, d), [64, d], f8), desc(k.view(-1, d), [block_n, d], f8),
                             desc(vt2, [d, block_n], f8), desc(o.view(-1, d), [64, d], gl.bfloat16),
                             *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2,

@@ -23,13 +23,11 @@ from .gluon_attention import gluon
 if gluon is not None:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
         mbarrier,
         tma,
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     @gluon.jit
     def _tile(tile, n_m, n_bh, seqlen_q, seqlen_kv, diag_off, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
@@ -142,15 +140,7 @@ if gluon is not None:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index(last))
 
-            seen = l_i > 0.0
-            l_safe = gl.where(seen, l_i, 1.0)
-            o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-            lse = gl.where(seen, m_i + gl.log2(l_safe), float("inf"))
-            gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, lse)
-            q.store(o.to(dtype))  # this warpgroup's own Q rows take its O
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [pid_bh * seqlen_q + my_start, 0], q)
-            tma.store_wait(pendings=0)
+            ga._ws_store(acc, l_i, m_i, q, o_desc, LSE, pid_bh, seqlen_q, offs_m, pid_bh * seqlen_q + my_start, row_o)
             mbarrier.arrive(q_empty)  # Q's slot is free for the next tile's Q
             base += n_tiles
             t_local += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
@@ -164,18 +154,9 @@ if gluon is not None:
         q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_bar, ready, empty, turn = ga._ws_barriers(STAGES)
         q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        mbarrier.init(q_empty, count=2)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-            mbarrier.init(empty.index(i), count=2)
-        for i in gl.static_range(2):
-            mbarrier.init(turn.index(i), count=1)
+        mbarrier.init(q_empty, count=2)  # both consumers stored their O: Q's slots are free
 
         wg0: gl.constexpr = 0
         wg1: gl.constexpr = 1
@@ -197,14 +178,7 @@ def forward_wsp(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_lo
 
     batch, heads, seqlen_q, d = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
-    o = torch.empty_like(q)
-    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
-    gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-
-    def desc(x: Any, rows: int) -> Any:
-        x2 = x.view(-1, d)
-        return TensorDescriptor(x2, list(x2.shape), list(x2.stride()), [rows, d],
-                                gl.NVMMASharedLayout.get_default_for([rows, d], gdt))
+    o, lse, _, desc = ga.outputs(q)
 
     n_tiles = (seqlen_q // 128) * batch * heads
     grid = (min(n_tiles, sms or torch.cuda.get_device_properties(q.device).multi_processor_count),)
