@@ -9,6 +9,14 @@ into a tally per GPU and cause id (``<reports>/predictions/tally.json``) that la
 cause ("barrier-sync on NVIDIA H200: 3 of 4 predictions within 35 %"). Where several changed together the saving
 cannot be split between them: said, and not tallied. No peer tool measures its own advice on the user's code.
 
+Explained against a reference (``profctl explain A --vs REF``, REF another kernel: cuDNN's, say), the causes the user
+is told to fix are the PAIR's, and kernel A alone often names none. So the same file also keeps, under ``"vs"``, one
+pair prediction per reference (the latest last): the reference (kernel, name, report, NVTX range, duration) and the
+pair's causes with their savings (issue 50). ``explain BEFORE AFTER`` then scores the latest pair prediction kept for
+BEFORE: each of its causes against AFTER's pair causes against the same reference (kept by ``explain AFTER --vs REF``,
+or computed from the reference's report), and says which prediction it scored. A kernel-alone explain keeps the
+file's pair predictions. Schema ``profctl.prediction/2`` (``/1``, without ``"vs"``, is still read).
+
 Files are written atomically; one that cannot be written is a note, never a failed explanation.
 """
 
@@ -31,7 +39,9 @@ SHRANK = 0.5
 #: several causes went away, but one was predicted to save this many times the others together: the change is its
 DOMINANT = 4.0
 DIR = "predictions"
-SCHEMA = "profctl.prediction/1"
+SCHEMA = "profctl.prediction/2"
+#: the schemas a kept prediction is read in (/1 has no pair predictions)
+READ = ("profctl.prediction/1", SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,33 @@ def prediction(p: Any, diagnosis: Any) -> dict[str, Any]:
             "profctl": __version__, "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
+def pair_prediction(e: Any) -> dict[str, Any]:
+    """What explain predicts for A against reference B (an Explanation of a pair): B's identity and the causes the
+    pair printed (none where A and B take the same time: there is no gap to close)."""
+    b = e.b
+    causes = [] if e.same_time else [*e.causes, *e.slack]
+    return {"reference": {"kernel": b.base_name, "name": b.name, "report": str(b.report), "nvtx": b.nvtx_path,
+                          "duration_us": (b.duration_ns or 0) / 1e3},
+            "verdict": e.verdict, "gap_us": None if e.gap_us is None else round(e.gap_us, 3),
+            "causes": [{"id": c.id, "saving_us": round(c.saving_us, 3)} for c in causes],
+            "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def same_reference(ref: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Two kept references name the same kernel launch: the same report file, kernel name and NVTX range."""
+    def ident(r: dict[str, Any]) -> tuple[str, str, str]:
+        return (str(Path(str(r.get("report", ""))).resolve()), str(r.get("name")), str(r.get("nvtx")))
+    return ident(ref) == ident(other)
+
+
+def pair_against(kept: dict[str, Any] | None, ref: dict[str, Any]) -> dict[str, Any] | None:
+    """The pair prediction kept in `kept` against reference `ref`, or None."""
+    for v in reversed((kept or {}).get("vs") or []):
+        if isinstance(v, dict) and same_reference(v.get("reference") or {}, ref):
+            return v
+    return None
+
+
 def where(root: Path, p: Any, run_dir: Path | None) -> Path:
     """The file that keeps `p`'s prediction: in its run's directory, else in the store's predictions folder."""
     if run_dir is not None:
@@ -74,14 +111,22 @@ def where(root: Path, p: Any, run_dir: Path | None) -> Path:
     return root / DIR / f"{_safe(p.base_name)[:40]}-{key}.json"
 
 
-def keep(root: Path, p: Any, diagnosis: Any, run_dir: Path | None = None) -> tuple[Path | None, str | None]:
-    """Write `p`'s prediction; (its path, None) or (None, why it could not be kept)."""
+def keep(root: Path, p: Any, diagnosis: Any, run_dir: Path | None = None, vs: dict[str, Any] | None = None
+         ) -> tuple[Path | None, str | None]:
+    """Write `p`'s prediction, with the pair predictions kept before and `vs` (one against a reference, replacing
+    the one against the same reference); (its path, None) or (None, why it could not be kept)."""
     from profctl.fsutil import atomic_write_json
 
     path = where(root, p, run_dir)
+    d = prediction(p, diagnosis)
+    pairs = list((load(root, p, run_dir) or {}).get("vs") or [])
+    if vs is not None:
+        pairs = [v for v in pairs if not same_reference(v.get("reference") or {}, vs["reference"])] + [vs]
+    if pairs:
+        d["vs"] = pairs
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, prediction(p, diagnosis))
+        atomic_write_json(path, d)
     except (OSError, CannotWrite) as e:
         return None, f"the prediction was not kept ({path}: {getattr(e, 'message', None) or e})"
     return path, None
@@ -93,14 +138,16 @@ def load(root: Path, p: Any, run_dir: Path | None = None) -> dict[str, Any] | No
         d = json.loads(where(root, p, run_dir).read_text())
     except (OSError, ValueError):
         return None
-    return d if isinstance(d, dict) and d.get("schema") == SCHEMA else None
+    return d if isinstance(d, dict) and d.get("schema") in READ else None
 
 
-def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after_diagnosis: Any
+def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after: Any, scored: str | None = None
                ) -> tuple[list[PredictionOutcome], list[str]]:
-    """BEFORE's predicted causes against the change: which went away or shrank, and what it realized."""
+    """BEFORE's predicted causes (`pred`: a kept prediction, or a pair prediction of it) against the change: which
+    went away or shrank in `after` (AFTER's diagnosis, or its causes by id and saving: AFTER's pair against the same
+    reference), and what it realized. `scored` says which prediction was scored (in the first line)."""
     realized = before_us - after_us
-    now = {c.id: c.saving_us for c in [*after_diagnosis.causes, *after_diagnosis.slack]}
+    now = dict(after) if isinstance(after, dict) else {c.id: c.saving_us for c in [*after.causes, *after.slack]}
     changed: list[tuple[dict[str, Any], str]] = []
     for c in pred.get("causes", []):
         if c.get("saving_us", 0) <= 0:
@@ -110,8 +157,8 @@ def close_loop(pred: dict[str, Any], before_us: float, after_us: float, after_di
             changed.append((c, "went away"))
         elif left < SHRANK * c["saving_us"]:
             changed.append((c, "shrank"))
-    head = (f"the change took the kernel from {before_us:,.1f} us to {after_us:,.1f} us "
-            f"({'saved' if realized >= 0 else 'lost'} {abs(realized):,.1f} us)")
+    head = (f"{'scored: ' + scored + '; ' if scored else ''}the change took the kernel from {before_us:,.1f} us to "
+            f"{after_us:,.1f} us ({'saved' if realized >= 0 else 'lost'} {abs(realized):,.1f} us)")
     if not changed:
         n = len(pred.get("causes", []))
         return [], [f"{head}; none of the {n} cause(s) predicted before went away or shrank"]
@@ -192,7 +239,7 @@ def kept_for(root: Path, report: Path) -> list[dict[str, Any]]:
                 d = json.loads(f.read_text())
             except (OSError, ValueError):
                 continue
-            if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            if not isinstance(d, dict) or d.get("schema") not in READ:
                 continue
             kept = Path(str(d.get("report", ""))).resolve()
             if kept == report or (report.is_dir() and report in kept.parents):
@@ -224,5 +271,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80] or "kernel"
 
 
-__all__ = ["SCHEMA", "WITHIN", "PredictionOutcome", "add", "close_loop", "in_comparison", "keep", "kept_for", "load",
-           "prediction", "tally_path", "track_record", "where"]
+__all__ = ["READ", "SCHEMA", "WITHIN", "PredictionOutcome", "add", "close_loop", "in_comparison", "keep", "kept_for",
+           "load", "pair_against", "pair_prediction", "prediction", "same_reference", "tally_path", "track_record",
+           "where"]

@@ -38,13 +38,16 @@ def build(report: str, kernel: str, *, vs: str | None = None, report2: str | Non
         e = explanation.explain(a, b, roofs=roofs, shape_given=shape is not None)
         e.chosen += [n for n in (note_a, note_b) if n]
     close_the_loop(e, report, report2, reports, same_kernel=report2 is not None and e.b is not None
-                   and e.b.base_name == e.a.base_name)
+                   and e.b.base_name == e.a.base_name, shape=shape)
     return e
 
 
-def close_the_loop(e: Any, report: str, report2: str | None, reports: Path | None, *, same_kernel: bool) -> None:
-    """Keep A's prediction with its run (or in the store), and where the same kernel is explained before and after a
-    change, set what was predicted against what the change realized and tally it (profctl.predictions)."""
+def close_the_loop(e: Any, report: str, report2: str | None, reports: Path | None, *, same_kernel: bool,
+                   shape: str | None = None) -> None:
+    """Keep A's prediction with its run (or in the store), and A's pair prediction where B is a reference (another
+    kernel: ``explain A --vs REF``); where the same kernel is explained before and after a change, set what was
+    predicted against what the change realized and tally it (profctl.predictions). A pair prediction kept for
+    BEFORE is what is scored (against AFTER's pair with the same reference), else BEFORE's kernel-alone one."""
     from profctl import inputs, predictions, run_store
     from profctl.analysis.causes import diagnose_one
 
@@ -65,24 +68,73 @@ def close_the_loop(e: Any, report: str, report2: str | None, reports: Path | Non
     a, b = e.a, e.b
     da = e.diagnoses.get("a") or diagnose_one(a)  # the diagnosis printed is the one kept
     kept = predictions.load(root, a, run_dir(report))
-    path, why = predictions.keep(root, a, da, run_dir(report))
+    vs = predictions.pair_prediction(e) if b is not None and not same_kernel else None
+    path, why = predictions.keep(root, a, da, run_dir(report), vs=vs)
     notes = [why] if why else []
     if path is not None:
-        notes.append(f"A's prediction is kept in {path} (explain BEFORE AFTER sets it against what a change realized; "
-                     "the tally per cause is profctl's track record)")
+        notes.append(f"A's prediction{' (alone, and against B)' if vs else ''} is kept in {path} (explain BEFORE "
+                     "AFTER sets it against what a change realized; the tally per cause is profctl's track record)")
     if same_kernel and b is not None and a.duration_ns and b.duration_ns:
         db = e.diagnoses.get("b") or diagnose_one(b, e.roofs.get("b"), e.floors.get("b"))
-        _, why_b = predictions.keep(root, b, db, run_dir(report2))
-        outs, lines = predictions.close_loop(kept or predictions.prediction(a, da), a.duration_ns / 1e3,
-                                             b.duration_ns / 1e3, db)
-        e.loop += lines + (["(what explain predicts for BEFORE now; no prediction was kept from an earlier "
-                            "explain of it)"] if kept is None and outs else [])
-        key = f"{Path(str(a.report)).resolve()}|{Path(str(b.report)).resolve()}|{a.name}"
+        # the latest pair prediction kept for BEFORE, where it named causes (a pair at the same time as its reference
+        # names none: the user was then shown A's own causes, the kernel-alone prediction)
+        pair = next((v for v in reversed((kept or {}).get("vs") or []) if v.get("causes")), None)
+        after_pair, why_pair = (_after_against(b, pair["reference"], predictions.load(root, b, run_dir(report2)),
+                                               reports, shape) if pair else (None, None))
+        _, why_b = predictions.keep(root, b, db, run_dir(report2), vs=after_pair)
+        if pair is not None and after_pair is not None:
+            ref = pair["reference"]
+            outs, lines = predictions.close_loop(
+                pair, a.duration_ns / 1e3, b.duration_ns / 1e3,
+                {c["id"]: float(c["saving_us"]) for c in after_pair["causes"]},
+                scored=f"the pair's prediction against {_short(ref['kernel'])} ({ref.get('nvtx') or ref['report']}), "
+                       "kept by explain BEFORE --vs it")
+        else:
+            outs, lines = predictions.close_loop(
+                kept or predictions.prediction(a, da), a.duration_ns / 1e3, b.duration_ns / 1e3, db,
+                scored="the kernel-alone prediction" + (f" ({why_pair})" if why_pair else ""))
+            lines += (["(what explain predicts for BEFORE now; no prediction was kept from an earlier explain of "
+                       "it)"] if kept is None and outs else [])
+        e.loop += lines
+        # the same change counts once; launches told apart by their NVTX ranges (one report, several shapes) are not
+        # the same change
+        key = f"{Path(str(a.report)).resolve()}|{Path(str(b.report)).resolve()}|{a.name}" + (
+            f"|{a.nvtx_path}|{b.nvtx_path}" if a.nvtx_path or b.nvtx_path else "")
         why_t = predictions.add(root, a.device, outs, key)
         notes += [n for n in (why_b, why_t) if n]
     for c in [*e.causes, *e.slack]:
         c.track = predictions.track_record(root, a.device, c.id)
     e.notes += notes
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else name[:n - 3] + "..."
+
+
+def _after_against(b: Any, ref: dict[str, Any], kept_b: dict[str, Any] | None, reports: Path | None,
+                   shape: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """AFTER's pair prediction against BEFORE's reference: the one kept (``explain AFTER --vs REF``), else computed
+    from the reference's report (the same report, or a path that still reads); (it, None) or (None, why not)."""
+    import re
+
+    from profctl import inputs, predictions
+    from profctl.analysis import explanation
+
+    got = predictions.pair_against(kept_b, ref)
+    if got is not None:
+        return got, None
+    try:
+        pick = ref.get("nvtx") or ref["name"]  # only the reference's launch is read in depth
+        ps = inputs.read_profiles(str(ref["report"]), root=reports, kernels=["^" + re.escape(str(pick)) + "$"])
+        found = [p for p in ps if p.name == ref["name"] and p.nvtx_path == ref.get("nvtx")]
+        if len(found) != 1:
+            return None, f"BEFORE's reference {ref['kernel'][:60]} is not found once in {ref['report']}"
+        r = found[0]
+        roofs = {"a": explanation.kernel_roofs(b, shape), "b": explanation.kernel_roofs(r, shape)}
+        pe = explanation.explain(b, r, roofs=roofs, shape_given=shape is not None)
+    except (ProfctlError, OSError) as err:
+        return None, f"BEFORE's reference could not be read ({err})"
+    return predictions.pair_prediction(pe), None
 
 
 def shape_key(text: str) -> str:
