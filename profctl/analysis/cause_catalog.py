@@ -163,7 +163,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "prefetch the next tile while computing this one: more pipeline stages (Triton num_stages=2-4), cp.async "
        "or TMA double buffering, loads issued a loop iteration earlier",
        "time x min(the load-wait share, 1 - the busiest unit's utilisation)",
-       "num_stages=1 in an attention forward: each K/V tile is loaded, then waited for, then used",
+       "num_stages=1 in an attention forward: each K/V tile is loaded, then waited for, then used; in a "
+       "warp-specialized one (a producer warp on TMA), a ring too shallow for the producer to stay ahead: the "
+       "consumers wait on the ready barriers",
        ("CPIStall",), effect=WAIT),
     _C("sfu-bound", "special-function unit (exp) at its limit",
        "the XU pipe is the busiest unit, near its peak, and MUFU (exp2, rcp, rsqrt) is most of its instructions "
@@ -222,7 +224,8 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        relieves={"l2": 0.0, "lsu": 0.0}),
     _C("barrier-sync", "block-wide barriers",
        "warps waiting at __syncthreads (BAR.SYNC) for a large share of the time: many barriers per unit of work, "
-       "as in a shared-memory reduction tree",
+       "as in a shared-memory reduction tree (not an mbarrier wait, SYNCS: a load's or a warp-specialized "
+       "pipeline's handoff; nor the warps a warp-specialized launch parks at its partition barrier)",
        "synchronize less: reduce within a warp with shuffles (no barrier), one barrier per phase, or named "
        "barriers for the warps that need them",
        "time x the share waiting at block barriers (and, against another kernel, the shared-memory queueing between "

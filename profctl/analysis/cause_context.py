@@ -12,6 +12,7 @@ from typing import Any
 from profctl import devices
 from profctl.analysis.cause_catalog import CATALOG, Cause
 from profctl.analysis.figures import Figures
+from profctl.analysis.mbarriers import parked
 from profctl.analysis.source import attribute, opcode, ratio_keys, short_path
 from profctl.analysis.stalls import ratio_metric
 
@@ -126,8 +127,11 @@ def _cc(text: Any) -> tuple[int, int] | None:
 
 def _lines(p: Any) -> list[Line]:
     """The kernel's instructions folded onto their user lines (profctl.analysis.source.attribute); instructions
-    without a line stay one entry each."""
+    without a line stay one entry each. The samples of warps parked at a warp-specialized launch's partition
+    barrier (profctl.analysis.mbarriers.parked: no work left, or none at all) are left out: they are no part of
+    the kernel's warp time that a fix could give back."""
     pairs, _ = attribute(p)
+    idle = parked(p)  # a warp-specialized kernel's warps with no work: their wait at the partition barrier is no cost
     by: dict[Any, Line] = {}
     for x, home in pairs:
         key: Any = home if home is not None else ("pc", x.offset)
@@ -136,13 +140,15 @@ def _lines(p: Any) -> list[Line]:
             text = p.source_text.get(home[0], {}).get(home[1], "") if home else x.sass
             ln = by[key] = Line(home[0] if home else None, home[1] if home else None, text.strip())
         op = opcode(x.sass)
+        gone = x.stalls.get("barrier", 0) if x.offset in idle else 0
         ln.present.add(op)
-        ln.samples += x.samples
+        ln.samples += x.samples - gone
         ln.executed += float(x.executed or 0)
-        if x.samples:
-            ln.ops[op] = ln.ops.get(op, 0) + x.samples
+        if x.samples - gone:
+            ln.ops[op] = ln.ops.get(op, 0) + x.samples - gone
         for k, v in x.stalls.items():
-            ln.stalls[k] = ln.stalls.get(k, 0) + v
+            if v - (gone if k == "barrier" else 0):
+                ln.stalls[k] = ln.stalls.get(k, 0) + v - (gone if k == "barrier" else 0)
         for name, val in x.memory.items():
             if name in ("smem_nway", "avg_threads"):
                 ln.mem[name] = max(ln.mem.get(name, 0.0), val) if name == "smem_nway" else ln.mem.get(name, val)

@@ -11,6 +11,8 @@ from profctl.analysis.cause_context import (
     top,
 )
 from profctl.analysis.figures import matrix_flops
+from profctl.analysis.mbarriers import DATA, FREE, RELEASE, RING_FIX, TURN
+from profctl.analysis.mbarriers import waits as mbarrier_waits
 from profctl.analysis.stalls import reason
 from profctl.analysis.thresholds import value
 
@@ -21,9 +23,10 @@ def waits(ctx: Context) -> list[Cause]:
     return out
 
 
-def _at(ctx: Context, reason: str, *ops: str) -> tuple[float, list[Line]]:
+def _at(ctx: Context, reason: str, *ops: str, skip: frozenset[tuple[str, int]] = frozenset()
+        ) -> tuple[float, list[Line]]:
     lines = [ln for ln in ctx.lines if any(ln.ops.get(o, 0) for o in ln.ops if o.startswith(ops)) and
-             ln.stalls.get(reason)]
+             ln.stalls.get(reason) and ln.key not in skip]
     share = 0.0
     for ln in lines:
         # the reason's samples on the instructions of those opcodes (lines hold several instructions)
@@ -112,16 +115,27 @@ def sync_staged(ctx: Context) -> bool:
     return bool(f.opcode_count("LDG") and f.opcode_count("STS") and f.opcode_count("BAR") and (f.gmma or f.hmma))
 
 
+def not_for_loads(ctx: Context) -> frozenset[tuple[str, int]]:
+    """The lines of mbarrier waits that are not for data (profctl.analysis.mbarriers: the producer waiting for a
+    free slot, the ping-pong's turns, a warpgroup meeting before it arrives): no load is late there."""
+    return frozenset(mbarrier_waits(ctx.p).keys(FREE, TURN, RELEASE))
+
+
 def load_wait_share(ctx: Context) -> tuple[float, float, float, list[Line]]:
     """(all, long scoreboard, barriers waiting for loads) shares of warp time waiting for loads, and the lines: the
-    async-copy barriers, and where tiles are staged synchronously (:func:`sync_staged`) the block barriers too."""
-    long_sb = ctx.share("long_scoreboard")  # an mbarrier (TMA) wait at SYNCS shows here too
-    sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR")
+    async-copy barriers, and where tiles are staged synchronously (:func:`sync_staged`) the block barriers too.
+    An mbarrier wait that is not for data (:func:`not_for_loads`) is left out."""
+    skip = not_for_loads(ctx)
+    # an mbarrier (TMA) wait at SYNCS shows here too (the retry branch after the TRYWAIT)
+    long_sb = ctx.share("long_scoreboard") - sum(ctx.line_share(ln, "long_scoreboard") for ln in ctx.lines
+                                                 if ln.key in skip)
+    sync, sync_lines = _at(ctx, "barrier", "SYNCS", "DEPBAR", "LDGDEPBAR", skip=skip)
     if sync_staged(ctx):
         bar, bars = _barrier_share(ctx)
         sync, sync_lines = sync + bar, sync_lines + bars[:1]
-    hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard")],
-                 key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2] + sync_lines[:1]
+    hot = sorted([ln for ln in ctx.lines if ln.stalls.get("long_scoreboard") and ln.key not in skip],
+                 key=lambda ln: -ln.stalls.get("long_scoreboard", 0))[:2]
+    hot += [ln for ln in sync_lines[:1] if all(ln is not h for h in hot)]
     return long_sb + sync, long_sb, sync, hot
 
 
@@ -146,6 +160,14 @@ def _load_wait(ctx: Context) -> Cause | None:
                  "fraction of warp time", 0.2, ">="),
           "the loads are coalesced: prefetching, not the access pattern, is what is missing"]
     relieves = None
+    ring = mbarrier_waits(ctx.p)
+    fix = RING_FIX if ring.lines.get(DATA) else None  # the loads are a ring of slots that mbarriers guard
+    if fix:
+        names = ", ".join(f"`{n}`" for n in ring.names.get(DATA, [])[:3])
+        ev.append(f"{pct(ring.share(DATA))} of the warp time is consumers waiting on the mbarriers {names} for their "
+                  "tiles (TMA into a ring of shared-memory slots)" +
+                  (f"; the producer waits {pct(ring.share(FREE))} for free slots (the consumers are its limit)"
+                   if ring.share(FREE) >= value("said_share") else ""))
     if sync_staged(ctx):  # the register round trip goes with the async copy: about half the L1 work
         left = value("staged_l1_left")
         relieves = {"l1": left, "lsu": left}
@@ -166,22 +188,27 @@ def _load_wait(ctx: Context) -> Cause | None:
                       f"A's {pct(ctx.util('tensor_pct'))}: fed in time, A would take {t - eff:.1f} us")
         ev.append(f"B waits {pct(theirs)} of its warp time for loads ({o.duration_us:.1f} us x {pct(theirs)} "
                   f"against A's {t:.1f} us x {pct(wait)})")
-        c = ctx.cause("loads-not-pipelined", saving, ev, hot, share=share, degree=wait - theirs, relieves=relieves)
+        c = ctx.cause("loads-not-pipelined", saving, ev, hot, fix=fix, share=share, degree=wait - theirs,
+                      relieves=relieves)
         c.differential = True
         return c
     if wait < value("late_loads_wait") or busiest >= value("late_loads_busy") or \
             max(ctx.util("l2_pct"), ctx.util("dram_pct")) >= value("late_loads_memory"):
         return None  # a memory system near its roof is bandwidth, not latency: prefetching would not help
-    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, share=wait, degree=wait,
+    return ctx.cause("loads-not-pipelined", t * min(wait, 1 - busiest), ev, hot, fix=fix, share=wait, degree=wait,
                      relieves=relieves)
 
 
 def _barrier_share(ctx: Context) -> tuple[float, list[Line]]:
     """Warp time waiting at block-wide barriers: the barrier stall (ncu books it on the instruction after the
-    BAR) less the part at wgmma or async-copy waits, and the lines that hold the barriers, most executed first."""
+    BAR) less the part at wgmma or async-copy waits (mbarriers: SYNCS), and the lines that hold the barriers, most
+    executed first; not the lines of mbarrier waits or arrives, whose BAR is the compiler's (the warpgroup's
+    128 threads meeting). Warps parked at a warp-specialized launch's partition barrier are not in the samples
+    (profctl.analysis.cause_context)."""
     async_, _ = _at(ctx, "barrier", "WARPGROUP", "SYNCS", "DEPBAR", "LDGDEPBAR")
     share = max(ctx.share("barrier") - async_, 0.0)
-    bars = [ln for ln in ctx.lines if ln.has("BAR")]
+    mbar = mbarrier_waits(ctx.p).keys(DATA, FREE, TURN, RELEASE)
+    bars = [ln for ln in ctx.lines if ln.has("BAR") and ln.key not in mbar]
     bars.sort(key=lambda ln: -ln.executed)
     return share, bars
 

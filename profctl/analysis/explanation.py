@@ -28,6 +28,7 @@ from profctl.analysis import source
 from profctl.analysis.causes import diagnose_one, gap_causes, rank_key
 from profctl.analysis.figures import FIGURES, Figures, metric
 from profctl.analysis.floor import Floor, floor_of
+from profctl.analysis.mbarriers import sentence as mbarrier_sentence
 from profctl.analysis.select import pass_of
 from profctl.analysis.stalls import ratio_metric, reason
 from profctl.analysis.thresholds import value
@@ -374,6 +375,10 @@ def premises(a: KernelProfile, b: KernelProfile | None, roofs: dict[str, Roofs |
         if not fl.units:
             out.append(f"{who} has no floor: the report lacks the unit counters it needs (" + ", ".join(fl.missing)
                        + "); record with profctl ncu --recipe explain, or ncu --set full")
+    for who, p in (("A", a), ("B", b)):
+        ws = mbarrier_sentence(p, value("said_share")) if p is not None else None
+        if ws:
+            out.append(f"{who}: {ws}" if b is not None else ws)
     if b is not None and a.device and b.device and a.device != b.device:
         out.append(f"A ran on {a.device} and B on {b.device}: different GPUs, so part of the gap is the hardware's; "
                    "the causes are judged on each kernel's own figures")

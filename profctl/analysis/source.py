@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from profctl.analysis.mbarriers import PARKED, parked
 from profctl.analysis.stalls import at_opcode, ratio_metric, reason
 from profctl.schema.profile import KernelProfile, PcSample, RuleFinding, is_library_file
 
@@ -161,6 +162,13 @@ def site_sentence(p: KernelProfile, key: str) -> str:
         return ""
     op, share, where = sites[0]
     means = at_opcode(key, op)
+    if key == "barrier":
+        idle = parked(p)
+        at_site = [x for x in p.pcs if opcode(x.sass) == op and where == (f"{short_path(x.file)}:{x.line}" if x.file
+                                                                          else None)]
+        if idle and 2 * sum(x.stalls.get(key, 0) for x in at_site if x.offset in idle) > \
+                sum(x.stalls.get(key, 0) for x in at_site):
+            means = PARKED
     return f"{100 * share:.0f}% at {op}" + (f" ({where})" if where else "") + (f": {means}" if means else "")
 
 

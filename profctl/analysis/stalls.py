@@ -89,7 +89,12 @@ AT_OPCODE: dict[tuple[str, str], str] = {
                                      "P V) was measured not to pay",
     ("barrier", "WARPGROUP.ARRIVE"): "waiting at a warpgroup arrive before wgmma: operands staged in registers",
     ("barrier", "BAR.SYNC"): "a block-wide barrier (__syncthreads): warps wait for the slowest of the block",
-    ("barrier", "SYNCS"): "an asynchronous-copy barrier (mbarrier: TMA or cp.async data not arrived yet)",
+    ("barrier", "SYNCS.ARRIVE"): "a warpgroup's threads meeting at the named barrier (BAR.SYNC with a thread "
+                                 "count) the compiler puts before one of them arrives on an mbarrier: they wait for "
+                                 "the warpgroup's slowest warp (in a ping-pong, the handoff of the turn)",
+    ("barrier", "SYNCS"): "an asynchronous-copy barrier (mbarrier: TMA or cp.async data not arrived yet; in a "
+                          "warp-specialized kernel also a slot not yet freed or the other warpgroup's turn: the "
+                          "barrier's name on the line says which)",
     ("long_scoreboard", "SYNCS"): "waiting on an mbarrier for TMA/cp.async data: the loads are not far enough ahead",
     ("mio_throttle", "MUFU"): "special-function (exp, rcp) instructions queue up: the SFU is the limiter here",
     ("short_scoreboard", "MUFU"): "waiting for special-function (exp, rcp) results",
