@@ -15,6 +15,7 @@ from profctl.analysis.cause_context import (
     top,
 )
 from profctl.analysis.thresholds import value
+from profctl.analysis.time_model import hold_key
 
 
 def memory_bound(ctx: Context) -> float:
@@ -150,7 +151,12 @@ def l2_dram(ctx: Context) -> list[Cause]:
             ev.append(f"the same global loads and stores ({req_a:.3g} against {req_b:.3g} sectors asked of the "
                       f"caches) but {mine / other:.1f}x the DRAM traffic (L2 hit rate {hit or 0:.0f}% against B's "
                       f"{hb or 0:.0f}%): data the loads reuse is evicted before its reuse")
-            out.append(ctx.cause("l2-thrashing", saving, ev, loads, relieves=_rereads_only(ctx)))
+            relieves = _rereads_only(ctx)
+            if _loads_alike(ctx, ctx.other):
+                relieves[hold_key("loads-not-pipelined")] = 0.0
+                ev.append("both issue their loads alike (the same load instructions): A's extra wait for them is "
+                          "the misses' latency, which goes with the misses")
+            out.append(ctx.cause("l2-thrashing", saving, ev, loads, relieves=relieves))
         else:
             if req_a and req_b:
                 ev.append(f"A asks the caches for {req_a / req_b:.1f}x B's global sectors: it reads more (more "
@@ -206,6 +212,18 @@ def _reuse(ctx: Context) -> str:
     if matrix:
         return "it does matrix work (tensor-core MMAs), whose operand tiles many blocks read again"
     return ""  # (a matrix-vector product on the FMA pipe streams its matrix once: its text is no evidence)
+
+
+def _loads_alike(a: Context, b: Context) -> bool:
+    """Whether two kernels issue their global loads the same way: plain loads (LDG) within the ``same_loads`` ratio
+    of each other, and async copies (LDGSTS, TMA) in both or in neither. Then what B waits for its loads is what
+    A's loads would wait once they hit as B's do: A's extra wait is its misses, not loads issued late."""
+    r = value("same_loads")
+    ldg_a, ldg_b = a.f.opcode_count("LDG"), b.f.opcode_count("LDG")
+    asy_a, asy_b = (x.f.opcode_count("LDGSTS", "UTMALDG", "UBLKCP") for x in (a, b))
+    if bool(asy_a) != bool(asy_b):
+        return False
+    return bool(ldg_a and ldg_b and 1 / r <= ldg_a / ldg_b <= r)
 
 
 def _global_sectors(ctx: Context) -> float | None:

@@ -49,6 +49,11 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
     _T("tensor_used", 0.1, "B's tensor pipe at this share of its peak does its matrix work there: more FP32 work "
        "in A is no-tensor-cores, not wasted work"),
     _T("fma_busy", 0.2, "an FMA pipe at least this busy is where more FP32 instructions than B's cost time"),
+    _T("same_loads", 1.4, "two kernels whose global load instructions (LDG, and the async copies LDGSTS and TMA "
+       "apart) are within this ratio of each other issue their loads alike: in a pair where A thrashes L2, A's "
+       "extra wait for its loads is the misses' latency, which the reordering takes away with the misses "
+       "(tests/data/pairs projections_reuse: the same loop in a new order waits 50 % of its warp time against "
+       "93 %, and runs in B's 330 us, not the 630 us a late-loads hold left standing would give)"),
     _T("thrash_hit_pct", 60.0, "an L2 hit rate (%) under this, with operands re-read, is thrashing (a GEMM whose tiles "
        "reuse their operands from L2 hits 80-90 %: tests/data/ladders gemm_order, grouped order)"),
     _T("memory_share", 0.6, "memory sets at least this share of the time: its traffic is what the kernel waits on"),

@@ -13,7 +13,9 @@ the largest of three kinds of term:
   either alone leaves the other's hold, and only fixing both gives the time back. Fixing a fault that hides
   latency with more resident warps shortens every remaining hold by its share; more blocks do not: each block's
   loop, and the waits along it, stay as long (tests/data/ladders gemm_tiles: 4x the blocks of smaller tiles ran 19 %
-  faster while its loads were not pipelined, 2.5x faster once they were).
+  faster while its loads were not pipelined, 2.5x faster once they were). A fix that removes another fault's
+  mechanism removes its hold too (``relieves[hold_key(id)]``): in a pair, reordering for reuse takes the misses,
+  and the wait for them that reads as late loads, away (tests/data/pairs projections_reuse).
 * **the exposed latency**: the time not set by a unit, ``time x product(1 - share)`` over the fixed causes (shares
   of one kernel's warp time compose multiplicatively).
 
@@ -34,6 +36,11 @@ from profctl.analysis.floor import Floor, UnitFloor
 WORK, WAIT, HIDE, ROOF = "work", "wait", "hide", "roof"
 
 
+def hold_key(cause_id: str) -> str:
+    """The key under which an effect's ``relieves`` gives the fraction of another fault's hold its fix leaves."""
+    return f"hold:{cause_id}"
+
+
 @dataclass(frozen=True)
 class Effect:
     """What fixing one cause changes in the model."""
@@ -41,7 +48,9 @@ class Effect:
     id: str
     kind: str                          # WORK | WAIT | HIDE | ROOF
     share: float                       # the fraction of the kernel's time it accounts for (uncapped)
-    relieves: Mapping[str, float] = field(default_factory=dict)  # unit -> fraction of its work left
+    #: unit -> fraction of its work left; ``hold_key(id)`` -> fraction of that fault's hold left (its wait was
+    #: this fault's consequence: a thrashing pair's extra wait for loads is the misses' latency)
+    relieves: Mapping[str, float] = field(default_factory=dict)
     spreads: bool = False              # the grid: SM units' work is on the busy SMs until it is fixed
 
 
@@ -102,6 +111,8 @@ class TimeModel:
         for e in self.effects.values():
             if e.id not in done and e.kind in (WORK, WAIT):
                 x = self.t * min(e.share, 1.0) * hidden
+                for i in done:  # a fix that takes away another fault's mechanism takes its hold with it
+                    x *= min(max(self.effects[i].relieves.get(hold_key(e.id), 1.0), 0.0), 1.0)
                 if x > out.time_us:
                     out = Prediction(x, f"hold:{e.id}", e.id)
         exposed = self.t
@@ -143,4 +154,4 @@ def joint(model: TimeModel, ids: Iterable[str], cap: float | None = None) -> Joi
     return Joint(ids, model.t - sav, max(sav, 0.0), p.label, marginal)
 
 
-__all__ = ["HIDE", "ROOF", "WAIT", "WORK", "Effect", "Joint", "Prediction", "TimeModel", "joint"]
+__all__ = ["HIDE", "ROOF", "WAIT", "WORK", "Effect", "Joint", "Prediction", "TimeModel", "hold_key", "joint"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from profctl.analysis.floor import Floor, UnitFloor
-from profctl.analysis.time_model import HIDE, WAIT, WORK, Effect, TimeModel, joint
+from profctl.analysis.time_model import HIDE, WAIT, WORK, Effect, TimeModel, hold_key, joint
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -36,6 +36,20 @@ def test_two_faults_that_claim_the_same_time_mask_each_other() -> None:
     assert both.binds == "the l1"
     assert both.saving_us > alone_x + alone_y
     assert both.marginal["uncoalesced-global"] > alone_x  # its part with the other fixed is more than alone
+
+
+def test_a_fix_that_takes_another_fault_s_mechanism_takes_its_hold() -> None:
+    """A thrashing pair whose loads are issued alike: A's extra wait for its loads is the misses' latency, so
+    reordering for reuse removes that hold too; fixing the late loads alone still leaves the thrashing's."""
+    fl = _floor(850.0, dram=60.0, l2=65.0)
+    thrash = Effect("l2-thrashing", WORK, 0.82, {"dram": 0.1, "l2": 0.1, hold_key("loads-not-pipelined"): 0.0})
+    m = TimeModel(850.0, fl, [thrash, Effect("loads-not-pipelined", WAIT, 0.74)])
+    assert m.predict(["l2-thrashing"]).binds != "hold:loads-not-pipelined"
+    assert m.saving(["l2-thrashing"]) > 500.0
+    assert m.predict(["loads-not-pipelined"]).binds == "hold:l2-thrashing"
+    kept = TimeModel(850.0, fl, [Effect("l2-thrashing", WORK, 0.82, {"dram": 0.1, "l2": 0.1}),
+                                 Effect("loads-not-pipelined", WAIT, 0.74)])
+    assert kept.predict(["l2-thrashing"]).time_us == pytest.approx(850.0 * 0.74)  # the two faults mask each other
 
 
 def test_disjoint_waits_do_not_mask_and_units_bound_every_fix() -> None:
