@@ -320,14 +320,14 @@ def _limit(v: float | str) -> float:
 
 
 def explain(report: str | Path, report2: str | Path | None = None, *, kernel: str, vs: str | None = None,
-            shape: str | None = None, reports: str | Path | None = None) -> ExplainResult:
-    """``profctl explain REPORT [REPORT2] --kernel A [--vs B] [--shape S]``, the same explanation (built by the
-    command's own code) as an ExplainResult."""
+            shape: str | None = None, reports: str | Path | None = None, changed: bool = False) -> ExplainResult:
+    """``profctl explain REPORT [REPORT2] --kernel A [--vs B] [--shape S] [--changed]``, the same explanation (built
+    by the command's own code) as an ExplainResult."""
     from profctl.cli._explain_build import build, shape_key
 
     key = shape_key(shape) if shape is not None else None
     e = build(str(report), kernel, vs=vs, report2=None if report2 is None else str(report2), shape=key,
-              reports=Path(reports) if reports is not None else None)
+              reports=Path(reports) if reports is not None else None, changed=changed)
     return ExplainResult(e)
 
 

@@ -11,9 +11,11 @@ from profctl.errors import ProfctlError, UsageError
 
 
 def build(report: str, kernel: str, *, vs: str | None = None, report2: str | None = None, shape: str | None = None,
-          reports: Path | None = None) -> Any:
+          reports: Path | None = None, changed: bool = False) -> Any:
     """The :class:`profctl.analysis.explanation.Explanation` of kernel A (`kernel` in `report`) alone against its
     roofs, or against B (`vs`, in `report2` or `report`); `shape` a shape key (:func:`shape_key`) for the roofs.
+    `changed`: B is A after a change that also renamed it (a rewrite: another kernel, another launch in the same
+    report), so A's prediction is set against B's time as for the same kernel in two reports.
     Typed errors as the command words them (UsageError, BadReport, NothingMatched)."""
     from profctl import inputs
     from profctl.analysis import explanation
@@ -37,8 +39,10 @@ def build(report: str, kernel: str, *, vs: str | None = None, report2: str | Non
         roofs = {"a": explanation.kernel_roofs(a, shape), "b": explanation.kernel_roofs(b, shape)}
         e = explanation.explain(a, b, roofs=roofs, shape_given=shape is not None)
         e.chosen += [n for n in (note_a, note_b) if n]
-    close_the_loop(e, report, report2, reports, same_kernel=report2 is not None and e.b is not None
-                   and e.b.base_name == e.a.base_name, shape=shape)
+    if changed and e.b is None:
+        raise UsageError("--changed sets A against B after a change: give B (--vs, or a second report)")
+    close_the_loop(e, report, report2, reports, same_kernel=e.b is not None and (
+        changed or (report2 is not None and e.b.base_name == e.a.base_name)), shape=shape)
     return e
 
 
@@ -78,7 +82,9 @@ def close_the_loop(e: Any, report: str, report2: str | None, reports: Path | Non
         db = e.diagnoses.get("b") or diagnose_one(b, e.roofs.get("b"), e.floors.get("b"))
         # the latest pair prediction kept for BEFORE, where it named causes (a pair at the same time as its reference
         # names none: the user was then shown A's own causes, the kernel-alone prediction)
-        pair = next((v for v in reversed((kept or {}).get("vs") or []) if v.get("causes")), None)
+        # (and not one against AFTER itself: a pair explain of BEFORE against the changed kernel is no reference)
+        pair = next((v for v in reversed((kept or {}).get("vs") or []) if v.get("causes")
+                     and not _is_launch(v.get("reference") or {}, b)), None)
         after_pair, why_pair = (_after_against(b, pair["reference"], predictions.load(root, b, run_dir(report2)),
                                                reports, shape) if pair else (None, None))
         _, why_b = predictions.keep(root, b, db, run_dir(report2), vs=after_pair)
@@ -135,6 +141,15 @@ def _after_against(b: Any, ref: dict[str, Any], kept_b: dict[str, Any] | None, r
     except (ProfctlError, OSError) as err:
         return None, f"BEFORE's reference could not be read ({err})"
     return predictions.pair_prediction(pe), None
+
+
+def _is_launch(ref: dict[str, Any], p: Any) -> bool:
+    """Whether a kept reference is kernel launch `p` (the same kernel name and NVTX range, in the same report)."""
+    try:
+        same_report = Path(str(ref.get("report"))).resolve() == Path(str(p.report)).resolve()
+    except OSError:
+        same_report = False
+    return same_report and ref.get("name") == p.name and (ref.get("nvtx") or None) == (p.nvtx_path or None)
 
 
 def shape_key(text: str) -> str:

@@ -35,6 +35,9 @@ def explain(
                                                      "neither: A alone, against its roofs]"),
     shape: str | None = typer.Option(None, "--shape", help="the attention shape for the roofs when the NVTX range "
                                                            "does not say it, e.g. b1,s4096,h32,d128,bf16[,causal]"),
+    changed: bool = typer.Option(False, "--changed", help="B is A after a change that renamed it (a rewrite, or "
+                                                        "the other launch of one report): set A's kept prediction "
+                                                        "against B's time and tally it"),
     format: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file (atomically)"),
     reports: Path | None = typer.Option(None, "--reports", help=REPORTS_HELP),
@@ -59,7 +62,7 @@ def explain(
     check_outputs(("-o", output))
     from profctl.render import explanation_view
 
-    e = build(report, kernel, vs=vs, report2=report2, shape=shape, reports=reports)
+    e = build(report, kernel, vs=vs, report2=report2, shape=shape, reports=reports, changed=changed)
     if format == "json":
         emit(explanation_view.to_json(e), output)
     elif format == "markdown":
