@@ -12,7 +12,7 @@ from typing import Any
 from profctl import devices
 from profctl.analysis.cause_catalog import CATALOG, Cause
 from profctl.analysis.figures import Figures
-from profctl.analysis.mbarriers import parked
+from profctl.analysis.parked import parked
 from profctl.analysis.source import attribute, opcode, ratio_keys, short_path
 from profctl.analysis.stalls import ratio_metric
 

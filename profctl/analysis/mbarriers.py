@@ -24,6 +24,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from profctl.analysis.parked import PARKED, parked, warp_specialized
+from profctl.analysis.parked import opcode as _op
+from profctl.analysis.source import attribute
+
 #: the roles of an mbarrier wait, and what each means for the kernel
 DATA, FREE, TURN, RELEASE = "data", "free", "turn", "release"
 MEANS = {
@@ -37,9 +41,6 @@ MEANS = {
     RELEASE: "a warpgroup meeting before it arrives on an mbarrier (releasing a slot): its warps wait for the "
              "slowest of them",
 }
-#: what a barrier stall at the partition barrier means (:func:`parked`)
-PARKED = ("warps parked at the warp-specialized launch's partition barrier (padding warps of a warpgroup, partitions "
-          "that are done): no work waits on them, not a cost")
 #: the fix of loads-not-pipelined when the loads are an mbarrier ring's (the producer's TMA into STAGES slots)
 RING_FIX = ("issue the loads further ahead of their use: a deeper ring (more shared-memory slots: STAGES / "
             "num_stages), the producer's prefetch distance (how many tiles it runs ahead of the consumers), the "
@@ -57,13 +58,6 @@ _FREE_NAME = re.compile(r"empty|free|consumed|release", re.I)
 _TURN_NAME = re.compile(r"turn|order|ping|pong|sched", re.I)
 
 
-def _op(sass: str) -> str:
-    toks = sass.split()
-    if toks and toks[0].startswith("@"):
-        toks = toks[1:]
-    return toks[0] if toks else "?"
-
-
 def role_of(text: str) -> str | None:
     """The role of the mbarrier wait or arrive on a source line, from the barrier's name (None: not one)."""
     m = _WAIT.search(text)
@@ -77,39 +71,6 @@ def role_of(text: str) -> str | None:
     if m:
         return TURN if _TURN_NAME.search(m.group(1)) else RELEASE
     return None
-
-
-def warp_specialized(p: Any) -> bool:
-    """The kernel reallocates registers between warps of different roles (setmaxnreg: USETMAXREG)."""
-    return any(_op(x.sass).startswith("USETMAXREG") for x in p.pcs) or \
-        any(k.startswith("USETMAXREG") for k in (getattr(p, "opcodes", None) or {}))
-
-
-def _cta_wide(sass: str) -> bool:
-    """BAR.SYNC with a barrier id and no thread count: every warp of the block takes part."""
-    toks = sass.split()
-    if toks and toks[0].startswith("@"):
-        toks = toks[1:]
-    return bool(toks) and toks[0].startswith("BAR.SYNC") and "," not in " ".join(toks[1:])
-
-
-def parked(p: Any) -> set[int]:
-    """Offsets of the instructions where a warp-specialized kernel's warps with no work wait (the partition
-    barrier and the instruction after it, where ncu books the wait): empty for any other kernel."""
-    if not warp_specialized(p):
-        return set()
-    grid, block = p.metrics.get("launch__grid_size"), p.metrics.get("launch__block_size")
-    if not grid or not block:
-        return set()
-    warps = -(-int(block) // 32)
-    pcs = sorted(p.pcs, key=lambda x: x.offset)
-    out: set[int] = set()
-    for i, x in enumerate(pcs):
-        if _cta_wide(x.sass) and x.executed is not None and x.executed < grid * warps:
-            out.add(x.offset)
-            if i + 1 < len(pcs):
-                out.add(pcs[i + 1].offset)
-    return out
 
 
 @dataclass
@@ -157,8 +118,6 @@ def waits(p: Any) -> Waits:
 
 
 def _waits(p: Any) -> Waits:
-    from profctl.analysis.source import attribute  # (source imports this module)
-
     total = sum(x.samples for x in p.pcs)
     w = Waits(total=total, warp_specialized=warp_specialized(p))
     if not total:

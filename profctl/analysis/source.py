@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from profctl.analysis.mbarriers import PARKED, parked
+from profctl.analysis.parked import PARKED, parked
 from profctl.analysis.stalls import at_opcode, ratio_metric, reason
 from profctl.schema.profile import KernelProfile, PcSample, RuleFinding, is_library_file
 

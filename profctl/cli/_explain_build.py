@@ -4,6 +4,7 @@ Python API (``profctl.explain``), so that both give the same ``-f json``."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,6 @@ def _after_against(b: Any, ref: dict[str, Any], kept_b: dict[str, Any] | None, r
                    shape: str | None) -> tuple[dict[str, Any] | None, str | None]:
     """AFTER's pair prediction against BEFORE's reference: the one kept (``explain AFTER --vs REF``), else computed
     from the reference's report (the same report, or a path that still reads); (it, None) or (None, why not)."""
-    import re
-
     from profctl import inputs, predictions
     from profctl.analysis import explanation
 

@@ -63,21 +63,21 @@ from . import gluon_attention, gluon_ws_persistent
 from . import gluon_fp8_attention as gluon_fp8
 from . import triton_fp8_kernels as fp8_kernels
 from . import triton_kernels as kernels
-from .triton_configs import (  # noqa: F401 (the tables and helpers tests and benchmarks read through this module)
-    _LONG,
-    _SHORT,
-    _SHORT_FP8,
-    _TABLE,
-    _TABLE_FP8,
-    _WS_GL,
+from .triton_configs import (  # and below, the tables under their old private names (tests, benchmarks read them)
     CONFIG_ENV,
     E4M3,
     KernelConfig,
-    _autotune_enabled,
-    _candidates,
-    _seq_bucket,
     parse_configs,
 )
+from .triton_configs import LONG as _LONG  # noqa: F401
+from .triton_configs import SHORT as _SHORT
+from .triton_configs import SHORT_FP8 as _SHORT_FP8
+from .triton_configs import TABLE as _TABLE  # noqa: F401
+from .triton_configs import TABLE_FP8 as _TABLE_FP8  # noqa: F401
+from .triton_configs import WS_GL as _WS_GL  # noqa: F401
+from .triton_configs import autotune_enabled as _autotune_enabled
+from .triton_configs import candidates as _candidates
+from .triton_configs import seq_bucket as _seq_bucket
 from .triton_kernels import IMPORT_ERROR as _TRITON_IMPORT_ERROR
 from .triton_kernels import INTERPRET, triton
 

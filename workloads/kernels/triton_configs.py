@@ -51,7 +51,7 @@ class KernelConfig:
                 f"{f'-e{self.emu}' if self.emu else ''}")
 
 
-def _seq_bucket(n: int) -> int:
+def seq_bucket(n: int) -> int:
     """Coarse sequence-length class for choosing configs: <=256, <=1024, <=4096, longer."""
     return 256 if n <= 256 else 1024 if n <= 1024 else 4096 if n <= 4096 else 8192
 
@@ -68,12 +68,12 @@ def _seq_bucket(n: int) -> int:
 #: 0.93x at b16 s1024 against the Triton kernel's 0.80x. Causal at s4096 it has two speed states (520-550 or 337-352
 #: TFLOP/s by round, the Triton kernel 420-477, cuDNN ~500), so there the Triton kernel stays first. Where it cannot
 #: run (another GPU, a shape it does not take) the next config runs.
-_WS_GL = KernelConfig(128, 128, 4, 3, ws=True, gluon=True)
-_TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
+WS_GL = KernelConfig(128, 128, 4, 3, ws=True, gluon=True)
+TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
     ("fwd", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
     ("fwd", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
-    ("fwd", 128, False): [_WS_GL, KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
-    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), _WS_GL, KernelConfig(128, 128, 8, 3)],
+    ("fwd", 128, False): [WS_GL, KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
+    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), WS_GL, KernelConfig(128, 128, 8, 3)],
     ("fwd", 256, False): [KernelConfig(64, 64, 8, 2, tma=False)],
     ("fwd", 256, True): [KernelConfig(64, 64, 8, 2, tma=False)],
     ("dkdv", 64, False): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
@@ -89,18 +89,18 @@ _TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
     ("dq", 256, False): [KernelConfig(64, 32, 8, 2, tma=False)],
     ("dq", 256, True): [KernelConfig(64, 32, 8, 2, tma=False)],
 }
-#: Past 4096 tokens, where they measured faster than _TABLE's (kernel, head_dim class, causal, bucket): the causal
+#: Past 4096 tokens, where they measured faster than TABLE's (kernel, head_dim class, causal, bucket): the causal
 #: d128 forward at b1 h16 s8192 with 128x128 tiles and 8 warps: 482-492 TFLOP/s against 459-472 for 64x64, four runs on
 #: an H200 (issue 50, tests/data/ladder50/time_*.json); equal at s4096, slower at b16 s1024, so only here.
-_LONG: dict[tuple[str, int, bool, int], list[KernelConfig]] = {
-    ("fwd", 128, True, 8192): [_WS_GL, KernelConfig(128, 128, 8, 3), KernelConfig(64, 64, 4, 3)],
+LONG: dict[tuple[str, int, bool, int], list[KernelConfig]] = {
+    ("fwd", 128, True, 8192): [WS_GL, KernelConfig(128, 128, 8, 3), KernelConfig(64, 64, 4, 3)],
 }
 #: FP8 forward configs (head_dim class, causal) -> default first, as measured on an H200 (triton 3.6, b1 h32
 #: s4096; benchmarks/fp8_attention.py, RESULTS.md "FP8 attention"): 64x128 with 4 warps came first in all four
 #: cases (d128: 814 TFLOP/s non-causal, 1.44x the bf16 forward; d64: 1.29x). The "pipe" variant (the next Q K^T
 #: issued before this block's softmax) measured slower or equal. No tile is under 32: FP8 dots are 32 deep.
 _PIPE = {"pipe": True}
-_TABLE_FP8: dict[tuple[int, bool], list[KernelConfig]] = {
+TABLE_FP8: dict[tuple[int, bool], list[KernelConfig]] = {
     (64, False): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 64, 8, 3)],
     (64, True): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
     (128, False): [KernelConfig(64, 128, 4, 3), KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3, **_PIPE)],
@@ -108,12 +108,12 @@ _TABLE_FP8: dict[tuple[int, bool], list[KernelConfig]] = {
     (256, False): [KernelConfig(64, 64, 8, 2)],  # pointer loads spill at d256 (offline sm_90 compile), TMA does not
     (256, True): [KernelConfig(64, 64, 8, 2)],
 }
-_SHORT_FP8 = KernelConfig(64, 64, 4, 3)
-_SHORT = {"fwd": KernelConfig(64, 64, 4, 3, tma=False), "dkdv": KernelConfig(32, 64, 4, 3, tma=False),
+SHORT_FP8 = KernelConfig(64, 64, 4, 3)
+SHORT = {"fwd": KernelConfig(64, 64, 4, 3, tma=False), "dkdv": KernelConfig(32, 64, 4, 3, tma=False),
           "dq": KernelConfig(64, 64, 4, 3, tma=False)}
 
 
-def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
+def candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bucket: int) -> list[KernelConfig]:
     """A few launch configs per case; the first is the default, the rest are timed once when tuning is on
     (PROFCTL_TRITON_AUTOTUNE=1). fp32 uses small tiles: its IEEE dots run on the FMA units, not the tensor
     cores, and hold the operands in registers."""
@@ -121,7 +121,7 @@ def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bu
         return [KernelConfig(16, 32) if kernel == "dkdv" else KernelConfig(32, 16)]
     if dtype == E4M3:
         dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
-        return [_SHORT_FP8] if bucket <= 256 and dclass <= 128 else _TABLE_FP8[(dclass, causal)]
+        return [SHORT_FP8] if bucket <= 256 and dclass <= 128 else TABLE_FP8[(dclass, causal)]
     if dtype == torch.float32:
         if head_dim <= 64:
             return [KernelConfig(16, 32, 4, 2) if kernel == "dkdv" else KernelConfig(32, 32, 4, 2)]
@@ -130,11 +130,11 @@ def _candidates(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, bu
         return [KernelConfig(16, 16, 4, 2)]
     dclass = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
     if bucket <= 256 and dclass <= 128:
-        return [_SHORT[kernel]]
-    return _LONG.get((kernel, dclass, causal, bucket)) or _TABLE[(kernel, dclass, causal)]
+        return [SHORT[kernel]]
+    return LONG.get((kernel, dclass, causal, bucket)) or TABLE[(kernel, dclass, causal)]
 
 
-def _autotune_enabled() -> bool:
+def autotune_enabled() -> bool:
     return os.environ.get("PROFCTL_TRITON_AUTOTUNE", "0") == "1"
 
 
