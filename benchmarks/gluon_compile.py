@@ -42,8 +42,7 @@ def main() -> int:
         for causal in (False, True):
             def desc(rows: int, d: int = d) -> str:
                 x = torch.empty(4 * 128, d, dtype=torch.bfloat16)
-                lay = ga.gl.NVMMASharedLayout.get_default_for([rows, d], ga.gl.bfloat16)
-                return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), [rows, d], lay))
+                return mangle_type(ga.tma_desc(x, [rows, d], ga.gl.bfloat16))
             sig = {"q_desc": desc(bm), "k_desc": desc(bn), "v_desc": desc(bn), "o_desc": desc(bm), "LSE": "*fp32",
                    "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32", "group": "i32", "diag_off": "i32",
                    "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
@@ -60,8 +59,7 @@ def main() -> int:
         for causal in (False, True):
             def desc2(rows: int, d: int = d) -> str:
                 x = torch.empty(4 * 128, d, dtype=torch.bfloat16)
-                lay = ga.gl.NVMMASharedLayout.get_default_for([rows, d], ga.gl.bfloat16)
-                return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), [rows, d], lay))
+                return mangle_type(ga.tma_desc(x, [rows, d], ga.gl.bfloat16))
             sig = {"q_desc": desc2(64), "k_desc": desc2(bn), "v_desc": desc2(bn), "o_desc": desc2(64),
                    "LSE": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32", "group": "i32",
                    "diag_off": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr",
@@ -87,8 +85,7 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
 
     def desc(block: list[int], dtype: Any, tdtype: Any) -> str:
         x = torch.empty(4 * 128, 4 * 128, dtype=tdtype)
-        lay = ga.gl.NVMMASharedLayout.get_default_for(block, dtype)
-        return mangle_type(ga.TensorDescriptor(x, list(x.shape), list(x.stride()), block, lay))
+        return mangle_type(ga.tma_desc(x, block, dtype))
 
     for d, bn, stages in ((128, 128, 4), (128, 128, 3), (64, 128, 4)):
         for causal in (False, True):

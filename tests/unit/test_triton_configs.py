@@ -75,3 +75,9 @@ def test_fma_pipe_exps_parse_and_print() -> None:
     assert ta.parse_configs("fwd=m128n128w4s3-ws-gl-e2")["fwd"].emu == 2
     with pytest.raises(ValueError, match=r"\[-e<1\|2>\]"):
         ta.parse_configs("fwd=m64n128w4s3-e3")
+    # where the kernel has no FMA-pipe exps the config is refused, not run without them
+    refused = (("m128n128w8s3-pipe-e1", False), ("m128n128w8s3-lazy-e2", False), ("m128n128w4s3-ws-gl-e1", True))
+    for text, fp8 in refused:
+        with pytest.raises(ValueError, match="only in the Triton forward's plain key loop"):
+            ta.check_emu(ta.parse_configs(f"fwd={text}")["fwd"], fp8=fp8)
+    ta.check_emu(ta.parse_configs("fwd=m128n128w8s3-pipe-e1")["fwd"], fp8=True)  # the FP8 pipelined loop has them

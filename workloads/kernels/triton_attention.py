@@ -67,6 +67,7 @@ from .triton_configs import (  # and below, the tables under their old private n
     CONFIG_ENV,
     E4M3,
     KernelConfig,
+    check_emu,
     parse_configs,
 )
 from .triton_configs import LONG as _LONG  # noqa: F401
@@ -251,6 +252,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
     out = [o, lse]
 
     def launch(cfg: KernelConfig) -> None:
+        check_emu(cfg, fp8=False)
         if cfg.gluon:
             block_m = 128 if cfg.ws else cfg.block_m  # the warp-specialized kernel: two warpgroups of 64 rows
             if not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window, block_m,
@@ -279,7 +281,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             **({"PERSIST": True} if persist else {}), **({"WS": True} if cfg.ws and not cfg.pipe else {}),
             **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe and not window else {}),
             **({"WINDOW": window} if window else {}),
-            **({"EMU": cfg.emu} if cfg.emu and not cfg.pipe and not cfg.lazy else {}))
+            **({"EMU": cfg.emu} if cfg.emu else {}))
 
     launch(_pick("fwd", head_dim, q.dtype, causal, seqlen, q.device, launch))
     return out[0], out[1]
@@ -342,6 +344,7 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
     seqlen = max(seqlen_q, seqlen_kv)
 
     def launch(cfg: KernelConfig) -> None:
+        check_emu(cfg, fp8=True)
         if cfg.gluon:  # the warp-specialized Gluon FP8 forward (gluon_fp8_attention), else the first Triton config
             if cfg.ws and gluon_fp8.unsupported(q, k, v, causal, diag_off, sm_scale, cfg.block_n) is None:
                 out[0] = gluon_fp8.forward_ws(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n,

@@ -143,6 +143,14 @@ def autotune_enabled() -> bool:
 CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
 
 
+def check_emu(cfg: KernelConfig, fp8: bool) -> None:
+    """ValueError where a config asks for FMA-pipe exps (``-e1``/``-e2``) that its kernel does not have: the Gluon
+    kernels, and the 16-bit forward's pipelined and lazy loops (rather than running without them unsaid)."""
+    if cfg.emu and (cfg.gluon or (not fp8 and (cfg.pipe or cfg.lazy))):
+        raise ValueError(f"{cfg}: -e{cfg.emu} (exps on the FMA pipe) is only in the Triton forward's plain key loop"
+                         f"{'' if fp8 else ' (not with -pipe or -lazy)'}, not with -gl")
+
+
 def parse_configs(text: str) -> dict[str, KernelConfig]:
     """``fwd=m128n64w8s3[-ptr],...`` -> {kernel: KernelConfig}; ValueError names the part it cannot read."""
     out = {}
