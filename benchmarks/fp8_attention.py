@@ -154,18 +154,28 @@ def run_costs(sh: Shape, dry: bool) -> dict[str, Any]:
             "fp8_call_with_rowmajor_v_tflops": sh.tflops(rowmajor_ms), "quantize_one_tensor_ms": quant_ms}
 
 
-def run_shape(sh: Shape, cfgs: list[ta.KernelConfig], t_start: float, budget: float, dry: bool) -> dict[str, Any]:
+def run_shape(sh: Shape, cfgs: list[ta.KernelConfig], t_start: float, budget: float, dry: bool,
+              k_plain: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"gflop": sh.flop / 1e9, "bf16": run_bf16(sh, dry)}
     default = ta._candidates("fwd", sh.d, fp8.E4M3, sh.causal, sh.spec.seqlen_q)[0]
     out["fp8_default_config"] = str(default)
     out["fp8"] = {}
-    for cfg in [default, *[c for c in cfgs if c != default]]:
+    runs: list[tuple[ta.KernelConfig, str, bool | None]] = [
+        (cfg, str(cfg), None) for cfg in [default, *[c for c in cfgs if c != default]]]
+    if k_plain:  # each warp-specialized Gluon config also with K's keys in their plain order (gluon_fp8.PERMUTE_K)
+        runs += [(c, f"{c} k-plain", False) for c, _, _ in runs if c.gluon and c.ws]
+    for cfg, label, perm in runs:
         if cfg != default and time.perf_counter() - t_start > budget:
-            out["fp8"][str(cfg)] = {"error": f"skipped: past the --budget of {budget:.0f} s"}
+            out["fp8"][label] = {"error": f"skipped: past the --budget of {budget:.0f} s"}
             continue
-        r = run_fp8(sh, cfg, dry)
-        out["fp8"][str(cfg)] = r
-        print(f"  {sh.name} fp8 {cfg}: " + (f"{r['tflops']:.0f} TFLOP/s, rel err {r['rel_err']:.2e} {r['check']}, "
+        saved = ta.gluon_fp8.PERMUTE_K
+        ta.gluon_fp8.PERMUTE_K = saved if perm is None else perm
+        try:
+            r = run_fp8(sh, cfg, dry)
+        finally:
+            ta.gluon_fp8.PERMUTE_K = saved
+        out["fp8"][label] = r
+        print(f"  {sh.name} fp8 {label}: " + (f"{r['tflops']:.0f} TFLOP/s, rel err {r['rel_err']:.2e} {r['check']}, "
                                             f"{r.get('registers')} regs, {r.get('spills')} spills"
                                             if "error" not in r else r["error"]), file=sys.stderr, flush=True)
     ok = {c: r for c, r in out["fp8"].items() if "error" not in r and r["check"] == "pass"}
@@ -189,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--budget", type=float, default=100.0, help="seconds after which explored configs are skipped")
     p.add_argument("--out", default=None, help="also write <out>/fp8_attention.json")
+    p.add_argument("--k-plain", action="store_true", help="also time each warp-specialized Gluon config with K's keys "
+                                                          "in their plain order (gluon_fp8_attention.PERMUTE_K off)")
     p.add_argument("--dry-run", action="store_true", help="CPU under TRITON_INTERPRET=1: tiny shapes, no timing")
     a = p.parse_args(argv)
     dry = a.dry_run
@@ -214,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{shape_name}: b1 h{h} s{s}", file=sys.stderr, flush=True)
         try:
             sh = Shape(shape_name, 1, h, s, d, causal, dev)
-            result["shapes"][shape_name] = run_shape(sh, cfgs, t_start, a.budget, dry)
+            result["shapes"][shape_name] = run_shape(sh, cfgs, t_start, a.budget, dry, a.k_plain)
         except Exception as e:
             traceback.print_exc()
             result["shapes"][shape_name] = {"error": f"{type(e).__name__}: {e}"}

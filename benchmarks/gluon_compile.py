@@ -77,32 +77,61 @@ def main() -> int:
 
 
 def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: Any) -> None:
-    """The warp-specialized FP8 forward (workloads/kernels/gluon_fp8_attention.py)."""
+    """The FP8 forwards (workloads/kernels/gluon_fp8_attention.py): warp-specialized and one warpgroup a block, with
+    K's keys permuted (its 5-D descriptor) and in their plain order; the SASS's byte and lane moves (PRMT, SEL,
+    SHFL: what explain's register-shuffle counts) beside the MUFU count."""
     import torch
 
     from workloads.kernels import gluon_attention as ga
     from workloads.kernels import gluon_fp8_attention as g8
 
+    f8, bf = ga.gl.float8e4nv, ga.gl.bfloat16
+    e4m3 = torch.float8_e4m3fn
+
     def desc(block: list[int], dtype: Any, tdtype: Any) -> str:
         x = torch.empty(4 * 128, 4 * 128, dtype=tdtype)
         return mangle_type(ga.tma_desc(x, block, dtype))
 
-    for d, bn, stages in ((128, 128, 4), (128, 128, 3), (64, 128, 4)):
-        for causal in (False, True):
-            f8, bf = ga.gl.float8e4nv, ga.gl.bfloat16
-            sig = {"q_desc": desc([64, d], f8, torch.float8_e4m3fn), "k_desc": desc([bn, d], f8, torch.float8_e4m3fn),
-                   "vt_desc": desc([d, bn], f8, torch.float8_e4m3fn), "o_desc": desc([64, d], bf, torch.bfloat16),
-                   "QS": "*fp32", "KS": "*fp32", "VS": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32",
-                   "heads": "i32", "group": "i32", "diag_off": "i32", "sm_scale_log2": "fp32",
-                   "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr", "STAGES": "constexpr", "CAUSAL": "constexpr",
-                   "CONSUMER_REGS": "constexpr", "PRODUCER_REGS": "constexpr"}
-            cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
-                   "CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]}
-            src = GluonASTSource(fn=g8._gl_ws_fp8_kernel, signature=sig, constexprs=cst)
-            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    def kdesc(d: int, bn: int, perm: bool) -> str:
+        return mangle_type(g8.k_desc(torch.empty(1, 1, 512, d, dtype=e4m3), bn, perm))
+
+    common = {"QS": "*fp32", "KS": "*fp32", "VS": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32",
+              "group": "i32", "diag_off": "i32", "sm_scale_log2": "fp32", "HEAD_DIM": "constexpr",
+              "BLOCK_N": "constexpr", "STAGES": "constexpr", "CAUSAL": "constexpr", "PERM": "constexpr"}
+    for ws, d, bn, stages in ((True, 128, 128, 4), (True, 128, 128, 3), (True, 64, 128, 4), (False, 128, 128, 3),
+                              (False, 64, 128, 3)):
+        for causal, perm in ((False, True), (True, True), (False, False)):
+            sig = {"q_desc": desc([64, d], f8, e4m3), "k_desc": kdesc(d, bn, perm),
+                   "vt_desc": desc([d, bn], f8, e4m3), **common}
+            cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal, "PERM": perm}
+            if ws:
+                sig.update({"o_desc": desc([64, d], bf, torch.bfloat16), "CONSUMER_REGS": "constexpr",
+                            "PRODUCER_REGS": "constexpr"})
+                cst.update({"CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]})
+                fn = g8._gl_ws_fp8_kernel
+            else:
+                sig["Out"] = "*bf16"
+                fn = g8._gl_fp8_fwd_kernel
+            c = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cst),
+                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
             regs, spills = _ptxas_stats(c.asm["ptx"])
-            print(f"ws fp8 d{d} n{bn}s{stages} causal={int(causal)} shared={c.metadata.shared} registers={regs} "
-                  f"spill_bytes={spills} wgmma={c.asm['ptx'].count('wgmma.mma_async')}")
+            ops = _sass_ops(c.asm["cubin"], ("PRMT", "SEL", "SHFL", "MUFU"))
+            print(f"{'ws ' if ws else ''}fp8 d{d} n{bn}s{stages} causal={int(causal)} perm={int(perm)} "
+                  f"shared={c.metadata.shared} registers={regs} spill_bytes={spills} "
+                  + " ".join(f"{k}={v}" for k, v in ops.items()))
+
+
+def _sass_ops(cubin: bytes, names: tuple[str, ...]) -> dict[str, int]:
+    """How many of the SASS's instructions have each opcode (Triton's nvdisasm on the cubin)."""
+    import triton
+
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run([str(nvdisasm), "-c", str(path)], capture_output=True, text=True, timeout=300).stdout
+    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass)
+    return {n: ops.count(n) for n in names}
 
 
 #: (head dim, BLOCK_N, stages) of the warp-specialized forward

@@ -251,9 +251,10 @@ PY
   } > "$OUT/bench_change.md"
   grep -E "triton|###" "$OUT/bench_change.md"
 }
-step_fp8() {  # the FP8 forward against bf16, config by config (benchmarks/fp8_attention.py; FP8_CONFIGS, FP8_SHAPES)
+step_fp8() {  # the FP8 forward against bf16, config by config (benchmarks/fp8_attention.py; FP8_CONFIGS, FP8_SHAPES,
+  # FP8_ARGS: more of its options)
   timeout -s INT "$(lim 170)" python3 benchmarks/fp8_attention.py --out "$OUT" ${FP8_CONFIGS:+--configs $FP8_CONFIGS} \
-    ${FP8_SHAPES:+--shapes $FP8_SHAPES} > /tmp/fp8.json 2> "$OUT/fp8_progress.txt"
+    ${FP8_SHAPES:+--shapes $FP8_SHAPES} $FP8_ARGS > /tmp/fp8.json 2> "$OUT/fp8_progress.txt"
   tail -25 "$OUT/fp8_progress.txt"
   python3 - <<'PY'
 import json

@@ -5,6 +5,7 @@ that `profctl explain` can set each step's predicted saving against the realized
     python3 benchmarks/triton_ladder.py time [--shapes s4096,s4096c,...] [--out ladder.json]
     python3 benchmarks/triton_ladder.py warm                 # compile every candidate (fills Triton's cache)
     python3 benchmarks/triton_ladder.py modes --shapes s4096c --rounds 8   # fresh inputs each round: speed states
+    python3 benchmarks/triton_ladder.py fp8modes --shapes s4096,s4096c --rounds 4  # the FP8 candidates, interleaved
     profctl ncu --recipe explain --range ladder@measure --clock-control none -- \\
         python3 benchmarks/triton_ladder.py ncu              # one launch of each candidate in ladder@measure/SHAPE/CFG
 
@@ -187,6 +188,85 @@ def modes(shapes: list[str], rounds: int, out: Path | None) -> dict[str, Any]:
     return res
 
 
+#: the FP8 candidates of fp8modes: the Triton default, the same tiles at 2 stages (alone, and capped at 168 or 160
+#: registers: three blocks an SM instead of two) and the warp-specialized Gluon kernel; a "+kplain" suffix runs a
+#: Gluon config with K's keys in their plain order (gluon_fp8_attention.PERMUTE_K off)
+FP8_MODES: tuple[str, ...] = ("m64n128w4s3", "m64n128w4s2", "m64n128w4s2-r168", "m64n128w4s2-r160",
+                              "m128n128w4s3-ws-gl")
+
+
+def _sm_clock() -> dict[str, Any]:
+    """The SM clock, power and temperature now (nvidia-smi), so a slow round can be told from a slow kernel."""
+    import subprocess
+
+    try:
+        query = "--query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+        r = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                           timeout=20)
+        sm, power, temp, reasons = (x.strip() for x in r.stdout.strip().split(",")[:4])
+        return {"sm_mhz": float(sm), "power_w": float(power), "temp_c": float(temp), "throttle": reasons}
+    except Exception as e:  # no nvidia-smi, or a field this driver lacks
+        return {"error": f"{type(e).__name__}: {e}"[:120]}
+
+
+def fp8_modes(shapes: list[str], rounds: int, out: Path | None,
+              candidates: tuple[str, ...] = FP8_MODES) -> dict[str, Any]:
+    """The FP8 candidates (FP8_MODES) interleaved round by round on fresh quantized inputs, each a do_bench median,
+    each output checked against the float64 emulation's tolerance, with the SM clock before every round: which
+    differences survive the round-to-round spread."""
+    import statistics
+
+    import torch
+    from triton.testing import do_bench
+
+    from profctl.workloads import fp8
+    from profctl.workloads.attention import TOLERANCE
+    from profctl.workloads.kernels import triton_attention as ta
+
+    res: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "candidates": candidates, "shapes": {}}
+    for name in shapes:
+        shape = SHAPES[name]
+        causal = shape[4]
+        rows = []
+        for r in range(rounds):
+            q, k, v = _inputs(shape, seed=r)
+            (q8, qd), (k8, kd), (v8, vd) = fp8.quantize(q), fp8.quantize(k), fp8.quantize(v)
+            args = ta.prepare(q8, k8, v8)
+            kw = {"is_causal": causal, "q_descale": qd, "k_descale": kd, "v_descale": vd}
+            dq, dk, dv = (fp8.dequantize(x, dsc) for x, dsc in ((q8, qd), (k8, kd), (v8, vd)))
+            ref = _reference(dq, dk, dv, causal)
+            row: dict[str, Any] = {"clock": _sm_clock()}
+            for label in candidates:
+                cfg_name, _, flag = label.partition("+")
+                cfg = ta.parse_configs(f"fwd={cfg_name}")["fwd"]
+
+                def call(cfg: Any = cfg, args: Any = args, kw: Any = kw) -> Any:
+                    with ta.use_configs(fwd=cfg):
+                        return ta.attention(*args, **kw)
+                saved = ta.gluon_fp8.PERMUTE_K
+                ta.gluon_fp8.PERMUTE_K = flag != "kplain"
+                try:
+                    o = call()
+                    err = float((o[:1, :2].double() - ref).norm() / ref.norm())
+                    ms = do_bench(call, warmup=10, rep=60, return_mode="median")
+                    row[label] = {"tflops": round(_flops(shape) / (ms * 1e-3) / 1e12, 1), "rel_err": round(err, 4),
+                                  "ok": err <= TOLERANCE["fp8"]}
+                except Exception as e:
+                    row[label] = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
+                finally:
+                    ta.gluon_fp8.PERMUTE_K = saved
+            rows.append(row)
+            print(name, r, row, file=sys.stderr, flush=True)
+            del q, k, v, q8, k8, v8, args
+        med = {lab: statistics.median(x[lab]["tflops"] for x in rows if "tflops" in x[lab])
+               for lab in candidates if any("tflops" in x[lab] for x in rows)}
+        res["shapes"][name] = {"rounds": rows, "median_tflops": med}
+        print(name, "median", med, file=sys.stderr, flush=True)
+        if out:
+            out.write_text(json.dumps(res, indent=1))
+    return res
+
+
 def warm(part: int, parts: int) -> None:
     """Compile every candidate once at a small size of each shape's head dim and mask (fills Triton's disk cache, so
     the timed and profiled runs compile nothing); `parts` processes each take every `parts`-th candidate."""
@@ -255,17 +335,21 @@ def ncu_launches() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("time", "warm", "ncu", "modes"))
+    ap.add_argument("mode", choices=("time", "warm", "ncu", "modes", "fp8modes"))
     ap.add_argument("--rounds", type=int, default=8, help="modes: rounds of fresh inputs per shape")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--part", default="0/1", help="warm: this process's part, I/N")
+    ap.add_argument("--fp8-configs", default=",".join(FP8_MODES), help="fp8modes: the candidates (comma list)")
     a = ap.parse_args()
     if a.mode == "time":
         res = time_all([s for s in a.shapes.split(",") if s], a.out)
         print(json.dumps(res, indent=1))
     elif a.mode == "modes":
         print(json.dumps(modes([s for s in a.shapes.split(",") if s], a.rounds, a.out), indent=1))
+    elif a.mode == "fp8modes":
+        cands = tuple(c for c in a.fp8_configs.split(",") if c)
+        print(json.dumps(fp8_modes([s for s in a.shapes.split(",") if s], a.rounds, a.out, cands), indent=1))
     elif a.mode == "warm":
         i, n = map(int, a.part.split("/"))
         warm(i, n)

@@ -188,6 +188,20 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "FlashAttention-4's exp polynomial pays off only where the FMA pipe has room and the XU is busy with MUFU.EX2: "
        "its Cody-Waite range reduction adds FRND/F2I work on the same pipe", ("HighPipeUtilization",), effect=WORK,
        relieves={"xu": 0.0, "issue": 0.0}),
+    _C("register-shuffle", "bytes and lanes moved between registers around the MMAs",
+       "byte permutes, selects, lane shuffles and byte-unpacking logic ops (PRMT, SEL, SHFL, LOP3) are a large share "
+       "of the instructions of a kernel that issues MMAs: no arithmetic, only the layout of one MMA's result made "
+       "into the next MMA's register operand (an 8-bit P, a score tile crossing threads)",
+       "keep the operand in the layout the MMA reads: convert where the value is made and used in the same loop "
+       "iteration (an 8-bit tensor carried by a loop is kept a byte a register and repacked around every use), and "
+       "permute the other operand's rows (K's or V's keys within each group of 16) so that the accumulator's "
+       "registers already are the operand (FlashAttention-3's FP8 layout)",
+       "their share of the instructions beyond a kernel's usual share, of the time (every warp's own chain: time x "
+       "excess share), or in a warp-specialized ping-pong of the issue slots (time x issue-slot busy share x excess "
+       "share)",
+       "FP8 attention: the fp32 scores become the e4m3 operand of P V; with K's keys permuted no thread needs "
+       "another's values, and P is converted in the iteration that multiplies it", (), effect=WORK,
+       relieves={"issue": 0.0}),
     _C("dram-bound", "DRAM bandwidth at its limit",
        "DRAM throughput near its peak (or, against another kernel, more DRAM bytes for the same work)",
        "move fewer bytes: fuse passes (one pass over each row instead of several), keep reused data on chip, "

@@ -18,6 +18,7 @@ from profctl.analysis.cause_context import (
 )
 from profctl.analysis.figures import matrix_flops
 from profctl.analysis.floor import XU_OPS, xu_mix
+from profctl.analysis.parked import warp_specialized
 from profctl.analysis.thresholds import value
 
 
@@ -187,6 +188,47 @@ def pipes(ctx: Context) -> list[Cause]:
     if c is not None:
         out.append(c)
     return out
+
+
+#: opcodes that move bytes or lanes between registers without arithmetic: byte permutes, selects, lane shuffles, and
+#: the logic ops that unpack bytes (what a layout conversion of an MMA's result into a register operand is made of)
+SHUFFLE_OPS = ("PRMT", "SEL", "SHFL", "LOP3")
+
+
+def register_shuffle(ctx: Context) -> Cause | None:
+    """A kernel issuing MMAs whose instructions are for a large share byte and lane moves (register-shuffle): the
+    saving is those instructions' part of the busy issue slots above an MMA kernel's usual share."""
+    f = ctx.f
+    tot = f.opcode_total
+    if not tot or not (f.gmma or f.hmma):
+        return None
+    counts = {op: f.opcode_count(op) for op in SHUFFLE_OPS}
+    share = sum(counts.values()) / tot
+    if share < value("shuffle_share"):
+        return None
+    excess = share - value("shuffle_usual")
+    issue = ctx.util("issue_pct")
+    t = ctx.duration_us or 0.0
+    # where every warp runs the same chain (no warp specialization) a latency-bound warp's time goes with its
+    # instructions: the shuffles' share of them; in a warp-specialized ping-pong the other warpgroup's MMAs run under
+    # one warpgroup's non-MMA work, and the shuffles cost only their issue slots (tests/data/ladder50: the planted
+    # _gl_fp8_fwd_kernel and the warp-specialized _gl_ws_fp8_kernel)
+    ws = warp_specialized(ctx.p)
+    saving = t * excess * (issue if ws else 1.0)
+    lines = top([ln for ln in ctx.lines if ln.has("PRMT", "SEL", "SHFL")],
+                lambda ln: sum(n for op, n in ln.ops.items() if op.split(".")[0] in SHUFFLE_OPS), 2)
+    ev = [Evidence(f"{pct(share)} of the {tot / 1e6:.0f} M warp instructions move bytes or lanes between registers ("
+                   + ", ".join(f"{op} {pct(n / tot)}" for op, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                               if n) + ") in a kernel that issues MMAs", metric="sass__inst_executed_per_opcode",
+                   value=100 * share, unit="%", threshold=100 * value("shuffle_share"), judged=">="),
+          (f"their issue slots above the usual {pct(value('shuffle_usual'))}: {pct(excess)} of the "
+           f"{pct(issue)}-busy issue slots, {saving:.1f} us (a warp-specialized kernel: the other warpgroup's MMAs "
+           "run under the rest)" if ws else
+           f"{pct(excess)} of every warp's instructions above the usual {pct(value('shuffle_usual'))}, on the warps' "
+           f"own dependent chains (no warp specialization; issue slots {pct(issue)} busy): {saving:.1f} us")]
+    if lines:
+        ev.append("most of them at " + ", ".join(line_where(ln) for ln in lines))
+    return ctx.cause("register-shuffle", saving, ev, lines, relieves={"issue": 1 - excess}, degree=share)
 
 
 def _compute_bound(ctx: Context) -> Cause | None:

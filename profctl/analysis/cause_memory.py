@@ -73,10 +73,20 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
         per = ln.mem["sectors"] / ln.mem["requests"] if ln.mem.get("requests") else None
         ev.append(f"{line_where(ln)}: {f:.1f}x the ideal sectors" + (f" ({per:.1f} sectors per request)" if per else "")
                   + f", {pct(ctx.line_share(ln))} of the warp samples")
-    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / total, ("L1/shared", "L2", "DRAM", "LSU pipe"))
-    left = 1 - excess / total  # the sectors coalesced accesses would still move
+    # the excess as a part of all the memory traffic the memory-bound share stands for: a kernel that loads its
+    # tiles by TMA (bulk copies, not in the LSU's global sectors) and stores an uncoalesced output moves most of its
+    # bytes coalesced (tests/data/ladder50 plant_register_shuffle: a 2x-sector O store beside 2 GB of TMA loads);
+    # without bulk copies the LSU's sectors are the traffic (L2's own count adds its DRAM fills and write-backs)
+    tma = ctx.f.opcode_count("UTMALDG", "UBLKCP")  # bulk copies: through L2 to shared memory, not the LSU
+    l2 = float(ctx.p.metrics.get("lts__t_sectors.sum") or (ctx.f.get("l2_bytes") or 0.0) / 32.0) if tma else 0.0
+    moved = max(total, l2)
+    if moved > total:
+        ev.append(f"the excess is {pct(excess / moved)} of all L2 traffic ({l2 / 1e6:.3g} M sectors: loads by TMA or "
+                  "async copy are not in the LSU's global sectors)")
+    saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / moved, ("L1/shared", "L2", "DRAM", "LSU pipe"))
+    left = 1 - excess / moved  # the sectors coalesced accesses would still move
     return ctx.cause("uncoalesced-global", saving, ev, bad, relieves={"l1": left, "l2": left, "dram": left},
-                     share=m * excess / total, degree=excess / total)
+                     share=m * excess / moved, degree=excess / total)
 
 
 def smem_bank_conflict(ctx: Context) -> Cause | None:

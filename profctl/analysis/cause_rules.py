@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from profctl.analysis.cause_catalog import Cause, unit_relief
-from profctl.analysis.cause_compute import mma_paths, pipes, warp_divergence, wasted_work
+from profctl.analysis.cause_compute import mma_paths, pipes, register_shuffle, warp_divergence, wasted_work
 from profctl.analysis.cause_context import AT_THE_ROOF, MEMORY_WAITS, Context, Line
 from profctl.analysis.cause_launch import launch_shape
 from profctl.analysis.cause_memory import (
@@ -31,7 +31,7 @@ from profctl.analysis.cause_waits import heavy_atomics, latency_bound, same_mma_
 
 DETECTORS: tuple[Callable[[Context], Cause | list[Cause] | None], ...] = (
     uncoalesced_global, smem_bank_conflict, local_memory, l2_dram, launch_shape, warp_divergence, mma_paths, pipes,
-    wasted_work, waits,
+    register_shuffle, wasted_work, waits,
 )
 
 

@@ -64,6 +64,13 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
     _T("gap_noise", 0.01, "a cause saving under this share of a pair's gap is not one of its causes"),
     _T("clock_moves_floor", 0.99, "a floor at the max clock under this share of the floor at the clock the kernel "
        "ran is worth saying (an L2- or DRAM-bound floor does not move with the SM clock)"),
+    _T("shuffle_share", 0.15, "PRMT, SEL, SHFL and LOP3 at or above this share of an MMA kernel's instructions move "
+       "registers more than its math needs (register-shuffle): the Triton FP8 forward, whose P crosses threads once "
+       "a key block, spends 10.5 %, profctl's FP8 Gluon forward with an 8-bit P carried by its loop 36 % "
+       "(tests/data/ladder50: ladder_ws, ws_fp8_perm)"),
+    _T("shuffle_usual", 0.05, "the share of PRMT, SEL, SHFL and LOP3 an MMA kernel keeps once its operands need no "
+       "moving (row reductions' shuffles, packing): 5 % in the FP8 Gluon forward with K permuted, 3-4 % in the "
+       "bf16 attention kernels; register-shuffle's saving is the issue time of the share above it"),
     _T("roof_busy", 0.75, "a pipe at or above this share of its peak is at its compute roof (compute-bound, alone); "
        "under it never: the best attention kernels keep the tensor pipe 72-85 % busy, and a pipe 44 % busy is not "
        "the limit (issue 47)"),

@@ -493,10 +493,10 @@ def test_bad_fp8_arguments_raise() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["default", "pipe", "emu1", "emu2", "ws-gl"])
+@pytest.mark.parametrize("variant", ["default", "pipe", "emu1", "emu2", "ws-gl", "ws-gl-kplain", "gl", "gl-kplain"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
-def test_gpu_fp8_real_size(causal: bool, d: int, variant: str) -> None:
+def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """b2 h8 (GQA kv 2) s1024 on the GPU: within the fp8 tolerance of the dequantized float64 attention, and close
     to the float64 emulation of its own arithmetic. Not as close as under the interpreter: besides the bf16
     output, Hopper's FP8 MMAs accumulate with fewer bits than fp32 (Triton's default on sm_90), which moves
@@ -516,9 +516,13 @@ def test_gpu_fp8_real_size(causal: bool, d: int, variant: str) -> None:
         cfg = ta.KernelConfig(128, 128, 8, 3, pipe=True)
     elif variant.startswith("emu"):  # the exps by the FMA-pipe polynomial (every other key, or all)
         cfg = dataclasses.replace(cfg, emu=int(variant[3:]))
-    elif variant == "ws-gl":  # the warp-specialized Gluon kernel (gluon_fp8_attention), GQA through its kv heads
-        cfg = ta.KernelConfig(128, 128, 4, 4, ws=True, gluon=True)
-        assert ta.gluon_fp8.unsupported(q8, k8, ta.prepare(q8, k8, v8)[2], causal, 0, d ** -0.5) is None
+    elif "gl" in variant:  # the Gluon kernels (gluon_fp8_attention: warp-specialized, or one warpgroup a 64-row
+        # block), GQA by kv heads; kplain: K's keys in their plain order (P then crosses threads for P·V)
+        monkeypatch.setattr(ta.gluon_fp8, "PERMUTE_K", not variant.endswith("kplain"))
+        ws = variant.startswith("ws")
+        cfg = ta.KernelConfig(128, 128, 4, 4, ws=True, gluon=True) if ws else ta.KernelConfig(64, 128, 4, 3, gluon=True)
+        assert ta.gluon_fp8.unsupported(q8, k8, ta.prepare(q8, k8, v8)[2], causal, 0, d ** -0.5, 128,
+                                        128 if ws else 64) is None
     kw = {"is_causal": causal, "enable_gqa": True, "q_descale": qd, "k_descale": kd, "v_descale": vd}
     with ta.use_configs(fwd=cfg):
         o = ta.attention(*ta.prepare(q8, k8, v8), **kw)

@@ -68,6 +68,24 @@ if gluon is not None:
         return s
 
     @gluon.jit
+    def _gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr):
+        """This program's (batch, head) index, its K/V head's (GQA), its first query row and its number of key blocks;
+        causal launches take the longest rows first, so the short ones fill the tail."""
+        if CAUSAL:  # noqa: SIM108 (constexpr branches)
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)
+        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
+        start_m = pid_m * BLOCK_M
+        if CAUSAL:  # noqa: SIM108 (constexpr branches)
+            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
+        else:
+            hi = seqlen_kv
+        return pid_bh, kv_bh, start_m, gl.cdiv(hi, BLOCK_N)
+
+    @gluon.jit
     def _gl_store(acc, l_i, m_i, o_desc, q_smem, LSE, pid_bh, seqlen_q, offs_m, q_row, row_o: gl.constexpr):
         """O = acc / l through Q's shared memory and TMA, and the log-sum-exp (log2 domain) for the backward."""
         seen = l_i > 0.0
@@ -80,6 +98,16 @@ if gluon is not None:
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [q_row, 0], q_smem)
         tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _gl_ring_barriers(STAGES: gl.constexpr):
+        """The one-warpgroup-a-block kernels' mbarriers, initialized: Q landed, and per ring slot its K/V landed."""
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        kv_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(kv_bars.index(i), count=1)
+        return q_bar, kv_bars
 
     @gluon.jit
     def _gl_invalidate(q_bar, kv_bars, STAGES: gl.constexpr):
@@ -99,13 +127,7 @@ if gluon is not None:
                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                        STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        if CAUSAL:  # noqa: SIM108 (constexpr branches) the longest rows first, so the short ones fill the tail
-            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-        else:
-            pid_m = gl.program_id(0)
-        pid_bh = gl.program_id(1)
-        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
-        start_m = pid_m * BLOCK_M
+        pid_bh, kv_bh, start_m, n_tiles = _gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = pid_bh * seqlen_q + start_m
         kv_row = kv_bh * seqlen_kv
 
@@ -120,17 +142,7 @@ if gluon is not None:
         q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        kv_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(kv_bars.index(i), count=1)
-
-        if CAUSAL:  # noqa: SIM108 (constexpr branches)
-            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
-        else:
-            hi = seqlen_kv
-        n_tiles = gl.cdiv(hi, BLOCK_N)
+        q_bar, kv_bars = _gl_ring_barriers(STAGES)
 
         mbarrier.expect(q_bar, q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
@@ -291,20 +303,9 @@ if gluon is not None:
                           CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         BLOCK_M: gl.constexpr = 128  # two warpgroups of 64 rows
         dtype: gl.constexpr = q_desc.dtype
-        if CAUSAL:  # noqa: SIM108 (constexpr branches) the longest rows first
-            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-        else:
-            pid_m = gl.program_id(0)
-        pid_bh = gl.program_id(1)
-        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
-        start_m = pid_m * BLOCK_M
+        pid_bh, kv_bh, start_m, n_tiles = _gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = pid_bh * seqlen_q + start_m
         kv_row = kv_bh * seqlen_kv
-        if CAUSAL:  # noqa: SIM108 (constexpr branches)
-            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
-        else:
-            hi = seqlen_kv
-        n_tiles = gl.cdiv(hi, BLOCK_N)
 
         q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)

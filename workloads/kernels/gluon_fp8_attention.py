@@ -34,10 +34,25 @@ if gluon is not None:
         warpgroup_mma,
         warpgroup_mma_wait,
     )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    @gluon.jit
+    def _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, j, slot, pred,
+               BLOCK_N: gl.constexpr, PERM: gl.constexpr):
+        """Key block j's K and Vᵀ tiles into ring slot `slot` (TMA, one mbarrier a slot). With PERM, K's 5-D view
+        (rows / 16, 2, 4, 2, dim): its 16-key groups land permuted (:func:`k_desc`)."""
+        bar = bars.index(slot)
+        mbarrier.expect(bar, k_desc.block_type.nbytes + vt_desc.block_type.nbytes, pred=pred)
+        if PERM:
+            tma.async_copy_global_to_shared(k_desc, [(kv_row + j * BLOCK_N) // 16, 0, 0, 0, 0], bar,
+                                            k_smem.index(slot), pred=pred)
+        else:
+            tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], bar, k_smem.index(slot), pred=pred)
+        tma.async_copy_global_to_shared(vt_desc, [vt_row, j * BLOCK_N], bar, vt_smem.index(slot), pred=pred)
 
     @gluon.jit
     def _ws8_producer(q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bar, ready, empty, q_row, kv_row, vt_row,
-                      n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                      n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PERM: gl.constexpr):
         """Loads Q (both warpgroups' rows) once, then K and Vᵀ tiles into the ring as slots free up."""
         mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
@@ -45,15 +60,68 @@ if gluon is not None:
         for j in range(n_tiles):
             slot = j % STAGES
             mbarrier.wait(empty.index(slot), ((j // STAGES) & 1) ^ 1, pred=j >= STAGES)
-            bar = ready.index(slot)
-            mbarrier.expect(bar, k_desc.block_type.nbytes + vt_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [kv_row + j * BLOCK_N, 0], bar, k_smem.index(slot))
-            tma.async_copy_global_to_shared(vt_desc, [vt_row, j * BLOCK_N], bar, vt_smem.index(slot))
+            _load8(k_desc, vt_desc, k_smem, vt_smem, ready, kv_row, vt_row, j, slot, True, BLOCK_N, PERM)
+
+    @gluon.jit
+    def _k_tile(k_smem, slot, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, PERM: gl.constexpr):
+        """Ring slot `slot`'s K tile as wgmma's B operand (dim x keys)."""
+        if PERM:
+            return k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+        else:
+            return k_smem.index(slot).permute((1, 0))
+
+    @gluon.jit
+    def _p_operand(p, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, PERM: gl.constexpr):
+        """P (fp32, the Q·Kᵀ accumulator's layout) to e4m3 in the layout of P·V's register operand."""
+        p8 = p.to(gl.float8e4nv)
+        if PERM:
+            p8 = gl.reshape(p8, [64, BLOCK_N // 16, 2, 4, 2])
+            p8 = gl.permute(p8, (0, 1, 3, 2, 4))
+            p8 = gl.reshape(p8, [64, BLOCK_N])
+            return gl.convert_layout(p8, p_layout, assert_trivial=True)
+        else:
+            return gl.convert_layout(p8, p_layout)
+
+    @gluon.jit
+    def _state8(ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, s_layout: gl.constexpr,
+                o_layout: gl.constexpr, PERM: gl.constexpr):
+        """A block's starting state: the key of each score column (permuted with PERM: column r = 16h + 8b + 2q + j
+        holds key 16h + 4q + 2b + j, K's rows as loaded), the running max and sum, O's accumulator, a zero S."""
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        if PERM:
+            offs_n0 = (offs_n0 & -16) + ((offs_n0 >> 1) & 3) * 4 + ((offs_n0 >> 3) & 1) * 2 + (offs_n0 & 1)
+        m_i = gl.full([ROWS], -1.0e30, gl.float32, layout=row_s)
+        l_i = gl.zeros([ROWS], gl.float32, layout=row_s)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        return offs_n0, m_i, l_i, acc, s_zero
+
+    @gluon.jit
+    def _k_ring(k_desc, STAGES: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, PERM: gl.constexpr):
+        """The ring of K tiles in shared memory: with PERM in the 5-D shape of K's permuted TMA view."""
+        if PERM:
+            return gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N // 16, 2, 4, 2, HEAD_DIM],
+                                             k_desc.layout)
+        else:
+            return gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+
+    @gluon.jit
+    def _store8(acc, l_i, VS, Out, pid_bh, seqlen_q, start_m, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
+                o_layout: gl.constexpr):
+        """O = acc x v_descale / l in bf16, stored from the accumulator's registers."""
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        l_safe = gl.where(l_i > 0.0, l_i, 1.0)
+        o = acc * gl.expand_dims(gl.convert_layout(gl.load(VS) / l_safe, row_o), 1)
+        rows = gl.arange(0, BLOCK_M, layout=row_o)
+        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        base = Out + (pid_bh.to(gl.int64) * seqlen_q + start_m) * HEAD_DIM
+        gl.store(base + gl.expand_dims(rows, 1) * HEAD_DIM + gl.expand_dims(cols, 0), o.to(gl.bfloat16))
 
     @gluon.jit
     def _ws8_consumer(o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row, n_tiles,
                       diag_off, qk_scale, v_descale, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-                      BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                      BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERM: gl.constexpr):
         """One warpgroup's 64 query rows, in turns with the other (gluon_attention._ws_consumer's schedule)."""
         ROWS: gl.constexpr = 64
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -65,29 +133,28 @@ if gluon is not None:
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
         my_start = start_m + WG * ROWS
         offs_m = my_start + gl.arange(0, ROWS, layout=row_s)
-        offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        m_i = gl.full([ROWS], -1.0e30, gl.float32, layout=row_s)
-        l_i = gl.zeros([ROWS], gl.float32, layout=row_s)
-        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
-        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        offs_n0, m_i, l_i, acc, s_zero = _state8(ROWS, BLOCK_N, HEAD_DIM, s_layout, o_layout, PERM)
         q = q_smem.index(WG)
         mbarrier.wait(q_bar, 0)
 
         mbarrier.wait(ready.index(0), 0)
         mbarrier.wait(turn.index(WG), 0, pred=WG == 1)  # warpgroup 0 goes first
-        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma(q, _k_tile(k_smem, 0, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False, is_async=True)
         mbarrier.arrive(turn.index(1 - WG))
         s = warpgroup_mma_wait(0, deps=(s,))
         s = ga._gl_mask(s, 0, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
         p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
-        p_op = gl.convert_layout(p.to(gl.float8e4nv), p_layout)
 
         for j in range(1, n_tiles):
             slot = j % STAGES
             prev = (j - 1) % STAGES
+            # P_{j-1} to the e4m3 operand here, not at the end of the last iteration: an 8-bit tensor carried by the
+            # loop is kept one byte a register, unpacked and repacked around every wgmma (256 PRMT a block in SASS)
+            p_op = _p_operand(p, p_layout, BLOCK_N, PERM)
             mbarrier.wait(ready.index(slot), (j // STAGES) & 1)
             mbarrier.wait(turn.index(WG), (j - 1 + WG) & 1)
-            s = warpgroup_mma(q, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            s = warpgroup_mma(q, _k_tile(k_smem, slot, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False,
+                              is_async=True)
             acc = warpgroup_mma(p_op, vt_smem.index(prev).permute((1, 0)), acc, is_async=True)
             mbarrier.arrive(turn.index(1 - WG))
             s = warpgroup_mma_wait(1, deps=(s,))
@@ -98,9 +165,9 @@ if gluon is not None:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index(prev))
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(gl.float8e4nv), p_layout)
 
         last = (n_tiles - 1) % STAGES
+        p_op = _p_operand(p, p_layout, BLOCK_N, PERM)
         acc = warpgroup_mma(p_op, vt_smem.index(last).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index(last))
@@ -116,26 +183,16 @@ if gluon is not None:
     @gluon.jit
     def _gl_ws_fp8_kernel(q_desc, k_desc, vt_desc, o_desc, QS, KS, VS, seqlen_q, seqlen_kv, heads, group, diag_off,
                           sm_scale_log2, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                          CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+                          CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                          PERM: gl.constexpr = False):
         BLOCK_M: gl.constexpr = 128  # two warpgroups of 64 rows
-        if CAUSAL:  # noqa: SIM108 (constexpr branches) the longest rows first
-            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-        else:
-            pid_m = gl.program_id(0)
-        pid_bh = gl.program_id(1)
-        kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
-        start_m = pid_m * BLOCK_M
+        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
         q_row = pid_bh * seqlen_q + start_m
-        if CAUSAL:  # noqa: SIM108 (constexpr branches)
-            hi = gl.minimum(start_m + BLOCK_M + diag_off, seqlen_kv)
-        else:
-            hi = seqlen_kv
-        n_tiles = gl.cdiv(hi, BLOCK_N)
         qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
         v_descale = gl.load(VS)
 
         q_smem = gl.allocate_shared_memory(gl.float8e4nv, [2, 64, HEAD_DIM], q_desc.layout)
-        k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
         vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
         o_smem = gl.allocate_shared_memory(gl.bfloat16, [2, 64, HEAD_DIM], o_desc.layout)
         q_bar, ready, empty, turn = ga._ws_barriers(STAGES)
@@ -144,20 +201,102 @@ if gluon is not None:
         wg1: gl.constexpr = 1
         gl.warp_specialize([
             (_ws8_consumer, (o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row,
-                             n_tiles, diag_off, qk_scale, v_descale, wg0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                             n_tiles, diag_off, qk_scale, v_descale, wg0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PERM)),
             (_ws8_consumer, (o_desc, o_smem, q_smem, k_smem, vt_smem, q_bar, ready, empty, turn, start_m, q_row,
-                             n_tiles, diag_off, qk_scale, v_descale, wg1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                             n_tiles, diag_off, qk_scale, v_descale, wg1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PERM)),
             (_ws8_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bar, ready, empty, q_row,
-                             kv_bh * seqlen_kv, kv_bh * HEAD_DIM, n_tiles, BLOCK_N, STAGES)),
+                             kv_bh * seqlen_kv, kv_bh * HEAD_DIM, n_tiles, BLOCK_N, STAGES, PERM)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
+
+    # ----------------------------------------------------------------------------------------------------------
+    # one warpgroup a block (64 query rows, 4 warps), no producer: two or three blocks share an SM
+    # ----------------------------------------------------------------------------------------------------------
+    @gluon.jit
+    def _gl_fp8_fwd_kernel(q_desc, k_desc, vt_desc, Out, QS, KS, VS, seqlen_q, seqlen_kv, heads, group, diag_off,
+                           sm_scale_log2, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                           CAUSAL: gl.constexpr, PERM: gl.constexpr, CARRY_P8: gl.constexpr = False):
+        """One warpgroup's 64 query rows: Q·K_jᵀ and P_{j-1}·V_{j-1} issued together, the softmax of block j
+        under P_{j-1}·V_{j-1} (gluon_attention._gl_fwd_kernel's schedule, FP8 operands); O stored from registers
+        (no shared tile for it, so three ring slots leave room for two blocks an SM). CARRY_P8: P made the e4m3
+        operand at the end of the iteration that computed it and carried by the loop (the schedule before
+        2026-11-29, kept as explain's planted register-shuffle: benchmarks/plant_register_shuffle.py)."""
+        BLOCK_M: gl.constexpr = 64
+        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
+        kv_row = kv_bh * seqlen_kv
+        vt_row = kv_bh * HEAD_DIM
+        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
+
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 32])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 32])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
+        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
+        q_bar, bars = ga._gl_ring_barriers(STAGES)
+
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [pid_bh * seqlen_q + start_m, 0], q_bar, q_smem)
+        for i in gl.static_range(STAGES):  # key block t goes to slot t % STAGES: fill them all
+            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, i, i, i < n_tiles, BLOCK_N, PERM)
+
+        offs_m = start_m + gl.arange(0, BLOCK_M, layout=row_s)
+        offs_n0, m_i, l_i, acc, s_zero = _state8(BLOCK_M, BLOCK_N, HEAD_DIM, s_layout, o_layout, PERM)
+
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(bars.index(0), 0)
+        s = warpgroup_mma(q_smem, _k_tile(k_smem, 0, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        s = ga._gl_mask(s, 0, start_m, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+        if CARRY_P8:
+            p_op = _p_operand(p, p_layout, BLOCK_N, PERM)
+
+        for j in range(1, n_tiles):
+            slot = j % STAGES
+            prev = (j - 1) % STAGES
+            if not CARRY_P8:
+                p_op = _p_operand(p, p_layout, BLOCK_N, PERM)  # (not carried by the loop: see _ws8_consumer)
+            mbarrier.wait(bars.index(slot), (j // STAGES) & 1)
+            s = warpgroup_mma(q_smem, _k_tile(k_smem, slot, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False,
+                              is_async=True)
+            acc = warpgroup_mma(p_op, vt_smem.index(prev).permute((1, 0)), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s,))
+            s = ga._gl_mask(s, j, start_m, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+            p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            if CARRY_P8:
+                p_op = _p_operand(p, p_layout, BLOCK_N, PERM)
+            gl.thread_barrier()  # every warp is past the P·V that read slot `prev`: refill it
+            nxt = j - 1 + STAGES
+            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, nxt, prev, nxt < n_tiles, BLOCK_N, PERM)
+
+        last = (n_tiles - 1) % STAGES
+        if not CARRY_P8:
+            p_op = _p_operand(p, p_layout, BLOCK_N, PERM)
+        acc = warpgroup_mma(p_op, vt_smem.index(last).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+
+        _store8(acc, l_i, VS, Out, pid_bh, seqlen_q, start_m, BLOCK_M, HEAD_DIM, o_layout)
+        ga._gl_invalidate(q_bar, bars, STAGES)
+
+
+#: K's keys loaded permuted within each group of 16 (:func:`k_desc`), so that P·V takes the softmax's registers
+#: as they are: without it P crosses threads (16 shuffles and 16 selects a key block for each thread)
+PERMUTE_K = True
 
 #: K/V ring slots per head dim (shared memory: Q 16 KiB, O 32 KiB, each slot 2 x BLOCK_N x dim bytes)
 STAGES = {64: 4, 128: 4}
 
 
 def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: float,
-                block_n: int = 128) -> str | None:
+                block_n: int = 128, block_m: int = 128) -> str | None:
     """Why the FP8 Gluon forward cannot run these inputs here (None: it can); V must already be K-major."""
     import torch
 
@@ -175,8 +314,8 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
     if (not (q.is_contiguous() and k.is_contiguous()) or v.stride(-2) != 1 or sp % 16
             or v.stride(1) != d * sp or v.stride(0) != v.shape[1] * d * sp):
         return "the FP8 Gluon forward takes contiguous Q and K and a K-major V (triton_attention.prepare)"
-    if block_n not in (64, 128) or q.shape[2] % 128 or k.shape[2] % block_n:
-        return f"the FP8 Gluon forward takes sequence lengths that are multiples of its tiles (128, {block_n})"
+    if block_n not in (64, 128) or q.shape[2] % block_m or k.shape[2] % block_n:
+        return f"the FP8 Gluon forward takes sequence lengths that are multiples of its tiles ({block_m}, {block_n})"
     if sm_scale <= 0:
         return "the FP8 Gluon forward takes a positive softmax scale"
     if causal and (diag_off < 0 or diag_off % 128):
@@ -185,11 +324,12 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
 
 
 def forward_ws(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, diag_off: int,
-               sm_scale_log2: float, block_n: int = 128, stages: int | None = None) -> Any:
+               sm_scale_log2: float, block_n: int = 128, stages: int | None = None, perm: bool | None = None) -> Any:
     """The warp-specialized FP8 forward for inputs :func:`unsupported` accepted: bf16 output (batch, heads, seq, dim).
     `descales` are one-element fp32 tensors on q's device (read in the kernel: the host never syncs)."""
     import torch
 
+    perm = PERMUTE_K if perm is None else perm
     batch, heads, seqlen_q, d = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
     o = torch.empty(q.shape, device=q.device, dtype=torch.bfloat16)
@@ -199,9 +339,42 @@ def forward_ws(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, 
     grid = (seqlen_q // 128, batch * heads)
     f8 = gl.float8e4nv
     desc = ga.tma_desc
-    _gl_ws_fp8_kernel[grid](desc(q.view(-1, d), [64, d], f8), desc(k.view(-1, d), [block_n, d], f8),
+    _gl_ws_fp8_kernel[grid](desc(q.view(-1, d), [64, d], f8), k_desc(k, block_n, perm),
                             desc(vt2, [d, block_n], f8), desc(o.view(-1, d), [64, d], gl.bfloat16),
                             *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2,
                             HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages or STAGES[d], CAUSAL=causal,
-                            CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], num_warps=4)
+                            CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], PERM=perm, num_warps=4)
+    return o
+
+
+def k_desc(k: Any, block_n: int, perm: bool) -> Any:
+    """K's TMA descriptor: (rows, dim) tiles of `block_n` rows, or with `perm` the 5-D view (rows / 16, 2, 4, 2,
+    dim) whose tile lands in shared memory with row 16h + 8b + 2q + j holding key 16h + 4q + 2b + j: the order in
+    which the Q·Kᵀ accumulator's registers are already P·V's e4m3 operand (:data:`PERMUTE_K`)."""
+    d = k.shape[-1]
+    rows = k.view(-1, d)
+    if not perm:
+        return ga.tma_desc(rows, [block_n, d], gl.float8e4nv)
+    block = [block_n // 16, 2, 4, 2, d]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.float8e4nv)
+    return TensorDescriptor(rows, [rows.shape[0] // 16, 2, 4, 2, d], [16 * d, 2 * d, 4 * d, d, 1], block, layout)
+
+
+def forward(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, diag_off: int, sm_scale_log2: float,
+            block_n: int = 128, stages: int = 3, perm: bool | None = None, carry_p8: bool = False) -> Any:
+    """The one-warpgroup FP8 forward (64-row blocks, 4 warps) for inputs :func:`unsupported` accepted with
+    ``block_m=64``: bf16 output (batch, heads, seq, dim)."""
+    import torch
+
+    perm = PERMUTE_K if perm is None else perm
+    batch, heads, seqlen_q, d = q.shape
+    kv_heads, seqlen_kv = k.shape[1], k.shape[2]
+    o = torch.empty(q.shape, device=q.device, dtype=torch.bfloat16)
+    vt = v.transpose(-1, -2)
+    vt2 = torch.as_strided(vt, (batch * kv_heads * d, seqlen_kv), (vt.stride(-2), 1))
+    f8 = gl.float8e4nv
+    _gl_fp8_fwd_kernel[(seqlen_q // 64, batch * heads)](
+        ga.tma_desc(q.view(-1, d), [64, d], f8), k_desc(k, block_n, perm), ga.tma_desc(vt2, [d, block_n], f8), o,
+        *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2, HEAD_DIM=d,
+        BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, PERM=perm, CARRY_P8=carry_p8, num_warps=4)
     return o

@@ -277,7 +277,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, batch * heads,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, DOT_PREC=_dot_prec(q.dtype), TMA=tma,
-            PIPE=cfg.pipe, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_SCOPED,
+            PIPE=cfg.pipe, **cfg.options(), **_SCOPED,
             **({"PERSIST": True} if persist else {}), **({"WS": True} if cfg.ws and not cfg.pipe else {}),
             **({"LAZY": True} if cfg.lazy and sm_scale > 0 and not cfg.pipe and not window else {}),
             **({"WINDOW": window} if window else {}),
@@ -345,10 +345,13 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
 
     def launch(cfg: KernelConfig) -> None:
         check_emu(cfg, fp8=True)
-        if cfg.gluon:  # the warp-specialized Gluon FP8 forward (gluon_fp8_attention), else the first Triton config
-            if cfg.ws and gluon_fp8.unsupported(q, k, v, causal, diag_off, sm_scale, cfg.block_n) is None:
-                out[0] = gluon_fp8.forward_ws(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
-                                              cfg.num_stages)
+        if cfg.gluon:  # a Gluon FP8 forward (gluon_fp8_attention: warp-specialized with -ws, else one warpgroup a
+            # 64-row block), else the first Triton config
+            bm = 128 if cfg.ws else 64
+            if (cfg.ws or cfg.block_m == 64) and gluon_fp8.unsupported(q, k, v, causal, diag_off, sm_scale,
+                                                                      cfg.block_n, bm) is None:
+                fwd = gluon_fp8.forward_ws if cfg.ws else gluon_fp8.forward
+                out[0] = fwd(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n, cfg.num_stages)
                 return
             cands = _candidates("fwd", head_dim, q.dtype, causal, _seq_bucket(seqlen))
             cfg = next((c for c in cands if not c.gluon), _SHORT_FP8)
@@ -362,7 +365,7 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=causal, REVERSE=causal, SCALE_POS=sm_scale > 0, TMA=tma, PIPE=cfg.pipe,
-            **({"EMU": cfg.emu} if cfg.emu else {}), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            **({"EMU": cfg.emu} if cfg.emu else {}), **cfg.options())
 
     launch(_pick("fwd", head_dim, q.dtype, causal, seqlen, q.device, launch))
     return out[0]
@@ -415,7 +418,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *sk, *sv,
             heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            CAUSAL=causal, DOT_PREC=prec, TMA=tma, **cfg.options())
         if n_split > 1:
             dk.copy_(dk_t.sum(0))
             dv.copy_(dv_t.sum(0))
@@ -428,8 +431,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
             heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=causal, REVERSE=causal, DOT_PREC=prec, TMA=tma, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages)
+            CAUSAL=causal, REVERSE=causal, DOT_PREC=prec, TMA=tma, **cfg.options())
 
     seqlen = max(seqlen_q, seqlen_kv)
     launch_dkdv(_pick("dkdv", head_dim, q.dtype, causal, seqlen, q.device, launch_dkdv))

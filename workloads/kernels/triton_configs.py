@@ -43,12 +43,20 @@ class KernelConfig:
     #: (2) by a polynomial on the FMA pipe instead of the SFU (FlashAttention-4's exp emulation;
     #: kernels.triton_kernels._exp2): explain's fix for sfu-bound
     emu: int = 0
+    #: Triton kernels: a register cap per thread (ptxas ``.maxnreg``; 0: none), so that one more block fits an SM
+    #: (the FP8 forward at 64x128 tiles, 2 stages: 168 registers let three blocks share an SM instead of two)
+    maxnreg: int = 0
+
+    def options(self) -> dict[str, int]:
+        """The compile options a Triton launch of this config takes beside its constexprs."""
+        return {"num_warps": self.num_warps, "num_stages": self.num_stages,
+                **({"maxnreg": self.maxnreg} if self.maxnreg else {})}
 
     def __str__(self) -> str:
         return (f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}{'' if self.tma else '-ptr'}"
                 f"{'-pipe' if self.pipe else ''}{'-lazy' if self.lazy else ''}"
                 f"{f'-p{self.persist}' if self.persist else ''}{'-ws' if self.ws else ''}{'-gl' if self.gluon else ''}"
-                f"{f'-e{self.emu}' if self.emu else ''}")
+                f"{f'-e{self.emu}' if self.emu else ''}{f'-r{self.maxnreg}' if self.maxnreg else ''}")
 
 
 def seq_bucket(n: int) -> int:
@@ -156,13 +164,13 @@ def parse_configs(text: str) -> dict[str, KernelConfig]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = re.fullmatch(r"(fwd|dkdv|dq)=m(\d+)n(\d+)w(\d+)s(\d+)(-ptr)?(-pipe)?(-lazy)?(?:-p(\d))?(-ws)?(-gl)?"
-                         r"(?:-e([12]))?", part)
+                         r"(?:-e([12]))?(?:-r(\d+))?", part)
         if not m:
             raise ValueError(f"{CONFIG_ENV}: {part!r} is not KERNEL=m<BLOCK_M>n<BLOCK_N>w<warps>s<stages>[-ptr]"
-                             "[-pipe][-lazy][-p<programs per SM>][-ws][-gl][-e<1|2>] (KERNEL: fwd, dkdv or dq), "
-                             "e.g. fwd=m64n64w4s3")
+                             "[-pipe][-lazy][-p<programs per SM>][-ws][-gl][-e<1|2>][-r<registers>] "
+                             "(KERNEL: fwd, dkdv or dq), e.g. fwd=m64n64w4s3")
         out[m[1]] = KernelConfig(int(m[2]), int(m[3]), int(m[4]), int(m[5]), tma=not m[6], pipe=bool(m[7]),
                                  lazy=bool(m[8]), persist=int(m[9] or 0), ws=bool(m[10]),
-                                 gluon=bool(m[11]), emu=int(m[12] or 0))
+                                 gluon=bool(m[11]), emu=int(m[12] or 0), maxnreg=int(m[13] or 0))
     return out
 
