@@ -197,7 +197,8 @@ SHUFFLE_OPS = ("PRMT", "SEL", "SHFL", "LOP3")
 
 def register_shuffle(ctx: Context) -> Cause | None:
     """A kernel issuing MMAs whose instructions are for a large share byte and lane moves (register-shuffle): the
-    saving is those instructions' part of the busy issue slots above an MMA kernel's usual share."""
+    saving is their share above an MMA kernel's usual share, of the time where every warp runs the same dependent
+    chain, of the busy issue slots in a warp-specialized kernel."""
     f = ctx.f
     tot = f.opcode_total
     if not tot or not (f.gmma or f.hmma):

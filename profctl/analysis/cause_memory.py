@@ -81,8 +81,8 @@ def uncoalesced_global(ctx: Context) -> Cause | None:
     l2 = float(ctx.p.metrics.get("lts__t_sectors.sum") or (ctx.f.get("l2_bytes") or 0.0) / 32.0) if tma else 0.0
     moved = max(total, l2)
     if moved > total:
-        ev.append(f"the excess is {pct(excess / moved)} of all L2 traffic ({l2 / 1e6:.3g} M sectors: loads by TMA or "
-                  "async copy are not in the LSU's global sectors)")
+        ev.append(f"the excess is {pct(excess / moved)} of all L2 traffic ({l2 / 1e6:.3g} M sectors: the kernel's TMA "
+                  "loads are not in the LSU's global sectors)")
     saving = _capped(ctx, (ctx.duration_us or 0) * m * excess / moved, ("L1/shared", "L2", "DRAM", "LSU pipe"))
     left = 1 - excess / moved  # the sectors coalesced accesses would still move
     return ctx.cause("uncoalesced-global", saving, ev, bad, relieves={"l1": left, "l2": left, "dram": left},

@@ -70,7 +70,7 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
        "(tests/data/ladder50: ladder_ws, ws_fp8_perm)"),
     _T("shuffle_usual", 0.05, "the share of PRMT, SEL, SHFL and LOP3 an MMA kernel keeps once its operands need no "
        "moving (row reductions' shuffles, packing): 5 % in the FP8 Gluon forward with K permuted, 3-4 % in the "
-       "bf16 attention kernels; register-shuffle's saving is the issue time of the share above it"),
+       "bf16 attention kernels; register-shuffle's saving is what the share above it costs"),
     _T("roof_busy", 0.75, "a pipe at or above this share of its peak is at its compute roof (compute-bound, alone); "
        "under it never: the best attention kernels keep the tensor pipe 72-85 % busy, and a pipe 44 % busy is not "
        "the limit (issue 47)"),

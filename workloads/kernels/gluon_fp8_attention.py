@@ -10,12 +10,18 @@ the limit. The bf16 warp-specialized kernel took the same kind of wait from the 
 
 FP8 wgmma wants both operands K-major: Q·Kᵀ reads K as stored (head dim contiguous); P·V reads Vᵀ, so V must be
 K-major (:func:`triton_attention.prepare` makes it so; the caller copies it otherwise). P is rounded to e4m3 in
-registers (the A operand, 4 values a 32-bit register). O leaves in bf16 through its own shared tile and TMA.
+registers (the A operand, 4 values a 32-bit register), in the iteration that multiplies it (an 8-bit tensor carried by
+a loop is kept a byte a register: explain's register-shuffle), and K's keys load permuted within each group of 16
+(:func:`k_desc`) so that the scores' registers already are that operand. O leaves in bf16 through its own shared
+tile and TMA (warp-specialized) or from registers (:func:`forward`: one warpgroup a 64-row block, two blocks an SM).
+
+Measured on an H200 (benchmarks/RESULTS.md, "FP8 attention"): 724-841 TFLOP/s warp-specialized, 814 one warpgroup a
+block, against the Triton FP8 kernel's 827-849; configs, not the default.
 
 What it takes (:func:`unsupported` says why not; the caller falls back to the Triton FP8 kernel): a Hopper GPU, Gluon,
 e4m3 inputs, head dim 64 or 128, contiguous (batch, heads, seq, dim) Q and K, a K-major V, sequence lengths that are
-multiples of 128, a positive scale, a causal diagonal offset >= 0 that is a multiple of 128. Tested on the GPU only
-(tests/gpu/test_gluon_attention_gpu.py); compiled offline for sm_90 by benchmarks/gluon_compile.py.
+multiples of the tiles, a positive scale, a causal diagonal offset >= 0 that is a multiple of 128. Tested on the GPU
+only (tests/unit/test_triton_fp8.py, the `gl` variants); compiled offline for sm_90 by benchmarks/gluon_compile.py.
 """
 
 from __future__ import annotations
