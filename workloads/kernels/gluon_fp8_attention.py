@@ -42,6 +42,11 @@ if gluon is not None:
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    @gluon.constexpr_function
+    def _mma_layout(n):
+        """One warpgroup's FP8 wgmma accumulator layout for an n-wide result (S: n = keys, O: n = head dim)."""
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 32])
+
     @gluon.jit
     def _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, j, slot, pred,
                BLOCK_N: gl.constexpr, PERM: gl.constexpr):
@@ -130,10 +135,8 @@ if gluon is not None:
                       BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERM: gl.constexpr):
         """One warpgroup's 64 query rows, in turns with the other (gluon_attention._ws_consumer's schedule)."""
         ROWS: gl.constexpr = 64
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_N, 32])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, HEAD_DIM, 32])
+        s_layout: gl.constexpr = _mma_layout(BLOCK_N)
+        o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -233,10 +236,8 @@ if gluon is not None:
         vt_row = kv_bh * HEAD_DIM
         qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
 
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_N, 32])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, HEAD_DIM, 32])
+        s_layout: gl.constexpr = _mma_layout(BLOCK_N)
+        o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
