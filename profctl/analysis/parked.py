@@ -17,11 +17,15 @@ PARKED = ("warps parked at the warp-specialized launch's partition barrier (padd
           "that are done): no work waits on them, not a cost")
 
 
-def opcode(sass: str) -> str:
-    """The instruction's opcode (its predicate dropped)."""
+def operands(sass: str) -> list[str]:
+    """The instruction's words after its predicate: opcode first, then the operands."""
     toks = sass.split()
-    if toks and toks[0].startswith("@"):
-        toks = toks[1:]
+    return toks[1:] if toks and toks[0].startswith("@") else toks
+
+
+def opcode(sass: str) -> str:
+    """``LDG.E.128`` of ``@!P0 LDG.E.128 R16, desc[UR8][R50.64]`` (predicate dropped)."""
+    toks = operands(sass)
     return toks[0] if toks else "?"
 
 
@@ -33,9 +37,7 @@ def warp_specialized(p: Any) -> bool:
 
 def _cta_wide(sass: str) -> bool:
     """BAR.SYNC with a barrier id and no thread count: every warp of the block takes part."""
-    toks = sass.split()
-    if toks and toks[0].startswith("@"):
-        toks = toks[1:]
+    toks = operands(sass)
     return bool(toks) and toks[0].startswith("BAR.SYNC") and "," not in " ".join(toks[1:])
 
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from profctl.analysis.parked import PARKED, parked
+from profctl.analysis.parked import PARKED, opcode, parked
 from profctl.analysis.stalls import at_opcode, ratio_metric, reason
 from profctl.schema.profile import KernelProfile, PcSample, RuleFinding, is_library_file
 
@@ -104,14 +104,6 @@ def short_path(path: str) -> str:
     """The last two parts of a path (``language/standard.py``, ``planted/planted.cu``)."""
     parts = [p for p in path.replace("\\", "/").split("/") if p]
     return "/".join(parts[-2:]) if parts else path
-
-
-def opcode(sass: str) -> str:
-    """``LDG.E.128`` of ``@!P0 LDG.E.128 R16, desc[UR8][R50.64]`` (predicate dropped)."""
-    toks = sass.split()
-    if toks and toks[0].startswith("@"):
-        toks = toks[1:]
-    return toks[0] if toks else "?"
 
 
 # ------------------------------------------------------------ stalls

@@ -79,5 +79,18 @@ def test_fma_pipe_exps_parse_and_print() -> None:
     refused = (("m128n128w8s3-pipe-e1", False), ("m128n128w8s3-lazy-e2", False), ("m128n128w4s3-ws-gl-e1", True))
     for text, fp8 in refused:
         with pytest.raises(ValueError, match="only in the Triton forward's plain key loop"):
-            ta.check_emu(ta.parse_configs(f"fwd={text}")["fwd"], fp8=fp8)
-    ta.check_emu(ta.parse_configs("fwd=m128n128w8s3-pipe-e1")["fwd"], fp8=True)  # the FP8 pipelined loop has them
+            ta.check_config(ta.parse_configs(f"fwd={text}")["fwd"], fp8=fp8)
+    ta.check_config(ta.parse_configs("fwd=m128n128w8s3-pipe-e1")["fwd"], fp8=True)  # the FP8 pipelined loop has them
+
+
+def test_a_register_cap_parses_prints_and_is_refused_where_no_triton_launch_takes_it() -> None:
+    """`-r<N>` goes to a Triton launch as ptxas's maxnreg; a Gluon kernel sets its own registers, so there it is
+    refused rather than parsed and dropped."""
+    cfg = ta.parse_configs("fwd=m64n128w4s2-r168")["fwd"]
+    assert cfg.maxnreg == 168 and str(cfg) == "m64n128w4s2-r168"
+    assert cfg.options() == {"num_warps": 4, "num_stages": 2, "maxnreg": 168}
+    assert "maxnreg" not in ta.parse_configs("fwd=m64n128w4s2")["fwd"].options()
+    ta.check_config(cfg, fp8=True)
+    for text in ("m64n128w4s3-gl-r168", "m128n128w4s3-ws-gl-r160"):
+        with pytest.raises(ValueError, match=r"register cap.*not with -gl"):
+            ta.check_config(ta.parse_configs(f"fwd={text}")["fwd"], fp8=False)

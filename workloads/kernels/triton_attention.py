@@ -67,7 +67,7 @@ from .triton_configs import (  # and below, the tables under their old private n
     CONFIG_ENV,
     E4M3,
     KernelConfig,
-    check_emu,
+    check_config,
     parse_configs,
 )
 from .triton_configs import LONG as _LONG  # noqa: F401
@@ -252,7 +252,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
     out = [o, lse]
 
     def launch(cfg: KernelConfig) -> None:
-        check_emu(cfg, fp8=False)
+        check_config(cfg, fp8=False)
         if cfg.gluon:
             block_m = 128 if cfg.ws else cfg.block_m  # the warp-specialized kernel: two warpgroups of 64 rows
             if not _SCOPED and gluon_attention.unsupported(q, k, v, causal, diag_off, sm_scale, window, block_m,
@@ -344,7 +344,7 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
     seqlen = max(seqlen_q, seqlen_kv)
 
     def launch(cfg: KernelConfig) -> None:
-        check_emu(cfg, fp8=True)
+        check_config(cfg, fp8=True)
         if cfg.gluon:  # a Gluon FP8 forward (gluon_fp8_attention: warp-specialized with -ws, else one warpgroup a
             # 64-row block), else the first Triton config
             bm = 128 if cfg.ws else 64

@@ -151,6 +151,15 @@ def autotune_enabled() -> bool:
 CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
 
 
+def check_config(cfg: KernelConfig, fp8: bool) -> None:
+    """ValueError for a config whose options its kernel would not take: FMA-pipe exps where there are none
+    (:func:`check_emu`), a register cap (``-r``) on a Gluon kernel (its warp-specialized launch sets its own registers;
+    only Triton launches take ``maxnreg``)."""
+    check_emu(cfg, fp8)
+    if cfg.maxnreg and cfg.gluon:
+        raise ValueError(f"{cfg}: -r{cfg.maxnreg} (a register cap) is for the Triton kernels, not with -gl")
+
+
 def check_emu(cfg: KernelConfig, fp8: bool) -> None:
     """ValueError where a config asks for FMA-pipe exps (``-e1``/``-e2``) that its kernel does not have: the Gluon
     kernels, and the 16-bit forward's pipelined and lazy loops (rather than running without them unsaid)."""
