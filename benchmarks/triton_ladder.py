@@ -212,8 +212,8 @@ def _sm_clock() -> dict[str, Any]:
 def fp8_modes(shapes: list[str], rounds: int, out: Path | None,
               candidates: tuple[str, ...] = FP8_MODES) -> dict[str, Any]:
     """The FP8 candidates (FP8_MODES) interleaved round by round on fresh quantized inputs, each a do_bench median,
-    each output checked against the float64 emulation's tolerance, with the SM clock before every round: which
-    differences survive the round-to-round spread."""
+    each output checked against float64 attention of the dequantized inputs (the fp8 tolerance), with the SM clock
+    before every round: which differences survive the round-to-round spread."""
     import statistics
 
     import torch
