@@ -168,12 +168,8 @@ def run_shape(sh: Shape, cfgs: list[ta.KernelConfig], t_start: float, budget: fl
         if cfg != default and time.perf_counter() - t_start > budget:
             out["fp8"][label] = {"error": f"skipped: past the --budget of {budget:.0f} s"}
             continue
-        saved = ta.gluon_fp8.PERMUTE_K
-        ta.gluon_fp8.PERMUTE_K = saved if perm is None else perm
-        try:
+        with ta.gluon_fp8.permute_k(perm):
             r = run_fp8(sh, cfg, dry)
-        finally:
-            ta.gluon_fp8.PERMUTE_K = saved
         out["fp8"][label] = r
         print(f"  {sh.name} fp8 {label}: " + (f"{r['tflops']:.0f} TFLOP/s, rel err {r['rel_err']:.2e} {r['check']}, "
                                             f"{r.get('registers')} regs, {r.get('spills')} spills"

@@ -98,16 +98,20 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
     common = {"QS": "*fp32", "KS": "*fp32", "VS": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32",
               "group": "i32", "diag_off": "i32", "sm_scale_log2": "fp32", "HEAD_DIM": "constexpr",
               "BLOCK_N": "constexpr", "STAGES": "constexpr", "CAUSAL": "constexpr", "PERM": "constexpr"}
-    for ws, d, bn, stages in ((True, 128, 128, 4), (True, 128, 128, 3), (True, 64, 128, 4), (False, 128, 128, 3),
-                              (False, 64, 128, 3)):
+    for ws, d, keys, stages in ((True, 128, 128, 4), (True, 128, 128, 3), (True, 64, 128, 4), (True, 128, 192, 3),
+                                (False, 128, 128, 3), (False, 64, 128, 3)):
+        bn, bn2 = g8.SPLIT.get(keys, (keys, 0))  # a block of two tiles (warp-specialized only)
         for causal, perm in ((False, True), (True, True), (False, False)):
+            if bn2 and not perm:
+                continue
             sig = {"q_desc": desc([64, d], f8, e4m3), "k_desc": kdesc(d, bn, perm),
                    "vt_desc": desc([d, bn], f8, e4m3), **common}
             cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal, "PERM": perm}
             if ws:
-                sig.update({"o_desc": desc([64, d], bf, torch.bfloat16), "CONSUMER_REGS": "constexpr",
-                            "PRODUCER_REGS": "constexpr"})
-                cst.update({"CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]})
+                sig.update({"k2_desc": kdesc(d, bn2 or bn, perm), "vt2_desc": desc([d, bn2 or bn], f8, e4m3),
+                            "o_desc": desc([64, d], bf, torch.bfloat16), "CONSUMER_REGS": "constexpr",
+                            "PRODUCER_REGS": "constexpr", "BLOCK_N2": "constexpr"})
+                cst.update({"CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1], "BLOCK_N2": bn2})
                 fn = g8._gl_ws_fp8_kernel
             else:
                 sig["Out"] = "*bf16"
@@ -116,7 +120,7 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
                                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
             regs, spills = _ptxas_stats(c.asm["ptx"])
             ops = _sass_ops(c.asm["cubin"], ("PRMT", "SEL", "SHFL", "MUFU"))
-            print(f"{'ws ' if ws else ''}fp8 d{d} n{bn}s{stages} causal={int(causal)} perm={int(perm)} "
+            print(f"{'ws ' if ws else ''}fp8 d{d} n{keys}s{stages} causal={int(causal)} perm={int(perm)} "
                   f"shared={c.metadata.shared} registers={regs} spill_bytes={spills} "
                   + " ".join(f"{k}={v}" for k, v in ops.items()))
 

@@ -243,18 +243,15 @@ def fp8_modes(shapes: list[str], rounds: int, out: Path | None,
                 def call(cfg: Any = cfg, args: Any = args, kw: Any = kw) -> Any:
                     with ta.use_configs(fwd=cfg):
                         return ta.attention(*args, **kw)
-                saved = ta.gluon_fp8.PERMUTE_K
-                ta.gluon_fp8.PERMUTE_K = flag != "kplain"
                 try:
-                    o = call()
-                    err = float((o[:1, :2].double() - ref).norm() / ref.norm())
-                    ms = do_bench(call, warmup=10, rep=60, return_mode="median")
+                    with ta.gluon_fp8.permute_k(flag != "kplain"):
+                        o = call()
+                        err = float((o[:1, :2].double() - ref).norm() / ref.norm())
+                        ms = do_bench(call, warmup=10, rep=60, return_mode="median")
                     row[label] = {"tflops": round(_flops(shape) / (ms * 1e-3) / 1e12, 1), "rel_err": round(err, 4),
                                   "ok": err <= TOLERANCE["fp8"]}
                 except Exception as e:
                     row[label] = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
-                finally:
-                    ta.gluon_fp8.PERMUTE_K = saved
             rows.append(row)
             print(name, r, row, file=sys.stderr, flush=True)
             del q, k, v, q8, k8, v8, args

@@ -493,7 +493,8 @@ def test_bad_fp8_arguments_raise() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["default", "pipe", "emu1", "emu2", "ws-gl", "ws-gl-kplain", "gl", "gl-kplain"])
+@pytest.mark.parametrize("variant", ["default", "pipe", "emu1", "emu2", "ws-gl", "ws-gl-kplain", "ws192-gl", "gl",
+                                     "gl-kplain"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -521,7 +522,9 @@ def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pyte
         monkeypatch.setattr(ta.gluon_fp8, "PERMUTE_K", not variant.endswith("kplain"))
         ws = variant.startswith("ws")
         cfg = ta.KernelConfig(128, 128, 4, 4, ws=True, gluon=True) if ws else ta.KernelConfig(64, 128, 4, 3, gluon=True)
-        assert ta.gluon_fp8.unsupported(q8, k8, ta.prepare(q8, k8, v8)[2], causal, 0, d ** -0.5, 128,
+        if variant.startswith("ws192"):  # key blocks of two tiles (128 + 64 keys); 1024 keys: the last one masked
+            cfg = ta.KernelConfig(128, 192, 4, 3, ws=True, gluon=True)
+        assert ta.gluon_fp8.unsupported(q8, k8, ta.prepare(q8, k8, v8)[2], causal, 0, d ** -0.5, cfg.block_n,
                                         128 if ws else 64) is None
     kw = {"is_causal": causal, "enable_gqa": True, "q_descale": qd, "k_descale": kd, "v_descale": vd}
     with ta.use_configs(fwd=cfg):
@@ -533,3 +536,19 @@ def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pyte
     assert _rel(o, exact) <= TOL
     assert _rel(o, emu) <= 1.5e-2
     assert _rel(o2, o) < 1e-6  # V not K-major: copied inside the call, same result
+
+
+def test_permute_k_sets_and_restores_the_flag_even_on_an_error() -> None:
+    """The scripts time the FP8 Gluon kernels with K's keys in their plain order inside `permute_k(False)`: the flag
+    comes back after the block, also when the block raises; None leaves it as it is."""
+    from profctl.workloads.kernels import gluon_fp8_attention as g8
+
+    before = g8.PERMUTE_K
+    with g8.permute_k(not before):
+        assert g8.PERMUTE_K is (not before)
+    assert g8.PERMUTE_K is before
+    with pytest.raises(RuntimeError), g8.permute_k(not before):
+        raise RuntimeError("a config that fails to launch")
+    assert g8.PERMUTE_K is before
+    with g8.permute_k(None):
+        assert g8.PERMUTE_K is before

@@ -22,6 +22,7 @@ diagonal offset >= 0 that is a multiple of the tile. Gluon has no CPU interprete
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 try:  # the module imports without Gluon; `unsupported` then says why
@@ -331,7 +332,7 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
 
     if IMPORT_ERROR is not None:
         return f"no Gluon in this Triton ({IMPORT_ERROR})"
-    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
+    if not hopper(q.device):
         return "the Gluon forward needs a Hopper GPU (sm_90: warpgroup MMA)"
     if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype):
         return "the Gluon forward takes bf16 or fp16"
@@ -351,10 +352,25 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
     return None
 
 
+@functools.lru_cache(maxsize=16)
+def hopper(device: Any) -> bool:
+    """Whether `device` is a Hopper GPU (sm_90), asked of the driver once per device (every launch checks)."""
+    import torch
+
+    return bool(device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9)
+
+
+@functools.lru_cache(maxsize=64)
+def shared_layout(block: tuple[int, ...], dtype: Any) -> Any:
+    """The default swizzled shared-memory layout of a `block` tile: the same for every call with that tile, and Gluon
+    takes about 10 us of host time to work it out (a launch builds four to six descriptors; on the H200 machine a
+    call's host time can pass a short kernel's, and a loop of calls then waits for it: benchmarks/RESULTS.md)."""
+    return gl.NVMMASharedLayout.get_default_for(list(block), dtype)
+
+
 def tma_desc(x: Any, block: list[int], dtype: Any) -> Any:
     """A 2-D TMA descriptor over `x` (rows, columns) with tiles of `block` in the default swizzled layout."""
-    layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, shared_layout(tuple(block), dtype))
 
 
 def outputs(q: Any) -> tuple[Any, Any, Any, Any]:

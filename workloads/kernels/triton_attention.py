@@ -243,13 +243,10 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
              sm_scale: float, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seqlen_q, head_dim = q.shape
     kv_heads, seqlen_kv = k.shape[1], k.shape[2]
-    o = torch.empty_like(q)  # keeps q's memory layout (bhsd or a bshd view), like SDPA
-    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
     block_d = _block_d(head_dim)
-
-    tma_ok = _tma_ok(head_dim, q, k, v)
     seqlen = max(seqlen_q, seqlen_kv)
-    out = [o, lse]
+    out: list[torch.Tensor] = []  # (O, log-sum-exp), allocated by the launch that runs (a Gluon one makes its own):
+    # every microsecond of host time a call is one a back-to-back loop of short calls waits for (triton_configs.WS_GL)
 
     def launch(cfg: KernelConfig) -> None:
         check_config(cfg, fp8=False)
@@ -265,11 +262,13 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
                                                   cfg.block_n, cfg.num_warps, cfg.num_stages))
                 return
             cfg = _triton_fallback(head_dim, q.dtype, causal, seqlen)
+        o = torch.empty_like(q)  # keeps q's memory layout (bhsd or a bshd view), like SDPA
+        lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
         out[:] = (o, lse)
         tiles = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
         persist = cfg.persist and not _SCOPED
         grid = (min(tiles[0] * tiles[1], cfg.persist * _num_sms(q.device)), 1) if persist else tiles
-        tma = cfg.tma and tma_ok
+        tma = cfg.tma and _tma_ok(head_dim, q, k, v)
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
                  if tma else (None, None, None))
         kernels._fwd_kernel[grid](
