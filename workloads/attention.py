@@ -50,7 +50,9 @@ TOLERANCE = {"bf16": 3e-2, "fp16": 4e-3, "fp32": 1e-4, "fp8": 5e-2}
 
 # ---------------------------------------------------------------------------------------------------------- timing
 class Timer:
-    """Per-iteration timing: CUDA events on the GPU (queued back to back, read after one sync), wall clock on CPU."""
+    """Per-iteration timing: CUDA events on the GPU (queued back to back, read after one sync), wall clock on CPU.
+    On the GPU the host's own time between the marks is kept too (:attr:`host_ms`): where it nears the events' time,
+    the steps wait for the host and time the launch as much as the kernel."""
 
     def __init__(self, device: str) -> None:
         import torch
@@ -58,12 +60,16 @@ class Timer:
         self.cuda = device == "cuda"
         self._torch = torch
         self._marks: list[Any] = []
+        self._walls: list[float] = []
+        #: per iteration of the last :meth:`intervals_ms`, the host's time from its first mark to its last (GPU only)
+        self.host_ms: list[float] = []
 
     def mark(self) -> None:
         if self.cuda:
             e = self._torch.cuda.Event(enable_timing=True)
             e.record()
             self._marks.append(e)
+            self._walls.append(time.perf_counter())
         else:
             self._marks.append(time.perf_counter())
 
@@ -79,7 +85,9 @@ class Timer:
         for i in range(0, len(self._marks), n):
             grp = self._marks[i : i + n]
             out.append([ms(grp[j], grp[j + 1]) for j in range(stride)])
+        self.host_ms = [(self._walls[i + stride] - self._walls[i]) * 1e3 for i in range(0, len(self._walls), n)]
         self._marks.clear()
+        self._walls.clear()
         return out
 
 
@@ -340,6 +348,8 @@ class Case:
     def _row(self, per_iter: list[list[float]], stride: int, wall: float, mem_before: int) -> dict[str, Any]:
         times = [sum(x) for x in per_iter]
         row: dict[str, Any] = {**timing_stats(times), "iters": len(times), "times_ms": times, "wall_s": wall}
+        if self.timer is not None and self.timer.host_ms:  # the host's time a step (bench_rows.add_host_warnings)
+            row["host_ms"] = statistics.median(self.timer.host_ms)
         if stride == 2:
             row["fwd_median_ms"] = statistics.median(x[0] for x in per_iter)
             row["bwd_median_ms"] = statistics.median(x[1] for x in per_iter)

@@ -27,6 +27,7 @@ from profctl.pipelines.base import OnProgress, Progress, Request, Result, Tally,
 from profctl.pipelines.bench_rows import (
     NOISE_IQR,
     add_clock_warnings,
+    add_host_warnings,
     add_noise_warnings,
     add_speedups,
     failed_row,
@@ -91,6 +92,10 @@ class BenchResult(Result):
     @property
     def noise_warnings(self) -> list[str]:
         return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in self.rows if r.noise_warning]
+
+    @property
+    def host_warnings(self) -> list[str]:
+        return [f"{r.backend} {r.shape_label()}: {r.host_warning}" for r in self.rows if r.host_warning]
 
 
 @dataclass
@@ -455,6 +460,7 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     add_speedups(ordered, req.baseline)
     add_clock_warnings(ordered)
     add_noise_warnings(ordered)
+    add_host_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
                             "clocks": run_store.clocks_seen(ordered)}

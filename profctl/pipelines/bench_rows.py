@@ -1,6 +1,6 @@
 """Bench rows as the sweep makes them (profctl.schema.bench.BenchRow): a point's row from the workload's row
 event (FLOPs, TFLOP/s, % of peak, a suspect rate flagged), a failed point's row, and what is added once every row
-is in: speedups over the baseline, clock and noise warnings."""
+is in: speedups over the baseline, clock, noise and host warnings."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ from profctl.spec import AttentionSpec
 WHERE_FIELDS = ("host", "gpu_index", "gpu_name", "gpu_uuid", "driver")
 #: a row whose measured steps spread wider than this (interquartile range / median) gets a noise_warning
 NOISE_IQR = 0.10
+#: a GPU row whose host takes this share of its step time or more (median host time between a step's events /
+#: median step) gets a host_warning: the steps are queued back to back, so once the host's time a call nears the
+#: GPU's, any jitter of the host stretches steps, and a step times the launch as much as the kernel. Measured on the
+#: H200 machine (issue 50, 2026-11-29): the 0.25-ms warp-specialized forward read 384-457 TFLOP/s in bench
+#: processes whose host took 0.31-0.34 ms a step (94-97 % of it) and 551-553 where it took 0.15-0.18 (62-71 %); its
+#: kernel alone 551-554 in every process
+HOST_SHARE = 0.8
 
 
 def where_fields(where: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +136,18 @@ def add_noise_warnings(rows: list[BenchRow], limit: float = NOISE_IQR) -> None:
             r.noise_warning = (f"timings spread: the middle half of {len(t)} steps spans {q1:.4g}-{q3:.4g} ms "
                                f"({spread:.0%} of the median); the median may move between runs (a host-bound "
                                f"step, a busy machine): more --iters, or profile it")
+
+
+def add_host_warnings(rows: list[BenchRow], share: float = HOST_SHARE) -> None:
+    """A ``host_warning`` on each ok GPU row whose host time a step (``host_ms``: between the step's events, as the
+    host enqueued them) is `share` of its median step or more: its median may be the host's, not the kernel's."""
+    for r in rows:
+        host, med = r.host_ms, r.median_ms
+        if not r.ok or not isinstance(host, (int, float)) or not med or host < share * med:
+            continue
+        r.host_warning = (f"host-bound steps: the host takes {host:.4g} ms a step to launch the call against a "
+                          f"{med:.4g}-ms median step ({host / med:.0%}), so the steps time the host as much as the "
+                          "kernel; the kernel alone: profctl nsys or ncu, or a larger problem")
 
 
 def add_clock_warnings(rows: list[BenchRow]) -> None:

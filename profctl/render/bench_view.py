@@ -23,7 +23,8 @@ CSV_COLUMNS = (
     "status", "reason", "flops", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
     "iters", "fwd_median_ms", "bwd_median_ms", "tflops", "peak_tflops", "pct_of_peak", "suspect", "speedup",
     "baseline", "peak_mem_bytes", "workspace_bytes", "rel_error", "tolerance", "check", "clock_warning",
-    "iqr_ratio", "noise_warning", "roof", "roof_ms", "pct_of_roof", "peak_host_mem_bytes", "peak_mem_where",
+    "iqr_ratio", "noise_warning", "host_ms", "host_warning", "roof", "roof_ms", "pct_of_roof", "peak_host_mem_bytes",
+    "peak_mem_where",
 )
 
 
@@ -216,8 +217,9 @@ NOISE_LINES = 4
 
 
 def warning_lines(res: BenchResult) -> list[str]:
-    """The run's warnings, one line each: clock warnings, the timing-spread warnings (summarised), the rest."""
-    return [*res.clock_warnings, *noise_lines(res.rows), *res.warnings]
+    """The run's warnings, one line each: clock warnings, host-bound steps, the timing-spread warnings (summarised),
+    the rest."""
+    return [*res.clock_warnings, *res.host_warnings, *noise_lines(res.rows), *res.warnings]
 
 
 def noise_lines(rows: list[BenchRow]) -> list[str]:

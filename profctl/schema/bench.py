@@ -138,6 +138,8 @@ class BenchRow(dict[str, Any]):
     speedup: _Field[float | None] = _Field()
     iqr_ratio: _Field[float | None] = _Field()
     noise_warning: _Field[str | None] = _Field()
+    host_ms: _Field[float | None] = _Field()  # the host's median time a step, between its events (GPU rows)
+    host_warning: _Field[str | None] = _Field()
     # ---- where it ran (profctl.nvml.here)
     host: _Field[str | None] = _Field()
     gpu_index: _Field[int | None] = _Field()

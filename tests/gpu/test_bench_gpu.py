@@ -29,6 +29,22 @@ def test_bench_gpu_rows(tmp_path: Path) -> None:
     assert eager[False]["speedup"] == pytest.approx(1.0)
 
 
+def test_host_bound_steps_are_told_from_kernel_bound_ones(tmp_path: Path) -> None:
+    """A 128-token point's kernel is shorter than launching it, so its steps time the host (host_warning); at 4096
+    tokens and 32 heads the kernel is far longer than its launch (host_ms well under the step, no warning)."""
+    def rows(*shape: str) -> list[dict]:
+        r = CliRunner().invoke(app, ["bench", "--device", "cuda", "-b", "sdpa-flash", *shape, "--head-dim", "128",
+                                     "--dtype", "bf16", "--baseline", "none", "--iters", "30", "-f", "json",
+                                     "--reports", str(tmp_path)])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    (tiny,) = rows("--seqlen", "128", "--heads", "1")
+    assert tiny["status"] == "ok" and tiny["host_ms"] > 0 and "host-bound steps" in tiny["host_warning"]
+    (big,) = rows("--seqlen", "4096", "--heads", "32")
+    assert big["status"] == "ok" and 0 < big["host_ms"] < 0.5 * big["median_ms"] and "host_warning" not in big
+
+
 def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path: Path) -> None:
     # sdpa-math materialises the score matrix: 8 x 32 x 65536^2 bf16 is 2 TiB, far beyond any GPU
     r = CliRunner().invoke(app, ["bench", "--device", "cuda", "--backend", "sdpa-math,sdpa-flash", "--batch", "8",

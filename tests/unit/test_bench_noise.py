@@ -60,3 +60,23 @@ def test_report_on_model_rows_says_which_rows_are_noisy(data_file: Callable[[str
     assert "warning: sdpa-flash llama-7b[layers=4]" in r.stderr and "timings spread" in r.stderr
     assert "warning: sdpa-flash llama-7b[layers=4] l4 decode b1 s32768 bf16: timings spread" in r.stderr
     assert "warning: eager llama-7b[layers=4] l4 decode b1 s512 bf16" not in r.stderr
+
+
+def test_a_step_whose_host_time_nears_the_step_gets_a_host_warning() -> None:
+    """host_ms is what the host took between a step's events: at 80 % of the median step or more (HOST_SHARE) the
+    steps, queued back to back, time the host; below it, or on rows without host_ms (CPU rows, older runs) or not
+    ok, nothing is said."""
+    from profctl.pipelines.bench_rows import HOST_SHARE, add_host_warnings
+
+    rows = bench_rows([
+        {"backend": "triton", "status": "ok", "median_ms": 0.3456, "host_ms": 0.3401},  # a slow process of issue 50
+        {"backend": "triton", "status": "ok", "median_ms": 0.2507, "host_ms": 0.1610},  # a fast one
+        {"backend": "triton", "status": "ok", "median_ms": 1.0, "host_ms": HOST_SHARE * 1.0},  # on the limit
+        {"backend": "eager", "status": "ok", "median_ms": 2.0},  # a CPU row: no host_ms
+        {"backend": "eager", "status": "oom", "median_ms": None, "host_ms": 0.5},
+    ])
+    add_host_warnings(rows)
+    flagged = ["host_warning" in r for r in rows]
+    assert flagged == [True, False, True, False, False]
+    w = rows[0]["host_warning"]
+    assert "0.3401 ms a step" in w and "0.3456-ms median step (98%)" in w and "profctl nsys or ncu" in w
