@@ -22,9 +22,9 @@ NOISE_IQR = 0.10
 #: a GPU row whose host takes this share of its step time or more (median host time between a step's events /
 #: median step) gets a host_warning: the steps are queued back to back, so once the host's time a call nears the
 #: GPU's, any jitter of the host stretches steps, and a step times the launch as much as the kernel. Measured on the
-#: H200 machine (issue 50, 2026-11-29): the 0.25-ms warp-specialized forward read 384-457 TFLOP/s in bench
-#: processes whose host took 0.31-0.34 ms a step (94-97 % of it) and 551-553 where it took 0.15-0.18 (62-71 %); its
-#: kernel alone 551-554 in every process
+#: H200 machine (issue 50, 2026-11-29): the 0.25-ms warp-specialized forward read 339-432 TFLOP/s in the 6 of 20
+#: bench processes whose host took 0.31-0.39 ms a step (94-97 % of it) and 550-553 where it took 0.14-0.18 ms
+#: (56-71 %); its kernel alone 551-554 in every process
 HOST_SHARE = 0.8
 
 

@@ -76,8 +76,8 @@ def seq_bucket(n: int) -> int:
 #: 0.93x at b16 s1024 against the Triton kernel's 0.80x. Causal at s4096 its kernel alone is past cuDNN (0.248 ms,
 #: 551-554 TFLOP/s in 12 of 12 processes, against ~530; the Triton 64x64 kernel 0.30 ms), but timed back to back
 #: (profctl bench) it read 373-429 in 3 processes of 9, 230 and 457 in 2 of 2 others (2026-11-29, RESULTS "Toward
-#: cuDNN", benchmarks/forward_configs.py): the host took 0.31-0.34 ms a step in the slow processes (bench's host_ms),
-#: 0.15-0.18 in the fast ones, and the loop waits for the host once that passes the kernel's. So causal up to 4096
+#: cuDNN", benchmarks/forward_configs.py): the host took 0.31-0.39 ms a step in the slow processes (bench's host_ms),
+#: 0.14-0.18 in the fast ones, and the loop waits for the host once that passes the kernel's. So causal up to 4096
 #: tokens the Triton kernel, whose longer kernel hides the host, stays first. Where it cannot run (another GPU, a
 #: shape it does not take) the next config runs.
 WS_GL = KernelConfig(128, 128, 4, 3, ws=True, gluon=True)
