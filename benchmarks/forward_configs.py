@@ -46,8 +46,9 @@ def main() -> int:
         args, kw = _inputs(shape, a.dtype, r)
 
         def launch(name: str, args: Any = args, kw: Any = kw) -> None:
+            q, k, v = args
             with ta.use_configs(fwd=cfgs[name]):
-                ta.attention(*args, is_causal=a.causal, **kw)
+                ta.attention(q, k, v, is_causal=a.causal, **kw)
 
         for name in cfgs:
             launch(name)
