@@ -1,4 +1,4 @@
-"""profctl's forward configs one launch each for plain ncu, or timed three ways: is it the kernel or the host?
+"""profctl's forward configs one launch each for plain ncu, or timed four ways: is it the kernel or the host?
 
     python3 benchmarks/forward_configs.py --time m64n128w4s3 m128n128w4s3-ws-gl --dtype fp8 --rounds 3
     ncu --set full --import-source yes --nvtx --clock-control none -k regex:"_gl_ws_fp8|_fwd_fp8|_gl_fp8" \\

@@ -1,7 +1,7 @@
 """Issue 50, ladder step 13: explain's advice for the warp-specialized FP8 kernel ("latency-bound: interleave two
 tiles") followed, and the step lost time. Recorded with plain ncu (tests/data/ladder50/README.md, fp8_split): the
-kernel with 128-key blocks (`fwd@m128n128w4s3-ws-gl`) and with 192-key blocks held as two tiles, 128 + 64 keys, two
-Q·Kᵀ and two P·V wgmma a turn (`fwd@m128n192w4s3-ws-gl`, gluon_fp8_attention.SPLIT). A step that makes the kernel
+kernel with 128-key blocks (`fp8@m128n128w4s3-ws-gl`) and with 192-key blocks held as two tiles, 128 + 64 keys, two
+Q·Kᵀ and two P·V wgmma a turn (`fp8@m128n192w4s3-ws-gl`, gluon_fp8_attention.SPLIT). A step that makes the kernel
 slower is scored as such: nothing went away, nothing is tallied."""
 
 from __future__ import annotations
