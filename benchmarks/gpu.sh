@@ -687,7 +687,8 @@ PY
 }
 step_issue50_tests() {  # the forward variants' GPU tests: Gluon (and warp-specialized), FP8 and bf16 with FMA-pipe exps
   timeout -s INT "$(lim 240)" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=5 \
-    tests/gpu/test_gluon_attention_gpu.py tests/unit/test_triton_fp8.py tests/unit/test_triton_attention.py \
+    tests/gpu/test_gluon_attention_gpu.py tests/gpu/test_launch_gpu.py tests/unit/test_triton_fp8.py \
+    tests/unit/test_triton_attention.py \
     > "$OUT/gpu_tests_issue50.txt" 2>&1
   tail -12 "$OUT/gpu_tests_issue50.txt"
 }

@@ -552,3 +552,29 @@ def test_permute_k_sets_and_restores_the_flag_even_on_an_error() -> None:
     assert g8.PERMUTE_K is before
     with g8.permute_k(None):
         assert g8.PERMUTE_K is before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("skv", [640, 1088], ids=["fewer-keys", "more-keys"])
+def test_gpu_fp8_192_key_blocks_with_other_key_counts(skv: int) -> None:
+    """The 192-key blocks (128 + 64 keys) causal top-left with fewer keys than queries (640 = 3 x 192 + 64: the last
+    block is one masked tile) and more (1088): the tail's mask and the diagonal's meet in one block, and no query may
+    see a key past the end or past its own position."""
+    from profctl.workloads.kernels import triton_attention as ta
+
+    if ta.INTERPRET:
+        pytest.skip("kernels were built for the interpreter (TRITON_INTERPRET set at import)")
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon FP8 kernels need a Hopper GPU")
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(1, 4, 1024, 128, device="cuda", generator=g)
+    k, v = (torch.randn(1, 4, skv, 128, device="cuda", generator=g) for _ in range(2))
+    (q8, qd), (k8, kd), (v8, vd) = fp8.quantize(q), fp8.quantize(k), fp8.quantize(v)
+    cfg = ta.KernelConfig(128, 192, 4, 3, ws=True, gluon=True)
+    prepared = ta.prepare(q8, k8, v8)
+    assert ta.gluon_fp8.unsupported(*prepared, True, 0, 128 ** -0.5, 192, 128) is None  # the Gluon kernel runs
+    with ta.use_configs(fwd=cfg):
+        o = ta.attention(*prepared, is_causal=True, q_descale=qd, k_descale=kd, v_descale=vd)
+    exact = fp8.emulate(q8, k8, v8, (qd, kd, vd), True, 128 ** -0.5, round_p=False)
+    assert bool(torch.isfinite(o).all())
+    assert _rel(o, exact) <= TOL

@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .launch import descriptor, launch
+
 try:  # the module imports without Gluon; `unsupported` then says why
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -341,6 +343,8 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
         return f"the Gluon forward takes head dim {' or '.join(map(str, STAGES))}"
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         return "the Gluon forward takes contiguous (batch, heads, seq, dim) inputs"
+    if (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16:
+        return "the Gluon forward's TMA loads take 16-byte aligned inputs"
     if block_m not in (64, 128) or block_n not in (64, 128):
         return "the Gluon forward takes 64- or 128-row tiles"
     if q.shape[2] % block_m or k.shape[2] % block_n:
@@ -370,7 +374,15 @@ def shared_layout(block: tuple[int, ...], dtype: Any) -> Any:
 
 def tma_desc(x: Any, block: list[int], dtype: Any) -> Any:
     """A 2-D TMA descriptor over `x` (rows, columns) with tiles of `block` in the default swizzled layout."""
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, shared_layout(tuple(block), dtype))
+    return descriptor(TensorDescriptor, x, list(x.shape), list(x.stride()), block, shared_layout(tuple(block), dtype))
+
+
+def rows_desc(x: Any, rows: int, dtype: Any) -> Any:
+    """:func:`tma_desc` over the (batch * heads * seq, dim) rows of a contiguous `x`, in tiles of `rows` rows: the
+    descriptor reads only the base's address and element type, so no 2-D view is made (a view is a few us of host
+    time, and a launch builds four to six descriptors)."""
+    d = x.shape[-1]
+    return descriptor(TensorDescriptor, x, [x.numel() // d, d], [d, 1], [rows, d], shared_layout((rows, d), dtype))
 
 
 def outputs(q: Any) -> tuple[Any, Any, Any, Any]:
@@ -378,10 +390,9 @@ def outputs(q: Any) -> tuple[Any, Any, Any, Any]:
     (tensor, rows) -> the TMA descriptor over its (batch * heads * seq, dim) rows in tiles of `rows`."""
     import torch
 
-    d = q.shape[-1]
     gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-    return torch.empty_like(q), lse, gdt, lambda x, rows: tma_desc(x.view(-1, d), [rows, d], gdt)
+    return torch.empty_like(q), lse, gdt, lambda x, rows: rows_desc(x, rows, gdt)
 
 
 def forward(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log2: float, block_m: int = TILE,
@@ -393,9 +404,9 @@ def forward(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log2: 
     o, lse, _, desc = outputs(q)
 
     grid = (seqlen_q // block_m, batch * heads)
-    _gl_fwd_kernel[grid](desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m), lse, seqlen_q,
-                         seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_M=block_m,
-                         BLOCK_N=block_n, STAGES=stages or STAGES[d], CAUSAL=causal, num_warps=num_warps)
+    launch(_gl_fwd_kernel, grid, desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(o, block_m), lse,
+           seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_M=block_m,
+           BLOCK_N=block_n, STAGES=stages or STAGES[d], CAUSAL=causal, num_warps=num_warps)
     return o, lse
 
 
@@ -413,8 +424,7 @@ def forward_ws(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_log
     o, lse, _, desc = outputs(q)
 
     grid = (seqlen_q // TILE, batch * heads)
-    _gl_ws_fwd_kernel[grid](desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q, seqlen_kv,
-                            heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_N=block_n,
-                            STAGES=stages or STAGES[d], CAUSAL=causal, CONSUMER_REGS=WS_REGS[0],
-                            PRODUCER_REGS=WS_REGS[1], num_warps=4)
+    launch(_gl_ws_fwd_kernel, grid, desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q,
+           seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, HEAD_DIM=d, BLOCK_N=block_n,
+           STAGES=stages or STAGES[d], CAUSAL=causal, CONSUMER_REGS=WS_REGS[0], PRODUCER_REGS=WS_REGS[1], num_warps=4)
     return o, lse

@@ -34,6 +34,7 @@ from typing import Any
 
 from . import gluon_attention as ga
 from .gluon_attention import IMPORT_ERROR, gluon
+from .launch import descriptor, launch
 
 if gluon is not None:
     from triton.experimental.gluon import language as gl
@@ -462,6 +463,8 @@ def unsupported(q: Any, k: Any, v: Any, causal: bool, diag_off: int, sm_scale: f
     if (not (q.is_contiguous() and k.is_contiguous()) or v.stride(-2) != 1 or sp % 16
             or v.stride(1) != d * sp or v.stride(0) != v.shape[1] * d * sp):
         return "the FP8 Gluon forward takes contiguous Q and K and a K-major V (triton_attention.prepare)"
+    if (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16:
+        return "the FP8 Gluon forward's TMA loads take 16-byte aligned inputs"
     if block_n in SPLIT and block_m != 128:
         return f"{block_n}-key blocks are the warp-specialized FP8 kernel's (-ws), not one warpgroup's"
     tile = SPLIT[block_n][1] if block_n in SPLIT else block_n  # a split block's last tile is masked past the end
@@ -497,12 +500,10 @@ def forward_ws(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, 
     bn, bn2 = SPLIT.get(block_n, (block_n, 0))
     kd, vd = k_desc(k, bn, perm), desc(vt2, [d, bn], f8)
     kd2, vd2 = (k_desc(k, bn2, perm), desc(vt2, [d, bn2], f8)) if bn2 else (kd, vd)
-    _gl_ws_fp8_kernel[grid](desc(q.view(-1, d), [64, d], f8), kd, vd, kd2, vd2,
-                            desc(o.view(-1, d), [64, d], gl.bfloat16),
-                            *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2,
-                            HEAD_DIM=d, BLOCK_N=bn, STAGES=stages, CAUSAL=causal,
-                            CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], PERM=perm, BLOCK_N2=bn2,
-                            num_warps=4)
+    launch(_gl_ws_fp8_kernel, grid, ga.rows_desc(q, 64, f8), kd, vd, kd2, vd2, ga.rows_desc(o, 64, gl.bfloat16),
+           *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2,
+           HEAD_DIM=d, BLOCK_N=bn, STAGES=stages, CAUSAL=causal,
+           CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], PERM=perm, BLOCK_N2=bn2, num_warps=4)
     return o
 
 
@@ -516,7 +517,8 @@ def k_desc(k: Any, block_n: int, perm: bool) -> Any:
         return ga.tma_desc(rows, [block_n, d], gl.float8e4nv)
     block = [block_n // 16, 2, 4, 2, d]
     layout = ga.shared_layout(tuple(block), gl.float8e4nv)
-    return TensorDescriptor(rows, [rows.shape[0] // 16, 2, 4, 2, d], [16 * d, 2 * d, 4 * d, d, 1], block, layout)
+    return descriptor(TensorDescriptor, rows, [rows.shape[0] // 16, 2, 4, 2, d], [16 * d, 2 * d, 4 * d, d, 1], block,
+                      layout)
 
 
 def forward(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, diag_off: int, sm_scale_log2: float,
@@ -532,8 +534,9 @@ def forward(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, dia
     vt = v.transpose(-1, -2)
     vt2 = torch.as_strided(vt, (batch * kv_heads * d, seqlen_kv), (vt.stride(-2), 1))
     f8 = gl.float8e4nv
-    _gl_fp8_fwd_kernel[(seqlen_q // 64, batch * heads)](
-        ga.tma_desc(q.view(-1, d), [64, d], f8), k_desc(k, block_n, perm), ga.tma_desc(vt2, [d, block_n], f8), o,
+    launch(
+        _gl_fp8_fwd_kernel, (seqlen_q // 64, batch * heads),
+        ga.rows_desc(q, 64, f8), k_desc(k, block_n, perm), ga.tma_desc(vt2, [d, block_n], f8), o,
         *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2, HEAD_DIM=d,
         BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, PERM=perm, CARRY_P8=carry_p8, num_warps=4)
     return o

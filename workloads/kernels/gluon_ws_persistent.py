@@ -19,6 +19,7 @@ from typing import Any
 
 from . import gluon_attention as ga
 from .gluon_attention import gluon
+from .launch import launch
 
 if gluon is not None:
     from triton.experimental.gluon import language as gl
@@ -182,8 +183,8 @@ def forward_wsp(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_lo
 
     n_tiles = (seqlen_q // 128) * batch * heads
     grid = (min(n_tiles, sms or torch.cuda.get_device_properties(q.device).multi_processor_count),)
-    _gl_wsp_fwd_kernel[grid](desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q, seqlen_kv,
-                             heads, heads // kv_heads, diag_off, qk_scale_log2, batch * heads, HEAD_DIM=d,
-                             BLOCK_N=block_n, STAGES=stages or ga.STAGES[d], CAUSAL=causal,
-                             CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], num_warps=4)
+    launch(_gl_wsp_fwd_kernel, grid, desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q,
+           seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, batch * heads, HEAD_DIM=d,
+           BLOCK_N=block_n, STAGES=stages or ga.STAGES[d], CAUSAL=causal,
+           CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], num_warps=4)
     return o, lse

@@ -63,6 +63,8 @@ from . import gluon_attention, gluon_ws_persistent
 from . import gluon_fp8_attention as gluon_fp8
 from . import triton_fp8_kernels as fp8_kernels
 from . import triton_kernels as kernels
+from .launch import descriptor as _descriptor
+from .launch import launch as _launch
 from .triton_configs import (  # and below, the tables under their old private names (tests, benchmarks read them)
     CONFIG_ENV,
     E4M3,
@@ -139,7 +141,13 @@ def _forced(kernel: str) -> KernelConfig | None:
     if kernel in _FORCED:
         return _FORCED[kernel]
     env = os.environ.get(CONFIG_ENV)
-    return parse_configs(env).get(kernel) if env else None
+    return _parsed(env).get(kernel) if env else None
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(env: str) -> dict[str, KernelConfig]:
+    """The forced configs of one ``PROFCTL_TRITON_CONFIG`` value, parsed once (every call reads it: 18 us a parse)."""
+    return parse_configs(env)
 
 
 def _pick(kernel: str, head_dim: int, dtype: torch.dtype, causal: bool, seqlen: int, device: torch.device,
@@ -204,15 +212,24 @@ def _tma_ok(head_dim: int, *xs: torch.Tensor) -> bool:
             return False
     elif not INTERPRET:
         return False
-    for x in xs:
+    for x in xs:  # plain loops: every call asks, and a generator a tensor costs more host time than the check
         st = x.stride()
-        if st[-1] != 1 or any(s_ <= 0 or (s_ * x.element_size()) % 16 for s_ in st[:-1]) or x.data_ptr() % 16:
+        if st[-1] != 1 or x.data_ptr() % 16:
             return False
+        size = x.element_size()
+        for s_ in st[:-1]:
+            if s_ <= 0 or (s_ * size) % 16:
+                return False
     return True
 
 
+def _cdiv(a: int, b: int) -> int:
+    """a / b rounded up, on the host: ``triton.cdiv`` is a constexpr function in Triton >= 3.6 (3 us a call here)."""
+    return -(-a // b)
+
+
 def _desc(x: torch.Tensor, rows: int, head_dim: int) -> Any:
-    return TensorDescriptor.from_tensor(x, [1, 1, rows, head_dim])
+    return _descriptor(TensorDescriptor, x, list(x.shape), list(x.stride()), [1, 1, rows, head_dim])
 
 
 def _block_d(head_dim: int) -> int:
@@ -265,13 +282,14 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, di
         o = torch.empty_like(q)  # keeps q's memory layout (bhsd or a bshd view), like SDPA
         lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
         out[:] = (o, lse)
-        tiles = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        tiles = (_cdiv(seqlen_q, cfg.block_m), batch * heads)
         persist = cfg.persist and not _SCOPED
         grid = (min(tiles[0] * tiles[1], cfg.persist * _num_sms(q.device)), 1) if persist else tiles
         tma = cfg.tma and _tma_ok(head_dim, q, k, v)
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim))
                  if tma else (None, None, None))
-        kernels._fwd_kernel[grid](
+        _launch(
+            kernels._fwd_kernel, grid,
             q, k, v, o, lse, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, batch * heads,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
@@ -355,11 +373,13 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
             cands = _candidates("fwd", head_dim, q.dtype, causal, _seq_bucket(seqlen))
             cfg = next((c for c in cands if not c.gluon), _SHORT_FP8)
         out[0] = o
-        grid = (triton.cdiv(seqlen_q, cfg.block_m), batch * heads)
+        grid = (_cdiv(seqlen_q, cfg.block_m), batch * heads)
         tma = cfg.tma and tma_ok
         descs = ((_desc(q, cfg.block_m, head_dim), _desc(k, cfg.block_n, head_dim),
-                  TensorDescriptor.from_tensor(vt, [1, 1, head_dim, cfg.block_n])) if tma else (None, None, None))
-        LAST_COMPILED["fwd_fp8"] = fp8_kernels._fwd_fp8_kernel[grid](
+                  _descriptor(TensorDescriptor, vt, list(vt.shape), list(vt.stride()), [1, 1, head_dim, cfg.block_n]))
+                 if tma else (None, None, None))
+        LAST_COMPILED["fwd_fp8"] = _launch(
+            fp8_kernels._fwd_fp8_kernel, grid,
             q, k, v, o, *descales, *descs, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
             heads, heads // kv_heads, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
@@ -381,7 +401,8 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
     delta = torch.empty_like(lse)
     delta_block = 64 if head_dim <= 128 else 32
-    kernels._bwd_delta_kernel[(triton.cdiv(seqlen_q, delta_block), batch * heads)](
+    _launch(
+        kernels._bwd_delta_kernel, (_cdiv(seqlen_q, delta_block), batch * heads),
         o, do, delta, *_strides(o), *_strides(do), heads, seqlen_q,
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=delta_block, num_warps=4)
 
@@ -393,7 +414,7 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     partial: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def launch_dkdv(cfg: KernelConfig) -> None:
-        n_blocks = triton.cdiv(seqlen_kv, cfg.block_n)
+        n_blocks = _cdiv(seqlen_kv, cfg.block_n)
         # GQA/MQA: split a group's query heads over programs until the launch fills the GPU twice over
         n_split = 1
         for s in range(1, group + 1):
@@ -412,7 +433,8 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             sk, sv = _strides(dk_t), _strides(dv_t)
         tma = cfg.tma and tma_ok
         descs = (_desc(q, cfg.block_m, head_dim), _desc(do, cfg.block_m, head_dim)) if tma else (None, None)
-        kernels._bwd_dkdv_kernel[(n_blocks, batch * kv_heads * n_split)](
+        _launch(
+            kernels._bwd_dkdv_kernel, (n_blocks, batch * kv_heads * n_split),
             q, k, v, do, lse, delta, dk_t, dv_t, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *sk, *sv,
             heads, kv_heads, group, n_split, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
@@ -425,7 +447,8 @@ def _backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     def launch_dq(cfg: KernelConfig) -> None:
         tma = cfg.tma and tma_ok
         descs = (_desc(k, cfg.block_n, head_dim), _desc(v, cfg.block_n, head_dim)) if tma else (None, None)
-        kernels._bwd_dq_kernel[(triton.cdiv(seqlen_q, cfg.block_m), batch * heads)](
+        _launch(
+            kernels._bwd_dq_kernel, (_cdiv(seqlen_q, cfg.block_m), batch * heads),
             q, k, v, do, lse, delta, dq, *descs,
             *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
             heads, group, seqlen_q, seqlen_kv, diag_off, sm_scale * LOG2E, sm_scale,
@@ -524,6 +547,8 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: tor
         return _forward(q, k, v, bool(is_causal), diag_off, sm_scale, int(window))[0]
     if fp8:
         return _forward_fp8(q, k, v, scales, bool(is_causal), diag_off, sm_scale)
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return _forward(q, k, v, bool(is_causal), diag_off, sm_scale)[0]  # autograd's Function costs host time
     out: torch.Tensor = _FlashAttention.apply(q, k, v, bool(is_causal), diag_off, sm_scale)
     return out
 

@@ -70,22 +70,22 @@ def seq_bucket(n: int) -> int:
 #: cost of encoding a TMA descriptor at every launch. Short sequences (<= 256) use 64-row tiles so that a small
 #: batch still gives the 132 SMs enough programs.
 #: d128 forward on Hopper: the warp-specialized Gluon kernel (a producer warp on TMA, two consumer warpgroups of 64
-#: rows taking turns; gluon_attention.forward_ws) first without the mask and, causal, past 4096 tokens. On an H200
-#: (issue 50; tests/data/ladder50/time_ws.json, modes_*.json: fresh inputs each round, three processes) it ran 1.00-
-#: 1.03x cuDNN at b1 h32 s4096, 549-615 against cuDNN's 451-569 TFLOP/s at h16 s8192 causal (15 of 15 rounds), and
-#: 0.93x at b16 s1024 against the Triton kernel's 0.80x. Causal at s4096 its kernel alone is past cuDNN (0.248 ms,
-#: 551-554 TFLOP/s in 12 of 12 processes, against ~530; the Triton 64x64 kernel 0.30 ms), but timed back to back
-#: (profctl bench) it read 373-429 in 3 processes of 9, 230 and 457 in 2 of 2 others (2026-11-29, RESULTS "Toward
-#: cuDNN", benchmarks/forward_configs.py): the host took 0.31-0.39 ms a step in the slow processes (bench's host_ms),
-#: 0.14-0.18 in the fast ones, and the loop waits for the host once that passes the kernel's. So causal up to 4096
-#: tokens the Triton kernel, whose longer kernel hides the host, stays first. Where it cannot run (another GPU, a
-#: shape it does not take) the next config runs.
+#: rows taking turns; gluon_attention.forward_ws) first, with the mask or without. On an H200 (issue 50;
+#: tests/data/ladder50/time_ws.json, modes_*.json: fresh inputs each round, three processes) it ran 1.00-1.03x cuDNN
+#: at b1 h32 s4096, 549-615 against cuDNN's 451-569 TFLOP/s at h16 s8192 causal (15 of 15 rounds). Causal up to 4096
+#: tokens the Triton 64x64 kernel came first until the launch path was made cheaper (workloads/kernels/launch.py):
+#: the warp-specialized kernel alone was past cuDNN (0.248 ms at b1 h32 s4096) but a call's host time, 0.31-0.39 ms in
+#: some processes, passed it, and bench read 230-457 there. With 0.11-0.22 ms of host a step, `profctl bench` causal
+#: (2026-11-29, two processes each, TFLOP/s; benchmarks/RESULTS.md "Toward cuDNN"): b1 h32 s4096 552-553 against the
+#: Triton kernel's 481 and cuDNN's 531-536 (8 more processes: 551-553), b4 h32 s2048 509-510 against 459 (cuDNN
+#: 521-523), b16 h32 s1024 415 against 395 (cuDNN 470). Where it cannot run (another GPU, a shape it does not take)
+#: the case's first Triton config runs.
 WS_GL = KernelConfig(128, 128, 4, 3, ws=True, gluon=True)
 TABLE: dict[tuple[str, int, bool], list[KernelConfig]] = {
     ("fwd", 64, False): [KernelConfig(128, 64, 8, 3, tma=False), KernelConfig(128, 64, 8, 4, tma=False)],
     ("fwd", 64, True): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(128, 64, 8, 3, tma=False)],
     ("fwd", 128, False): [WS_GL, KernelConfig(128, 128, 8, 3), KernelConfig(128, 64, 8, 3)],
-    ("fwd", 128, True): [KernelConfig(64, 64, 4, 3), WS_GL, KernelConfig(128, 128, 8, 3)],
+    ("fwd", 128, True): [WS_GL, KernelConfig(64, 64, 4, 3), KernelConfig(128, 128, 8, 3)],
     ("fwd", 256, False): [KernelConfig(64, 64, 8, 2, tma=False)],
     ("fwd", 256, True): [KernelConfig(64, 64, 8, 2, tma=False)],
     ("dkdv", 64, False): [KernelConfig(64, 64, 4, 3, tma=False), KernelConfig(32, 64, 4, 3, tma=False)],
