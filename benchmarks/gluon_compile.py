@@ -32,6 +32,7 @@ def main() -> int:
     from triton.runtime.jit import mangle_type
 
     from workloads.kernels import gluon_attention as ga
+    from workloads.kernels import gluon_ws_persistent as gp
 
     if ga.IMPORT_ERROR:
         print("no Gluon:", ga.IMPORT_ERROR)
@@ -67,11 +68,15 @@ def main() -> int:
                    "PRODUCER_REGS": "constexpr"}
             cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
                    "CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]}
-            src = GluonASTSource(fn=ga._gl_ws_fwd_kernel, signature=sig, constexprs=cst)
-            c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-            regs, spills = _ptxas_stats(c.asm["ptx"])
-            print(f"ws d{d} n{bn}s{stages} causal={int(causal)} shared={c.metadata.shared} registers={regs} "
-                  f"spill_bytes={spills} setmaxnreg={c.asm['ptx'].count('setmaxnreg')}")
+            for persistent in (False, True):  # the persistent kernel stores O from registers: a pointer, not o_desc
+                sig_p = {**{k: v for k, v in sig.items() if k != "o_desc"}, "Out": "*bf16", "n_bh": "i32"}
+                fn = gp._gl_wsp_fwd_kernel if persistent else ga._gl_ws_fwd_kernel
+                src = GluonASTSource(fn=fn, signature=_ordered(fn, sig_p if persistent else sig), constexprs=cst)
+                c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+                regs, spills = _ptxas_stats(c.asm["ptx"])
+                print(f"ws{'p' if persistent else ''} d{d} n{bn}s{stages} causal={int(causal)} "
+                      f"shared={c.metadata.shared} registers={regs} spill_bytes={spills} "
+                      f"setmaxnreg={c.asm['ptx'].count('setmaxnreg')}")
     _compile_fp8(triton, GPUTarget, GluonASTSource, mangle_type)
     return 0
 
@@ -123,6 +128,12 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
             print(f"{'ws ' if ws else ''}fp8 d{d} n{keys}s{stages} causal={int(causal)} perm={int(perm)} "
                   f"shared={c.metadata.shared} registers={regs} spill_bytes={spills} "
                   + " ".join(f"{k}={v}" for k, v in ops.items()))
+
+
+def _ordered(fn: Any, sig: dict[str, str]) -> dict[str, str]:
+    """The signature in the order of the kernel's parameters (then the launch options)."""
+    names = list(fn.arg_names)
+    return {**{n: sig[n] for n in names if n in sig}, **{k: v for k, v in sig.items() if k not in names}}
 
 
 def _sass_ops(cubin: bytes, names: tuple[str, ...]) -> dict[str, int]:
