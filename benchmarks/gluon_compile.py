@@ -68,8 +68,8 @@ def main() -> int:
                    "PRODUCER_REGS": "constexpr"}
             cst = {"HEAD_DIM": d, "BLOCK_N": bn, "STAGES": stages, "CAUSAL": causal,
                    "CONSUMER_REGS": ga.WS_REGS[0], "PRODUCER_REGS": ga.WS_REGS[1]}
-            for persistent in (False, True):  # the persistent kernel stores O from registers: a pointer, not o_desc
-                sig_p = {**{k: v for k, v in sig.items() if k != "o_desc"}, "Out": "*bf16", "n_bh": "i32"}
+            for persistent in (False, True):  # the persistent kernel (gluon_ws_persistent) takes the heads' count
+                sig_p = {**sig, "n_bh": "i32"}
                 fn = gp._gl_wsp_fwd_kernel if persistent else ga._gl_ws_fwd_kernel
                 src = GluonASTSource(fn=fn, signature=_ordered(fn, sig_p if persistent else sig), constexprs=cst)
                 c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})

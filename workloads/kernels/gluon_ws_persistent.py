@@ -9,14 +9,8 @@ ring from empty and drains it at the end. Config ``m128n128w4s3-p1-ws-gl``.
 
 Synchronization, all mbarriers: ``ready``/``empty`` per ring slot (TMA landed / both consumers done), counted across
 tiles by one running index; ``turn`` (the two consumers issue in turns, counted across tiles by one running issue
-index); ``q_bar`` (this tile's Q landed) and ``q_empty`` (both consumers' last Q·Kᵀ of the tile completed: the
-producer may load the next Q). What it takes is what gluon_attention.unsupported checks for 128-row tiles.
-
-O leaves from the registers (``gl.store``), not through Q's slot and TMA as in the non-persistent kernel: explain of
-the warp-specialized kernel against cuDNN at b16 h32 s1024 causal (issue 50, ladder step 14) named
-loads-not-pipelined (42.2 us) at the consumers' wait for Q, a cost every tile pays on a 31-wave grid, and the first
-version of this kernel paid it too: the next Q could load only once O had been stored from Q's slot. Now the next Q
-loads while the consumers finish the tile's last softmax, P·V and store.
+index); ``q_bar`` (this tile's Q landed) and ``q_empty`` (both consumers stored their O from Q's slot: the producer may
+load the next Q). What it takes is what gluon_attention.unsupported checks for 128-row tiles.
 """
 
 from __future__ import annotations
@@ -60,7 +54,8 @@ if gluon is not None:
             kv_bh = (pid_bh // heads) * (heads // group) + (pid_bh % heads) // group
             q_row = pid_bh * seqlen_q + start_m
             kv_row = kv_bh * seqlen_kv
-            mbarrier.wait(q_empty, (t_local & 1) ^ 1, pred=t_local > 0)  # both consumers are past their last Q·Kᵀ
+            # Q's slots hold the last tile's O until both consumers stored it
+            mbarrier.wait(q_empty, (t_local & 1) ^ 1, pred=t_local > 0)
             mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem.index(0))
             tma.async_copy_global_to_shared(q_desc, [q_row + 64, 0], q_bar, q_smem.index(1))
@@ -85,11 +80,11 @@ if gluon is not None:
             mbarrier.wait(turn.index(1), g & 1)
 
     @gluon.jit
-    def _wsp_consumer(Out, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q, seqlen_kv,
+    def _wsp_consumer(o_desc, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q, seqlen_kv,
                       diag_off, qk_scale, n_m, n_bh, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
                       BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
         ROWS: gl.constexpr = 64
-        dtype: gl.constexpr = q_smem.dtype
+        dtype: gl.constexpr = o_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_N, 16])
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -98,7 +93,6 @@ if gluon is not None:
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
         offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
         s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
         q = q_smem.index(WG)
         base = 0
@@ -120,7 +114,6 @@ if gluon is not None:
             mbarrier.arrive(turn.index(1 - WG))
             g += 1
             s = warpgroup_mma_wait(0, deps=(s,))
-            mbarrier.arrive(q_empty, pred=n_tiles == 1)  # a one-block tile: done with Q
             s = ga._gl_mask(s, 0, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
             p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -136,7 +129,6 @@ if gluon is not None:
                 mbarrier.arrive(turn.index(1 - WG))
                 g += 1
                 s = warpgroup_mma_wait(1, deps=(s,))
-                mbarrier.arrive(q_empty, pred=j == n_tiles - 1)  # the tile's last Q·Kᵀ is done: the next Q may load
                 s = ga._gl_mask(s, j, my_start, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
                 p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
                 acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
@@ -149,24 +141,13 @@ if gluon is not None:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index(last))
 
-            _wsp_store(acc, l_i, m_i, Out, LSE, pid_bh, seqlen_q, offs_m, offs_d, row_o, HEAD_DIM)
+            ga._ws_store(acc, l_i, m_i, q, o_desc, LSE, pid_bh, seqlen_q, offs_m, pid_bh * seqlen_q + my_start, row_o)
+            mbarrier.arrive(q_empty)  # Q's slot is free for the next tile's Q
             base += n_tiles
             t_local += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
 
     @gluon.jit
-    def _wsp_store(acc, l_i, m_i, Out, LSE, pid_bh, seqlen_q, offs_m, offs_d, row_o: gl.constexpr,
-                   HEAD_DIM: gl.constexpr):
-        """A consumer warpgroup's end of a tile: O = acc / l stored from the registers (Q's slot already holds the
-        next tile's Q), and its rows' log-sum-exp (log2 domain; +inf for a row that saw no key)."""
-        seen = l_i > 0.0
-        l_safe = gl.where(seen, l_i, 1.0)
-        o = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-        gl.store(LSE + pid_bh.to(gl.int64) * seqlen_q + offs_m, gl.where(seen, m_i + gl.log2(l_safe), float("inf")))
-        rows = pid_bh.to(gl.int64) * seqlen_q + gl.convert_layout(offs_m, row_o)
-        gl.store(Out + gl.expand_dims(rows, 1) * HEAD_DIM + gl.expand_dims(offs_d, 0), o.to(Out.dtype.element_ty))
-
-    @gluon.jit
-    def _gl_wsp_fwd_kernel(q_desc, k_desc, v_desc, Out, LSE, seqlen_q, seqlen_kv, heads, group, diag_off,
+    def _gl_wsp_fwd_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seqlen_q, seqlen_kv, heads, group, diag_off,
                            qk_scale, n_bh, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                            CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
@@ -176,14 +157,14 @@ if gluon is not None:
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
         q_bar, ready, empty, turn = ga._ws_barriers(STAGES)
         q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_empty, count=2)  # both consumers are past their last Q·Kᵀ: Q's slots are free
+        mbarrier.init(q_empty, count=2)  # both consumers stored their O: Q's slots are free
 
         wg0: gl.constexpr = 0
         wg1: gl.constexpr = 1
         gl.warp_specialize([
-            (_wsp_consumer, (Out, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q,
+            (_wsp_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q,
                              seqlen_kv, diag_off, qk_scale, n_m, n_bh, wg0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
-            (_wsp_consumer, (Out, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q,
+            (_wsp_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, turn, seqlen_q,
                              seqlen_kv, diag_off, qk_scale, n_m, n_bh, wg1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
             (_wsp_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, ready, empty, seqlen_q,
                              seqlen_kv, heads, group, diag_off, n_m, n_bh, BLOCK_N, STAGES, CAUSAL)),
@@ -202,7 +183,7 @@ def forward_wsp(q: Any, k: Any, v: Any, causal: bool, diag_off: int, qk_scale_lo
 
     n_tiles = (seqlen_q // 128) * batch * heads
     grid = (min(n_tiles, sms or torch.cuda.get_device_properties(q.device).multi_processor_count),)
-    launch(_gl_wsp_fwd_kernel, grid, desc(q, 64), desc(k, block_n), desc(v, block_n), o, lse, seqlen_q,
+    launch(_gl_wsp_fwd_kernel, grid, desc(q, 64), desc(k, block_n), desc(v, block_n), desc(o, 64), lse, seqlen_q,
            seqlen_kv, heads, heads // kv_heads, diag_off, qk_scale_log2, batch * heads, HEAD_DIM=d,
            BLOCK_N=block_n, STAGES=stages or ga.STAGES[d], CAUSAL=causal,
            CONSUMER_REGS=ga.WS_REGS[0], PRODUCER_REGS=ga.WS_REGS[1], num_warps=4)
