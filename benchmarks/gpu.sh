@@ -693,7 +693,10 @@ step_issue50_tests() {  # the forward variants' GPU tests: Gluon (and warp-speci
   tail -12 "$OUT/gpu_tests_issue50.txt"
 }
 step_issue50_bench() {  # issue 50's shapes in one profctl bench per shape group: triton, cuDNN and FA4 (where carried:
-  # a call with .gpu-fa4 right after one with .gpu), FP8, and the backward beside cuDNN's, rows into $OUT/issue50_*.json
+  # a call with .gpu-fa4 right after one with .gpu; with this tree, 34 MB, the 61-MiB .gpu-fa4 no longer fits one call's
+  # 64 MiB: carry its halves, `split -b 32000000 .gpu-fa4/cu13.tar.xz` into .gpu-fa4a/ and .gpu-fa4b/, in two calls,
+  # the first copying its half to /tmp, the second joining them with `cat` and unpacking into /tmp/gpu-site), FP8, and
+  # the backward beside cuDNN's, rows into $OUT/issue50_*.json
   local B="--baseline none --warmup 10 --iters 50 -f json" g
   for g in "-s 4096 --heads 32 --causal false,true" "-s 8192 --heads 16 --causal true" \
            "--batch 16 -s 1024 --heads 32 --causal false,true" "-s 4096 --heads 32 -d 64 --causal false,true"; do
