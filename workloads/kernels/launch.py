@@ -12,7 +12,9 @@ element type and layout, every constexpr and launch option, the current device, 
 the same key launch that kernel directly (``CompiledKernel[grid](*bound_args)``: the same launcher, stream and
 launch hooks as Triton's own path, so Proton still sees the launches). Anything unusual takes Triton's path: the
 interpreter (no compiled kernel), pre-run hooks, an argument the key cannot describe, a full cache. The cache keeps
-compiled kernels only, never a tensor.
+compiled kernels only, never a tensor. Skipped with the binder: Triton's check that the module globals a kernel read
+at compile time have not changed since; the project's kernels take everything that varies as arguments (Proton's
+scopes as ``SCOPES``, FP8's key permutation as ``PERM``), which are in the key.
 
 :func:`descriptor` builds host TMA descriptors the same way: Triton's dataclass checks its block, dtype and layout in
 ``__post_init__`` each time (a launch builds three to six); here the first one of a kind is built and checked by
