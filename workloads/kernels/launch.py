@@ -26,7 +26,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-#: off: every launch through ``fn[grid]`` (benchmarks/host_path.py compares the two in one process)
+#: off: every launch through ``fn[grid]`` and every descriptor built by Triton (benchmarks/host_path.py compares the
+#: two in one process)
 ENABLED = True
 #: the most keys kept (a loop whose ints change every call, e.g. ragged lengths, would otherwise grow it without end)
 LIMIT = 1024
