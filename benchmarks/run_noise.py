@@ -101,13 +101,20 @@ def _env(threads: int | None) -> dict[str, str]:
     return {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
 
 
+#: --processes of every bench run (`--processes`; None: bench's own default, 3 on a CPU)
+PROCESSES: list[int | None] = [None]
+
+
 def bench_run(store: Path, fn: str, iters: int, threads: int | None = None, seqlens: str = "512",
               cpus: list[int] | None = None) -> str:
-    """One `profctl bench` process of `gate_ab_functions.py:fn` on the CPU, labelled `attn` so the base and the
-    planted variant pair (`threads`: OMP_NUM_THREADS for it; None: torch's default); its run directory."""
+    """One `profctl bench` run of `gate_ab_functions.py:fn` on the CPU, labelled `attn` so the base and the
+    planted variant pair (`threads`: OMP_NUM_THREADS for it; None: torch's default; :data:`PROCESSES` its
+    --processes); its run directory."""
+    n = PROCESSES[0]
     return _new_dir(store, [sys.executable, "-m", "profctl", "bench", "--device", "cpu", "-b", f"{FNS}:{fn}",
                             "--label", "attn", "--baseline", "none", "-s", seqlens, "--heads", "4", "--iters",
-                            str(iters), "-q", "--reports", str(store)], _env(threads), cpus)
+                            str(iters), *(["--processes", str(n)] if n else []), "-q", "--reports", str(store)],
+                   _env(threads), cpus)
 
 
 def ab_run(store: Path, fn_b: str, iters: int, rounds: int, threads: int | None = None, seqlens: str = "512",
@@ -137,6 +144,7 @@ def record_bench(store: Path, loads: list[int], pairs: int | list[int], iters: i
     `planted_ab`: the planted variants of the `--ab` runs, when not `planted`'s."""
     planted_ab = planted if planted_ab is None else planted_ab
     plan: dict[str, Any] = {"iters": iters, "pairs": pairs, "threads": threads, "seqlens": seqlens,
+                            "processes": PROCESSES[0],
                             "planted": planted, "planted_ab": planted_ab, "ab_rounds": ab_rounds,
                             "ab_iters": ab_iters, "levels": {}, "slices": slices}
     roles = [("base", "attn"), ("same", "attn"), *((p, PLANTED[p]) for p in planted)]
@@ -345,6 +353,7 @@ def main_bench(a: argparse.Namespace) -> int:
                 plan["levels"].setdefault(load, []).extend(level)
     else:
         store = a.store or Path(tempfile.mkdtemp(prefix="gate-noise-"))
+        PROCESSES[0] = a.processes
         pairs = [int(x) for x in str(a.pairs).split(",")]
         plan = record_bench(store, [int(x) for x in a.loads.split(",")], pairs[0] if len(pairs) == 1 else pairs,
                             a.iters, a.threads,
@@ -410,6 +419,8 @@ def main() -> int:
                    help="--bench: judge bench runs by this quantile of each run's iterations, not the median "
                         "(profctl.analysis.compare.stats.BENCH_RUN_QUANTILE)")
     p.add_argument("--limit", type=float, default=5.0, help="--bench: the gate, --fail-if-slower in percent")
+    p.add_argument("--processes", type=int, default=None,
+                   help="--bench: --processes of every bench run (default: bench's, 3 on a CPU)")
     a = p.parse_args()
     if a.bench:
         return main_bench(a)

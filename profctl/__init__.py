@@ -68,11 +68,13 @@ _REQUEST = ("reports", "timeout_s", "executor")
 
 
 def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, label: str | None = None,
-          point_timeout_s: float = 900.0, executor: Any = None, progress: Any = None, **options: Any) -> BenchResult:
+          point_timeout_s: float = 900.0, executor: Any = None, progress: Any = None, processes: int | None = None,
+          **options: Any) -> BenchResult:
     """Run a sweep like `profctl bench` and return its rows (``.to_dataframe()`` for pandas). `executor`: where
     (default serial, here; ``DaskExecutor(workers=2)`` or ``DaskExecutor(cluster=ADDRESS)``: docs/cluster.md).
     `progress`: a callable given each Progress, True for one line that rewrites itself (the default in a
-    notebook), False for none."""
+    notebook), False for none. `processes`: fresh processes each point is timed in (default 3 on a CPU, 1 on a
+    GPU), as `--processes`."""
     from profctl import api
     from profctl.pipelines import bench_pipeline
 
@@ -80,7 +82,8 @@ def bench(*, baseline: str | None = "eager", reports: str | Path | None = None, 
     on = api.progress_callback(progress, "bench")
     res = bench_pipeline.run(bench_pipeline.BenchRequest(target=workload(**options), baseline=baseline,
                                                          reports=Path(reports) if reports else None, label=label,
-                                                         point_timeout_s=point_timeout_s, **kw), on_progress=on)
+                                                         point_timeout_s=point_timeout_s, processes=processes,
+                                                         **kw), on_progress=on)
     if isinstance(on, api.notebook_view.LineProgress):
         on.close()
     return api.displayed(res)

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# a CPU bench run times each point in three processes by default (profctl.analysis.compare.stats.PROCESSES); the
+# suite's hundreds of bench runs take one each, for time, and tests/cli/test_processes.py times the default itself
+os.environ.setdefault("PROFCTL_BENCH_PROCESSES", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -56,6 +56,11 @@ def bench(
                                                    "(e.g. 5%; 2x or 100%: twice as slow) with confidence (CI)"),
     threshold: str | None = typer.Option(None, "--threshold", help="--ab: changes smaller than this count as "
                                                                    "unchanged [default: 2%; 10% on a CPU]"),
+    processes: int | None = typer.Option(None, "--processes", help="time every point in N fresh processes, one "
+                                                                   "after another: the row is their middle, and "
+                                                                   "`profctl compare` takes each as a run (a "
+                                                                   "process keeps its speed for its life) "
+                                                                   "[default: 3 on a CPU, 1 on a GPU]"),
     executor: Any = None,  # from @executor_options (--workers, --gpus, --cluster)
 ) -> None:
     """Benchmark attention backends over a sweep of shapes (every workload option takes a comma list); with --ab,
@@ -64,6 +69,8 @@ def bench(
 
     check_format(format, FORMATS)
     if ab is not None or ab_env is not None:
+        if processes is not None:
+            raise UsageError("--processes is for sweeps; --ab pairs A and B inside one process, round by round")
         return _bench_ab.run_ab(wl, ab=ab, ab_env=ab_env, rounds=rounds, threshold=threshold,
                                 fail_if_slower=fail_if_slower, strict=strict, format=format, output=output,
                                 reports=reports, timeout=timeout, quiet=quiet, label=label, executor=executor)
@@ -82,7 +89,7 @@ def bench(
     requested = list(wl.sweep.backends)
     req = bench_pipeline.BenchRequest(target=wl, baseline=None if baseline.lower() == "none" else baseline,
                                       reports=reports, point_timeout_s=timeout, command=command_line(), label=label,
-                                      executor=executor)
+                                      executor=executor, processes=processes)
     bench_pipeline.check(req)
     check_reports(reports)
     to_stdout = any(str(p) == "-" for _, _, p in outputs if p is not None)

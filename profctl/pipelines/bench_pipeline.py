@@ -29,9 +29,11 @@ from profctl.pipelines.bench_rows import (
     add_clock_warnings,
     add_host_warnings,
     add_noise_warnings,
+    add_process_warnings,
     add_speedups,
     failed_row,
     make_row,
+    merge_processes,
     where_fields,
 )
 from profctl.pipelines.executors import Part, PartContext, PartOutcome, where_label
@@ -48,6 +50,8 @@ __all__ = ["NOISE_IQR", "BenchPart", "BenchRequest", "BenchResult", "add_noise_w
 
 EVENTS = "events.jsonl"
 LOG = "workload.log"
+#: the most processes one run may time a point in (--processes): past this, separate runs say as much
+MAX_PROCESSES = 64
 #: exit statuses of a workload child that are not a crash: 0 ran, 1 no case ran, 3 a CUDA error broke the context
 _CLEAN_EXITS = (0, 1, 3)
 
@@ -60,6 +64,9 @@ class BenchRequest(Request):
     baseline: str | None = "eager"
     point_timeout_s: float = 900.0
     label: str | dict[str, str] | None = None
+    #: time every point in this many fresh processes, one after another (None: the device's default,
+    #: profctl.analysis.compare.stats.PROCESSES, or PROFCTL_BENCH_PROCESSES)
+    processes: int | None = None
 
 
 @dataclass(kw_only=True)
@@ -94,6 +101,10 @@ class BenchResult(Result):
         return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in self.rows if r.noise_warning]
 
     @property
+    def process_warnings(self) -> list[str]:
+        return [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in self.rows if r.process_warning]
+
+    @property
     def host_warnings(self) -> list[str]:
         return [f"{r.backend} {r.shape_label()}: {r.host_warning}" for r in self.rows if r.host_warning]
 
@@ -114,6 +125,8 @@ def check(req: BenchRequest) -> None:
         raise UsageError(f"unknown baseline {req.baseline!r}; choose from {', '.join(BUILTIN_BACKENDS)} or 'none'")
     if req.point_timeout_s <= 0:
         raise UsageError(f"--timeout must be positive, got {req.point_timeout_s:g}")
+    if req.processes is not None and not 1 <= req.processes <= MAX_PROCESSES:
+        raise UsageError(f"--processes must be 1 to {MAX_PROCESSES}, got {req.processes}")
     if req.target.backends():
         parse_labels(req.label, list(req.target.backends()))
 
@@ -129,29 +142,67 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
             req = replace(req, baseline=None)  # it would add only unsupported rows (eager in an fp8 sweep)
         if req.baseline and req.baseline not in backends:
             target = target.with_backends([*backends, req.baseline])
+        n_proc = processes_for(req.processes, target.device)
         ex.prepare(target.device, points=len(target.cases()), warm=functools.partial(serve_command, target))
         run_dir = run_store.new_run("bench", root=req.reports, argv=list(req.command) if req.command else None,
                                     label=run_label(req.label, labels),
-                                    extra={**target.manifest(), "labels": labels or None})
-        sweep = _Gather(target.cases(), run_dir, on_progress, parallel=ex.parallel)
-        part = functools.partial(_part, target=target, point_timeout_s=req.point_timeout_s)
+                                    extra={**target.manifest(), "labels": labels or None,
+                                           "processes": n_proc if n_proc > 1 else None})
+        specs = list(target.cases())
+        tally = Tally(specs * n_proc, ex.parallel)
+        legs: list[_Gather] = []
         error: BaseException | None = None
         try:
             with run_store.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
-                outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
-                                        on_event=sweep.on_event, weights=target.costs(),
-                                        keys=[str(getattr(c, "backend", "")) for c in sweep.specs], warm=True)
-                with contextlib.closing(outcomes):
-                    for out in outcomes:
-                        sweep.take(out)
-            error = sweep.error()
+                for leg in range(n_proc):  # process after process, each timing every point
+                    sweep = _Gather(specs, run_dir, on_progress, tally=tally, leg=leg)
+                    legs.append(sweep)
+                    _leg(ex, sweep, target, run_dir, point_timeout_s=req.point_timeout_s, warm=n_proc == 1)
+                    error = sweep.error()
+                    if error is not None:
+                        break
         except KeyboardInterrupt:
-            sweep.interrupted = True
+            legs = legs or [_Gather(specs, run_dir, on_progress, tally=tally)]
+            legs[-1].interrupted = True
         except BaseException as e:
             error = e
-        run_store.update_manifest(run_dir, executor=ex.describe(), parts=sweep.parts if ex.parallel else None,
-                                  timing=sweep.parts[0].get("timing") if sweep.parts and not ex.parallel else None)
-    return _finish(req, sweep, run_dir, labels, error)
+        legs = legs or [_Gather(specs, run_dir, on_progress, tally=tally)]
+        parts = [{**p, "process": g.leg + 1} if n_proc > 1 else p for g in legs for p in g.parts]
+        run_store.update_manifest(run_dir, executor=ex.describe(), parts=parts if ex.parallel or n_proc > 1 else None,
+                                  timing=parts[0].get("timing") if parts and not ex.parallel else None)
+    return _finish(req, legs, n_proc, run_dir, labels, error)
+
+
+def processes_for(asked: int | None, device: str) -> int:
+    """The processes a run times each point in: `asked`, else PROFCTL_BENCH_PROCESSES, else the device's default
+    (profctl.analysis.compare.stats.PROCESSES: 3 on a CPU, 1 on a GPU)."""
+    from profctl.analysis.compare.stats import PROCESSES
+
+    if asked is not None:
+        return asked
+    env = os.environ.get("PROFCTL_BENCH_PROCESSES", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise UsageError(f"PROFCTL_BENCH_PROCESSES={env!r} is not a whole number of processes") from None
+        if not 1 <= n <= MAX_PROCESSES:
+            raise UsageError(f"PROFCTL_BENCH_PROCESSES must be 1 to {MAX_PROCESSES}, got {n}")
+        return n
+    return PROCESSES.get(device, 1)
+
+
+def _leg(ex: Any, sweep: _Gather, target: Workload | Model, run_dir: Path, *, point_timeout_s: float,
+         warm: bool) -> None:
+    """Every point of the sweep once, in fresh processes (or the workers' warm children when `warm`): one
+    process's share of a run."""
+    part = functools.partial(_part, target=target, point_timeout_s=point_timeout_s, leg=sweep.leg)
+    outcomes = ex.map_parts(part, range(len(sweep.specs)), run_dir=run_dir, device=target.device,
+                            on_event=sweep.on_event, weights=target.costs(),
+                            keys=[str(getattr(c, "backend", "")) for c in sweep.specs], warm=warm)
+    with contextlib.closing(outcomes):
+        for out in outcomes:
+            sweep.take(out)
 
 
 def serve_command(target: Workload | Model) -> tuple[list[str], dict[str, str]]:
@@ -177,10 +228,11 @@ def _resolve(target: Target) -> Workload | Model:
 class _Gather:
     """The sweep as the submitting process sees it: rows as the parts report them, progress, the parts' ends."""
 
-    def __init__(self, specs: list[Any], run_dir: Path, on_progress: OnProgress | None,
-                 parallel: bool) -> None:
+    def __init__(self, specs: list[Any], run_dir: Path, on_progress: OnProgress | None, *, tally: Tally,
+                 leg: int = 0) -> None:
         self.specs, self.run_dir, self.on_progress = specs, run_dir, on_progress
-        self.tally = Tally(specs, parallel)
+        self.tally, self.leg = tally, leg  # the run's tally over every process's points; this process's number
+        self.at = leg * len(specs)  # where this process's points start in the tally
         self.rows: dict[int, BenchRow] = {}
         self.device: dict[str, Any] = {}
         self.parts: list[dict[str, Any]] = []
@@ -196,15 +248,17 @@ class _Gather:
             return
         i = int(i)
         label = where_label(where) if self.tally.parallel else None
+        at = self.at + i
         if kind == "start" and i not in self.rows:
-            self._progress(self.tally.event(i, where=label, util=ev.get("util")))
+            self._progress(self.tally.event(at, where=label, util=ev.get("util")))
         elif kind == "row" and i not in self.rows:
             self.rows[i] = row = BenchRow.from_dict(ev["row"])  # a worker's row arrives as its JSON object
-            self._progress(self.tally.event(i, where=label, finished=True, ok=row.ok, util=ev.get("util"), row=row))
+            self._progress(self.tally.event(at, where=label, finished=True, ok=row.ok, util=ev.get("util"),
+                                            row=row))
         elif kind == "lost" and i not in self.rows:
             self.rows[i] = lost = failed_row(self.specs[i], "crashed", ev["reason"])
             lost.update(where_fields(where))
-            self._progress(self.tally.event(i, where=label, finished=True, ok=False, row=self.rows[i]))
+            self._progress(self.tally.event(at, where=label, finished=True, ok=False, row=self.rows[i]))
 
     def _progress(self, p: Progress) -> None:
         if self.on_progress is not None:
@@ -244,9 +298,10 @@ def _one_line(e: BaseException) -> str:
     return e.one_line() if isinstance(e, ProfctlError) else f"{type(e).__name__}: {e}"
 
 
-def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float) -> BenchPart:
-    """One part: the serial loop over the part's cases, here or on a worker (rows as events while it runs)."""
-    sweep = _Sweep(ctx, ctx.localize(target), point_timeout_s)
+def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float, leg: int = 0) -> BenchPart:
+    """One part: the serial loop over the part's cases, here or on a worker (rows as events while it runs);
+    `leg`: which of the run's processes (bench --processes) this is, whose files get its number."""
+    sweep = _Sweep(ctx, ctx.localize(target), point_timeout_s, leg)
     try:
         sweep.run_all()
     except BaseException:
@@ -261,12 +316,12 @@ def _part(ctx: PartContext, *, target: Workload | Model, point_timeout_s: float)
 class _Sweep:
     """The state of one running part of a sweep: its points, the child process running them, the rows so far."""
 
-    def __init__(self, ctx: PartContext, target: Workload | Model, point_timeout_s: float) -> None:
+    def __init__(self, ctx: PartContext, target: Workload | Model, point_timeout_s: float, leg: int = 0) -> None:
         self.ctx, self.target, self.point_timeout_s = ctx, target, point_timeout_s
         self.specs = target.cases()
         self.todo = list(ctx.part.cases) if ctx.part.cases is not None else list(range(len(self.specs)))
-        self.events = run_store.EventTail(ctx.workdir / EVENTS)
-        self.log = ctx.workdir / LOG
+        self.events = run_store.EventTail(ctx.workdir / leg_file(EVENTS, leg))
+        self.log = ctx.workdir / leg_file(LOG, leg)
         self.sampler: Any
         self.sampler, self.own_sampler = ctx.sampler() if target.device == "cuda" else (Sampler(-1), True)
         self.device: dict[str, Any] = {"nvml_name": self.sampler.name, "driver": self.sampler.driver}
@@ -448,11 +503,31 @@ class _Sweep:
                         return
 
 
-def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, str],
+def leg_file(name: str, leg: int) -> str:
+    """The file of the run's `leg`-th process (0: the first keeps the plain name): events-2.jsonl, workload-2.log."""
+    if not leg:
+        return name
+    stem, dot, ext = name.partition(".")
+    return f"{stem}-{leg + 1}{dot}{ext}"
+
+
+def _finish(req: BenchRequest, legs: list[_Gather], n_proc: int, run_dir: Path, labels: dict[str, str],
             error: BaseException | None) -> BenchResult:
-    """Speedups, clock and noise warnings, bench.json and the manifest's end; re-raise the error that stopped
-    the sweep."""
-    ordered = [sweep.rows[i] for i in sorted(sweep.rows)]
+    """The processes' rows merged per point, speedups, clock and noise warnings, bench.json and the manifest's
+    end; re-raise the error that stopped the sweep. A later process that failed to start leaves the earlier
+    processes' rows standing, with a warning."""
+    warnings: list[str] = []
+    if error is not None and len(legs) > 1 and any(legs[0].rows):
+        warnings.append(f"process {len(legs)} of the run failed ({_one_line(error)}): its rows are the first "
+                        f"{len(legs) - 1} processes'")
+        error = None
+    sweep = legs[0]
+    sweep.interrupted = any(g.interrupted for g in legs)
+    for g in legs[1:]:
+        for k, v in g.device.items():
+            sweep.device.setdefault(k, v)
+    ordered = [merge_processes([g.rows[i] for g in legs if i in g.rows]) if n_proc > 1 else sweep.rows[i]
+               for i in sorted(sweep.rows)]
     for r in ordered:
         name = labels.get(r.backend) or labels.get(r.backend_ref or "")
         if name:
@@ -460,6 +535,7 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     add_speedups(ordered, req.baseline)
     add_clock_warnings(ordered)
     add_noise_warnings(ordered)
+    add_process_warnings(ordered)
     add_host_warnings(ordered)
     atomic_write_json(run_dir / "bench.json", ordered)
     done: dict[str, Any] = {"device": sweep.device, "points": len(sweep.specs), "rows": len(ordered),
@@ -474,7 +550,7 @@ def _finish(req: BenchRequest, sweep: _Gather, run_dir: Path, labels: dict[str, 
     failed: list[dict[str, Any]] = [r for r in ordered if not r.ok]
     return BenchResult(run_dir=run_dir, status=status, rows=ordered, device=sweep.device,
                        interrupted=sweep.interrupted, baseline=req.baseline, failed_cases=failed,
-                       points=len(sweep.specs), warnings=interpreted(ordered))
+                       points=len(sweep.specs), warnings=interpreted(ordered) + warnings)
 
 
 def interpreted(rows: list[BenchRow]) -> list[str]:

@@ -26,6 +26,11 @@ NOISE_IQR = 0.10
 #: bench processes whose host took 0.31-0.39 ms a step (94-97 % of it) and 550-553 where it took 0.14-0.18 ms
 #: (56-71 %); its kernel alone 551-554 in every process
 HOST_SHARE = 0.8
+#: a row whose processes' medians (bench --processes) are further apart than this ratio gets a noise_warning: a
+#: GPU row's processes differ by 1.5 % at most when kernel-bound (H100, benchmarks/RESULTS.md "compare noise"), a
+#: quiet CPU's by up to 1.6x (two speed states, "The gate: power and false alarms"); past 10 % the reader should know
+#: that the row's median is one of several
+PROCESSES_APART = 1.10
 
 
 def where_fields(where: dict[str, Any]) -> dict[str, Any]:
@@ -120,22 +125,69 @@ def add_speedups(rows: list[BenchRow], baseline: str | None) -> None:
             else None
 
 
+def merge_processes(rows: list[BenchRow]) -> BenchRow:
+    """One point timed in several processes (bench --processes), their rows in order, as one row: the row of the
+    middle process by median (the lower middle of an even count) with every process's steps in ``times_ms``,
+    ``times_per_process`` to split them, each process's median and what the processes that timed nothing said.
+    The middle, not the mean: a process that landed in a slow state (the machine's, for its whole life) moves the
+    row no more than a fast one; ``profctl compare`` takes each process as a run."""
+    ok = [r for r in rows if r.ok and r.median_ms and r.process_times()]
+    failures = [f"{r.status}: {r.reason}" for r in rows if not r.ok]
+    if not ok:
+        out = BenchRow(rows[0])
+    else:
+        order = sorted(range(len(ok)), key=lambda j: float(ok[j].median_ms or 0.0))
+        out = BenchRow(ok[order[(len(ok) - 1) // 2]])
+        times = [[x for t in r.process_times() for x in t] for r in ok]  # each row: one process's steps
+        out.times_ms = [x for t in times for x in t]
+        out.times_per_process = [len(t) for t in times]
+        out.process_medians_ms = [float(r.median_ms or 0.0) for r in ok]
+        if any(r.check == "fail" for r in ok):  # a wrong result in any process is a wrong result
+            wrong = next(r for r in ok if r.check == "fail")
+            out.check, out.rel_error = "fail", wrong.rel_error
+    out.processes = len(ok)
+    if failures:
+        out.process_failures = failures
+    return out
+
+
 def add_noise_warnings(rows: list[BenchRow], limit: float = NOISE_IQR) -> None:
     """A ``noise_warning`` on each ok row whose middle half of measured steps spans more than `limit` of the
-    median: such a median moves from run to run (host-bound steps, a shared GPU), so a speedup between rows can be
-    noise. Kernel-bound attention points spread under 3 % on the H100; a host-bound decode step 2-23 %."""
+    median (in the process whose median is the row's, when several timed it): such a median moves from run to run
+    (host-bound steps, a shared GPU), so a speedup between rows can be noise. Kernel-bound attention points spread
+    under 3 % on the H100; a host-bound decode step 2-23 %."""
     for r in rows:
-        t = [x for x in (r.times_ms or []) if isinstance(x, (int, float))]
-        med = r.median_ms
-        if not r.ok or len(t) < 4 or not med:
+        procs, med = r.process_times(), r.median_ms
+        if not r.ok or not procs or not med:
+            continue
+        meds = r.process_medians_ms if isinstance(r.process_medians_ms, list) and \
+            len(r.process_medians_ms) == len(procs) else [med] * len(procs)
+        t = procs[min(range(len(procs)), key=lambda j: abs(float(meds[j]) - med))]
+        if len(t) < 4:
             continue
         q1, _, q3 = statistics.quantiles(t, n=4)
         spread = (q3 - q1) / med
         r.iqr_ratio = spread
         if spread > limit:
-            r.noise_warning = (f"timings spread: the middle half of {len(t)} steps spans {q1:.4g}-{q3:.4g} ms "
+            of = f" (its middle process of {len(procs)})" if len(procs) > 1 else ""
+            r.noise_warning = (f"timings spread: the middle half of {len(t)} steps{of} spans {q1:.4g}-{q3:.4g} ms "
                                f"({spread:.0%} of the median); the median may move between runs (a host-bound "
                                f"step, a busy machine): more --iters, or profile it")
+
+
+def add_process_warnings(rows: list[BenchRow], apart: float = PROCESSES_APART) -> None:
+    """A ``process_warning`` on each ok row whose processes' medians (bench --processes) are more than `apart`
+    apart (``process_spread``: the largest over the smallest): the row's median is then one of several states."""
+    for r in rows:
+        meds = [float(m) for m in (r.process_medians_ms or []) if isinstance(m, (int, float)) and m > 0]
+        if not r.ok or len(meds) < 2:
+            continue
+        r.process_spread = max(meds) / min(meds)
+        if r.process_spread > apart:
+            r.process_warning = (f"its {len(meds)} processes' medians differ: "
+                                 f"{', '.join(f'{m:.4g}' for m in meds)} ms ({r.process_spread:.2f}x apart: a "
+                                 "process keeps its speed for its life, the machine's state); the row is their "
+                                 "middle, and compare takes each process as a run")
 
 
 def add_host_warnings(rows: list[BenchRow], share: float = HOST_SHARE) -> None:

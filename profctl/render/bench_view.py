@@ -219,7 +219,8 @@ NOISE_LINES = 4
 def warning_lines(res: BenchResult) -> list[str]:
     """The run's warnings, one line each: clock warnings, host-bound steps, the timing-spread warnings (summarised),
     the rest."""
-    return [*res.clock_warnings, *res.host_warnings, *noise_lines(res.rows), *res.warnings]
+    return [*res.clock_warnings, *res.host_warnings, *noise_lines(res.rows), *process_lines(res.rows),
+            *res.warnings]
 
 
 def noise_lines(rows: list[BenchRow]) -> list[str]:
@@ -235,6 +236,19 @@ def noise_lines(rows: list[BenchRow]) -> list[str]:
             f"timings spread: the middle half of their steps spans up to {worst.iqr_ratio or 0:.0%} of the median "
             f"(worst: {worst.backend} {worst.shape_label()}); medians may move between runs (a busy machine, "
             "host-bound steps): more --iters, or profile them (each row's noise_warning has its numbers)"]
+
+
+def process_lines(rows: list[BenchRow]) -> list[str]:
+    """The rows whose processes' medians differ (bench --processes): one line each for up to NOISE_LINES of them,
+    else one line for all (a CPU machine's processes differ alike at every point)."""
+    apart = [r for r in rows if r.process_warning]
+    if len(apart) <= NOISE_LINES:
+        return [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in apart]
+    worst = max(apart, key=lambda r: r.process_spread or 0.0)
+    return [f"{len(apart)} of the {len(rows)} points: their processes' medians differ, by up to "
+            f"{worst.process_spread or 0:.2f}x (worst: {worst.backend} {worst.shape_label()}); a process keeps its "
+            "speed for its life (the machine's state): each row is its processes' middle, and compare takes each "
+            "process as a run (each row's process_warning has its numbers)"]
 
 
 def problem_lines(res: BenchResult) -> list[tuple[str, str]]:

@@ -102,6 +102,11 @@ class BenchRow(dict[str, Any]):
     reason: _Field[str | None] = _Field()
     median_ms: _Field[float | None] = _Field()
     times_ms: _Field[list[float] | None] = _Field()
+    # ---- a point timed in several processes (bench --processes): times_ms holds every process's steps in turn
+    processes: _Field[int | None] = _Field()  # the processes whose steps are in times_ms (absent: one)
+    times_per_process: _Field[list[int] | None] = _Field()  # how many of times_ms each process timed, in order
+    process_medians_ms: _Field[list[float] | None] = _Field()  # each process's median; median_ms is their middle
+    process_failures: _Field[list[str] | None] = _Field()  # "status: reason" of each process that timed nothing
     flops: _Field[float | None] = _Field()
     model_flops: _Field[float | None] = _Field()
     tflops: _Field[float | None] = _Field()
@@ -138,6 +143,8 @@ class BenchRow(dict[str, Any]):
     speedup: _Field[float | None] = _Field()
     iqr_ratio: _Field[float | None] = _Field()
     noise_warning: _Field[str | None] = _Field()
+    process_spread: _Field[float | None] = _Field()  # the largest process median over the smallest (--processes)
+    process_warning: _Field[str | None] = _Field()
     host_ms: _Field[float | None] = _Field()  # the host's median time a step, between its events (GPU rows)
     host_warning: _Field[str | None] = _Field()
     # ---- where it ran (profctl.nvml.here)
@@ -201,6 +208,23 @@ class BenchRow(dict[str, Any]):
             return Shape.from_row(self).label()
         except (KeyError, TypeError, ValueError):
             return "?"
+
+    def process_times(self) -> list[list[float]]:
+        """The measured steps of each process that timed the row (``times_per_process`` splits ``times_ms``): a
+        process is the unit of run-to-run noise, since one keeps a speed state for its whole life. One list for a
+        row of one process, or one whose counts do not add up; none for a row without steps."""
+        t = [float(x) for x in (self.times_ms or []) if isinstance(x, (int, float))]
+        counts = self.times_per_process
+        if not t:
+            return []
+        if not isinstance(counts, list) or sum(counts) != len(t) or any(not isinstance(c, int) or c <= 0
+                                                                         for c in counts):
+            return [t]
+        out, i = [], 0
+        for c in counts:
+            out.append(t[i:i + c])
+            i += c
+        return out
 
     def shape_key(self) -> str:
         """The shape key of an attention row (profctl.shapes); KeyError/TypeError when it lacks a field."""

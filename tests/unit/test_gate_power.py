@@ -159,13 +159,12 @@ def test_a_bimodal_run_widens_its_own_interval_and_vetoes_nothing() -> None:
     rng = random.Random(3)
     bimodal = [2.4 * math.exp(rng.gauss(0, 0.02)) for _ in range(14)] + [4.5 * math.exp(rng.gauss(0, 0.02))
                                                                        for _ in range(6)]
-    base = _side([_run(2.40, 1, times=bimodal, machine=BUSY), _run(2.43, 2, machine=BUSY),
-                  _run(2.38, 3, machine=BUSY)])
-    new = _side([_run(4.62, 11, machine=BUSY), _run(4.70, 12, machine=BUSY), _run(4.58, 13, machine=BUSY)])
+    base = _side([_run(2.40, 1, times=bimodal), _run(2.43, 2), _run(2.38, 3)])
+    new = _side([_run(4.62, 11), _run(4.70, 12), _run(4.58, 13)])
     r, _, failed = _gate(base, new)
     assert r.groups is not None and r.groups.what.startswith("base's iterations")
     assert r.verdict == "slower" and failed, r.to_dict()
-    clean = _side([_run(2.40, 21, machine=BUSY), _run(2.43, 2, machine=BUSY), _run(2.38, 3, machine=BUSY)])
+    clean = _side([_run(2.40, 21), _run(2.43, 2), _run(2.38, 3)])
     c, _, _ = _gate(clean, new)
     assert c.groups is None and c.ci_lo is not None and r.ci_lo is not None and c.ci_hi is not None
     assert (r.ci_hi or 0) / r.ci_lo > c.ci_hi / c.ci_lo  # the bimodal run's interval is the wider one

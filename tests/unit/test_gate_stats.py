@@ -55,7 +55,7 @@ def test_t_quantiles_are_exact_for_few_degrees_of_freedom(dof: int, t: float) ->
 def test_cpu_bench_rows_get_the_heavy_tailed_default() -> None:
     r, rep = _one(_side([2.35], 1), _side([2.40], 2))
     assert rep.noise == stats.CPU_BENCH_RUN_NOISE and r.run_noise == pytest.approx(stats.CPU_BENCH_RUN_NOISE.sigma)
-    assert "worth 1 degree of freedom" in rep.method
+    assert "worth 6 degrees of freedom" in rep.method and rep.noise.sigma == 0.75  # measured on busy slices
 
 
 def test_one_run_a_side_on_a_cpu_cannot_fail_at_ten_percent_short_of_far_beyond() -> None:
@@ -72,16 +72,20 @@ def test_one_run_a_side_on_a_cpu_cannot_fail_at_ten_percent_short_of_far_beyond(
 
 
 def test_the_interval_narrows_as_runs_agree_and_a_planted_1_3x_is_caught_with_three_runs_a_side() -> None:
-    base = _side([2.35, 2.41, 2.30], 10)
-    slow = _side([3.06, 3.00, 3.12], 20)
+    base = _side([2.35, 2.41, 2.30], 10, machine=QUIET)
+    slow = _side([3.06, 3.00, 3.12], 20, machine=QUIET)
     r, rep = _one(base, slow)
     assert r.verdict == "slower" and r.ratio == pytest.approx(1.3, rel=0.02) and r.ci_lo is not None
     assert r.ci_lo > 1.0 and not cm.gate(rep, 0.10).passed
-    same, rep = _one(base, _side([2.38, 2.33, 2.36], 30))
+    same, rep = _one(base, _side([2.38, 2.33, 2.36], 30, machine=QUIET))
     assert same.verdict in ("unchanged", "inconclusive") and cm.gate(rep, 0.10).passed
-    one, _ = _one(_side([2.35], 10), _side([3.06], 20))
+    one, _ = _one(_side([2.35], 10, machine=QUIET), _side([3.06], 20, machine=QUIET))
     assert one.ci_lo is not None and same.ci_lo is not None
     assert (one.ci_hi or 0) / one.ci_lo > (r.ci_hi or 0) / r.ci_lo  # one run a side: a wider interval
+    # on a busy machine three processes that agree may all be in one of its states (measured: 0.75 a process):
+    # the same runs cannot tell 1.3x there, and say how many would
+    busy, _ = _one(_side([2.35, 2.41, 2.30], 10), _side([3.06, 3.00, 3.12], 20))
+    assert busy.verdict == "inconclusive" and "runs per side would tell" in (busy.to_dict()["note"] or "")
 
 
 # ------------------------------------------------------------------------------------------------ two groups
@@ -146,7 +150,7 @@ BUSY = {"cpus": 2, "loadavg": [2.3, 1.9, 1.0], "busy_cores": 1.9, "torch_threads
 
 def test_sides_in_different_machine_states_are_said_and_held_inconclusive() -> None:
     base = _side([2.35, 2.36, 2.34], 1, machine=QUIET)
-    new = _side([3.4, 3.42, 3.38], 10, machine=BUSY)
+    new = _side([23.4, 23.6, 23.5], 10, machine=BUSY)  # 10x: past what a busy machine's states allow
     r, rep = _one(base, new)
     assert r.verdict == "inconclusive" and "different machine states" in r.to_dict()["note"]
     (w,) = [w for w in rep.warnings if "machine states" in w]

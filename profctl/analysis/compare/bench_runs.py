@@ -121,24 +121,32 @@ def compare_bench(base: Side, new: Side, *, threshold: float, confidence: float,
     warnings += states
     if held:
         hold_for_machine(rows, held)
+    units = next((r.processes for r in rows if r.processes), None)
     method = (f"ratio of medians, {confidence * 100:g}% percentile bootstrap ({resamples} resamples), "
-              f"{run_noise_words(noise, (len(base.runs), len(new.runs)))}")
+              f"{run_noise_words(noise, (len(base.runs), len(new.runs)), processes=units)}")
     grouped = groups_words(rows)
     return Comparison(base=base, new=new, rows=rows, threshold=threshold, confidence=confidence,
                       method=method + (f"; {grouped}" if grouped else ""), by=by, warnings=warnings, forced=forced)
 
 
-def _groups(tb: list[list[float]], tn: list[list[float]]) -> Groups | None:
-    """The widest two groups among a case's timings: each side's per-run medians, each run's iterations."""
+def _units(rows: list[BenchRow]) -> list[list[float]]:
+    """A side's runs of one case as the units of run-to-run noise: each process's steps (a run of
+    ``bench --processes N`` is N of them), an empty list for a row without steps."""
+    return [t for r in rows for t in (r.process_times() or [[]])]
+
+
+def _groups(tb: list[list[float]], tn: list[list[float]], unit: str = "run") -> Groups | None:
+    """The widest two groups among a case's timings: each side's per-run (per-process) medians, each run's
+    iterations."""
     import statistics
 
     found: list[Groups] = []
     for label, side in (("base", tb), ("new", tn)):
-        g = run_groups([statistics.median(t) for t in side], f"{label}'s per-run medians")
+        g = run_groups([statistics.median(t) for t in side], f"{label}'s per-{unit} medians")
         if g is not None:
             found.append(g)
         for i, t in enumerate(side):
-            m = iteration_modes(t, f"{label}'s iterations" + (f" (run {i + 1})" if len(side) > 1 else ""))
+            m = iteration_modes(t, f"{label}'s iterations" + (f" ({unit} {i + 1})" if len(side) > 1 else ""))
             if m is not None:
                 found.append(m)
     return max(found, key=lambda g: g.ratio, default=None)
@@ -165,14 +173,18 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
     lost = [f"{side}: {len(rs) - len(ok)} of {len(rs)} runs {next(r.status for r in rs if not r.ok)}"
             for side, rs, ok in (("base", bs, ok_b), ("new", ns, ok_n)) if len(ok) < len(rs)]
     rr.notes += [f"{w}: left out" for w in lost]
-    tb, tn = [list(r.times_ms or []) for r in ok_b], [list(r.times_ms or []) for r in ok_n]
+    tb, tn = _units(ok_b), _units(ok_n)
     rr.n_base, rr.n_new = sum(map(len, tb)), sum(map(len, tn))
     fewest = min(len(t) for t in (*tb, *tn))
     if fewest >= MIN_SAMPLES:
         est = across_runs(tb, tn, noise=noise, confidence=confidence, resamples=resamples,
                           seed=seed_of((name, case["shape"], case["pass"])), modes=True,
                           quantile=stats.BENCH_RUN_QUANTILE)
-        judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters", groups=_groups(tb, tn))
+        unit = "process" if len(tb) > len(ok_b) or len(tn) > len(ok_n) else "run"
+        judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters", groups=_groups(tb, tn, unit),
+              unit=unit)
+        rr.runs = (len(ok_b), len(ok_n))
+        rr.processes = est.runs
         rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
         rr.base_tflops, rr.new_tflops = _scaled_tflops(ok_b[0], rr.base_ms), _scaled_tflops(ok_n[0], rr.new_ms)
     elif all(r.median_ms for r in (*ok_b, *ok_n)):

@@ -71,6 +71,7 @@ class RowResult:
     verdict: str = "n/a"
     notes: list[str] = field(default_factory=list)
     runs: tuple[int, int] = (1, 1)  # runs on each side behind the estimate
+    processes: tuple[int, int] | None = None  # bench rows: the processes those runs timed in (the noise's units)
     run_noise: float | None = None  # the per-run noise (log-scale sigma) the interval allowed for
     run_noise_measured: float | None = None  # what the runs themselves showed (several runs on a side)
     run_limited: bool = False  # noise between runs, not between instances, set the interval's width
@@ -94,7 +95,9 @@ class RowResult:
                 "n_base": self.n_base, "n_new": self.n_new, "base_tflops": self.base_tflops,
                 "new_tflops": self.new_tflops, "tflops_ratio": (1.0 / self.ratio) if self.ratio else None,
                 "tflops_ci_lo": tf_lo, "tflops_ci_hi": tf_hi, "method": self.method, "verdict": self.verdict,
-                "runs_base": self.runs[0], "runs_new": self.runs[1], "run_noise": self.run_noise,
+                "runs_base": self.runs[0], "runs_new": self.runs[1],
+                "processes_base": None if self.processes is None else self.processes[0],
+                "processes_new": None if self.processes is None else self.processes[1], "run_noise": self.run_noise,
                 "run_noise_measured": self.run_noise_measured, "run_limited": self.run_limited,
                 "groups": None if self.groups is None else {"what": self.groups.what, "low": self.groups.low,
                                                             "high": self.groups.high, "ratio": self.groups.ratio},
@@ -102,9 +105,10 @@ class RowResult:
 
 
 def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more: str,
-          groups: Groups | None = None) -> None:
+          groups: Groups | None = None, unit: str = "run") -> None:
     """Fill a row from an estimate over runs: ratio, interval, verdict, and when inconclusive what would tell
     (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise).
+    `unit`: what the estimate's runs are, ``run`` or ``process`` (bench runs of several processes each).
 
     `groups`: timings that fall in two groups (:func:`profctl.analysis.compare.stats.run_groups`,
     ``iteration_modes``), said in the note. They are already in the interval, where they belong: a run whose
@@ -125,9 +129,13 @@ def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more:
         return
     if est.run_limited:
         k = runs_needed(est, threshold)
+        bench = more == "--iters"
         if est.runs == (1, 1):
             why += (f"; with one run per side the noise between runs (±{est.sigma * 100:.1f}% a run) cannot be told "
-                    "from a change this small: give several runs per side (BASE1,BASE2,BASE3 NEW1,NEW2,NEW3)")
+                    "from a change this small: give several runs per side (BASE1,BASE2,BASE3 NEW1,NEW2,NEW3)"
+                    + (", or time each in several processes (bench --processes 3)" if bench else ""))
+        elif k and unit == "process":
+            why += f"; about {k} processes per side would tell (runs x --processes)"
         elif k:
             why += f"; about {k} runs per side would tell"
         rr.notes.append(why)
@@ -139,8 +147,13 @@ def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more:
         rr.notes.append(why + (f"; about {need} {more} would tell" if need > samples else ""))
 
 
-def run_noise_words(noise: RunNoise, runs: tuple[int, int]) -> str:
-    """How the intervals treat noise between runs, in words for the report's method line."""
+def run_noise_words(noise: RunNoise, runs: tuple[int, int], processes: tuple[int, int] | None = None) -> str:
+    """How the intervals treat noise between runs, in words for the report's method line; `processes`: what the
+    runs timed in, when a run was several processes (bench --processes), each then a unit of that noise."""
+    if processes is not None and processes != runs:
+        return (f"{processes[0]} process(es) in {runs[0]} run(s) against {processes[1]} in {runs[1]}: run-to-run "
+                f"noise measured from them (a t interval on per-process medians), pooled with "
+                f"±{noise.sigma * 100:g}% a process ({noise.source}) as {_dof_words(noise)}")
     if runs == (1, 1):
         if noise.off:
             return "one run per side, run-to-run noise left out (--run-noise 0)"

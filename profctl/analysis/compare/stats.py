@@ -68,13 +68,18 @@ CPU_RUN_NOISE = RunNoise(0.06, "profctl's default for CPU timings, measured with
 #: bench rows of 0.17 ms and more on the H100: the 12 pairs of three runs of one workload differed by 0.8 % RMS
 #: (1.5 % at most), i.e. 0.6 % a run (benchmarks/RESULTS.md, "compare noise")
 GPU_RUN_NOISE = RunNoise(0.006, "profctl's default for GPU timings, measured on the H100 (benchmarks/RESULTS.md)")
-#: CPU bench rows (one attention call, torch's intra-op threads on the 2-core machine) timed while other work took
-#: cores the threads needed: a process's median lands in one of two groups, 2.35 or 4.8 ms (issue 39), and under load
-#: once 0.29 against 8.0 ms; benchmarks/run_noise.py --bench measured the per-run scatter (benchmarks/RESULTS.md,
-#: "The gate: power and false alarms"). Heavy-tailed: worth one degree of freedom, so one run a side cannot fail a
-#: gate short of a many-fold change, and three runs a side that agree measure their own noise
-CPU_BENCH_RUN_NOISE = RunNoise(0.20, "profctl's default for CPU bench rows timed on a busy machine (or one whose "
-                                     "state was not recorded), measured with benchmarks/run_noise.py --bench", dof=1)
+#: CPU bench rows (one attention call, torch's intra-op threads on a 2-core machine) timed while other work took
+#: cores the threads needed: a process's median lands in one of two states several times apart (2.35 or 4.8 ms in
+#: issue 39; beside one spinner 1.6-1.9 or 8.0 ms, one scheduler tick a parallel region). Measured per process with
+#: benchmarks/run_noise.py --bench on busy 2-CPU slices of the H200 machine's host (benchmarks/gate_slices.sh): sigma
+#: 0.73 (2026-11-28, one spinner, 36 degrees of freedom), 0.69 (two spinners, 8), 0.80 (2026-11-29, one spinner,
+#: processes of bench --processes 3 runs, 224). 0.20 worth one degree of freedom before: with three processes a run
+#: the processes' own scatter then decided alone, and three of them in one state against three mostly in the other
+#: failed identical code (2 of 42 one-run-a-side pairs). 0.75 worth six: one run a side fails only a many-fold
+#: change, which a busy machine cannot tell from its states (benchmarks/RESULTS.md, "The gate: power and false
+#: alarms")
+CPU_BENCH_RUN_NOISE = RunNoise(0.75, "profctl's default for CPU bench rows timed on a busy machine (or one whose "
+                                     "state was not recorded), measured with benchmarks/run_noise.py --bench", dof=6)
 #: CPU bench rows where every run of both sides had its threads' cores to itself (profctl.machine_state: busy cores of
 #: other work plus torch's threads within the machine's cores, :func:`quiet_machine`): what makes a process land in a
 #: state several times as slow (its threads waiting on cores other work holds) is absent, yet processes of one
@@ -94,6 +99,14 @@ CPU_BENCH_QUIET_RUN_NOISE = RunNoise(0.16, "profctl's default for CPU bench rows
 #: and the gate failed identical code more often (quiet one-against-one 2 of 30 at 0.25 against 1 of 30; one busy
 #: core, three against three, 1 of 9 against 0); only with two spinners (2 pairs) was the low quantile steadier
 BENCH_RUN_QUANTILE = 0.5
+#: processes a bench run times each point in when --processes is not given, by device. A CPU process keeps a speed
+#: state for its whole life (quiet 2-CPU slices of the H200 machine's host: one attention call 1.25 or 1.7 ms a
+#: process, every iteration in it; beside a spinner 1.8 or 8.0 ms), so a run of one process cannot show the gate
+#: that noise, and one run a side could not catch a 2x slowdown every time (25 of 30). Three processes a run make the
+#: process the unit within one run: the same recordings judged three processes a side caught 2x in 10 of 10 quiet
+#: pairs and failed no identical one (benchmarks/RESULTS.md, "The gate: power and false alarms"). A GPU process's
+#: kernels time alike (0.6 % a run on the H100, GPU_RUN_NOISE): one
+PROCESSES = {"cpu": 3, "cuda": 1}
 #: a machine is quiet for a CPU timing when other work's busy cores and the timing's threads fit in its cores with
 #: at most this much of a core short (a tick of other work is not a load; a quarter core is)
 QUIET_SLACK_CORES = 0.25
@@ -481,6 +494,7 @@ def pct(x: float | None) -> str:
 
 __all__ = ["BENCH_RUN_QUANTILE", "CPU_BENCH_QUIET_RUN_NOISE", "CPU_BENCH_RUN_NOISE", "CPU_RUN_NOISE",
            "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_THRESHOLD", "GPU_RUN_NOISE", "GROUP_RATIO",
-           "MIN_SAMPLES", "NO_RUN_NOISE", "PRIOR_RUNS", "QUIET_SLACK_CORES", "Estimate", "Groups", "RunNoise",
+           "MIN_SAMPLES", "NO_RUN_NOISE", "PRIOR_RUNS", "PROCESSES", "QUIET_SLACK_CORES", "Estimate", "Groups",
+           "RunNoise",
            "across_runs", "bootstrap_ratio", "decide", "iteration_modes", "mode_spread", "noise_floor", "paired_rounds",
            "pct", "pct_change", "quiet_machine", "run_groups", "runs_needed", "samples_needed", "seed_of"]
