@@ -75,3 +75,27 @@ def test_bench_fp8_triton_rows(tmp_path: Path) -> None:
         assert 0 < x["pct_of_peak"] < 100 and not x["suspect"]
     assert all(x["status"] == "unsupported" for x in rows if x["dtype"] == "fp8" and x["backend"] == "sdpa-flash")
     assert all(x["status"] == "ok" for x in rows if x["dtype"] == "bf16")
+
+
+def test_a_run_of_two_gpu_processes_and_compare_takes_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--processes 2` on a GPU: every point timed in two fresh processes (the row their lower middle, every step
+    kept); a GPU run is one process by default; `compare` of two such runs judges 2 processes a side."""
+    monkeypatch.delenv("PROFCTL_BENCH_PROCESSES", raising=False)
+    args = ["bench", "--device", "cuda", "-b", "sdpa-flash", "--seqlen", "4096", "--heads", "32", "--head-dim", "128",
+            "--dtype", "bf16", "--baseline", "none", "--iters", "20", "-f", "json"]
+    runs = []
+    for k in range(2):
+        r = CliRunner().invoke(app, [*args, "--processes", "2", "--reports", str(tmp_path / f"p{k}")])
+        assert r.exit_code == 0, r.output
+        (row,) = json.loads(r.stdout)
+        assert row["processes"] == 2 and row["times_per_process"] == [20, 20] and len(row["times_ms"]) == 40
+        assert row["median_ms"] == min(row["process_medians_ms"]) and row["check"] == "pass"
+        (run,) = (tmp_path / f"p{k}").iterdir()
+        assert (run / "events-2.jsonl").exists() and (run / "workload-2.log").exists()
+        runs.append(run)
+    c = CliRunner().invoke(app, ["compare", str(runs[0]), str(runs[1]), "-f", "json"])
+    assert c.exit_code == 0, c.output
+    (cmp,) = json.loads(c.stdout)["rows"]
+    assert cmp["processes_base"] == 2 and cmp["processes_new"] == 2 and cmp["runs_base"] == 1
+    r = CliRunner().invoke(app, [*args, "--reports", str(tmp_path / "one")])
+    assert r.exit_code == 0 and "processes" not in json.loads(r.stdout)[0]
