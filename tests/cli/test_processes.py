@@ -80,6 +80,23 @@ def test_three_runs_of_three_processes_catch_1_3x() -> None:
         assert "9 process(es) in 3 run(s)" in base.method
 
 
+def test_on_a_busy_machine_the_note_points_to_an_a_b() -> None:
+    """Beside a busy core a process sits at 1.6-1.9 or 8.0 ms (recorded, 2026-11-29): three processes a side
+    cannot tell 1.3x, and asking for thousands of processes would be no answer: the note says what would tell."""
+    busy = {"cpus": 2, "loadavg": [1.1, 1.0, 1.0], "busy_cores": 0.98, "torch_threads": 2}
+    procs = {"base": [1.54, 8.0, 7.99], "new": [2.1, 8.0 * 1.3, 2.3]}
+    sides = []
+    for name, meds in procs.items():
+        rows = [BenchRow(row(median=m, device="cpu", times_ms=[m * (1 + 0.01 * (i % 5)) for i in range(20)],
+                             median_ms=m)) for m in meds]
+        sides.append(side([merge_processes(rows)], name=name, device={"name": "cpu", "torch": "2.13.0+cpu"},
+                          machine=busy))
+    rep = cm.compare_runs(sides[0], sides[1], limit=0.05)
+    (r,) = rep.rows
+    assert r.verdict == "inconclusive" and r.processes == (3, 3) and cm.gate(rep, 0.05).passed
+    assert "the machine was busy" in (r.to_dict()["note"] or "") and "bench --ab" in (r.to_dict()["note"] or "")
+
+
 def _side(runs: list[inputs.Side]) -> inputs.Side:
     return inputs.Side(ref=",".join(r.name for r in runs), kind="bench", path=runs[0].path, name=runs[0].name,
                        manifest=runs[0].manifest, status="complete", rows=list(runs[0].rows), members=runs)

@@ -115,7 +115,9 @@ def compare_bench(base: Side, new: Side, *, threshold: float, confidence: float,
     if any((r.device == "cuda") and not (r.clocks or {}).get("clock_samples")
            for pair in pairs for rs in pair for r in rs):
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
-    rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples, noise=noise)
+    busy = noise is stats.CPU_BENCH_RUN_NOISE and _recorded_busy(base, new)
+    rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples, noise=noise,
+                        busy=busy)
             for b, n in pairs]
     states, held = machine_checks(base, new)
     warnings += states
@@ -153,8 +155,9 @@ def _groups(tb: list[list[float]], tn: list[list[float]], unit: str = "run") -> 
 
 
 def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: float, confidence: float,
-                resamples: int, noise: RunNoise) -> RowResult:
-    """One case over the runs of each side: failed, an interval over runs and iterations, or a threshold."""
+                resamples: int, noise: RunNoise, busy: bool = False) -> RowResult:
+    """One case over the runs of each side: failed, an interval over runs and iterations, or a threshold; `busy`:
+    the runs recorded a busy machine (their note then points to an A/B)."""
     b, n = bs[0], ns[0]
     name = _name(n, by)
     case: dict[str, Any] = {"name": name, "backend_base": b.backend, "backend_new": n.backend,
@@ -182,7 +185,7 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
                           quantile=stats.BENCH_RUN_QUANTILE)
         unit = "process" if len(tb) > len(ok_b) or len(tn) > len(ok_n) else "run"
         judge(rr, est, threshold, samples=max(map(len, (*tb, *tn))), more="--iters", groups=_groups(tb, tn, unit),
-              unit=unit)
+              unit=unit, busy=busy)
         rr.runs = (len(ok_b), len(ok_n))
         rr.processes = est.runs
         rr.base_ms, rr.new_ms = _geomean([r.median_ms for r in ok_b]), _geomean([r.median_ms for r in ok_n])
@@ -202,6 +205,11 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
         return rr
     _clock_check(rr, b, n, threshold)
     return rr
+
+
+def _recorded_busy(base: Side, new: Side) -> bool:
+    """Whether some run of either side recorded a machine state (a run that recorded none is not known busy)."""
+    return any(isinstance(r.manifest.machine, dict) and r.manifest.machine for side in (base, new) for r in side.runs)
 
 
 def _geomean(xs: list[float | None]) -> float | None:

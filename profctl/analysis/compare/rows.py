@@ -105,10 +105,12 @@ class RowResult:
 
 
 def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more: str,
-          groups: Groups | None = None, unit: str = "run") -> None:
+          groups: Groups | None = None, unit: str = "run", busy: bool = False) -> None:
     """Fill a row from an estimate over runs: ratio, interval, verdict, and when inconclusive what would tell
     (more runs per side when the noise between runs limits; more iterations or instances, `more`, otherwise).
-    `unit`: what the estimate's runs are, ``run`` or ``process`` (bench runs of several processes each).
+    `unit`: what the estimate's runs are, ``run`` or ``process`` (bench runs of several processes each); `busy`:
+    CPU bench runs timed on a busy machine, whose processes fall in states several times apart: more of them do
+    not tell, an A/B inside one process does.
 
     `groups`: timings that fall in two groups (:func:`profctl.analysis.compare.stats.run_groups`,
     ``iteration_modes``), said in the note. They are already in the interval, where they belong: a run whose
@@ -130,7 +132,11 @@ def judge(rr: RowResult, est: Estimate, threshold: float, *, samples: int, more:
     if est.run_limited:
         k = runs_needed(est, threshold)
         bench = more == "--iters"
-        if est.runs == (1, 1):
+        if busy:
+            why += ("; the machine was busy (other work on the runs' cores): its processes fall in states several "
+                    "times apart, which more processes do not average out; `profctl bench --ab BASE,NEW` (both in "
+                    "one process, round by round) or a quiet machine would tell")
+        elif est.runs == (1, 1):
             why += (f"; with one run per side the noise between runs (±{est.sigma * 100:.1f}% a run) cannot be told "
                     "from a change this small: give several runs per side (BASE1,BASE2,BASE3 NEW1,NEW2,NEW3)"
                     + (", or time each in several processes (bench --processes 3)" if bench else ""))
