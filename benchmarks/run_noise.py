@@ -144,18 +144,13 @@ def record_bench(store: Path, loads: list[int], pairs: int | list[int], iters: i
     `planted_ab`: the planted variants of the `--ab` runs, when not `planted`'s."""
     planted_ab = planted if planted_ab is None else planted_ab
     plan: dict[str, Any] = {"iters": iters, "pairs": pairs, "threads": threads, "seqlens": seqlens,
-                            "processes": PROCESSES[0],
-                            "planted": planted, "planted_ab": planted_ab, "ab_rounds": ab_rounds,
-                            "ab_iters": ab_iters, "levels": {}, "slices": slices}
+                            "processes": PROCESSES[0], "planted": planted, "planted_ab": planted_ab,
+                            "ab_rounds": ab_rounds, "ab_iters": ab_iters, "slices": slices,
+                            "levels": {str(load): [] for load in loads}}
     roles = [("base", "attn"), ("same", "attn"), *((p, PLANTED[p]) for p in planted)]
     jobs = job_order(loads, pairs, interleave)
     total = len(jobs)
-    for load in loads:
-        plan["levels"][str(load)] = []
     lock = threading.Lock()
-
-    class Late(Exception):
-        pass
 
     def one_pair(load: int, i: int, cpus: list[int] | None, where: Path) -> None:
         # spinners as processes of their own (subprocess closes inherited descriptors: a fork from this thread
@@ -189,6 +184,17 @@ def record_bench(store: Path, loads: list[int], pairs: int | list[int], iters: i
             if out is not None:
                 out.write_text(json.dumps({"plan": plan}, indent=1))
 
+    _run_jobs(jobs, one_pair, lock, store, slices)
+    return plan
+
+
+class Late(Exception):
+    """A pair that reached the deadline: dropped."""
+
+
+def _run_jobs(jobs: list[tuple[int, int]], one_pair: Any, lock: threading.Lock, store: Path,
+              slices: list[list[int]] | None) -> None:
+    """Take (load, pair) jobs in turn until none is left: here, or one thread a slice, side by side."""
     def worker(cpus: list[int] | None, where: Path) -> None:
         while True:
             with lock:
@@ -203,14 +209,12 @@ def record_bench(store: Path, loads: list[int], pairs: int | list[int], iters: i
 
     if not slices:
         worker(None, store)
-    else:
-        threads_ = [threading.Thread(target=worker, args=(cpus, store / f"slice{k}")) for k, cpus in
-                    enumerate(slices)]
-        for t in threads_:
-            t.start()
-        for t in threads_:
-            t.join()
-    return plan
+        return
+    threads_ = [threading.Thread(target=worker, args=(cpus, store / f"slice{k}")) for k, cpus in enumerate(slices)]
+    for t in threads_:
+        t.start()
+    for t in threads_:
+        t.join()
 
 
 def job_order(loads: list[int], pairs: int | list[int], interleave: bool = False) -> list[tuple[int, int]]:
