@@ -8,7 +8,7 @@
 #   e.g. bash benchmarks/gate_slices.sh "$OUT" 0,1 20 230 /tmp/g48a/store     (on the GPU machine's host CPUs)
 #
 # The levels' pairs are taken in turn (--interleave), so the deadline cuts every level alike; PLANTED and
-# PLANTED_AB (default 1.1,1.3,2; empty: no --ab runs) choose the planted slowdowns of the sequential runs and of the
+# PLANTED_AB (default 1.1,1.3,2; empty: none but the identical pair) choose the planted slowdowns of the sequential runs and of the
 # --ab runs; PROCESSES sets every sequential run's --processes (default: bench's, 3 on a CPU).
 #
 # OUT_DIR gets machine.txt (lscpu, load, versions), rec.json (the recording) and runs.tgz (the runs' JSON files,
@@ -37,7 +37,7 @@ echo "probe bench: $(( $(date +%s) - t0 )) s"
   echo "slices $slices"
 } > "$out/machine.txt" 2>&1
 "$py" benchmarks/run_noise.py --bench --record-only --loads "$loads" --pairs "$pairs" \
-  --planted "${PLANTED:-1.1,1.3,2}" --planted-ab "${PLANTED_AB-1.1,1.3,2}" --interleave --threads 2 \
+  --planted "${PLANTED-1.1,1.3,2}" --planted-ab "${PLANTED_AB-1.1,1.3,2}" --interleave --threads 2 \
   ${PROCESSES:+--processes "$PROCESSES"} \
   --slices "$slices" --deadline "$deadline" --store "$store" \
   --out "$out/rec.json" 2> "$out/log.txt" || echo "run_noise exit $?" >> "$out/log.txt"

@@ -35,6 +35,7 @@ from profctl.analysis.compare.stats import (
     paired_rounds,
     pct,
     pct_change,
+    same_mode_rounds,
     samples_needed,
 )
 from profctl.errors import UsageError, WorkloadFailed
@@ -245,15 +246,21 @@ def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence
         rr.verdict = "inconclusive"
         rr.notes.append(f"{len(rs)} rounds; at least {MIN_SAMPLES} needed for an interval")
         return rr
-    rr.ratio, rr.ci_lo, rr.ci_hi, conf = paired_rounds([r["a_ms"] for r in rs], [r["b_ms"] for r in rs],
+    keep = same_mode_rounds([r["a_ms"] for r in rs], [r["b_ms"] for r in rs])
+    judged = rs if keep is None else [rs[i] for i in keep]
+    rr.ratio, rr.ci_lo, rr.ci_hi, conf = paired_rounds([r["a_ms"] for r in judged], [r["b_ms"] for r in judged],
                                                         confidence=confidence)
+    if keep is not None:
+        rr.notes.append(f"{len(rs) - len(keep)} of {len(rs)} rounds had A and B in different modes of the process "
+                        f"(each variant's blocks visit two: the machine's states): left out, the {len(keep)} rounds "
+                        "with both in the same mode are the answer")
     rr.verdict, why = decide(rr.ratio, rr.ci_lo, rr.ci_hi, threshold)
     if conf < confidence - 1e-9:
-        rr.notes.append(f"{len(rs)} rounds: the interval from the smallest to the largest round, {conf * 100:.1f}% "
+        rr.notes.append(f"{len(judged)} rounds: the interval from the smallest to the largest round, {conf * 100:.1f}% "
                         "confidence")
     if why:
-        need = samples_needed(len(rs), rr.ci_lo, rr.ci_hi, threshold)
-        rr.notes.append(why + (f"; about --rounds {need} would tell" if need > len(rs) else ""))
+        need = samples_needed(len(judged), rr.ci_lo, rr.ci_hi, threshold)
+        rr.notes.append(why + (f"; about --rounds {need} would tell" if need > len(judged) else ""))
     modes = [g for g in (iteration_modes(a_all, "A's iterations"), iteration_modes(b_all, "B's iterations"))
              if g is not None]
     if modes:

@@ -287,6 +287,23 @@ def paired_rounds(base_rounds: Sequence[Sequence[float]], new_rounds: Sequence[S
     return math.exp(mid), math.exp(d[k - 1]), math.exp(d[n - k]), 1.0 - 2.0 * cdf
 
 
+def same_mode_rounds(base_rounds: Sequence[Sequence[float]], new_rounds: Sequence[Sequence[float]]) -> list[int] | None:
+    """The rounds whose two blocks sat in the same mode of the process, when each variant's block medians fall in
+    two modes (:func:`iteration_modes`, each variant's own split): the machine's states (a CPU process beside other
+    work sat at 1.9 or 5.5 ms for stretches of rounds), which both variants visit whatever the change does to their
+    times, so a round with A in one and B in the other measures the states' distance, not the change. None (keep
+    every round) when a variant has one mode (then two modes may be the change's own), or when fewer than
+    :data:`MIN_SAMPLES` rounds would remain."""
+    ma, mb = [_med(r) for r in base_rounds], [_med(r) for r in new_rounds]
+    ga, gb = iteration_modes(ma, "A's blocks"), iteration_modes(mb, "B's blocks")
+    if ga is None or gb is None:
+        return None
+    ha = [m > math.sqrt(ga.low * ga.high) for m in ma]
+    hb = [m > math.sqrt(gb.low * gb.high) for m in mb]
+    keep = [i for i, (x, y) in enumerate(zip(ha, hb, strict=True)) if x == y]
+    return keep if MIN_SAMPLES <= len(keep) < len(ma) else None
+
+
 def _med(xs: Sequence[float]) -> float:
     ys = sorted(float(x) for x in xs)
     n = len(ys)
@@ -497,4 +514,5 @@ __all__ = ["BENCH_RUN_QUANTILE", "CPU_BENCH_QUIET_RUN_NOISE", "CPU_BENCH_RUN_NOI
            "MIN_SAMPLES", "NO_RUN_NOISE", "PRIOR_RUNS", "PROCESSES", "QUIET_SLACK_CORES", "Estimate", "Groups",
            "RunNoise",
            "across_runs", "bootstrap_ratio", "decide", "iteration_modes", "mode_spread", "noise_floor", "paired_rounds",
-           "pct", "pct_change", "quiet_machine", "run_groups", "runs_needed", "samples_needed", "seed_of"]
+           "pct", "pct_change", "quiet_machine", "run_groups", "runs_needed", "same_mode_rounds", "samples_needed",
+           "seed_of"]
