@@ -8,8 +8,8 @@
 #   e.g. bash benchmarks/gate_slices.sh "$OUT" 0,1 20 230 /tmp/g48a/store     (on the GPU machine's host CPUs)
 #
 # The levels' pairs are taken in turn (--interleave), so the deadline cuts every level alike; PLANTED and
-# PLANTED_AB (default 1.1,1.3,2; empty: none but the identical pair) choose the planted slowdowns of the sequential runs and of the
-# --ab runs; PROCESSES sets every sequential run's --processes (default: bench's, 3 on a CPU).
+# PLANTED_AB (default 1.1,1.3,2; empty: only the identical code) choose the planted slowdowns of the sequential
+# runs and of the --ab runs; PROCESSES sets every sequential run's --processes (default: bench's, 3 on a CPU).
 #
 # OUT_DIR gets machine.txt (lscpu, load, versions), rec.json (the recording) and runs.tgz (the runs' JSON files,
 # paths as in rec.json: unpack with `tar xzf runs.tgz -C STORE`).

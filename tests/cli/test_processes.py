@@ -29,7 +29,7 @@ runner = CliRunner()
 
 
 def _pairs() -> list[dict[str, Any]]:
-    return list(json.loads(gzip.open(DATA, "rt").read())["pairs"])
+    return list(json.loads(gzip.decompress(DATA.read_bytes()))["pairs"])
 
 
 def _run(procs: list[dict[str, Any]], name: str) -> inputs.Side:

@@ -233,7 +233,7 @@ def test_ab_rounds_in_different_machine_modes_are_left_out(tmp_path: Path) -> No
     import gzip
     import json
 
-    doc = json.loads(gzip.open(ROOT / "tests" / "data" / "gate" / "ab-busy-identical.json.gz", "rt").read())
+    doc = json.loads(gzip.decompress((ROOT / "tests" / "data" / "gate" / "ab-busy-identical.json.gz").read_bytes()))
     (case,) = doc["cases"]
     rs = case["rounds"]
     assert stats.same_mode_rounds([r["a_ms"] for r in rs], [r["b_ms"] for r in rs]) is not None
