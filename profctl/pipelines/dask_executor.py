@@ -28,6 +28,7 @@ import secrets
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,6 +423,9 @@ class _Run:
         self.tally = Tally(range(len(book.cases)), parallel=True)
         self.run_dir = Path(run_dir)  # as the pipeline named it: outcomes name their folders under it
         self.run_id = self.run_dir.name
+        # a run may map its parts more than once (bench --processes: a pass a process): Dask keeps a finished
+        # future's result under its key, so each pass's keys are its own or the second would get the first's
+        self.pass_tag = uuid.uuid4().hex[:8]
         self.topic = f"profctl-{self.run_id}"
         self.cancel_name = f"profctl-cancel-{self.run_id}"
         self.events: queue.Queue[Any] = queue.Queue()
@@ -442,7 +446,7 @@ class _Run:
                                   util=ev.get("util")))
 
     def submit(self, part: Part) -> None:
-        key = f"profctl-{self.run_id}-part{part.index}"
+        key = f"profctl-{self.run_id}-{self.pass_tag}-part{part.index}"
         fut = self.client.submit(_run_part, self.fn, part, str(self.run_dir.resolve()), self.device, self.topic,
                                  self.cancel_name, self.session.kit_name, self.warm, key=key, pure=False,
                                  resources={"GPU": 1} if self.session.cluster is not None and self.device == "cuda"

@@ -183,3 +183,17 @@ def test_processes_option_and_one_process(tmp_path: Path) -> None:
 def test_bad_processes_is_one_line(tmp_path: Path, extra: list[str], words: str) -> None:
     res = runner.invoke(app, [*ARGS, *extra, "--reports", str(tmp_path)])
     assert res.exit_code == 2 and words in res.output and "Traceback" not in res.output
+
+
+def test_processes_on_dask_workers_are_fresh_runs(tmp_path: Path) -> None:
+    """Each process's pass over the parts is its own on Dask workers too: Dask keeps a finished future's result
+    under its key, and the second pass once got the first's rows back (the same steps twice, no second process)."""
+    pytest.importorskip("distributed")
+    res = runner.invoke(app, ["bench", "--device", "cpu", "-b", "eager,sdpa-math", "--baseline", "none", "-s", "64",
+                              "--heads", "2", "--iters", "6", "--workers", "2", "--processes", "2", "-q",
+                              "--reports", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for r in json.loads((run / "bench.json").read_text()):
+        assert r["processes"] == 2 and r["times_ms"][:6] != r["times_ms"][6:], r
+    assert len(list(run.glob("part-*/events-2.jsonl"))) == 2
