@@ -36,7 +36,8 @@ def session(store: Path, calls: Calls, *options: str) -> Any:
     """Start `profctl mcp` as a client would (a stdio subprocess), run `calls` on its session, return their result."""
     params = StdioServerParameters(command=sys.executable, args=["-m", "profctl", "mcp", "--reports", str(store),
                                                                   *options], cwd=str(store.parent),
-                                   env={"PYTHONPATH": str(ROOT)})
+                                   env={"PYTHONPATH": str(ROOT),  # and the suite's one bench process a run
+                                        **{k: v for k, v in os.environ.items() if k == "PROFCTL_BENCH_PROCESSES"}})
 
     async def go() -> Any:
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
