@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from profctl import faults, memory, run_store
+from profctl.analysis.compare.stats import PROCESSES
 from profctl.errors import ProfctlError, UsageError, WorkloadFailed
 from profctl.fsutil import atomic_write_json
 from profctl.nvml import Sampler
@@ -176,8 +177,6 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
 def processes_for(asked: int | None, device: str) -> int:
     """The processes a run times each point in: `asked`, else PROFCTL_BENCH_PROCESSES, else the device's default
     (profctl.analysis.compare.stats.PROCESSES: 3 on a CPU, 1 on a GPU)."""
-    from profctl.analysis.compare.stats import PROCESSES
-
     if asked is not None:
         return asked
     env = os.environ.get("PROFCTL_BENCH_PROCESSES", "").strip()

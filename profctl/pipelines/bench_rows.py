@@ -26,7 +26,7 @@ NOISE_IQR = 0.10
 #: bench processes whose host took 0.31-0.39 ms a step (94-97 % of it) and 550-553 where it took 0.14-0.18 ms
 #: (56-71 %); its kernel alone 551-554 in every process
 HOST_SHARE = 0.8
-#: a row whose processes' medians (bench --processes) are further apart than this ratio gets a noise_warning: a
+#: a row whose processes' medians (bench --processes) are further apart than this ratio gets a process_warning: a
 #: GPU row's processes differ by 1.5 % at most when kernel-bound (H100, benchmarks/RESULTS.md "compare noise"), a
 #: quiet CPU's by up to 1.6x (two speed states, "The gate: power and false alarms"); past 10 % the reader should know
 #: that the row's median is one of several
@@ -177,17 +177,24 @@ def add_noise_warnings(rows: list[BenchRow], limit: float = NOISE_IQR) -> None:
 
 def add_process_warnings(rows: list[BenchRow], apart: float = PROCESSES_APART) -> None:
     """A ``process_warning`` on each ok row whose processes' medians (bench --processes) are more than `apart`
-    apart (``process_spread``: the largest over the smallest): the row's median is then one of several states."""
+    apart (``process_spread``: the largest over the smallest): the row's median is then one of several states; and
+    on an ok row some of whose processes timed nothing (``process_failures``: a crash or OOM in one process only)."""
     for r in rows:
         meds = [float(m) for m in (r.process_medians_ms or []) if isinstance(m, (int, float)) and m > 0]
-        if not r.ok or len(meds) < 2:
+        if not r.ok:
             continue
-        r.process_spread = max(meds) / min(meds)
-        if r.process_spread > apart:
-            r.process_warning = (f"its {len(meds)} processes' medians differ: "
-                                 f"{', '.join(f'{m:.4g}' for m in meds)} ms ({r.process_spread:.2f}x apart: a "
-                                 "process keeps its speed for its life, the machine's state); the row is their "
-                                 "middle, and compare takes each process as a run")
+        words = []
+        if len(meds) >= 2:
+            r.process_spread = max(meds) / min(meds)
+            if r.process_spread > apart:
+                words.append(f"its {len(meds)} processes' medians differ: {', '.join(f'{m:.4g}' for m in meds)} ms "
+                             f"({r.process_spread:.2f}x apart: a process keeps its speed for its life, the machine's "
+                             "state); the row is their middle, and compare takes each process as a run")
+        if r.process_failures:
+            words.append(f"{len(r.process_failures)} of its {len(r.process_failures) + len(meds)} processes timed "
+                         f"nothing ({r.process_failures[0]})")
+        if words:
+            r.process_warning = "; ".join(words)
 
 
 def add_host_warnings(rows: list[BenchRow], share: float = HOST_SHARE) -> None:

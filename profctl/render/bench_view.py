@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from profctl.pipelines.bench_pipeline import BenchResult
+from profctl.pipelines.bench_rows import PROCESSES_APART
 from profctl.render.tables import console, fit_columns, markdown, terminal_width, text_console
 from profctl.schema.bench import ATTENTION_CASE_FIELDS, BenchRow
 from profctl.spec import is_mask_refusal
@@ -239,16 +240,21 @@ def noise_lines(rows: list[BenchRow]) -> list[str]:
 
 
 def process_lines(rows: list[BenchRow]) -> list[str]:
-    """The rows whose processes' medians differ (bench --processes): one line each for up to NOISE_LINES of them,
-    else one line for all (a CPU machine's processes differ alike at every point)."""
-    apart = [r for r in rows if r.process_warning]
-    if len(apart) <= NOISE_LINES:
-        return [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in apart]
-    worst = max(apart, key=lambda r: r.process_spread or 0.0)
-    return [f"{len(apart)} of the {len(rows)} points: their processes' medians differ, by up to "
-            f"{worst.process_spread or 0:.2f}x (worst: {worst.backend} {worst.shape_label()}); a process keeps its "
-            "speed for its life (the machine's state): each row is its processes' middle, and compare takes each "
-            "process as a run (each row's process_warning has its numbers)"]
+    """The rows whose processes' medians differ or some of whose processes timed nothing (bench --processes): one
+    line each for up to NOISE_LINES of them, else one line for the medians (a CPU machine's processes differ alike
+    at every point) and the failures' rows line by line."""
+    said = [r for r in rows if r.process_warning]
+    if len(said) <= NOISE_LINES:
+        return [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in said]
+    apart = [r for r in said if (r.process_spread or 0.0) > PROCESSES_APART]
+    out = [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in said if r.process_failures]
+    if apart:
+        worst = max(apart, key=lambda r: r.process_spread or 0.0)
+        out.insert(0, f"{len(apart)} of the {len(rows)} points: their processes' medians differ, by up to "
+                      f"{worst.process_spread or 0:.2f}x (worst: {worst.backend} {worst.shape_label()}); a process "
+                      "keeps its speed for its life (the machine's state): each row is its processes' middle, and "
+                      "compare takes each process as a run (each row's process_warning has its numbers)")
+    return out
 
 
 def problem_lines(res: BenchResult) -> list[tuple[str, str]]:
