@@ -265,9 +265,10 @@ def _row(c: dict[str, Any], nm: tuple[str, str], *, threshold: float, confidence
              if g is not None]
     if modes:
         rr.groups = max(modes, key=lambda g: g.ratio)
-        rr.notes.append(f"{rr.groups.words()}: the process switched modes between rounds; each round's ratio is "
-                        "taken within the round and the median over rounds is the answer, so a few rounds that "
-                        "straddle a switch widen the interval and do not decide it")
+        rr.notes.append(f"{rr.groups.words()}: the process switched modes between rounds; " + (
+            "the rounds that straddled a switch are left out (above)" if keep is not None else
+            "each round's ratio is taken within the round and the median over rounds is the answer, so a few "
+            "rounds that straddle a switch widen the interval and do not decide it"))
     for side, xs in (("A", a_all), ("B", b_all)):
         spread = _iqr(xs)
         if spread > NOISE_IQR:

@@ -102,10 +102,6 @@ class BenchResult(Result):
         return [f"{r.backend} {r.shape_label()}: {r.noise_warning}" for r in self.rows if r.noise_warning]
 
     @property
-    def process_warnings(self) -> list[str]:
-        return [f"{r.backend} {r.shape_label()}: {r.process_warning}" for r in self.rows if r.process_warning]
-
-    @property
     def host_warnings(self) -> list[str]:
         return [f"{r.backend} {r.shape_label()}: {r.host_warning}" for r in self.rows if r.host_warning]
 
@@ -153,6 +149,7 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
         tally = Tally(specs * n_proc, ex.parallel)
         legs: list[_Gather] = []
         error: BaseException | None = None
+        interrupted = False
         try:
             with run_store.sigterm_as_interrupt():  # a cancelled CI job keeps its finished points too
                 for leg in range(n_proc):  # process after process, each timing every point
@@ -163,11 +160,11 @@ def run(req: BenchRequest, on_progress: OnProgress | None = None) -> BenchResult
                     if error is not None:
                         break
         except KeyboardInterrupt:
-            legs = legs or [_Gather(specs, run_dir, on_progress, tally=tally)]
-            legs[-1].interrupted = True
+            interrupted = True
         except BaseException as e:
             error = e
         legs = legs or [_Gather(specs, run_dir, on_progress, tally=tally)]
+        legs[-1].interrupted = interrupted
         parts = [{**p, "process": g.leg + 1} if n_proc > 1 else p for g in legs for p in g.parts]
         run_store.update_manifest(run_dir, executor=ex.describe(), parts=parts if ex.parallel or n_proc > 1 else None,
                                   timing=parts[0].get("timing") if parts and not ex.parallel else None)
@@ -516,7 +513,7 @@ def _finish(req: BenchRequest, legs: list[_Gather], n_proc: int, run_dir: Path, 
     end; re-raise the error that stopped the sweep. A later process that failed to start leaves the earlier
     processes' rows standing, with a warning."""
     warnings: list[str] = []
-    if error is not None and len(legs) > 1 and any(legs[0].rows):
+    if error is not None and len(legs) > 1 and legs[0].rows:
         warnings.append(f"process {len(legs)} of the run failed ({_one_line(error)}): its rows are the first "
                         f"{len(legs) - 1} processes'")
         error = None

@@ -115,7 +115,7 @@ def compare_bench(base: Side, new: Side, *, threshold: float, confidence: float,
     if any((r.device == "cuda") and not (r.clocks or {}).get("clock_samples")
            for pair in pairs for rs in pair for r in rs):
         warnings.append("no NVML clock samples for some GPU rows: clocks and throttling were not checked")
-    busy = noise is stats.CPU_BENCH_RUN_NOISE and _recorded_busy(base, new)
+    busy = noise is stats.CPU_BENCH_RUN_NOISE and _recorded_state(base, new)
     rows = [_pair_bench(b, n, by=by, threshold=threshold, confidence=confidence, resamples=resamples, noise=noise,
                         busy=busy)
             for b, n in pairs]
@@ -207,7 +207,7 @@ def _pair_bench(bs: list[BenchRow], ns: list[BenchRow], *, by: str, threshold: f
     return rr
 
 
-def _recorded_busy(base: Side, new: Side) -> bool:
+def _recorded_state(base: Side, new: Side) -> bool:
     """Whether some run of either side recorded a machine state (a run that recorded none is not known busy)."""
     return any(isinstance(r.manifest.machine, dict) and r.manifest.machine for side in (base, new) for r in side.runs)
 
