@@ -82,7 +82,8 @@ def main() -> int:
 
 
 def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: Any) -> None:
-    """The FP8 forwards (workloads/kernels/gluon_fp8_attention.py): warp-specialized and one warpgroup a block, with
+    """The FP8 forwards (workloads/kernels/gluon_fp8_attention.py): warp-specialized and one warpgroup a block (and
+    its variant with the next Q·Kᵀ issued ahead of the softmax), with
     K's keys permuted (its 5-D descriptor) and in their plain order; the SASS's byte and lane moves (PRMT, SEL,
     SHFL: what explain's register-shuffle counts) beside the MUFU count."""
     import torch
@@ -103,8 +104,10 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
     common = {"QS": "*fp32", "KS": "*fp32", "VS": "*fp32", "seqlen_q": "i32", "seqlen_kv": "i32", "heads": "i32",
               "group": "i32", "diag_off": "i32", "sm_scale_log2": "fp32", "HEAD_DIM": "constexpr",
               "BLOCK_N": "constexpr", "STAGES": "constexpr", "CAUSAL": "constexpr", "PERM": "constexpr"}
-    for ws, d, keys, stages in ((True, 128, 128, 4), (True, 128, 128, 3), (True, 64, 128, 4), (True, 128, 192, 3),
-                                (False, 128, 128, 3), (False, 64, 128, 3)):
+    for ws, d, keys, stages, ahead in ((True, 128, 128, 4, False), (True, 128, 128, 3, False),
+                                       (True, 64, 128, 4, False), (True, 128, 192, 3, False),
+                                       (False, 128, 128, 3, False), (False, 64, 128, 3, False),
+                                       (False, 128, 128, 3, True), (False, 64, 128, 3, True)):
         bn, bn2 = g8.SPLIT.get(keys, (keys, 0))  # a block of two tiles (warp-specialized only)
         for causal, perm in ((False, True), (True, True), (False, False)):
             if bn2 and not perm:
@@ -120,12 +123,13 @@ def _compile_fp8(triton: Any, GPUTarget: Any, GluonASTSource: Any, mangle_type: 
                 fn = g8._gl_ws_fp8_kernel
             else:
                 sig["Out"] = "*bf16"
-                fn = g8._gl_fp8_fwd_kernel
+                fn = g8._gl_fp8_ahead_kernel if ahead else g8._gl_fp8_fwd_kernel
             c = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cst),
                                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
             regs, spills = _ptxas_stats(c.asm["ptx"])
             ops = _sass_ops(c.asm["cubin"], ("PRMT", "SEL", "SHFL", "MUFU"))
-            print(f"{'ws ' if ws else ''}fp8 d{d} n{keys}s{stages} causal={int(causal)} perm={int(perm)} "
+            kind = "ws " if ws else "ahead " if ahead else ""
+            print(f"{kind}fp8 d{d} n{keys}s{stages} causal={int(causal)} perm={int(perm)} "
                   f"shared={c.metadata.shared} registers={regs} spill_bytes={spills} "
                   + " ".join(f"{k}={v}" for k, v in ops.items()))
 

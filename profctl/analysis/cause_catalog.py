@@ -157,6 +157,18 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "the time to reach B's tensor-pipe efficiency for the same matrix work (else a ping-pong kernel's): what the "
        "ordered overlap gives, not what removing the wait alone would",
        "the softmax of one KV tile does not run under the Q K^T of the next", ("CPIStall",), effect=WAIT),
+    _C("mma-serialized", "warpgroup MMAs serialized by the compiler",
+       "the SASS splits each chain of wgmma k-slices with a full wait (WARPGROUP.DEPBAR.LE gsb0, 0x0 between two "
+       "wgmma into one accumulator): ptxas made every wgmma synchronous (its C7514 'wgmma.mma_async instructions are "
+       "serialized', printed only with ptxas -v), so the overlap the program asked for does not happen",
+       "keep other instructions off a running wgmma's registers: wait for a group before anything reads, moves or "
+       "rewrites its accumulator or register operand (an accumulator carried by a loop while its wgmma runs is "
+       "copied at the back edge); confirm with ptxas -v on the kernel's PTX (Triton: the compiled kernel's "
+       "asm['ptx']) that C7514 is gone",
+       "time x the warp-time share at the waits the compiler added (those inside a chain) / the warps a scheduler "
+       "holds (its other warps cover part of a warp's wait); the overlap the program meant is not counted",
+       "a softmax meant to run under the next tile's Q K^T (or the previous P V) waits for each k-slice instead",
+       effect=WAIT),
     _C("loads-not-pipelined", "loads not pipelined with compute",
        "warps waiting for their loads (long scoreboard, or an async-copy barrier) in the main loop while neither "
        "the memory system nor any pipe is busy: loads are issued just before their use",

@@ -15,12 +15,42 @@ from profctl.analysis.mbarriers import DATA, FREE, RELEASE, RING_FIX, TURN
 from profctl.analysis.mbarriers import waits as mbarrier_waits
 from profctl.analysis.stalls import reason
 from profctl.analysis.thresholds import value
+from profctl.analysis.wgmma_serial import serialized
 
 
 def waits(ctx: Context) -> list[Cause]:
-    """mma-not-overlapped, loads-not-pipelined, barrier-sync and atomic-contention: where warps wait, on what."""
-    out = [c for c in (_mma_wait(ctx), _load_wait(ctx), _barriers(ctx), _atomics(ctx)) if c is not None]
+    """mma-serialized or mma-not-overlapped, loads-not-pipelined, barrier-sync and atomic-contention: where warps
+    wait, on what. A kernel whose wgmma the compiler serialized waits on its MMAs because of that, not for want of
+    overlap in its design: mma-not-overlapped's advice (overlap it) is what it already asks for."""
+    mma = _serialized(ctx) or _mma_wait(ctx)
+    out = [c for c in (mma, _load_wait(ctx), _barriers(ctx), _atomics(ctx)) if c is not None]
     return out
+
+
+def _serialized(ctx: Context) -> Cause | None:
+    """wgmma chains split by full waits the compiler added (profctl.analysis.wgmma_serial)."""
+    s = serialized(ctx.p)
+    if s is None or s.ratio < value("mma_serialized_links") or not ctx.total:
+        return None
+    share = s.wait_samples / ctx.total
+    # a warp's added wait costs the scheduler only while its other warps have nothing to issue: the share of warp
+    # time over the warps a scheduler holds (fit on one recorded pair, tests/data/ladder50/plant_serial: the share
+    # alone predicted 81.4 us against 44.2 realized)
+    warps = max(ctx.f.get("warps_per_scheduler") or 1.0, 1.0)
+    t = ctx.duration_us or 0.0
+    ev: list[str] = [
+        Evidence(f"{pct(s.ratio)} of the kernel's wgmma chain links ({s.split:,.0f} of {s.links:,.0f} executed) have a "
+                 "full wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) between two k-slices of one accumulator: each wgmma is "
+                 "waited for before the next is issued", "SASS: wgmma chains split by full waits",
+                 round(s.ratio, 4), "fraction of chain links", value("mma_serialized_links"), ">="),
+        f"{pct(share)} of the warp time waits at those added waits, with {warps:.2f} warps per scheduler to cover "
+        f"them; the tensor pipe is {pct(ctx.util('tensor_pct'))} busy"]
+    lines = [ln for ln in ctx.lines if ln.key in set(s.lines)]
+    lines.sort(key=lambda ln: -ln.samples)
+    note = ("ptxas serializes every wgmma of a function once one instruction may touch a running wgmma's "
+            "registers; its -v output names it (C7514). The saving counts the waits the compiler added, not the "
+            "overlap the program meant")
+    return ctx.cause("mma-serialized", t * share / warps, ev, lines[:2], note=note, degree=s.ratio)
 
 
 def _at(ctx: Context, reason: str, *ops: str, skip: frozenset[tuple[str, int]] = frozenset()

@@ -299,7 +299,7 @@ def _same_degree(a: Cause, b: Cause, ta: float, tb: float | None) -> bool:
 
 
 #: causes whose cost is time warps spend waiting
-WAITS = frozenset({"loads-not-pipelined", "mma-not-overlapped", "barrier-sync", "atomic-contention",
+WAITS = frozenset({"loads-not-pipelined", "mma-not-overlapped", "mma-serialized", "barrier-sync", "atomic-contention",
                    "occupancy-registers", "occupancy-shared-memory", "occupancy-block-size"})
 
 

@@ -29,6 +29,9 @@ THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
     _T("pipelining_regs", 160, "registers a thread at and above which a second score tile (the next tile's Q K^T "
        "before this tile's softmax) does not fit without spilling or fewer pipeline stages: profctl's Triton forward "
        "at 190 got 28 % slower with it (benchmarks/RESULTS.md)"),
+    _T("mma_serialized_links", 0.5, "share of a kernel's wgmma chain links split by a full wait at and above which "
+       "ptxas serialized its wgmma: a compiler that did so splits every link (profctl's FP8 forward with the next "
+       "Q K^T ahead: 1.0), an asynchronous kernel none (cuDNN, FA3-style and Triton kernels on record: 0.0)"),
     _T("same_time", 0.03, "two kernels within this share of each other's time take the same time: no gap to split "
        "(ncu's replay spread of one launch is about 1-2 %)"),
     _T("shared_degree", 0.8, "a cause B has to at least this fraction of A's degree (excess sectors, stall share, "

@@ -494,7 +494,7 @@ def test_bad_fp8_arguments_raise() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["default", "pipe", "emu1", "emu2", "ws-gl", "ws-gl-kplain", "ws192-gl", "gl",
-                                     "gl-kplain"])
+                                     "gl-kplain", "gl-ahead"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -524,6 +524,8 @@ def test_gpu_fp8_real_size(causal: bool, d: int, variant: str, monkeypatch: pyte
         cfg = ta.KernelConfig(128, 128, 4, 4, ws=True, gluon=True) if ws else ta.KernelConfig(64, 128, 4, 3, gluon=True)
         if variant.startswith("ws192"):  # key blocks of two tiles (128 + 64 keys); 1024 keys: the last one masked
             cfg = ta.KernelConfig(128, 192, 4, 3, ws=True, gluon=True)
+        if variant.endswith("ahead"):  # the next block's Q·Kᵀ issued before this block's softmax
+            cfg = dataclasses.replace(cfg, pipe=True)
         assert ta.gluon_fp8.unsupported(q8, k8, ta.prepare(q8, k8, v8)[2], causal, 0, d ** -0.5, cfg.block_n,
                                         128 if ws else 64) is None
     kw = {"is_causal": causal, "enable_gqa": True, "q_descale": qd, "k_descale": kd, "v_descale": vd}

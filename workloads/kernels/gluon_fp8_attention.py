@@ -43,6 +43,7 @@ if gluon is not None:
         mbarrier,
         tma,
         warpgroup_mma,
+        warpgroup_mma_init,
         warpgroup_mma_wait,
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -414,6 +415,95 @@ if gluon is not None:
         ga._gl_invalidate(q_bar, bars, STAGES)
 
 
+    @gluon.jit
+    def _ahead_step(j, s, acc, m_i, l_i, q_smem, k_smem, vt_smem, bars, k_desc, vt_desc, kv_row, vt_row, n_tiles,
+                    start_m, offs_m, offs_n0, diag_off, qk_scale, s_zero, BLOCK_N: gl.constexpr,
+                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERM: gl.constexpr,
+                    CARRY_PV: gl.constexpr):
+        """Key block j of :func:`_gl_fp8_ahead_kernel` (j + 1 < n_tiles): S_j in registers on entry (and with
+        CARRY_PV P_{j-1}·V_{j-1} possibly running); Q·K_{j+1}ᵀ issued, block j's softmax under it, P_j·V_j issued;
+        S_{j+1} out, and P_j·V_j done unless CARRY_PV."""
+        o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
+        nxt = (j + 1) % STAGES
+        mbarrier.wait(bars.index(nxt), ((j + 1) // STAGES) & 1)
+        s_next = warpgroup_mma(q_smem, _k_tile(k_smem, nxt, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False,
+                               is_async=True)
+        s = ga._gl_mask(s, j, start_m, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+        acc = warpgroup_mma_wait(1, deps=(acc,))  # P_{j-1}·V_{j-1} done; Q·K_{j+1}ᵀ may still run
+        gl.thread_barrier()  # every warp is past the P·V that read block j-1's slot: refill it
+        refill = j - 1 + STAGES
+        _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, refill, (j + STAGES - 1) % STAGES,
+               (j >= 1) & (refill < n_tiles), BLOCK_N, PERM)
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+        acc = warpgroup_mma(_p_operand(p, p_layout, BLOCK_N, PERM), vt_smem.index(j % STAGES).permute((1, 0)), acc,
+                            is_async=True)
+        if CARRY_PV:
+            s_next = warpgroup_mma_wait(1, deps=(s_next,))  # Q·K_{j+1}ᵀ done; P_j·V_j may still run
+        else:
+            s_next, acc = warpgroup_mma_wait(0, deps=(s_next, acc))
+        return s_next, acc, m_i, l_i
+
+    @gluon.jit
+    def _gl_fp8_ahead_kernel(q_desc, k_desc, vt_desc, Out, QS, KS, VS, seqlen_q, seqlen_kv, heads, group, diag_off,
+                             sm_scale_log2, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                             CAUSAL: gl.constexpr, PERM: gl.constexpr, CARRY_PV: gl.constexpr = False):
+        """:func:`_gl_fp8_fwd_kernel` with the next block's Q·Kᵀ issued before this block's softmax (FlashAttention-3's
+        intra-warpgroup overlap, explain's "interleave two tiles"): the softmax of block j runs under Q·K_{j+1}ᵀ, at
+        the price of a second score tile in registers; P_j·V_j is waited for at the end of its block. The loop takes
+        two blocks a trip, so that the two score tiles trade registers instead of one being copied into the other
+        every block (a trip of one block: 64 MOVs a thread a block, 10 % of the instructions, under ncu 350.0
+        against 325.7 us). CARRY_PV: P_j·V_j left running into the next block (its softmax under P_j·V_j too): the
+        loop then carries a running wgmma's accumulator, and ptxas serializes every wgmma of the kernel (C7514) --
+        kept as explain's planted mma-serialized (tests/data/ladder50/plant_serial.ncu-rep.xz, RESULTS.md)."""
+        BLOCK_M: gl.constexpr = 64
+        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
+        kv_row = kv_bh * seqlen_kv
+        vt_row = kv_bh * HEAD_DIM
+        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
+        s_layout: gl.constexpr = _mma_layout(BLOCK_N)
+        o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
+        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
+        q_bar, bars = ga._gl_ring_barriers(STAGES)
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [pid_bh * seqlen_q + start_m, 0], q_bar, q_smem)
+        for i in gl.static_range(STAGES):  # key block t goes to slot t % STAGES: fill them all
+            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, i, i, i < n_tiles, BLOCK_N, PERM)
+        offs_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+        offs_n0, m_i, l_i, acc, s_zero = _state8(BLOCK_M, BLOCK_N, HEAD_DIM, s_layout, o_layout, PERM)
+
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(bars.index(0), 0)
+        s = warpgroup_mma(q_smem, _k_tile(k_smem, 0, BLOCK_N, HEAD_DIM, PERM), s_zero, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        if CARRY_PV:
+            acc = warpgroup_mma_init(acc)  # the loop carries O as a wgmma accumulator that may still be written
+        ctx = (q_smem, k_smem, vt_smem, bars, k_desc, vt_desc, kv_row, vt_row, n_tiles, start_m, offs_m, offs_n0,
+               diag_off, qk_scale, s_zero)
+        for jj in range(0, (n_tiles - 1) // 2):  # blocks 2jj and 2jj + 1
+            for k in gl.static_range(2):
+                s, acc, m_i, l_i = _ahead_step(2 * jj + k, s, acc, m_i, l_i, *ctx, BLOCK_N, HEAD_DIM, STAGES,
+                                               CAUSAL, PERM, CARRY_PV)
+        if (n_tiles - 1) % 2 == 1:
+            s, acc, m_i, l_i = _ahead_step(n_tiles - 2, s, acc, m_i, l_i, *ctx, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
+                                           PERM, CARRY_PV)
+
+        last = n_tiles - 1
+        s = ga._gl_mask(s, last, start_m, offs_m, offs_n0, diag_off, BLOCK_N, CAUSAL)
+        p, alpha, l_i, m_i = ga._gl_softmax(s, m_i, l_i, qk_scale)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        acc = warpgroup_mma(_p_operand(p, p_layout, BLOCK_N, PERM), vt_smem.index(last % STAGES).permute((1, 0)),
+                            acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        _store8(acc, l_i, VS, Out, pid_bh, seqlen_q, start_m, BLOCK_M, HEAD_DIM, o_layout)
+        ga._gl_invalidate(q_bar, bars, STAGES)
+
 #: K's keys loaded permuted within each group of 16 (:func:`k_desc`), so that P·V takes the softmax's registers
 #: as they are: without it P crosses threads (16 shuffles and 16 selects a key block for each thread)
 PERMUTE_K = True
@@ -522,9 +612,12 @@ def k_desc(k: Any, block_n: int, perm: bool) -> Any:
 
 
 def forward(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, diag_off: int, sm_scale_log2: float,
-            block_n: int = 128, stages: int = 3, perm: bool | None = None, carry_p8: bool = False) -> Any:
+            block_n: int = 128, stages: int = 3, perm: bool | None = None, carry_p8: bool = False,
+            ahead: bool = False, carry_pv: bool = False) -> Any:
     """The one-warpgroup FP8 forward (64-row blocks, 4 warps) for inputs :func:`unsupported` accepted with
-    ``block_m=64``: bf16 output (batch, heads, seq, dim)."""
+    ``block_m=64``: bf16 output (batch, heads, seq, dim). `ahead`: the next block's Q·Kᵀ issued before this block's
+    softmax (:func:`_gl_fp8_ahead_kernel`; `carry_pv`: its planted serialization). `carry_p8`: the planted
+    register-shuffle of :func:`_gl_fp8_fwd_kernel`."""
     import torch
 
     perm = PERMUTE_K if perm is None else perm
@@ -534,9 +627,11 @@ def forward(q: Any, k: Any, v: Any, descales: tuple[Any, ...], causal: bool, dia
     vt = v.transpose(-1, -2)
     vt2 = torch.as_strided(vt, (batch * kv_heads * d, seqlen_kv), (vt.stride(-2), 1))
     f8 = gl.float8e4nv
+    kernel, more = ((_gl_fp8_ahead_kernel, {"CARRY_PV": carry_pv}) if ahead else
+                    (_gl_fp8_fwd_kernel, {"CARRY_P8": carry_p8}))
     launch(
-        _gl_fp8_fwd_kernel, (seqlen_q // 64, batch * heads),
+        kernel, (seqlen_q // 64, batch * heads),
         ga.rows_desc(q, 64, f8), k_desc(k, block_n, perm), ga.tma_desc(vt2, [d, block_n], f8), o,
         *descales, seqlen_q, seqlen_kv, heads, heads // kv_heads, diag_off, sm_scale_log2, HEAD_DIM=d,
-        BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, PERM=perm, CARRY_P8=carry_p8, num_warps=4)
+        BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, PERM=perm, num_warps=4, **more)
     return o

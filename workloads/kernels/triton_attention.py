@@ -368,8 +368,12 @@ def _forward_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descales: tu
             bm = 128 if cfg.ws else 64
             if (cfg.ws or cfg.block_m == 64) and gluon_fp8.unsupported(q, k, v, causal, diag_off, sm_scale,
                                                                       cfg.block_n, bm) is None:
-                fwd = gluon_fp8.forward_ws if cfg.ws else gluon_fp8.forward
-                out[0] = fwd(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n, cfg.num_stages)
+                if cfg.ws:
+                    out[0] = gluon_fp8.forward_ws(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                                                  cfg.num_stages)
+                else:
+                    out[0] = gluon_fp8.forward(q, k, v, descales, causal, diag_off, sm_scale * LOG2E, cfg.block_n,
+                                               cfg.num_stages, ahead=cfg.pipe)
                 return
             cands = _candidates("fwd", head_dim, q.dtype, causal, _seq_bucket(seqlen))
             cfg = next((c for c in cands if not c.gluon), _SHORT_FP8)
