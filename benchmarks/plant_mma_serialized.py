@@ -16,7 +16,6 @@ serial.ncu-rep serial.ncu-rep -k plant@serial-carried --vs plant@serial-fixed --
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     import torch
-    from plant_register_shuffle import inputs
+    from plant_register_shuffle import inputs, time_variants
 
     from profctl.workloads.kernels import gluon_fp8_attention as g8
 
@@ -52,19 +51,7 @@ def main() -> int:
                 call(carry)
                 torch.cuda.synchronize()
         return 0
-    from triton.testing import do_bench
-
-    flop = 4.0 * 32 * 4096 * 4096 * 128
-    rows = []
-    for _ in range(a.rounds):
-        row = {}
-        for name, carry in variants:
-            ms = do_bench(lambda carry=carry: call(carry), warmup=10, rep=60, return_mode="median")
-            row[name] = {"ms": round(ms, 4), "tflops": round(flop / (ms * 1e-3) / 1e12, 1)}
-        rows.append(row)
-        print(row, file=sys.stderr, flush=True)
-    o1, o2 = call(True), call(False)
-    print(json.dumps({"rounds": rows, "max_abs_diff": float((o1.float() - o2.float()).abs().max())}, indent=1))
+    time_variants(call, variants, a.rounds, 4.0 * 32 * 4096 * 4096 * 128)
     return 0
 
 

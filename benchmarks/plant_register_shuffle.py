@@ -63,20 +63,25 @@ def main() -> int:
                 call(carry)
                 torch.cuda.synchronize()
         return 0
+    time_variants(call, (("carried", True), ("fixed", False)), a.rounds, 4.0 * 32 * 4096 * 4096 * d)
+    return 0
+
+
+def time_variants(call: Any, variants: tuple[tuple[str, bool], ...], rounds: int, flop: float) -> None:
+    """do_bench medians of a plant's variants (``call(flag)``), interleaved over `rounds`, then the largest output
+    difference between the first two, as JSON on stdout (each round on stderr as it comes)."""
     from triton.testing import do_bench
 
-    flop = 4.0 * 32 * 4096 * 4096 * d
     rows = []
-    for _ in range(a.rounds):
+    for _ in range(rounds):
         row = {}
-        for name, carry in (("carried", True), ("fixed", False)):
-            ms = do_bench(lambda carry=carry: call(carry), warmup=10, rep=60, return_mode="median")
+        for name, flag in variants:
+            ms = do_bench(lambda flag=flag: call(flag), warmup=10, rep=60, return_mode="median")
             row[name] = {"ms": round(ms, 4), "tflops": round(flop / (ms * 1e-3) / 1e12, 1)}
         rows.append(row)
         print(row, file=sys.stderr, flush=True)
-    o1, o2 = call(True), call(False)
+    o1, o2 = call(variants[0][1]), call(variants[1][1])
     print(json.dumps({"rounds": rows, "max_abs_diff": float((o1.float() - o2.float()).abs().max())}, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -343,6 +343,27 @@ if gluon is not None:
     # one warpgroup a block (64 query rows, 4 warps), no producer: two or three blocks share an SM
     # ----------------------------------------------------------------------------------------------------------
     @gluon.jit
+    def _wg8_start(q_desc, k_desc, vt_desc, QS, KS, seqlen_q, seqlen_kv, heads, group, diag_off, sm_scale_log2,
+                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                   PERM: gl.constexpr):
+        """A one-warpgroup block's start: its place, the softmax scale with the descales folded in, Q's tile and the
+        K/Vᵀ ring in shared memory with their barriers, and Q and the first STAGES key blocks' loads issued."""
+        BLOCK_M: gl.constexpr = 64
+        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
+        kv_row = kv_bh * seqlen_kv
+        vt_row = kv_bh * HEAD_DIM
+        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_M, HEAD_DIM], q_desc.layout)
+        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
+        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
+        q_bar, bars = ga._gl_ring_barriers(STAGES)
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [pid_bh * seqlen_q + start_m, 0], q_bar, q_smem)
+        for i in gl.static_range(STAGES):  # key block t goes to slot t % STAGES: fill them all
+            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, i, i, i < n_tiles, BLOCK_N, PERM)
+        return pid_bh, start_m, n_tiles, kv_row, vt_row, qk_scale, q_smem, k_smem, vt_smem, q_bar, bars
+
+    @gluon.jit
     def _gl_fp8_fwd_kernel(q_desc, k_desc, vt_desc, Out, QS, KS, VS, seqlen_q, seqlen_kv, heads, group, diag_off,
                            sm_scale_log2, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                            CAUSAL: gl.constexpr, PERM: gl.constexpr, CARRY_P8: gl.constexpr = False):
@@ -352,26 +373,14 @@ if gluon is not None:
         operand at the end of the iteration that computed it and carried by the loop (the schedule before
         2026-11-29, kept as explain's planted register-shuffle: benchmarks/plant_register_shuffle.py)."""
         BLOCK_M: gl.constexpr = 64
-        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
-        kv_row = kv_bh * seqlen_kv
-        vt_row = kv_bh * HEAD_DIM
-        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
-
+        pid_bh, start_m, n_tiles, kv_row, vt_row, qk_scale, q_smem, k_smem, vt_smem, q_bar, bars = _wg8_start(
+            q_desc, k_desc, vt_desc, QS, KS, seqlen_q, seqlen_kv, heads, group, diag_off, sm_scale_log2, HEAD_DIM,
+            BLOCK_N, STAGES, CAUSAL, PERM)
         s_layout: gl.constexpr = _mma_layout(BLOCK_N)
         o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-
-        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_M, HEAD_DIM], q_desc.layout)
-        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
-        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
-        q_bar, bars = ga._gl_ring_barriers(STAGES)
-
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [pid_bh * seqlen_q + start_m, 0], q_bar, q_smem)
-        for i in gl.static_range(STAGES):  # key block t goes to slot t % STAGES: fill them all
-            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, i, i, i < n_tiles, BLOCK_N, PERM)
 
         offs_m = start_m + gl.arange(0, BLOCK_M, layout=row_s)
         offs_n0, m_i, l_i, acc, s_zero = _state8(BLOCK_M, BLOCK_N, HEAD_DIM, s_layout, o_layout, PERM)
@@ -458,22 +467,12 @@ if gluon is not None:
         loop then carries a running wgmma's accumulator, and ptxas serializes every wgmma of the kernel (C7514) --
         kept as explain's planted mma-serialized (tests/data/ladder50/plant_serial.ncu-rep.xz, RESULTS.md)."""
         BLOCK_M: gl.constexpr = 64
-        pid_bh, kv_bh, start_m, n_tiles = ga._gl_block(heads, group, seqlen_kv, diag_off, BLOCK_M, BLOCK_N, CAUSAL)
-        kv_row = kv_bh * seqlen_kv
-        vt_row = kv_bh * HEAD_DIM
-        qk_scale = sm_scale_log2 * gl.load(QS) * gl.load(KS)
+        pid_bh, start_m, n_tiles, kv_row, vt_row, qk_scale, q_smem, k_smem, vt_smem, q_bar, bars = _wg8_start(
+            q_desc, k_desc, vt_desc, QS, KS, seqlen_q, seqlen_kv, heads, group, diag_off, sm_scale_log2, HEAD_DIM,
+            BLOCK_N, STAGES, CAUSAL, PERM)
         s_layout: gl.constexpr = _mma_layout(BLOCK_N)
         o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
-
-        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [BLOCK_M, HEAD_DIM], q_desc.layout)
-        k_smem = _k_ring(k_desc, STAGES, BLOCK_N, HEAD_DIM, PERM)
-        vt_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, HEAD_DIM, BLOCK_N], vt_desc.layout)
-        q_bar, bars = ga._gl_ring_barriers(STAGES)
-        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [pid_bh * seqlen_q + start_m, 0], q_bar, q_smem)
-        for i in gl.static_range(STAGES):  # key block t goes to slot t % STAGES: fill them all
-            _load8(k_desc, vt_desc, k_smem, vt_smem, bars, kv_row, vt_row, i, i, i < n_tiles, BLOCK_N, PERM)
         offs_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
         offs_n0, m_i, l_i, acc, s_zero = _state8(BLOCK_M, BLOCK_N, HEAD_DIM, s_layout, o_layout, PERM)
 
