@@ -103,8 +103,8 @@ BENCH_RUN_QUANTILE = 0.5
 #: state for its whole life (quiet 2-CPU slices of the H200 machine's host: one attention call 1.25 or 1.7 ms a
 #: process, every iteration in it; beside a spinner 1.8 or 8.0 ms), so a run of one process cannot show the gate
 #: that noise, and one run a side could not catch a 2x slowdown every time (25 of 30). Three processes a run make the
-#: process the unit within one run: recorded so on the same slices, one run a side caught 2x in 54 of 54 quiet pairs
-#: and three runs a side 1.3x in 18 of 18, failing no identical one-run pair (benchmarks/RESULTS.md, "The gate: power
+#: process the unit within one run: recorded so on the same slices, one run a side caught 2x in 66 of 66 quiet pairs
+#: and three runs a side 1.3x in 22 of 22, failing no identical one-run pair (benchmarks/RESULTS.md, "The gate: power
 #: and false alarms"). A GPU process's kernels time alike (0.6 % a run on the H100, GPU_RUN_NOISE): one
 PROCESSES = {"cpu": 3, "cuda": 1}
 #: a machine is quiet for a CPU timing when other work's busy cores and the timing's threads fit in its cores with
