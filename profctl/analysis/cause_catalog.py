@@ -163,8 +163,9 @@ CATALOG: dict[str, CauseDef] = {c.id: c for c in (
        "serialized', printed only with ptxas -v), so the overlap the program asked for does not happen",
        "keep other instructions off a running wgmma's registers: wait for a group before anything reads, moves or "
        "rewrites its accumulator or register operand (an accumulator carried by a loop while its wgmma runs is "
-       "copied at the back edge); confirm with ptxas -v on the kernel's PTX (Triton: the compiled kernel's "
-       "asm['ptx']) that C7514 is gone",
+       "copied at the back edge); where the kernel spills, lower its register pressure first (ptxas serializes "
+       "for want of registers too, C7512); confirm with ptxas -v on the kernel's PTX (Triton: the compiled "
+       "kernel's asm['ptx']) that C7514 and C7512 are gone",
        "time x the warp-time share at the waits the compiler added (those inside a chain) / the warps a scheduler "
        "holds (its other warps cover part of a warp's wait); the overlap the program meant is not counted",
        "a softmax meant to run under the next tile's Q K^T (or the previous P V) waits for each k-slice instead",

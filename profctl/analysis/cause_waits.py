@@ -48,9 +48,15 @@ def _serialized(ctx: Context) -> Cause | None:
     lines = [ln for ln in ctx.lines if ln.key in set(s.lines)]
     lines.sort(key=lambda ln: -ln.samples)
     note = ("ptxas serializes every wgmma of a function once one instruction may touch a running wgmma's "
-            "registers; its -v output names it (C7514). The saving counts the waits the compiler added, not the "
-            "overlap the program meant")
-    return ctx.cause("mma-serialized", t * share / warps, ev, lines[:2], note=note, degree=s.ratio)
+            "registers (C7514), or when the registers run short (C7512); its -v output says which. The saving counts "
+            "the waits the compiler added, not the overlap the program meant")
+    fix = None
+    if ctx.f.opcode_count("LDL", "STL"):  # spills: the registers ran short, which serializes wgmma too
+        ev.append("the kernel also spills registers (LDL/STL): ptxas serializes wgmma when registers run short "
+                  "(C7512), not only when an instruction touches a running wgmma's registers")
+        fix = ("lower the register pressure until the spills are gone (smaller tiles, fewer values live across the "
+               "wgmma, fewer score tiles in flight), then check ptxas -v for C7512 and C7514")
+    return ctx.cause("mma-serialized", t * share / warps, ev, lines[:2], fix=fix, note=note, degree=s.ratio)
 
 
 def _at(ctx: Context, reason: str, *ops: str, skip: frozenset[tuple[str, int]] = frozenset()

@@ -112,3 +112,22 @@ def test_before_after_scores_the_prediction_within_35_percent(tmp_path: Path) ->
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "mma-serialized went away: predicted to save 42.2 us, realized 44.2 us (within 35 %)" in text, text
+
+
+@needs_ncu
+def test_a_kernel_serialized_for_want_of_registers_is_told_to_stop_spilling_first() -> None:
+    """The causal Q·Kᵀ-ahead kernel (tests/data/ladder50/fp8_ahead_causal.ncu-rep.xz) needs 255 registers and spills;
+    ptxas serialized its wgmma for that (C7512), not for a touched accumulator. Recorded after the detector was
+    written: its chains read split all the same, the cause says the spills come first, and the one-warpgroup kernel
+    beside it in the report reads unsplit."""
+    from profctl.analysis.cause_context import Context
+    from profctl.analysis.cause_waits import waits
+
+    causal = str(DATA / "fp8_ahead_causal.ncu-rep.xz")
+    p = _profile(causal, "fwd@m64n128w4s3-pipe-gl$")
+    s = serialized(p)
+    assert s is not None and s.ratio == 1.0
+    (c,) = [c for c in waits(Context.of(p)) if c.id == "mma-serialized"]
+    assert any("spills" in e and "C7512" in e for e in c.evidence) and c.fix.startswith("lower the register pressure")
+    plain = serialized(_profile(causal, "fwd@m64n128w4s3-gl$"))
+    assert plain is not None and plain.split == 0
