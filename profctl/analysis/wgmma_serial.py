@@ -5,9 +5,10 @@ gdesc[UR32], R24``) and waits for the chain once (``WARPGROUP.DEPBAR.LE gsb0, N`
 the tensor cores do. When ptxas cannot prove that no other instruction touches a running wgmma's accumulator
 registers, it serializes every wgmma of the function (``ptxas info: (C7514) Potential Performance Loss:
 wgmma.mma_async instructions are serialized ...``, shown only with ``-v``): each k-slice is its own group, waited
-for to zero before the next is issued. The program's overlap is gone without a word in its source; the SASS shows
-it as chains split by full waits. profctl's FP8 forward with the next block's Q·Kᵀ issued ahead of the softmax
-compiled so (tests/data/ladder50/fp8_ahead.ncu-rep.xz).
+for to zero before the next is issued; it does the same when the registers run short (C7512). The program's
+overlap is gone without a word in its source; the SASS shows it as chains split by full waits. profctl's FP8
+forward with the next block's Q·Kᵀ issued ahead of the softmax compiled so, both ways
+(tests/data/ladder50/plant_serial.ncu-rep.xz, fp8_ahead_causal.ncu-rep.xz).
 """
 
 from __future__ import annotations
