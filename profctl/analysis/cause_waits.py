@@ -323,4 +323,12 @@ def latency_bound(ctx: Context) -> Cause | None:
     ev = [f"no unit is busy (the busiest {pct(busiest)}); the warps mostly wait: {reason(k).label} "
           f"{pct(waits_[k])} of the warp time ({reason(k).means})"]
     hot = top([ln for ln in ctx.lines if ln.stalls.get(k)], lambda ln: ln.stalls.get(k, 0), 2)
-    return ctx.cause("latency-bound", 0.0, ev, hot, fix=f"{reason(k).fix}")
+    note = ""
+    if k == "wait" and ctx.f.gmma > 0:
+        # what its usual fix did on wgmma kernels of this kind, measured (issue 50, ladder steps 15-17)
+        note = ("in a wgmma attention forward, interleaving two tiles (the next tile's Q K^T issued before this "
+                "tile's softmax) was measured not to pay on profctl's own kernels: the bf16 Triton forward 28 % "
+                "slower, the FP8 one-warpgroup Gluon forward 6 % slower once ptxas no longer serialized it; its "
+                "fixed-latency waits fell (30 -> 22 % of warp time) and its time did not (benchmarks/RESULTS.md, "
+                "issue 50)")
+    return ctx.cause("latency-bound", 0.0, ev, hot, fix=f"{reason(k).fix}", note=note)

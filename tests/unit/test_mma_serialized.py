@@ -131,3 +131,16 @@ def test_a_kernel_serialized_for_want_of_registers_is_told_to_stop_spilling_firs
     assert any("spills" in e and "C7512" in e for e in c.evidence) and c.fix.startswith("lower the register pressure")
     plain = serialized(_profile(causal, "fwd@m64n128w4s3-gl$"))
     assert plain is not None and plain.split == 0
+
+
+@needs_ncu
+def test_latency_bound_on_a_wgmma_forward_says_what_interleaving_two_tiles_did(tmp_path: Path) -> None:
+    """Ladder step 17 (tests/data/ladder50/fp8_ahead.ncu-rep.xz): explain's latency-bound fix for the one-warpgroup
+    FP8 kernel, "interleave two tiles", was followed (the Q·Kᵀ-ahead kernel, unserialized) and lost 19 us under
+    ncu. Its note now says so, measured, beside the fix."""
+    d = _explain(tmp_path, AHEAD, "-k", "fwd@m64n128w4s3-gl$")
+    c = d["causes"][0]
+    assert c["id"] == "latency-bound" and "interleave two tiles" in c["fix"]
+    assert "measured not to pay" in c["note"] and "6 % slower" in c["note"]
+    b = _explain(tmp_path, AHEAD, AHEAD, "-k", "fwd@m64n128w4s3-gl$", "--vs", "fwd@m64n128w4s3-pipe-gl$", "--changed")
+    assert b["gap_us"] < 0 or b["a"]["duration_us"] < b["b"]["duration_us"]
