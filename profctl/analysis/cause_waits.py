@@ -45,7 +45,8 @@ def _serialized(ctx: Context) -> Cause | None:
                  round(s.ratio, 4), "fraction of chain links", value("mma_serialized_links"), ">="),
         f"{pct(share)} of the warp time waits at those added waits, with {warps:.2f} warps per scheduler to cover "
         f"them; the tensor pipe is {pct(ctx.util('tensor_pct'))} busy"]
-    lines = [ln for ln in ctx.lines if ln.key in set(s.lines)]
+    on = set(s.lines)
+    lines = [ln for ln in ctx.lines if ln.key in on]
     lines.sort(key=lambda ln: -ln.samples)
     note = ("ptxas serializes every wgmma of a function once one instruction may touch a running wgmma's "
             "registers (C7514), or when the registers run short (C7512); its -v output says which. The saving counts "

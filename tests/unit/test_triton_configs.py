@@ -94,3 +94,14 @@ def test_a_register_cap_parses_prints_and_is_refused_where_no_triton_launch_take
     for text in ("m64n128w4s3-gl-r168", "m128n128w4s3-ws-gl-r160"):
         with pytest.raises(ValueError, match=r"register cap.*not with -gl"):
             ta.check_config(ta.parse_configs(f"fwd={text}")["fwd"], fp8=False)
+
+
+def test_pipe_and_lazy_on_a_gluon_kernel_without_them_are_refused_not_dropped() -> None:
+    """-pipe with -gl is the one-warpgroup FP8 forward's (the next Q·Kᵀ ahead of the softmax); the bf16 Gluon
+    kernels and the warp-specialized FP8 one have neither -pipe nor -lazy, so such a config is refused rather than
+    run without it."""
+    ta.check_config(ta.parse_configs("fwd=m64n128w4s3-pipe-gl")["fwd"], fp8=True)
+    for text, fp8 in (("m64n128w4s3-pipe-gl", False), ("m128n128w4s3-pipe-ws-gl", True),
+                      ("m128n128w4s3-lazy-ws-gl", False), ("m64n128w4s3-lazy-gl", True)):
+        with pytest.raises(ValueError, match="is not in this Gluon kernel"):
+            ta.check_config(ta.parse_configs(f"fwd={text}")["fwd"], fp8=fp8)

@@ -158,10 +158,14 @@ CONFIG_ENV = "PROFCTL_TRITON_CONFIG"
 def check_config(cfg: KernelConfig, fp8: bool) -> None:
     """ValueError for a config whose options its kernel would not take: FMA-pipe exps where there are none
     (:func:`check_emu`), a register cap (``-r``) on a Gluon kernel (its warp-specialized launch sets its own registers;
-    only Triton launches take ``maxnreg``)."""
+    only Triton launches take ``maxnreg``), ``-pipe`` or ``-lazy`` on a Gluon kernel without them (of the Gluon
+    kernels only the one-warpgroup FP8 forward has ``-pipe``: the next Q·Kᵀ ahead of the softmax)."""
     check_emu(cfg, fp8)
     if cfg.maxnreg and cfg.gluon:
         raise ValueError(f"{cfg}: -r{cfg.maxnreg} (a register cap) is for the Triton kernels, not with -gl")
+    if cfg.gluon and (cfg.lazy or (cfg.pipe and (cfg.ws or not fp8))):
+        raise ValueError(f"{cfg}: {'-lazy' if cfg.lazy else '-pipe'} is not in this Gluon kernel (with -gl, -pipe is "
+                         "the one-warpgroup FP8 forward's only)")
 
 
 def check_emu(cfg: KernelConfig, fp8: bool) -> None:
